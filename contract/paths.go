@@ -1,0 +1,39 @@
+package contract
+
+// HTTP paths of the NAS service and the agent.
+const (
+	PathProvision = "/api/agent-cron/provision"
+	PathCancel    = "/api/agent-cron/cancel"
+	PathList      = "/api/agent-cron/list"
+	PathArmed     = "/api/agent-cron/armed"
+	PathRelay     = "/api/agent-cron/relay"
+	PathJWKS      = "/.well-known/jwks.json"
+	PathFire      = "/api/cron/fire"
+	PathHealthz   = "/healthz"
+	PathReadyz    = "/readyz"
+	PathMetrics   = "/metrics"
+
+	// Operator routes, served on NAS's internal listener.
+	PathOperatorInstanceStop  = "/api/operator/instances/{instance_id}/stop"
+	PathOperatorInstanceStart = "/api/operator/instances/{instance_id}/start"
+	PathOperatorAgentCancel   = "/api/operator/agents/{agent_id}/cancel-all"
+	PathOperatorDLQ           = "/api/operator/dlq"
+	PathOperatorDLQReplay     = "/api/operator/dlq/replay"
+)
+
+// Header names used on the wire.
+const (
+	HeaderAuthorization      = "Authorization"
+	HeaderRetryAfter         = "Retry-After"
+	HeaderContentType        = "Content-Type"
+	HeaderWebhookID          = "webhook-id"
+	HeaderWebhookTimestamp   = "webhook-timestamp"
+	HeaderWebhookSignature   = "webhook-signature"
+	MediaTypeJSON            = "application/json"
+	BearerPrefix             = "Bearer "
+	DefaultMaxBodyBytes      = 64 << 10
+	DefaultMaxBulkBodyBytes  = 4 << 20
+	MaxListLimit             = 100
+	JobIDPattern             = `^[A-Za-z0-9._-]{1,128}$`
+	DefaultFireAtPastSkewSec = 30
+)

@@ -1,0 +1,182 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Time is an instant on the wire: strict RFC 3339 (see ParseTime) when read,
+// RFC 3339 in UTC with the shortest exact fraction when written. The zero Time
+// is "absent"; JSON null is refused when reading.
+type Time struct{ time.Time }
+
+// NewTime returns t as a wire Time.
+func NewTime(t time.Time) Time { return Time{t} }
+
+// String formats t as RFC 3339 in UTC.
+func (t Time) String() string { return FormatTime(t.Time) }
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	return []byte(`"` + FormatTime(t.Time) + `"`), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler with ParseTime's strict rules.
+// null and non-strings are refused.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if bytes.Equal(b, []byte("null")) {
+		return errors.New("time must not be null")
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("time must be an RFC 3339 string")
+	}
+	v, err := ParseTime(s)
+	if err != nil {
+		return err
+	}
+	t.Time = v
+	return nil
+}
+
+// FormatTime writes t as RFC 3339 in UTC, with a fraction only when needed.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// ParseTime parses an instant strictly: RFC 3339 `YYYY-MM-DDTHH:MM:SS[.f{1,9}](Z|±hh:mm)`
+// with a 4-digit year, a `T` or `t` separator (also a space is refused), a `Z`
+// or an offset of at most ±14:00, at most 9 fraction digits after a dot, and
+// no leap second. It refuses what Go's time.Parse lets through: one-digit
+// hours (`T1:00:00Z`), a comma fraction (`,5`), `+24:00`.
+func ParseTime(s string) (time.Time, error) {
+	bad := func(why string) (time.Time, error) {
+		return time.Time{}, fmt.Errorf("invalid time %q: %s (want RFC 3339 like 2026-06-18T09:00:00Z)", truncate(s, 64), why)
+	}
+	// Fixed part: 2006-01-02T15:04:05 = 19 bytes.
+	if len(s) < 20 {
+		return bad("too short")
+	}
+	for i, c := range []byte(s[:19]) {
+		switch i {
+		case 4, 7:
+			if c != '-' {
+				return bad("date must be YYYY-MM-DD")
+			}
+		case 10:
+			if c != 'T' && c != 't' {
+				return bad("date and time must be separated by T")
+			}
+		case 13, 16:
+			if c != ':' {
+				return bad("time must be HH:MM:SS")
+			}
+		default:
+			if c < '0' || c > '9' {
+				return bad("unexpected character")
+			}
+		}
+	}
+	year := atoi(s[0:4])
+	month := atoi(s[5:7])
+	day := atoi(s[8:10])
+	hour := atoi(s[11:13])
+	minute := atoi(s[14:16])
+	sec := atoi(s[17:19])
+	if month < 1 || month > 12 {
+		return bad("month out of range")
+	}
+	if day < 1 || day > daysIn(year, month) {
+		return bad("day out of range")
+	}
+	if hour > 23 || minute > 59 {
+		return bad("hour or minute out of range")
+	}
+	if sec > 59 {
+		return bad("second out of range (leap seconds are not accepted)")
+	}
+	rest := s[19:]
+	nsec := 0
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		digits := rest[1:n]
+		if len(digits) == 0 {
+			return bad("empty fraction")
+		}
+		if len(digits) > 9 {
+			return bad("more than 9 fraction digits")
+		}
+		nsec = atoi(digits)
+		for i := len(digits); i < 9; i++ {
+			nsec *= 10
+		}
+		rest = rest[n:]
+	}
+	var loc *time.Location
+	switch {
+	case rest == "Z" || rest == "z":
+		loc = time.UTC
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
+		isDigits(rest[1:3]) && isDigits(rest[4:6]):
+		oh, om := atoi(rest[1:3]), atoi(rest[4:6])
+		if om > 59 || oh*60+om > 14*60 {
+			return bad("offset out of range (at most ±14:00)")
+		}
+		off := (oh*60 + om) * 60
+		if rest[0] == '-' {
+			off = -off
+		}
+		loc = time.FixedZone("", off)
+	default:
+		return bad("offset must be Z or ±hh:mm")
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc), nil
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+func atoi(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		n = n*10 + int(s[i]-'0')
+	}
+	return n
+}
+
+func daysIn(year, month int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	default:
+		return 31
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,196 @@
+package contract
+
+// ProvisionRequest is the body of POST /api/agent-cron/provision: arm (upsert)
+// the one one-shot of job JobID at FireAt. DedupKey must be "job_id:fire_at".
+type ProvisionRequest struct {
+	JobID            string `json:"job_id"`
+	FireAt           Time   `json:"fire_at"`
+	AgentCallbackURL string `json:"agent_callback_url"`
+	DedupKey         string `json:"dedup_key"`
+}
+
+// ProvisionResponse is the 200 answer to a provision: the schedule id of the
+// armed one-shot (unchanged when the same fire_at is provisioned again).
+type ProvisionResponse struct {
+	ScheduleID string `json:"schedule_id"`
+	FireAt     Time   `json:"fire_at"`
+	// Armed is true when the one-shot is armed; kept for agents that read it.
+	Armed bool `json:"armed"`
+}
+
+// CancelRequest is the body of POST /api/agent-cron/cancel.
+type CancelRequest struct {
+	JobID string `json:"job_id"`
+}
+
+// OKResponse is the {"ok": true} answer of cancel and operator actions.
+type OKResponse struct {
+	OK bool `json:"ok"`
+}
+
+// ArmedJob is one armed one-shot as NAS reports it to its agent.
+type ArmedJob struct {
+	JobID            string `json:"job_id"`
+	FireAt           Time   `json:"fire_at"`
+	ScheduleID       string `json:"schedule_id"`
+	AgentCallbackURL string `json:"agent_callback_url"`
+}
+
+// FailedFire is a fire NAS gave up on (dead-lettered), reported to the agent
+// through the list endpoint so it can record it in its run ledger.
+type FailedFire struct {
+	JobID      string `json:"job_id"`
+	FireAt     Time   `json:"fire_at"`
+	ScheduleID string `json:"schedule_id"`
+	Attempts   int    `json:"attempts"`
+	Reason     string `json:"reason"`
+	FailedAt   Time   `json:"failed_at"`
+}
+
+// ListResponse is the 200 answer of GET /api/agent-cron/list. NextCursor is
+// null on the last page.
+type ListResponse struct {
+	Armed       []ArmedJob   `json:"armed"`
+	NextCursor  *string      `json:"next_cursor"`
+	FailedFires []FailedFire `json:"failed_fires"`
+}
+
+// DesiredArm is one entry of the bulk PUT /api/agent-cron/armed body.
+type DesiredArm struct {
+	JobID            string `json:"job_id"`
+	FireAt           Time   `json:"fire_at"`
+	AgentCallbackURL string `json:"agent_callback_url"`
+	DedupKey         string `json:"dedup_key"`
+}
+
+// PutArmedRequest is the full desired armed set of the calling agent: NAS
+// arms what is missing or changed and cancels what is not listed.
+type PutArmedRequest struct {
+	Armed []DesiredArm `json:"armed"`
+}
+
+// PutArmedResponse says what a bulk PUT changed.
+type PutArmedResponse struct {
+	Armed     []ArmedJob `json:"armed"`     // every job now armed, with its schedule id
+	Created   []string   `json:"created"`   // job ids newly armed
+	Updated   []string   `json:"updated"`   // job ids re-armed at a new fire_at
+	Cancelled []string   `json:"cancelled"` // job ids no longer armed
+	Unchanged []string   `json:"unchanged"` // job ids already armed as desired
+}
+
+// RelayRequest is the body the relay POSTs, signed, to NAS's relay route when
+// a one-shot is due.
+type RelayRequest struct {
+	ScheduleID string `json:"schedule_id"`
+	AgentID    string `json:"agent_id"`
+	JobID      string `json:"job_id"`
+	FireAt     Time   `json:"fire_at"`
+	Attempt    int    `json:"attempt"`
+}
+
+// Relay statuses: what NAS did with one relayed fire. All are final for the
+// relay (a 200); retryable failures are 502/503 with an error body instead.
+const (
+	RelayDelivered       = "delivered"        // the agent accepted the fire (2xx)
+	RelayDropped         = "dropped"          // the armed row is gone or was re-armed: a stale fire
+	RelayInstanceStopped = "instance_stopped" // the operator stopped the agent instance
+	RelayDuplicate       = "duplicate"        // this delivery id was already handled
+	RelayRejected        = "rejected"         // the agent refused the fire (4xx); dead-lettered
+)
+
+// RelayResponse is NAS's 200 answer to the relay.
+type RelayResponse struct {
+	Status string `json:"status"`
+	// AgentStatus is the agent's own status when it answered one
+	// ("accepted", "duplicate", "gone").
+	AgentStatus string `json:"agent_status,omitempty"`
+	// Reason says why a fire was rejected or dropped.
+	Reason string `json:"reason,omitempty"`
+}
+
+// FireRequest is the body NAS POSTs to the agent's /api/cron/fire.
+type FireRequest struct {
+	JobID      string `json:"job_id"`
+	FireAt     Time   `json:"fire_at"`
+	ScheduleID string `json:"schedule_id"`
+	Attempt    int    `json:"attempt"`
+}
+
+// Fire statuses answered by the agent.
+const (
+	FireAccepted  = "accepted"  // 202: the slot is claimed, the run follows
+	FireDuplicate = "duplicate" // 200: the slot was already claimed or has passed
+	FireGone      = "gone"      // 200: the agent has no such job
+)
+
+// FireResponse is the agent's answer to a fire.
+type FireResponse struct {
+	Status string `json:"status"`
+	JobID  string `json:"job_id,omitempty"`
+	RunID  string `json:"run_id,omitempty"`
+}
+
+// JWK is one public key of a JSON Web Key Set (RFC 7517), as NAS publishes it.
+type JWK struct {
+	Kty string `json:"kty"`
+	Kid string `json:"kid"`
+	Use string `json:"use,omitempty"`
+	Alg string `json:"alg,omitempty"`
+	Crv string `json:"crv,omitempty"`
+	X   string `json:"x,omitempty"`
+	Y   string `json:"y,omitempty"`
+	N   string `json:"n,omitempty"`
+	E   string `json:"e,omitempty"`
+}
+
+// JWKS is the body of GET /.well-known/jwks.json.
+type JWKS struct {
+	Keys []JWK `json:"keys"`
+}
+
+// HealthResponse is the body of /healthz and /readyz.
+type HealthResponse struct {
+	Status string            `json:"status"` // "ok" or "unavailable"
+	Checks map[string]string `json:"checks,omitempty"`
+}
+
+// InstanceStateResponse answers the operator's stop/start of an agent instance.
+type InstanceStateResponse struct {
+	InstanceID string `json:"instance_id"`
+	Stopped    bool   `json:"stopped"`
+}
+
+// CancelAllResponse answers the operator's cancel-all for one agent.
+type CancelAllResponse struct {
+	AgentID   string `json:"agent_id"`
+	Cancelled int    `json:"cancelled"`
+}
+
+// DeadLetter is one dead-lettered fire as operators see it.
+type DeadLetter struct {
+	ScheduleID string `json:"schedule_id"`
+	AgentID    string `json:"agent_id"`
+	JobID      string `json:"job_id"`
+	FireAt     Time   `json:"fire_at"`
+	Attempts   int    `json:"attempts"`
+	Reason     string `json:"reason"`
+	FailedAt   Time   `json:"failed_at"`
+}
+
+// DLQListResponse is the body of GET /api/operator/dlq.
+type DLQListResponse struct {
+	Entries    []DeadLetter `json:"entries"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+// DLQReplayRequest asks NAS to deliver dead-lettered fires again: the listed
+// schedule ids, or all of one agent's when AgentID is set and ScheduleIDs empty.
+type DLQReplayRequest struct {
+	ScheduleIDs []string `json:"schedule_ids,omitempty"`
+	AgentID     string   `json:"agent_id,omitempty"`
+}
+
+// DLQReplayResponse says how many entries were queued again.
+type DLQReplayResponse struct {
+	Replayed int `json:"replayed"`
+}

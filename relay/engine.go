@@ -1,0 +1,187 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// State is where a one-shot is in its life.
+//
+//	armed ──claim──▶ leased ──ack──▶ (deleted)
+//	  ▲                │ nack (retry at t)
+//	  └────────────────┤
+//	                   └─dead-letter──▶ dead ──replay──▶ armed
+//
+// An expired lease is returned to armed by the reaper (its attempt counter
+// and fencing token keep increasing, so the old holder can no longer ack).
+type State string
+
+// States of a one-shot.
+const (
+	StateArmed  State = "armed"
+	StateLeased State = "leased"
+	StateDead   State = "dead"
+)
+
+// OneShot is one armed fire: the armed row of (AgentID, JobID) and its due
+// entry are the same record, written and removed together.
+type OneShot struct {
+	ScheduleID  string
+	AgentID     string
+	InstanceID  string
+	JobID       string
+	FireAt      time.Time // when the agent wants it; never delivered before
+	CallbackURL string
+	// Attempt counts claims so far (0 before the first); it doubles as the
+	// fencing token of the current lease.
+	Attempt int
+	State   State
+	// DueAt is when the entry is next due: FireAt, or a retry time after a nack.
+	DueAt     time.Time
+	CreatedAt time.Time
+	// LastError is the reason of the last failed attempt, if any.
+	LastError string
+}
+
+// ArmRequest asks to arm job JobID of AgentID at FireAt (an upsert).
+type ArmRequest struct {
+	AgentID     string
+	InstanceID  string
+	JobID       string
+	FireAt      time.Time
+	CallbackURL string
+	// ScheduleID is the id to use if this arm creates or replaces the
+	// one-shot; callers pass a fresh unique id every time.
+	ScheduleID string
+	// MaxArmed, when positive, is the agent's quota: arming a job that is not
+	// yet armed fails with ErrQuotaExceeded once the agent has MaxArmed.
+	MaxArmed int
+}
+
+// ArmResult is the outcome of an Arm.
+type ArmResult struct {
+	OneShot OneShot
+	// Changed is false when the job was already armed at the same instant
+	// (the same schedule id is returned and nothing was written).
+	Changed bool
+	// Replaced is the schedule id of the one-shot this arm replaced, if any.
+	Replaced string
+}
+
+// Lease is a claimed one-shot. Token is the fencing token: only the holder of
+// the current token may ack, nack, extend or dead-letter it.
+type Lease struct {
+	OneShot
+	Token int64
+	// Until is when the lease expires by the engine's clock.
+	Until time.Time
+}
+
+// DeadLetter is a fire the relay gave up on.
+type DeadLetter struct {
+	OneShot
+	Reason   string
+	FailedAt time.Time
+}
+
+// Errors of engines.
+var (
+	// ErrQuotaExceeded: the agent's armed quota is full.
+	ErrQuotaExceeded = errors.New("relay: armed quota exceeded")
+	// ErrLeaseLost: the fencing token is no longer current (expired and
+	// reclaimed, acked, or the one-shot was cancelled or re-armed).
+	ErrLeaseLost = errors.New("relay: lease lost")
+	// ErrNotFound: no such one-shot or dead letter.
+	ErrNotFound = errors.New("relay: not found")
+	// ErrInvalidCursor: a list cursor the engine did not issue for this listing.
+	ErrInvalidCursor = errors.New("relay: invalid cursor")
+)
+
+// Armed is the part of an engine the NAS API uses: the armed rows of agents.
+type Armed interface {
+	// Arm upserts the one-shot of (AgentID, JobID) and its due entry in one
+	// atomic step: the same FireAt again is a no-op returning the existing
+	// schedule id; a different FireAt replaces it under req.ScheduleID.
+	Arm(ctx context.Context, req ArmRequest) (ArmResult, error)
+	// Cancel removes the one-shot of (agentID, jobID) and its due entry; it
+	// reports whether there was one. A cancelled one-shot's lease is lost.
+	Cancel(ctx context.Context, agentID, jobID string) (bool, error)
+	// Get returns the one-shot of (agentID, jobID), or ErrNotFound.
+	Get(ctx context.Context, agentID, jobID string) (OneShot, error)
+	// List pages agentID's one-shots in job id order; cursor "" starts, a
+	// returned next cursor "" means the last page.
+	List(ctx context.Context, agentID, cursor string, limit int) (items []OneShot, next string, err error)
+	// TakeFailed returns up to max fires of agentID dead-lettered since the
+	// last call and forgets them (they stay in the dead letter).
+	TakeFailed(ctx context.Context, agentID string, max int) ([]DeadLetter, error)
+}
+
+// Queue is the part of an engine dispatchers use. Lease expiry is judged by
+// the engine's clock, never the caller's.
+type Queue interface {
+	// Claim leases up to max one-shots whose due time has come (never
+	// before), each for leaseFor, incrementing the attempt/fencing token.
+	Claim(ctx context.Context, max int, leaseFor time.Duration) ([]Lease, error)
+	// NextDue returns how long until the earliest armed entry is due by the
+	// engine's clock (0 if already due), or ok=false when nothing is armed.
+	NextDue(ctx context.Context) (wait time.Duration, ok bool, err error)
+	// Wake returns a channel that receives when an arm may have made an
+	// earlier entry due (best effort; dispatchers also re-check NextDue).
+	Wake() <-chan struct{}
+	// Extend renews a lease for leaseFor from now.
+	Extend(ctx context.Context, l Lease, leaseFor time.Duration) (Lease, error)
+	// Ack finishes a delivered one-shot: it and its armed row are removed.
+	Ack(ctx context.Context, l Lease) error
+	// Nack returns the one-shot to armed, due again after delay, recording reason.
+	Nack(ctx context.Context, l Lease, delay time.Duration, reason string) error
+	// Kill moves the one-shot to the dead letter with reason (its armed row
+	// goes away; the agent learns of it through TakeFailed).
+	Kill(ctx context.Context, l Lease, reason string) error
+	// Reap returns one-shots whose lease expired to armed, due now; it
+	// reports how many.
+	Reap(ctx context.Context) (int, error)
+}
+
+// DeadLetters is the operator's view of the dead letter.
+type DeadLetters interface {
+	// ListDead pages dead letters, optionally of one agent, newest first.
+	ListDead(ctx context.Context, agentID, cursor string, limit int) (items []DeadLetter, next string, err error)
+	// Replay re-arms dead-lettered one-shots, due now, with attempts reset;
+	// unknown ids are ignored. It reports how many were re-armed. An entry whose
+	// job was armed again since is dropped instead of replayed.
+	Replay(ctx context.Context, scheduleIDs []string) (int, error)
+	// ReplayAgent replays all of one agent's dead letters.
+	ReplayAgent(ctx context.Context, agentID string) (int, error)
+}
+
+// Control holds small shared facts NAS processes agree on through the engine.
+type Control interface {
+	// SetInstanceStopped stops or starts an agent instance: fires of a
+	// stopped instance are dropped, not retried.
+	SetInstanceStopped(ctx context.Context, instanceID string, stopped bool) error
+	InstanceStopped(ctx context.Context, instanceID string) (bool, error)
+	// FirstDelivery records a delivery id and reports whether it is the first
+	// time it is seen (within ttl).
+	FirstDelivery(ctx context.Context, deliveryID string, ttl time.Duration) (bool, error)
+	// CancelAgent removes every one-shot of agentID; it reports how many.
+	CancelAgent(ctx context.Context, agentID string) (int, error)
+}
+
+// Stats are gauges for metrics.
+type Stats struct {
+	Armed      int64 // one-shots armed or leased
+	Due        int64 // armed one-shots already due (backlog)
+	Leased     int64
+	DeadLetter int64
+}
+
+// Engine is everything a relay store provides.
+type Engine interface {
+	Armed
+	Queue
+	DeadLetters
+	Control
+	Stats(ctx context.Context) (Stats, error)
+	Close() error
+}

@@ -1,0 +1,305 @@
+package schedule
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxDurationSeconds bounds intervals and relative one-shots (about 100 years).
+const maxDurationSeconds = 100 * 366 * secondsPerDay
+
+var durationUnits = map[string]int64{
+	"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+	"m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+	"h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+	"d": secondsPerDay, "day": secondsPerDay, "days": secondsPerDay,
+	"w": 7 * secondsPerDay, "wk": 7 * secondsPerDay, "week": 7 * secondsPerDay, "weeks": 7 * secondsPerDay,
+}
+
+// parseDuration reads "90s", "1h30m", "1d", "2 hours", "1 hour 30 minutes"
+// into whole seconds (> 0).
+func parseDuration(text string) (int64, error) {
+	in := strings.TrimSpace(strings.ToLower(text))
+	if in == "" {
+		return 0, fmt.Errorf("missing duration")
+	}
+	var total int64
+	i := 0
+	for i < len(in) {
+		for i < len(in) && in[i] == ' ' {
+			i++
+		}
+		if i == len(in) {
+			break
+		}
+		j := i
+		for j < len(in) && in[j] >= '0' && in[j] <= '9' {
+			j++
+		}
+		if j == i || j-i > 9 {
+			return 0, fmt.Errorf("duration %q: want a whole number before each unit", text)
+		}
+		n, _ := strconv.ParseInt(in[i:j], 10, 64)
+		for j < len(in) && in[j] == ' ' {
+			j++
+		}
+		k := j
+		for k < len(in) && in[k] >= 'a' && in[k] <= 'z' {
+			k++
+		}
+		unit, ok := durationUnits[in[j:k]]
+		if !ok {
+			return 0, fmt.Errorf("duration %q: unknown unit %q (want s, m, h, d or w)", text, in[j:k])
+		}
+		total += n * unit
+		if total > maxDurationSeconds {
+			return 0, fmt.Errorf("duration %q is longer than 100 years", text)
+		}
+		i = k
+	}
+	if total <= 0 {
+		return 0, fmt.Errorf("duration %q must be positive", text)
+	}
+	return total, nil
+}
+
+// relativeText recognises "in 30m", "+90s" and a bare "2h30m", returning the
+// duration text.
+func relativeText(lower string) (string, bool) {
+	if rest, ok := strings.CutPrefix(lower, "in "); ok {
+		return strings.TrimSpace(rest), true
+	}
+	if rest, ok := strings.CutPrefix(lower, "+"); ok {
+		return strings.TrimSpace(rest), true
+	}
+	if _, err := parseDuration(lower); err == nil {
+		return lower, true
+	}
+	return "", false
+}
+
+var (
+	rfc3339Re = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$`)
+	localRe   = regexp.MustCompile(`^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2}))?)?$`)
+	dateLike  = regexp.MustCompile(`^\d{4}-\d`)
+)
+
+// parseTimestamp reads an RFC 3339 timestamp or a local "2026-06-18 09:00"
+// (read in loc, a skipped reading giving the end of the gap and a repeated
+// one its first pass). matched is false when text does not look like a date.
+func parseTimestamp(text string, loc *time.Location) (at time.Time, matched bool, err error) {
+	if !dateLike.MatchString(text) {
+		return time.Time{}, false, nil
+	}
+	if rfc3339Re.MatchString(text) {
+		norm := strings.ToUpper(text[:10]) + "T" + strings.ToUpper(text[11:])
+		t, perr := time.Parse(time.RFC3339Nano, norm)
+		if perr != nil || !validOffset(text) {
+			return time.Time{}, true, fmt.Errorf("%w: timestamp %q is not a valid RFC 3339 time", ErrInvalid, text)
+		}
+		return t, true, nil
+	}
+	m := localRe.FindStringSubmatch(text)
+	if m == nil {
+		return time.Time{}, true, fmt.Errorf("%w: timestamp %q: want RFC 3339 or \"YYYY-MM-DD HH:MM[:SS]\"", ErrInvalid, text)
+	}
+	num := func(s string) int {
+		n, _ := strconv.Atoi(s)
+		return n
+	}
+	y, mo, d := num(m[1]), num(m[2]), num(m[3])
+	h, mi, sec := num(m[4]), num(m[5]), num(m[6])
+	if mo < 1 || mo > 12 || d < 1 || d > daysIn(int64(y), mo) || h > 23 || mi > 59 || sec > 59 || y < 1 {
+		return time.Time{}, true, fmt.Errorf("%w: timestamp %q is not a real date and time", ErrInvalid, text)
+	}
+	ws := civil{year: int64(y), month: mo, day: d, hour: h, minute: mi, second: sec}.wallSeconds()
+	u, ok := resolveLocal(loc, ws)
+	if !ok {
+		return time.Time{}, true, fmt.Errorf("%w: timestamp %q does not exist in %s", ErrInvalid, text, loc)
+	}
+	return time.Unix(u, 0), true, nil
+}
+
+// validOffset checks the numeric offset of an RFC 3339 text is below 24 h.
+func validOffset(text string) bool {
+	last := text[len(text)-1]
+	if last == 'Z' || last == 'z' {
+		return true
+	}
+	off := text[len(text)-6:]
+	h, _ := strconv.Atoi(off[1:3])
+	m, _ := strconv.Atoi(off[4:6])
+	return h < 24 && m < 60
+}
+
+var dayWords = map[string][]int{
+	"day": {0, 1, 2, 3, 4, 5, 6}, "days": {0, 1, 2, 3, 4, 5, 6}, "daily": {0, 1, 2, 3, 4, 5, 6}, "everyday": {0, 1, 2, 3, 4, 5, 6},
+	"weekday": {1, 2, 3, 4, 5}, "weekdays": {1, 2, 3, 4, 5},
+	"weekend": {0, 6}, "weekends": {0, 6},
+	"sunday": {0}, "sun": {0}, "sundays": {0},
+	"monday": {1}, "mon": {1}, "mondays": {1},
+	"tuesday": {2}, "tue": {2}, "tues": {2}, "tuesdays": {2},
+	"wednesday": {3}, "wed": {3}, "wednesdays": {3},
+	"thursday": {4}, "thu": {4}, "thur": {4}, "thurs": {4}, "thursdays": {4},
+	"friday": {5}, "fri": {5}, "fridays": {5},
+	"saturday": {6}, "sat": {6}, "saturdays": {6},
+}
+
+var clockRe = regexp.MustCompile(`^(\d{1,2})(?::(\d{2}))?(am|pm|a\.m\.|p\.m\.)?$`)
+
+// parsePhrase turns phrases people type into a cron line: "every monday 9am",
+// "weekdays at 9am", "daily at 7am", "monday, wednesday at 9:30pm", "noon".
+func parsePhrase(lower string) (string, error) {
+	switch strings.Join(strings.Fields(lower), " ") {
+	case "every minute":
+		return "* * * * *", nil
+	case "hourly", "every hour":
+		return "0 * * * *", nil
+	case "weekly", "every week":
+		return "0 0 * * 0", nil
+	case "monthly", "every month":
+		return "0 0 1 * *", nil
+	case "yearly", "annually", "every year":
+		return "0 0 1 1 *", nil
+	}
+	unknown := func(w string) error {
+		return fmt.Errorf("%w: cannot read %q (want a cron line, \"every 15m\", \"in 30m\", a timestamp, or a phrase like \"every monday 9am\" or \"weekdays at 9:30pm\")", ErrInvalid, w)
+	}
+	toks := strings.Fields(strings.NewReplacer(",", " ", "&", " and ").Replace(lower))
+	var days [7]bool
+	anyDay, anyTime := false, false
+	var hours []int
+	minute := -1
+	afterAt := false
+	for i := 0; i < len(toks); i++ {
+		w := toks[i]
+		switch w {
+		case "every", "each", "on", "and", "the":
+			continue
+		case "at", "@":
+			afterAt = true
+			continue
+		case "noon", "midday":
+			if err := addTime(&hours, &minute, 12, 0); err != nil {
+				return "", err
+			}
+			anyTime = true
+			continue
+		case "midnight":
+			if err := addTime(&hours, &minute, 0, 0); err != nil {
+				return "", err
+			}
+			anyTime = true
+			continue
+		}
+		if ds, ok := dayWords[w]; ok {
+			for _, d := range ds {
+				days[d] = true
+			}
+			anyDay = true
+			continue
+		}
+		m := clockRe.FindStringSubmatch(w)
+		if m == nil {
+			return "", unknown(w)
+		}
+		mer := m[3]
+		if mer == "" && i+1 < len(toks) {
+			switch toks[i+1] {
+			case "am", "pm", "a.m.", "p.m.":
+				mer = toks[i+1]
+				i++
+			}
+		}
+		if mer == "" && m[2] == "" && !afterAt {
+			return "", unknown(w)
+		}
+		h, _ := strconv.Atoi(m[1])
+		mi := 0
+		if m[2] != "" {
+			mi, _ = strconv.Atoi(m[2])
+		}
+		if mi > 59 {
+			return "", fmt.Errorf("%w: %q is not a time of day", ErrInvalid, w)
+		}
+		if mer != "" {
+			if h < 1 || h > 12 {
+				return "", fmt.Errorf("%w: %q is not a time of day", ErrInvalid, w)
+			}
+			h %= 12
+			if mer[0] == 'p' {
+				h += 12
+			}
+		} else if h > 23 {
+			return "", fmt.Errorf("%w: %q is not a time of day", ErrInvalid, w)
+		}
+		if err := addTime(&hours, &minute, h, mi); err != nil {
+			return "", err
+		}
+		anyTime = true
+	}
+	if !anyDay && !anyTime {
+		return "", unknown(lower)
+	}
+	if !anyTime {
+		hours, minute = []int{0}, 0
+	}
+	dow := "*"
+	if anyDay {
+		var set []int
+		for d, on := range days {
+			if on {
+				set = append(set, d)
+			}
+		}
+		if len(set) < 7 {
+			dow = compactList(set)
+		}
+	}
+	return fmt.Sprintf("%d %s * * %s", minute, compactList(hours), dow), nil
+}
+
+// addTime records one time of day; several times must share the minute.
+func addTime(hours *[]int, minute *int, h, m int) error {
+	if *minute >= 0 && *minute != m {
+		return fmt.Errorf("%w: times with different minutes need separate schedules", ErrInvalid)
+	}
+	*minute = m
+	for _, x := range *hours {
+		if x == h {
+			return nil
+		}
+	}
+	*hours = append(*hours, h)
+	return nil
+}
+
+// compactList writes a set of small numbers as a cron list with ranges.
+func compactList(set []int) string {
+	s := append([]int(nil), set...)
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	var parts []string
+	for i := 0; i < len(s); {
+		j := i
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
+			j++
+		}
+		switch {
+		case j-i >= 2:
+			parts = append(parts, fmt.Sprintf("%d-%d", s[i], s[j]))
+		case j > i:
+			parts = append(parts, strconv.Itoa(s[i]), strconv.Itoa(s[j]))
+		default:
+			parts = append(parts, strconv.Itoa(s[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,120 @@
+package schedule
+
+import "time"
+
+// bigJump is the size from which an offset change is a clock correction
+// rather than a daylight-saving shift (rule 5).
+const bigJump = 3 * 3600
+
+// offsetSlack bounds |UTC offset| of any zone, with room to spare.
+const offsetSlack = 2 * secondsPerDay
+
+// segment is a stretch of time with one UTC offset: [start, end).
+type segment struct {
+	off        int64
+	start, end int64
+	hasStart   bool // false: the zone has no earlier change
+	hasEnd     bool // false: the zone has no later change
+}
+
+// segmentAt returns the offset stretch of loc holding instant t (Unix seconds).
+func segmentAt(loc *time.Location, t int64) segment {
+	if loc == time.UTC {
+		return segment{}
+	}
+	tt := time.Unix(t, 0).In(loc)
+	_, off := tt.Zone()
+	s, e := tt.ZoneBounds()
+	seg := segment{off: int64(off)}
+	if !s.IsZero() {
+		seg.start, seg.hasStart = s.Unix(), true
+	}
+	if !e.IsZero() {
+		seg.end, seg.hasEnd = e.Unix(), true
+	}
+	return seg
+}
+
+// offsetAt returns the UTC offset of loc at instant t in seconds.
+func offsetAt(loc *time.Location, t int64) int64 {
+	_, off := time.Unix(t, 0).In(loc).Zone()
+	return int64(off)
+}
+
+// civilNexter finds the first matching wall second at or after ws, giving up
+// after limitYear.
+type civilNexter interface {
+	nextCivil(ws int64, limitYear int64) (int64, bool)
+}
+
+// nextInZone returns the first fire instant at or after from (Unix seconds)
+// of a schedule whose wall-clock matches come from cn, applying the DST rules
+// in loc:
+//
+//   - wildcard: fires at every instant whose wall reading matches; wall times
+//     skipped by a forward change never happen, repeated ones fire twice.
+//   - fixed-time: a match skipped by a forward change of under 3 h fires once
+//     at the instant the change happens (the first instant after the gap); a
+//     match repeated by a backward change of under 3 h fires only in the
+//     first pass. Changes of 3 h or more are clock corrections: the new wall
+//     clock is used as it is (skipped times are not run, repeated ones are).
+//
+// The search walks offset stretches; inside a stretch it asks cn for the first
+// wall match, so it never steps minute by minute. It stops after limitYear.
+func nextInZone(loc *time.Location, from int64, wild bool, cn civilNexter, limitYear int64) (int64, bool) {
+	t := from
+	for range 1 << 16 {
+		seg := segmentAt(loc, t)
+		ws := t + seg.off
+		// Fixed-time: the second pass of a small backward change is skipped.
+		if !wild && seg.hasStart {
+			if back := offsetAt(loc, seg.start-1) - seg.off; back > 0 && back < bigJump && t < seg.start+back {
+				t = seg.start + back
+				if seg.hasEnd && t >= seg.end {
+					t = seg.end
+					continue
+				}
+				ws = t + seg.off
+			}
+		}
+		c, ok := cn.nextCivil(ws, limitYear)
+		if !ok {
+			return 0, false
+		}
+		if !seg.hasEnd || c < seg.end+seg.off {
+			return c - seg.off, true
+		}
+		// The match lies at or beyond the wall reading where this stretch ends.
+		if !wild {
+			if fwd := offsetAt(loc, seg.end) - seg.off; fwd > 0 && fwd < bigJump && c < seg.end+seg.off+fwd {
+				return seg.end, true // skipped by the gap: fire once right after it
+			}
+		}
+		// Move on. When the stretch reaches far past the start reading, no
+		// later instant can read earlier than ws, and nothing before
+		// c-offsetSlack can read c or later: jump there directly.
+		next := seg.end
+		if seg.end-offsetSlack >= ws && c-offsetSlack > next {
+			next = c - offsetSlack
+		}
+		t = next
+	}
+	return 0, false
+}
+
+// resolveLocal turns a wall reading into the instant a fixed-time job set for
+// it fires: the reading itself, its first pass when it repeats, or the end of
+// the gap when it is skipped.
+func resolveLocal(loc *time.Location, ws int64) (int64, bool) {
+	return nextInZone(loc, ws-offsetSlack, false, exactWall(ws), civilOf(ws).year+1)
+}
+
+// exactWall matches one wall second only.
+type exactWall int64
+
+func (w exactWall) nextCivil(ws int64, _ int64) (int64, bool) {
+	if ws <= int64(w) {
+		return int64(w), true
+	}
+	return 0, false
+}

@@ -1,0 +1,49 @@
+# Chronos: the two quick-start commands are `make demo` and `make test`.
+
+GO        ?= go
+PKGS      ?= ./...
+TESTFLAGS ?= -race -timeout 20m
+SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all build demo test deps vet fmt-check unit bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o bin/chronos ./cmd/chronos
+
+## demo: everything in one process on the embedded engine, sample jobs firing within seconds.
+demo:
+	$(GO) run ./cmd/chronos demo $(DEMOFLAGS)
+
+## test: install what the tests need, then vet, the gofmt check and the race-enabled test suite.
+test: deps vet fmt-check unit
+
+## deps: redis-server for the Redis engine's tests (Debian package), Go modules.
+deps:
+	@if [ -z "$$TEST_REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing redis-server"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+		else \
+			echo "redis-server is missing: install it (apt-get install redis-server) or set TEST_REDIS_URL" >&2; exit 1; \
+		fi; \
+	fi
+	$(GO) mod download
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+unit:
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+## bench: the benchmarks of the hot paths (short); see README for `chronos bench relay`.
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
+
+clean:
+	rm -rf bin

@@ -55,7 +55,7 @@ func daysFromCivil(y int64, m, d int) int64 {
 	if m > 2 {
 		mp = int64(m - 3)
 	}
-	doy := (153*mp+2)/5 + int64(d) - 1    // [0, 365]
+	doy := (153*mp+2)/5 + int64(d) - 1     // [0, 365]
 	doe := yoe*365 + yoe/4 - yoe/100 + doy // [0, 146096]
 	return era*daysPer400Years + doe - 719468
 }

@@ -303,3 +303,17 @@ func compactList(set []int) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// ParseTime reads a strict RFC 3339 timestamp with an offset ("Z" or ±hh:mm),
+// refusing the loose forms time.Parse lets through (one-digit hours, a comma
+// fraction, a +24:00 offset).
+func ParseTime(text string) (time.Time, error) {
+	if !rfc3339Re.MatchString(text) {
+		return time.Time{}, fmt.Errorf("%w: %q is not an RFC 3339 time such as 2026-06-18T09:00:00Z", ErrInvalid, text)
+	}
+	t, matched, err := parseTimestamp(text, time.UTC)
+	if !matched || err != nil {
+		return time.Time{}, fmt.Errorf("%w: %q is not a valid RFC 3339 time", ErrInvalid, text)
+	}
+	return t, nil
+}

@@ -1,17 +1,148 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/chronoscron/chronos/agent/schedule"
 )
 
+// maxScheduleCount bounds -n so a typo cannot ask for a billion lines.
+const maxScheduleCount = 100000
+
 func newScheduleCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "schedule",
-		Short: "Parse schedules and print their next fire times",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("schedule: not built yet")
+	return groupCmd("schedule", "Parse schedules and print their next fire times",
+		newScheduleNextCmd(), newScheduleExplainCmd())
+}
+
+// scheduleFlags are the flags shared by the schedule subcommands.
+type scheduleFlags struct {
+	tz      string
+	after   string
+	count   int
+	explain bool
+}
+
+func (f *scheduleFlags) register(c *cobra.Command, defaultCount int) {
+	c.Flags().StringVar(&f.tz, "tz", "", "time zone of the schedule when it has no CRON_TZ= prefix (default UTC)")
+	c.Flags().StringVar(&f.after, "after", "", "RFC 3339 instant to start after; also the anchor of intervals and relative one-shots (default now)")
+	c.Flags().IntVarP(&f.count, "count", "n", defaultCount, "number of fire times to print")
+}
+
+func newScheduleNextCmd() *cobra.Command {
+	var f scheduleFlags
+	c := &cobra.Command{
+		Use:   "next EXPR",
+		Short: "Print the next fire times of a schedule, one RFC 3339 time per line",
+		Long: `Print the next fire times of a schedule, one RFC 3339 time per line with the zone's offset.
+
+EXPR is a cron line (5 or 6 fields, macros, optional CRON_TZ=Zone prefix), an interval
+("every 15m"), a one-shot ("in 30m", "2026-06-18 09:00", an RFC 3339 time) or a phrase
+("every monday 9am", "weekdays at 9am"). How it was understood goes to stderr when stderr
+is a terminal or with --explain; stdout carries only the times.`,
+		Example: `  chronos schedule next '0 9 * * 1-5' --tz Europe/Paris -n 3
+  chronos schedule next 'CRON_TZ=America/New_York 30 2 * * *' --after 2026-03-07T00:00:00Z
+  chronos schedule next 'every monday 9am' --explain`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sched, after, err := f.parse(args)
+			if err != nil {
+				return err
+			}
+			if f.explain || isTerminal(cmd.ErrOrStderr()) {
+				fmt.Fprintln(cmd.ErrOrStderr(), sched.Describe())
+			}
+			return writeFires(cmd.OutOrStdout(), sched, after, f.count)
 		},
 	}
+	f.register(c, 5)
+	c.Flags().BoolVar(&f.explain, "explain", false, "say on stderr how the schedule was understood")
+	return c
+}
+
+func newScheduleExplainCmd() *cobra.Command {
+	var f scheduleFlags
+	c := &cobra.Command{
+		Use:   "explain EXPR",
+		Short: "Say how a schedule is understood and print its next fire times",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sched, after, err := f.parse(args)
+			if err != nil {
+				return err
+			}
+			var b strings.Builder
+			b.WriteString(sched.Describe() + "\n")
+			if err := writeFires(&b, sched, after, f.count); err != nil {
+				return err
+			}
+			_, err = io.WriteString(cmd.OutOrStdout(), b.String())
+			return err
+		},
+	}
+	f.register(c, 3)
+	return c
+}
+
+// parse validates the flags and the expression (all of args joined by spaces).
+func (f *scheduleFlags) parse(args []string) (*schedule.Schedule, time.Time, error) {
+	if f.count < 1 || f.count > maxScheduleCount {
+		return nil, time.Time{}, usagef("-n must be between 1 and %d, got %d", maxScheduleCount, f.count)
+	}
+	loc := time.UTC
+	if f.tz != "" {
+		l, err := time.LoadLocation(f.tz)
+		if err != nil || f.tz == "Local" {
+			return nil, time.Time{}, usagef("--tz: unknown time zone %q", f.tz)
+		}
+		loc = l
+	}
+	after := time.Now().Truncate(time.Second)
+	if f.after != "" {
+		t, err := schedule.ParseTime(f.after)
+		if err != nil {
+			return nil, time.Time{}, usagef("--after: %v", err)
+		}
+		after = t
+	}
+	sched, err := schedule.Parse(strings.Join(args, " "), schedule.Options{Location: loc, Anchor: after})
+	if err != nil {
+		return nil, time.Time{}, asUsage(err)
+	}
+	return sched, after, nil
+}
+
+// writeFires writes up to n fire times after `after`, one per line, in one
+// write so that a failure leaves nothing half printed.
+func writeFires(w io.Writer, s *schedule.Schedule, after time.Time, n int) error {
+	var b strings.Builder
+	t := after
+	for range n {
+		next, ok := s.Next(t)
+		if !ok {
+			break
+		}
+		b.WriteString(next.Format(time.RFC3339Nano))
+		b.WriteByte('\n')
+		t = next
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write fire times: %w", err)
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a character device such as a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

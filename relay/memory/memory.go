@@ -1,0 +1,683 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+// ErrClosed is returned by every call made after Close.
+var ErrClosed = errors.New("memory: engine closed")
+
+// defaultListLimit is the page size of List and ListDead when limit <= 0.
+const defaultListLimit = 100
+
+// Options configure an Engine.
+type Options struct {
+	// Now is the engine's clock; leases, due times and ttls are judged by it
+	// alone. Default time.Now.
+	Now func() time.Time
+}
+
+// key names the armed row of one job of one agent.
+type key struct{ agent, job string }
+
+// entry is one one-shot: its armed row, due entry and lease in one record.
+// An armed entry sits in the due heap, a leased one in the lease heap; never
+// both.
+type entry struct {
+	shot    relay.OneShot
+	dueMs   int64  // shot.DueAt in milliseconds, rounded up
+	seq     uint64 // arm order, breaks ties between equal due times
+	token   int64  // fencing token of the current lease; 0 when armed
+	untilMs int64  // lease expiry in milliseconds, when leased
+	dueIdx  int    // index in the due heap, or -1
+	leasIdx int    // index in the lease heap, or -1
+}
+
+// deadEntry is one dead letter.
+type deadEntry struct {
+	dl  relay.DeadLetter
+	seq uint64 // kill order: ListDead pages newest (highest) first
+	// superseded is set when the job was armed again after this fire died:
+	// a replay then drops it instead of re-arming a stale fire.
+	superseded bool
+}
+
+// Engine is the in-memory relay.Engine. It is safe for concurrent use.
+type Engine struct {
+	now  func() time.Time
+	wake chan struct{}
+
+	mu       sync.Mutex
+	closed   bool
+	seq      uint64 // arm and kill order
+	tokens   int64  // last fencing token handed out; never reused
+	rows     map[key]*entry
+	byID     map[string]*entry // schedule id → entry
+	jobs     map[string][]string
+	due      dueHeap
+	leases   leaseHeap
+	dead     map[string]*deadEntry // schedule id → dead letter
+	deadList []*deadEntry          // ascending seq
+	deadJobs map[key][]string      // schedule ids of dead letters per job
+	failed   map[string][]relay.DeadLetter
+	stopped  map[string]bool
+	seen     map[string]int64 // delivery id → expiry (ms)
+	seenExp  expiryHeap
+}
+
+var _ relay.Engine = (*Engine)(nil)
+
+// New returns an empty engine.
+func New(opts Options) *Engine {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Engine{
+		now:      now,
+		wake:     make(chan struct{}, 1),
+		rows:     make(map[key]*entry),
+		byID:     make(map[string]*entry),
+		jobs:     make(map[string][]string),
+		dead:     make(map[string]*deadEntry),
+		deadJobs: make(map[key][]string),
+		failed:   make(map[string][]relay.DeadLetter),
+		stopped:  make(map[string]bool),
+		seen:     make(map[string]int64),
+	}
+}
+
+// ceilMs returns t in Unix milliseconds, rounded up: a due time in whole
+// milliseconds is then never earlier than t.
+func ceilMs(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
+}
+
+// lock takes the mutex after checking ctx and that the engine is open.
+func (e *Engine) lock(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// signal wakes a waiting dispatcher without blocking.
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Arm implements relay.Armed.
+func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult, error) {
+	switch {
+	case req.AgentID == "":
+		return relay.ArmResult{}, errors.New("memory: arm: empty agent id")
+	case req.JobID == "":
+		return relay.ArmResult{}, errors.New("memory: arm: empty job id")
+	case req.ScheduleID == "":
+		return relay.ArmResult{}, errors.New("memory: arm: empty schedule id")
+	case req.FireAt.IsZero():
+		return relay.ArmResult{}, errors.New("memory: arm: zero fire_at")
+	}
+	if err := e.lock(ctx); err != nil {
+		return relay.ArmResult{}, fmt.Errorf("memory: arm: %w", err)
+	}
+	defer e.mu.Unlock()
+
+	k := key{req.AgentID, req.JobID}
+	old := e.rows[k]
+	if old != nil && old.shot.FireAt.Equal(req.FireAt) {
+		return relay.ArmResult{OneShot: old.shot}, nil
+	}
+	if old == nil && req.MaxArmed > 0 && len(e.jobs[req.AgentID]) >= req.MaxArmed {
+		return relay.ArmResult{}, fmt.Errorf("memory: arm: %w", relay.ErrQuotaExceeded)
+	}
+	if other := e.byID[req.ScheduleID]; other != nil && other != old {
+		return relay.ArmResult{}, fmt.Errorf("memory: arm: schedule id %q is in use", req.ScheduleID)
+	}
+	var res relay.ArmResult
+	if old != nil {
+		res.Replaced = old.shot.ScheduleID
+		e.remove(old)
+	}
+	now := e.now()
+	e.seq++
+	ent := &entry{
+		shot: relay.OneShot{
+			ScheduleID:  req.ScheduleID,
+			AgentID:     req.AgentID,
+			InstanceID:  req.InstanceID,
+			JobID:       req.JobID,
+			FireAt:      req.FireAt,
+			CallbackURL: req.CallbackURL,
+			State:       relay.StateArmed,
+			DueAt:       req.FireAt,
+			CreatedAt:   now,
+		},
+		dueMs:   ceilMs(req.FireAt),
+		seq:     e.seq,
+		dueIdx:  -1,
+		leasIdx: -1,
+	}
+	e.insert(ent)
+	for _, id := range e.deadJobs[k] {
+		e.dead[id].superseded = true
+	}
+	res.OneShot = ent.shot
+	res.Changed = true
+	e.signal()
+	return res, nil
+}
+
+// insert adds an armed entry to the row indexes and the due heap.
+func (e *Engine) insert(ent *entry) {
+	k := key{ent.shot.AgentID, ent.shot.JobID}
+	e.rows[k] = ent
+	e.byID[ent.shot.ScheduleID] = ent
+	jobs := e.jobs[k.agent]
+	i, _ := slices.BinarySearch(jobs, k.job)
+	e.jobs[k.agent] = slices.Insert(jobs, i, k.job)
+	e.due.push(ent)
+}
+
+// remove deletes an entry from every index and heap.
+func (e *Engine) remove(ent *entry) {
+	k := key{ent.shot.AgentID, ent.shot.JobID}
+	delete(e.rows, k)
+	delete(e.byID, ent.shot.ScheduleID)
+	jobs := e.jobs[k.agent]
+	if i, ok := slices.BinarySearch(jobs, k.job); ok {
+		jobs = slices.Delete(jobs, i, i+1)
+	}
+	if len(jobs) == 0 {
+		delete(e.jobs, k.agent)
+	} else {
+		e.jobs[k.agent] = jobs
+	}
+	if ent.dueIdx >= 0 {
+		e.due.remove(ent)
+	}
+	if ent.leasIdx >= 0 {
+		e.leases.remove(ent)
+	}
+	ent.token = 0
+}
+
+// Cancel implements relay.Armed.
+func (e *Engine) Cancel(ctx context.Context, agentID, jobID string) (bool, error) {
+	if err := e.lock(ctx); err != nil {
+		return false, fmt.Errorf("memory: cancel: %w", err)
+	}
+	defer e.mu.Unlock()
+	ent := e.rows[key{agentID, jobID}]
+	if ent == nil {
+		return false, nil
+	}
+	e.remove(ent)
+	return true, nil
+}
+
+// Get implements relay.Armed.
+func (e *Engine) Get(ctx context.Context, agentID, jobID string) (relay.OneShot, error) {
+	if err := e.lock(ctx); err != nil {
+		return relay.OneShot{}, fmt.Errorf("memory: get: %w", err)
+	}
+	defer e.mu.Unlock()
+	ent := e.rows[key{agentID, jobID}]
+	if ent == nil {
+		return relay.OneShot{}, fmt.Errorf("memory: get %s/%s: %w", agentID, jobID, relay.ErrNotFound)
+	}
+	return ent.shot, nil
+}
+
+// List implements relay.Armed. A cursor is bound to the agent it was issued
+// for; limit <= 0 means 100.
+func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([]relay.OneShot, string, error) {
+	after, err := decodeCursor(cursorArmed, agentID, cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("memory: list: %w", err)
+	}
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	if err := e.lock(ctx); err != nil {
+		return nil, "", fmt.Errorf("memory: list: %w", err)
+	}
+	defer e.mu.Unlock()
+	jobs := e.jobs[agentID]
+	i := 0
+	if cursor != "" {
+		var found bool
+		i, found = slices.BinarySearch(jobs, after)
+		if found {
+			i++
+		}
+	}
+	var items []relay.OneShot
+	for ; i < len(jobs) && len(items) < limit; i++ {
+		items = append(items, e.rows[key{agentID, jobs[i]}].shot)
+	}
+	next := ""
+	if i < len(jobs) {
+		next = encodeCursor(cursorArmed, agentID, items[len(items)-1].JobID)
+	}
+	return items, next, nil
+}
+
+// TakeFailed implements relay.Armed. max <= 0 takes them all.
+func (e *Engine) TakeFailed(ctx context.Context, agentID string, max int) ([]relay.DeadLetter, error) {
+	if err := e.lock(ctx); err != nil {
+		return nil, fmt.Errorf("memory: take failed: %w", err)
+	}
+	defer e.mu.Unlock()
+	feed := e.failed[agentID]
+	if max <= 0 || max > len(feed) {
+		max = len(feed)
+	}
+	if max == 0 {
+		return nil, nil
+	}
+	out := slices.Clone(feed[:max])
+	if rest := feed[max:]; len(rest) > 0 {
+		e.failed[agentID] = slices.Clone(rest)
+	} else {
+		delete(e.failed, agentID)
+	}
+	return out, nil
+}
+
+// Claim implements relay.Queue. Entries come out in due order, ties in arm
+// order; each claim takes a fresh fencing token from an engine-wide counter,
+// so a token is never handed out twice, not even after a replay resets the
+// attempt counter.
+func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	if leaseFor <= 0 {
+		return nil, fmt.Errorf("memory: claim: lease duration %s is not positive", leaseFor)
+	}
+	if err := e.lock(ctx); err != nil {
+		return nil, fmt.Errorf("memory: claim: %w", err)
+	}
+	defer e.mu.Unlock()
+	now := e.now()
+	nowMs := now.UnixMilli()
+	until := now.Add(leaseFor)
+	var out []relay.Lease
+	for len(out) < max && len(e.due) > 0 && e.due[0].dueMs <= nowMs {
+		ent := e.due[0]
+		e.due.remove(ent)
+		e.tokens++
+		ent.token = e.tokens
+		ent.untilMs = ceilMs(until)
+		ent.shot.Attempt++
+		ent.shot.State = relay.StateLeased
+		e.leases.push(ent)
+		out = append(out, relay.Lease{OneShot: ent.shot, Token: ent.token, Until: until})
+	}
+	return out, nil
+}
+
+// NextDue implements relay.Queue.
+func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	if err := e.lock(ctx); err != nil {
+		return 0, false, fmt.Errorf("memory: next due: %w", err)
+	}
+	defer e.mu.Unlock()
+	if len(e.due) == 0 {
+		return 0, false, nil
+	}
+	wait := time.UnixMilli(e.due[0].dueMs).Sub(e.now())
+	return max(wait, 0), true, nil
+}
+
+// Wake implements relay.Queue: the channel receives after an arm, a nack, a
+// replay or a reap put an entry on the due heap.
+func (e *Engine) Wake() <-chan struct{} { return e.wake }
+
+// held returns the entry of l if l's fencing token is still current.
+func (e *Engine) held(l relay.Lease) (*entry, error) {
+	ent := e.byID[l.ScheduleID]
+	if ent == nil || ent.leasIdx < 0 || ent.token != l.Token {
+		return nil, relay.ErrLeaseLost
+	}
+	return ent, nil
+}
+
+// Extend implements relay.Queue.
+func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Duration) (relay.Lease, error) {
+	if leaseFor <= 0 {
+		return relay.Lease{}, fmt.Errorf("memory: extend: lease duration %s is not positive", leaseFor)
+	}
+	if err := e.lock(ctx); err != nil {
+		return relay.Lease{}, fmt.Errorf("memory: extend: %w", err)
+	}
+	defer e.mu.Unlock()
+	ent, err := e.held(l)
+	if err != nil {
+		return relay.Lease{}, fmt.Errorf("memory: extend %s: %w", l.ScheduleID, err)
+	}
+	until := e.now().Add(leaseFor)
+	ent.untilMs = ceilMs(until)
+	e.leases.fix(ent)
+	return relay.Lease{OneShot: ent.shot, Token: ent.token, Until: until}, nil
+}
+
+// Ack implements relay.Queue.
+func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
+	if err := e.lock(ctx); err != nil {
+		return fmt.Errorf("memory: ack: %w", err)
+	}
+	defer e.mu.Unlock()
+	ent, err := e.held(l)
+	if err != nil {
+		return fmt.Errorf("memory: ack %s: %w", l.ScheduleID, err)
+	}
+	e.remove(ent)
+	return nil
+}
+
+// Nack implements relay.Queue.
+func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, reason string) error {
+	if err := e.lock(ctx); err != nil {
+		return fmt.Errorf("memory: nack: %w", err)
+	}
+	defer e.mu.Unlock()
+	ent, err := e.held(l)
+	if err != nil {
+		return fmt.Errorf("memory: nack %s: %w", l.ScheduleID, err)
+	}
+	e.leases.remove(ent)
+	ent.token = 0
+	ent.shot.State = relay.StateArmed
+	ent.shot.DueAt = e.now().Add(max(delay, 0))
+	ent.shot.LastError = reason
+	ent.dueMs = ceilMs(ent.shot.DueAt)
+	e.due.push(ent)
+	e.signal()
+	return nil
+}
+
+// Kill implements relay.Queue.
+func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
+	if err := e.lock(ctx); err != nil {
+		return fmt.Errorf("memory: kill: %w", err)
+	}
+	defer e.mu.Unlock()
+	ent, err := e.held(l)
+	if err != nil {
+		return fmt.Errorf("memory: kill %s: %w", l.ScheduleID, err)
+	}
+	e.remove(ent)
+	shot := ent.shot
+	shot.State = relay.StateDead
+	shot.LastError = reason
+	dl := relay.DeadLetter{OneShot: shot, Reason: reason, FailedAt: e.now()}
+	e.seq++
+	d := &deadEntry{dl: dl, seq: e.seq}
+	e.dead[shot.ScheduleID] = d
+	e.deadList = append(e.deadList, d)
+	k := key{shot.AgentID, shot.JobID}
+	e.deadJobs[k] = append(e.deadJobs[k], shot.ScheduleID)
+	e.failed[shot.AgentID] = append(e.failed[shot.AgentID], dl)
+	return nil
+}
+
+// Reap implements relay.Queue: expired leases go back to armed, due now,
+// with the reason "lease expired".
+func (e *Engine) Reap(ctx context.Context) (int, error) {
+	if err := e.lock(ctx); err != nil {
+		return 0, fmt.Errorf("memory: reap: %w", err)
+	}
+	defer e.mu.Unlock()
+	now := e.now()
+	nowMs := now.UnixMilli()
+	n := 0
+	for len(e.leases) > 0 && e.leases[0].untilMs <= nowMs {
+		ent := e.leases[0]
+		e.leases.remove(ent)
+		ent.token = 0
+		ent.shot.State = relay.StateArmed
+		ent.shot.DueAt = now
+		ent.shot.LastError = "lease expired"
+		ent.dueMs = nowMs
+		e.due.push(ent)
+		n++
+	}
+	if n > 0 {
+		e.signal()
+	}
+	return n, nil
+}
+
+// ListDead implements relay.DeadLetters. agentID "" lists every agent's; a
+// cursor is bound to the filter it was issued for; limit <= 0 means 100.
+func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int) ([]relay.DeadLetter, string, error) {
+	var before uint64
+	if cursor != "" {
+		s, err := decodeCursor(cursorDead, agentID, cursor)
+		if err != nil {
+			return nil, "", fmt.Errorf("memory: list dead: %w", err)
+		}
+		if _, err := fmt.Sscanf(s, "%d", &before); err != nil || before == 0 {
+			return nil, "", fmt.Errorf("memory: list dead: %w", relay.ErrInvalidCursor)
+		}
+	}
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	if err := e.lock(ctx); err != nil {
+		return nil, "", fmt.Errorf("memory: list dead: %w", err)
+	}
+	defer e.mu.Unlock()
+	i := len(e.deadList) - 1
+	if cursor != "" {
+		i, _ = slices.BinarySearchFunc(e.deadList, before, func(d *deadEntry, s uint64) int {
+			switch {
+			case d.seq < s:
+				return -1
+			case d.seq > s:
+				return 1
+			}
+			return 0
+		})
+		i-- // the first entry older than the cursor
+	}
+	var items []relay.DeadLetter
+	var last uint64
+	for ; i >= 0; i-- {
+		d := e.deadList[i]
+		if agentID != "" && d.dl.AgentID != agentID {
+			continue
+		}
+		if len(items) == limit {
+			return items, encodeCursor(cursorDead, agentID, fmt.Sprint(last)), nil
+		}
+		items = append(items, d.dl)
+		last = d.seq
+	}
+	return items, "", nil
+}
+
+// Replay implements relay.DeadLetters.
+func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (int, error) {
+	if err := e.lock(ctx); err != nil {
+		return 0, fmt.Errorf("memory: replay: %w", err)
+	}
+	defer e.mu.Unlock()
+	n := 0
+	for _, id := range scheduleIDs {
+		if e.replay(id) {
+			n++
+		}
+	}
+	if n > 0 {
+		e.signal()
+	}
+	return n, nil
+}
+
+// ReplayAgent implements relay.DeadLetters.
+func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (int, error) {
+	if err := e.lock(ctx); err != nil {
+		return 0, fmt.Errorf("memory: replay agent: %w", err)
+	}
+	defer e.mu.Unlock()
+	var ids []string
+	for _, d := range e.deadList {
+		if d.dl.AgentID == agentID {
+			ids = append(ids, d.dl.ScheduleID)
+		}
+	}
+	n := 0
+	for _, id := range ids {
+		if e.replay(id) {
+			n++
+		}
+	}
+	if n > 0 {
+		e.signal()
+	}
+	return n, nil
+}
+
+// replay takes one dead letter out and re-arms it unless its job was armed
+// again since; it reports whether it re-armed.
+func (e *Engine) replay(id string) bool {
+	d := e.dead[id]
+	if d == nil {
+		return false
+	}
+	delete(e.dead, id)
+	if i, ok := slices.BinarySearchFunc(e.deadList, d.seq, func(x *deadEntry, s uint64) int {
+		switch {
+		case x.seq < s:
+			return -1
+		case x.seq > s:
+			return 1
+		}
+		return 0
+	}); ok {
+		e.deadList = slices.Delete(e.deadList, i, i+1)
+	}
+	k := key{d.dl.AgentID, d.dl.JobID}
+	ids := slices.DeleteFunc(e.deadJobs[k], func(s string) bool { return s == id })
+	if len(ids) == 0 {
+		delete(e.deadJobs, k)
+	} else {
+		e.deadJobs[k] = ids
+	}
+	if d.superseded || e.rows[k] != nil || e.byID[id] != nil {
+		return false
+	}
+	now := e.now()
+	shot := d.dl.OneShot
+	shot.Attempt = 0
+	shot.State = relay.StateArmed
+	shot.DueAt = now
+	e.seq++
+	e.insert(&entry{shot: shot, dueMs: now.UnixMilli(), seq: e.seq, dueIdx: -1, leasIdx: -1})
+	return true
+}
+
+// SetInstanceStopped implements relay.Control.
+func (e *Engine) SetInstanceStopped(ctx context.Context, instanceID string, stopped bool) error {
+	if err := e.lock(ctx); err != nil {
+		return fmt.Errorf("memory: set instance stopped: %w", err)
+	}
+	defer e.mu.Unlock()
+	if stopped {
+		e.stopped[instanceID] = true
+	} else {
+		delete(e.stopped, instanceID)
+	}
+	return nil
+}
+
+// InstanceStopped implements relay.Control.
+func (e *Engine) InstanceStopped(ctx context.Context, instanceID string) (bool, error) {
+	if err := e.lock(ctx); err != nil {
+		return false, fmt.Errorf("memory: instance stopped: %w", err)
+	}
+	defer e.mu.Unlock()
+	return e.stopped[instanceID], nil
+}
+
+// FirstDelivery implements relay.Control. Records are forgotten once their
+// ttl has passed.
+func (e *Engine) FirstDelivery(ctx context.Context, deliveryID string, ttl time.Duration) (bool, error) {
+	if err := e.lock(ctx); err != nil {
+		return false, fmt.Errorf("memory: first delivery: %w", err)
+	}
+	defer e.mu.Unlock()
+	now := e.now()
+	nowMs := now.UnixMilli()
+	for len(e.seenExp) > 0 && e.seenExp[0].at <= nowMs {
+		x := e.seenExp.pop()
+		if exp, ok := e.seen[x.id]; ok && exp <= nowMs {
+			delete(e.seen, x.id)
+		}
+	}
+	if _, ok := e.seen[deliveryID]; ok {
+		return false, nil
+	}
+	exp := ceilMs(now.Add(ttl))
+	e.seen[deliveryID] = exp
+	e.seenExp.push(expiry{at: exp, id: deliveryID})
+	return true, nil
+}
+
+// CancelAgent implements relay.Control.
+func (e *Engine) CancelAgent(ctx context.Context, agentID string) (int, error) {
+	if err := e.lock(ctx); err != nil {
+		return 0, fmt.Errorf("memory: cancel agent: %w", err)
+	}
+	defer e.mu.Unlock()
+	jobs := slices.Clone(e.jobs[agentID])
+	for _, j := range jobs {
+		e.remove(e.rows[key{agentID, j}])
+	}
+	return len(jobs), nil
+}
+
+// Stats implements relay.Engine.
+func (e *Engine) Stats(ctx context.Context) (relay.Stats, error) {
+	if err := e.lock(ctx); err != nil {
+		return relay.Stats{}, fmt.Errorf("memory: stats: %w", err)
+	}
+	defer e.mu.Unlock()
+	return relay.Stats{
+		Armed:      int64(len(e.rows)),
+		Due:        int64(e.due.countDue(0, e.now().UnixMilli())),
+		Leased:     int64(len(e.leases)),
+		DeadLetter: int64(len(e.dead)),
+	}, nil
+}
+
+// Close implements relay.Engine: later calls fail with ErrClosed. The wake
+// channel stays open.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	return nil
+}

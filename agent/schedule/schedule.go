@@ -166,8 +166,9 @@ func (s *Schedule) read(body string, anchor time.Time) error {
 	}
 	// Intervals.
 	if rest, ok := strings.CutPrefix(lower, "every "); ok {
-		if d, err := parseDuration(strings.TrimSpace(rest)); err == nil {
-			return s.setInterval(d, anchor)
+		rest = strings.TrimSpace(rest)
+		if rest != "" && rest[0] >= '0' && rest[0] <= '9' {
+			return s.readInterval(rest, anchor)
 		}
 	}
 	// One-shots.

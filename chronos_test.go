@@ -1,0 +1,156 @@
+package chronos_test
+
+import (
+	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/chronoscron/chronos"
+)
+
+func loadSpec(t *testing.T) *openapi3.T {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(chronos.OpenAPI)
+	if err != nil {
+		t.Fatalf("loading openapi.yaml: %v", err)
+	}
+	ctx := context.Background()
+	if err := doc.Validate(ctx, openapi3.EnableExamplesValidation(), openapi3.EnableSchemaPatternValidation()); err != nil {
+		t.Fatalf("openapi.yaml does not validate: %v", err)
+	}
+	return doc
+}
+
+func TestOpenAPIValidates(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	if doc.OpenAPI != "3.0.3" {
+		t.Errorf("openapi = %q, want 3.0.3", doc.OpenAPI)
+	}
+	if len(doc.Servers) < 3 {
+		t.Errorf("servers: %d listed, want NAS public, NAS internal and agent", len(doc.Servers))
+	}
+}
+
+// contractPaths reads the Path* constants of contract/paths.go, so that a
+// path added there and forgotten here fails this test.
+func contractPaths(t *testing.T) map[string]string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("contract", "paths.go"), nil, 0)
+	if err != nil {
+		t.Fatalf("parsing contract/paths.go: %v", err)
+	}
+	out := map[string]string{}
+	for _, decl := range f.Decls {
+		gd, ok := decl.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Path") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					t.Fatalf("%s is not a string literal", name.Name)
+				}
+				v, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatalf("%s: %v", name.Name, err)
+				}
+				out[name.Name] = v
+			}
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("found %d Path constants in contract/paths.go; the parser is not finding them", len(out))
+	}
+	return out
+}
+
+func TestOpenAPIDocumentsEveryContractPath(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	for name, p := range contractPaths(t) {
+		if doc.Paths.Value(p) == nil {
+			t.Errorf("contract.%s = %q is not a path of openapi.yaml", name, p)
+		}
+	}
+}
+
+func TestOpenAPIOperations(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	errorSchema := doc.Components.Schemas["Error"]
+	public := map[string]bool{"/.well-known/jwks.json": true, "/healthz": true, "/readyz": true, "/metrics": true}
+	ids := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			if op.OperationID == "" || op.Summary == "" {
+				t.Errorf("%s: operationId and summary are required", where)
+			}
+			if prev, dup := ids[op.OperationID]; dup {
+				t.Errorf("%s: operationId %q also used by %s", where, op.OperationID, prev)
+			}
+			ids[op.OperationID] = where
+			if op.Security == nil {
+				t.Errorf("%s: security must be set on every operation (security: [] when public)", where)
+			} else if public[path] != (len(*op.Security) == 0) {
+				t.Errorf("%s: security %v; public routes (and only they) have security: []", where, *op.Security)
+			}
+			if rb := op.RequestBody; rb != nil {
+				mt := rb.Value.Content.Get("application/json")
+				switch {
+				case mt == nil:
+					t.Errorf("%s: request body is not application/json", where)
+				case mt.Example == nil && len(mt.Examples) == 0:
+					t.Errorf("%s: request body has no example", where)
+				case mt.Schema.Value.AdditionalProperties.Has == nil || *mt.Schema.Value.AdditionalProperties.Has:
+					t.Errorf("%s: request body schema must set additionalProperties: false", where)
+				case len(mt.Schema.Value.Required) == 0 && len(mt.Schema.Value.AnyOf) == 0:
+					t.Errorf("%s: request body schema has no required list", where)
+				}
+			}
+			for code, resp := range op.Responses.Map() {
+				status, err := strconv.Atoi(code)
+				if err != nil {
+					t.Errorf("%s: response %q: use explicit statuses", where, code)
+					continue
+				}
+				if len(resp.Value.Content) == 0 {
+					t.Errorf("%s %d: response has no body", where, status)
+					continue
+				}
+				for ct, mt := range resp.Value.Content {
+					if mt.Example == nil && len(mt.Examples) == 0 {
+						t.Errorf("%s %d %s: no example", where, status, ct)
+					}
+				}
+				if status >= 400 && path != "/readyz" {
+					mt := resp.Value.Content.Get("application/json")
+					if mt == nil || mt.Schema.Value != errorSchema.Value {
+						t.Errorf("%s %d: error responses must use the Error schema", where, status)
+					}
+				}
+				if status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && path != "/readyz") {
+					h := resp.Value.Headers["Retry-After"]
+					if h == nil || !h.Value.Required {
+						t.Errorf("%s %d: Retry-After must be a required header", where, status)
+					}
+				}
+			}
+		}
+	}
+}

@@ -16,7 +16,7 @@ const (
 	// WebhookSecretPrefix starts a secret written as text: whsec_ + base64(key).
 	WebhookSecretPrefix = "whsec_"
 	// WebhookTolerance is how far a webhook-timestamp may be from now, either way.
-	WebhookTolerance = 5 * time.Minute
+	WebhookTolerance  = 5 * time.Minute
 	webhookSigVersion = "v1,"
 	minSecretBytes    = 24
 	maxWebhookIDLen   = 256

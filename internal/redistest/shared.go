@@ -1,0 +1,151 @@
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+var shared struct {
+	once   sync.Once
+	mu     sync.Mutex
+	server *Server
+	dir    string
+	url    string
+	err    error
+}
+
+// Main runs the tests of a package and then stops the shared server, if one
+// was started. Use it from TestMain:
+//
+//	func TestMain(m *testing.M) { redistest.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	Shutdown()
+	os.Exit(code)
+}
+
+// Shutdown stops the shared server, if this binary started one, and removes
+// its directory. Main calls it; it is safe to call more than once.
+func Shutdown() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.server != nil {
+		_ = shared.server.Stop()
+		shared.server = nil
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+		shared.dir = ""
+	}
+}
+
+// URL returns the URL of the Redis shared by the tests of this binary:
+// TEST_REDIS_URL when set, else a redis-server started on first use. It fails
+// t with MissingHint when there is neither.
+func URL(t testing.TB) string {
+	t.Helper()
+	shared.once.Do(func() {
+		if u := os.Getenv(EnvURL); u != "" {
+			shared.url = u
+			return
+		}
+		dir, err := os.MkdirTemp("", "redistest-")
+		if err != nil {
+			shared.err = fmt.Errorf("redistest: temp dir: %w", err)
+			return
+		}
+		s, err := startServer(Options{Dir: dir})
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			shared.err = err
+			return
+		}
+		shared.mu.Lock()
+		shared.server, shared.dir, shared.url = s, dir, s.URL()
+		shared.mu.Unlock()
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err.Error())
+	}
+	return shared.url
+}
+
+// Prefix returns a key prefix unique to this test (and to this call), made
+// of the test's name and random bytes, safe inside a hash tag. When the
+// shared server is an external one (TEST_REDIS_URL), the test's keys are
+// deleted when it ends.
+func Prefix(t testing.TB) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			return r
+		default:
+			return '_'
+		}
+	}, t.Name())
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	p := name + "-" + hex.EncodeToString(b[:])
+	if os.Getenv(EnvURL) != "" {
+		u := URL(t)
+		t.Cleanup(func() { deletePrefix(u, p) })
+	}
+	return p
+}
+
+// Client returns a go-redis client of the shared server, closed at the end of
+// the test.
+func Client(t testing.TB) goredis.UniversalClient {
+	t.Helper()
+	return ClientOf(t, URL(t))
+}
+
+// ClientOf returns a go-redis client of the server at url, closed at the end
+// of the test.
+func ClientOf(t testing.TB, url string) goredis.UniversalClient {
+	t.Helper()
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("redistest: parse %s: %v", url, err)
+	}
+	c := goredis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// deletePrefix removes the keys whose name contains prefix, best effort.
+func deletePrefix(url, prefix string) {
+	opts, err := goredis.ParseURL(url)
+	if err != nil {
+		return
+	}
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	iter := c.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 500 {
+			c.Unlink(ctx, batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		c.Unlink(ctx, batch...)
+	}
+}

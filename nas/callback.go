@@ -1,0 +1,332 @@
+package nas
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+)
+
+// ErrAddressNotAllowed is returned (wrapped) when a callback resolves to an
+// address the SSRF policy refuses.
+var ErrAddressNotAllowed = errors.New("callback address not allowed")
+
+// metadataAddrs are cloud metadata endpoints: refused even when private
+// callbacks are allowed (only an explicit allowlist entry lets them through).
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"),
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("100.100.100.200"),
+}
+
+// specialPrefixes are ranges that are never public even though the netip
+// predicates do not name them.
+var specialPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"), // NAT64 can reach private IPv4
+	netip.MustParsePrefix("2001:db8::/32"),
+}
+
+// CallbackPolicy decides which addresses agent callbacks may reach.
+type CallbackPolicy struct {
+	// AllowPrivate lets loopback, private and link-local addresses through
+	// (development only); metadata, unspecified and multicast stay refused.
+	AllowPrivate bool
+	// Allow lists prefixes and host names that are always allowed.
+	Allow Allowlist
+}
+
+// AllowedAddr reports whether ip may be dialled.
+func (p CallbackPolicy) AllowedAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	for _, pre := range p.Allow.Prefixes {
+		if pre.Contains(ip) {
+			return true
+		}
+	}
+	for _, m := range metadataAddrs {
+		if ip == m {
+			return false
+		}
+	}
+	if ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
+		return false
+	}
+	private := ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()
+	for _, pre := range specialPrefixes {
+		if pre.Contains(ip) {
+			private = true
+		}
+	}
+	return !private || p.AllowPrivate
+}
+
+// AllowedHost reports whether a host name is explicitly allowlisted.
+func (p CallbackPolicy) AllowedHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, h := range p.Allow.Hosts {
+		if h == host {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckCallbackURL validates an agent_callback_url at provision time: an
+// absolute http(s) URL without user info, query or fragment, whose host (if
+// it is a literal address or localhost) the policy allows. Names are checked
+// again after DNS resolution at dial time. It returns the normalised base URL.
+func (p CallbackPolicy) CheckCallbackURL(raw string) (string, *contract.Error) {
+	bad := func(format string, args ...any) (string, *contract.Error) {
+		return "", contract.BadRequest(contract.CodeInvalidCallbackURL, format, args...)
+	}
+	if raw == "" {
+		return bad("agent_callback_url is required")
+	}
+	if len(raw) > 2048 {
+		return bad("agent_callback_url is longer than 2048 characters")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad("agent_callback_url is not a URL")
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("agent_callback_url must be an absolute http or https URL")
+	case u.Host == "" || u.Opaque != "":
+		return bad("agent_callback_url has no host")
+	case u.User != nil:
+		return bad("agent_callback_url must not contain user info")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return bad("agent_callback_url must not contain a fragment")
+	case u.RawQuery != "" || u.ForceQuery:
+		return bad("agent_callback_url must not contain a query")
+	}
+	host := u.Hostname()
+	if p.AllowedHost(host) {
+		return raw, nil
+	}
+	notAllowed := contract.Errorf(422, contract.CodeInvalidCallbackURL, "agent_callback_url host %q is not a public address", host)
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		if !p.AllowedAddr(ip) {
+			return "", notAllowed
+		}
+	} else if lh := strings.ToLower(strings.TrimSuffix(host, ".")); lh == "localhost" || strings.HasSuffix(lh, ".localhost") {
+		if !p.AllowedAddr(netip.MustParseAddr("127.0.0.1")) {
+			return "", notAllowed
+		}
+	}
+	return raw, nil
+}
+
+// FireURL returns the URL NAS POSTs a fire to: the callback base URL with
+// /api/cron/fire appended, unless it already ends with it.
+func FireURL(callback string) string {
+	base := strings.TrimRight(callback, "/")
+	if strings.HasSuffix(base, contract.PathFire) {
+		return base
+	}
+	return base + contract.PathFire
+}
+
+// Outcome kinds of a fire call.
+const (
+	// OutcomeDelivered: the agent took the fire (2xx, also duplicate/gone).
+	OutcomeDelivered = "delivered"
+	// OutcomeRejected: the agent refused it for good (4xx other than 429) or
+	// the callback address is not allowed; the fire is dead-lettered.
+	OutcomeRejected = "rejected"
+	// OutcomeRetry: the agent could not take it now; the relay retries.
+	OutcomeRetry = "retry"
+)
+
+// FireResult is what an agent's answer means for the relay.
+type FireResult struct {
+	Outcome     string
+	HTTPStatus  int    // 0 when no answer was received
+	AgentStatus string // the agent's `status`, when it sent one
+	RunID       string // the agent's `run_id`, when it sent one
+	Reason      string
+	// ColdStart is true for connection refused or 503: the agent is waking.
+	ColdStart  bool
+	RetryAfter time.Duration
+}
+
+// AgentCaller POSTs fires to agents with an SSRF-safe client: no proxy, no
+// redirects, a dial timeout and a whole-call timeout, a capped response read,
+// and a dialer that refuses addresses the policy does not allow after DNS
+// resolution.
+type AgentCaller struct {
+	client  *http.Client
+	timeout time.Duration
+}
+
+// maxAgentResponse caps how much of an agent's answer is read.
+const maxAgentResponse = 64 << 10
+
+// NewAgentCaller returns a caller bound to policy with a whole-call timeout.
+func NewAgentCaller(policy CallbackPolicy, timeout time.Duration) *AgentCaller {
+	if timeout <= 0 {
+		timeout = DefaultDeliveryTimeout
+	}
+	control := func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: %s", ErrAddressNotAllowed, address)
+		}
+		if !policy.AllowedAddr(ap.Addr()) {
+			return fmt.Errorf("%w: %s", ErrAddressNotAllowed, ap.Addr())
+		}
+		return nil
+	}
+	guarded := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: control}
+	open := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		Proxy: nil, // a proxy would bypass the dial-time guard
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, _, _ := net.SplitHostPort(addr)
+			if policy.AllowedHost(host) {
+				return open.DialContext(ctx, network, addr)
+			}
+			return guarded.DialContext(ctx, network, addr)
+		},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &AgentCaller{
+		timeout: timeout,
+		client: &http.Client{
+			Transport: transport,
+			Timeout:   timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+	}
+}
+
+// CloseIdle closes idle connections.
+func (c *AgentCaller) CloseIdle() { c.client.CloseIdleConnections() }
+
+// Fire POSTs body to fireURL with the bearer token and maps the answer.
+func (c *AgentCaller) Fire(ctx context.Context, fireURL, token string, body []byte) FireResult {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fireURL, bytes.NewReader(body))
+	if err != nil {
+		return FireResult{Outcome: OutcomeRejected, Reason: "invalid callback URL"}
+	}
+	req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
+	req.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+token)
+	req.Header.Set("User-Agent", "chronos-nas")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return classifyDialError(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
+	return classifyAnswer(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data)
+}
+
+func classifyDialError(err error) FireResult {
+	switch {
+	case errors.Is(err, ErrAddressNotAllowed):
+		return FireResult{Outcome: OutcomeRejected, Reason: "callback address not allowed"}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return FireResult{Outcome: OutcomeRetry, ColdStart: true, Reason: "connection refused"}
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		return FireResult{Outcome: OutcomeRetry, Reason: "agent timed out"}
+	default:
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) {
+			return FireResult{Outcome: OutcomeRetry, Reason: "callback host does not resolve"}
+		}
+		return FireResult{Outcome: OutcomeRetry, Reason: "agent unreachable"}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// classifyAnswer maps an agent's HTTP answer to a FireResult.
+func classifyAnswer(status int, retryAfter string, body []byte) FireResult {
+	r := FireResult{HTTPStatus: status, RetryAfter: parseRetryAfter(retryAfter)}
+	var fr struct {
+		Status string `json:"status"`
+		RunID  string `json:"run_id"`
+	}
+	_ = json.Unmarshal(body, &fr)
+	switch {
+	case status >= 200 && status < 300:
+		r.Outcome, r.AgentStatus, r.RunID = OutcomeDelivered, truncate(fr.Status, 64), truncate(fr.RunID, 128)
+	case status == http.StatusServiceUnavailable:
+		r.Outcome, r.ColdStart, r.Reason = OutcomeRetry, true, "agent answered 503"
+	case status == http.StatusTooManyRequests || status >= 500:
+		r.Outcome, r.Reason = OutcomeRetry, "agent answered "+strconv.Itoa(status)
+	case status >= 300 && status < 400:
+		r.Outcome, r.Reason = OutcomeRejected, "agent answered a redirect ("+strconv.Itoa(status)+"); redirects are not followed"
+	default:
+		r.Outcome, r.Reason = OutcomeRejected, "agent answered "+strconv.Itoa(status)
+		if e := errorCode(body); e != "" {
+			r.Reason += " " + e
+		}
+	}
+	return r
+}
+
+func errorCode(body []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || len(e.Error) > 64 {
+		return ""
+	}
+	return e.Error
+}
+
+// parseRetryAfter reads delta-seconds or an HTTP date; at most one hour.
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = time.Until(t)
+	}
+	if d < 0 {
+		d = 0
+	}
+	return min(d, time.Hour)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

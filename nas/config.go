@@ -1,0 +1,322 @@
+package nas
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+)
+
+// Signing algorithms of the cron_fire token.
+const (
+	AlgEdDSA = "EdDSA"
+	AlgES256 = "ES256"
+	AlgRS256 = "RS256"
+)
+
+// Config is the configuration of one NAS process. Every key can be set in the
+// YAML file or from the environment as CHRONOS_NAS_<KEY> with dots turned into
+// underscores (relay.secrets → CHRONOS_NAS_RELAY_SECRETS, lists comma
+// separated). Field comments state each default; WithDefaults fills them and
+// Validate checks the result with messages that name the key.
+type Config struct {
+	// Listen is the address of the agent-facing listener (API, JWKS,
+	// health). Default ":8080".
+	Listen string `yaml:"listen"`
+	// RelayListen, when set, is an internal listener that alone serves the
+	// relay route, the operator routes and /metrics. Empty: they are served on
+	// Listen. Default "".
+	RelayListen string `yaml:"relay_listen"`
+	// PublicURL is NAS's public base URL: the `iss` of fire tokens, and JWKS
+	// is at {public_url}/.well-known/jwks.json. Required.
+	PublicURL string `yaml:"public_url"`
+	// Store is "memory" (the embedded engine) or a redis:// URL. Default "memory".
+	Store string `yaml:"store"`
+	// SigningKeysDir holds the PEM signing keys (see `chronos keys generate`)
+	// and an optional file `active` naming the signing kid. Empty: an
+	// ephemeral key is generated at start (development only). Default "".
+	SigningKeysDir string `yaml:"signing_keys_dir"`
+	// SigningAlg is the fire-token algorithm: EdDSA, ES256 or RS256. Default "EdDSA".
+	SigningAlg string `yaml:"signing_alg"`
+	// KeyCheckInterval is how often the keys dir is checked for changes (it
+	// is also re-read on SIGHUP). Default 30s.
+	KeyCheckInterval time.Duration `yaml:"key_check_interval"`
+	// FireTokenTTL is exp - iat of fire tokens, 60s to 120s. Default 90s.
+	FireTokenTTL time.Duration `yaml:"fire_token_ttl"`
+	// Relay configures the relay: its secrets and dispatchers.
+	Relay RelayConfig `yaml:"relay"`
+	// AgentsFile is a YAML list of agents (agent_id, instance_id,
+	// token_sha256) for self-hosting. Default "" (none).
+	AgentsFile string `yaml:"agents_file"`
+	// AgentJWT accepts JWT access tokens from an issuer. Default: disabled.
+	AgentJWT AgentJWTConfig `yaml:"agent_jwt"`
+	// Limits are per-agent limits.
+	Limits LimitsConfig `yaml:"limits"`
+	// AllowPrivateCallbacks lets callbacks reach loopback, private and
+	// link-local addresses (never the cloud metadata address). Development
+	// only. Default false.
+	AllowPrivateCallbacks bool `yaml:"allow_private_callbacks"`
+	// CallbackAllowlist lists CIDRs (10.0.0.0/8) and host names
+	// (agent.internal) callbacks may reach even though they are private.
+	// Default empty.
+	CallbackAllowlist []string `yaml:"callback_allowlist"`
+	// OperatorToken guards the operator routes (bearer). Empty: the operator
+	// routes do not exist. Default "".
+	OperatorToken string `yaml:"operator_token"`
+	// OperatorTokenFile reads OperatorToken from a file (trimmed). Default "".
+	OperatorTokenFile string `yaml:"operator_token_file"`
+	// DeliveryTimeout bounds the whole call to an agent. Default 30s.
+	DeliveryTimeout time.Duration `yaml:"delivery_timeout"`
+	// LogLevel is debug, info, warn or error. Default "info".
+	LogLevel string `yaml:"log_level"`
+}
+
+// RelayConfig configures the relay side of NAS.
+type RelayConfig struct {
+	// Secrets are Standard Webhooks secrets (whsec_ + base64): the first
+	// signs relay calls, all verify. Required (at least one).
+	Secrets []string `yaml:"secrets"`
+	// SecretsFile reads Secrets from a file, one per line (trimmed). Default "".
+	SecretsFile string `yaml:"secrets_file"`
+	// Dispatchers is how many dispatchers `chronos nas` runs in process; 0
+	// serves the API only. Default 1.
+	Dispatchers *int `yaml:"dispatchers"`
+	// NASURL is the base URL dispatchers POST the relay route to. Default:
+	// http:// + relay_listen, else http:// + listen (a wildcard host becomes
+	// 127.0.0.1).
+	NASURL string `yaml:"nas_url"`
+}
+
+// AgentJWTConfig accepts JWT access tokens as agent credentials: `sub` is the
+// agent id and the `instance_id` claim the instance.
+type AgentJWTConfig struct {
+	// Issuer is the expected `iss`. Required when JWKSURL is set.
+	Issuer string `yaml:"issuer"`
+	// JWKSURL is the issuer's JWKS. Empty disables JWT access tokens.
+	JWKSURL string `yaml:"jwks_url"`
+	// Audience is the expected `aud`. Required when JWKSURL is set.
+	Audience string `yaml:"audience"`
+}
+
+// LimitsConfig are per-agent limits.
+type LimitsConfig struct {
+	// MaxArmedPerAgent is the armed-job quota of one agent. Default 1000.
+	MaxArmedPerAgent int `yaml:"max_armed_per_agent"`
+	// RatePerSecond is the sustained API call rate of one agent. Default 20.
+	RatePerSecond float64 `yaml:"rate_per_second"`
+	// Burst is the token bucket size of one agent. Default 100.
+	Burst int `yaml:"burst"`
+	// MaxFuture is how far ahead a fire_at may be. Default 400 days (9600h).
+	MaxFuture time.Duration `yaml:"max_future"`
+	// PastSkew is how far in the past a fire_at may be. Default 30s.
+	PastSkew time.Duration `yaml:"past_skew"`
+}
+
+// Defaults.
+const (
+	DefaultListen           = ":8080"
+	DefaultStore            = "memory"
+	DefaultKeyCheckInterval = 30 * time.Second
+	DefaultFireTokenTTL     = 90 * time.Second
+	DefaultDispatchers      = 1
+	DefaultMaxArmed         = 1000
+	DefaultRatePerSecond    = 20
+	DefaultBurst            = 100
+	DefaultMaxFuture        = 400 * 24 * time.Hour
+	DefaultPastSkew         = contract.DefaultFireAtPastSkewSec * time.Second
+	DefaultDeliveryTimeout  = 30 * time.Second
+	DefaultLogLevel         = "info"
+)
+
+// WithDefaults returns a copy of c with every unset key at its default.
+func (c Config) WithDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Store == "" {
+		c.Store = DefaultStore
+	}
+	if c.SigningAlg == "" {
+		c.SigningAlg = AlgEdDSA
+	}
+	if c.KeyCheckInterval == 0 {
+		c.KeyCheckInterval = DefaultKeyCheckInterval
+	}
+	if c.FireTokenTTL == 0 {
+		c.FireTokenTTL = DefaultFireTokenTTL
+	}
+	if c.Relay.Dispatchers == nil {
+		n := DefaultDispatchers
+		c.Relay.Dispatchers = &n
+	}
+	if c.Relay.NASURL == "" {
+		addr := c.RelayListen
+		if addr == "" {
+			addr = c.Listen
+		}
+		c.Relay.NASURL = baseURLFor(addr)
+	}
+	if c.Limits.MaxArmedPerAgent == 0 {
+		c.Limits.MaxArmedPerAgent = DefaultMaxArmed
+	}
+	if c.Limits.RatePerSecond == 0 {
+		c.Limits.RatePerSecond = DefaultRatePerSecond
+	}
+	if c.Limits.Burst == 0 {
+		c.Limits.Burst = DefaultBurst
+	}
+	if c.Limits.MaxFuture == 0 {
+		c.Limits.MaxFuture = DefaultMaxFuture
+	}
+	if c.Limits.PastSkew == 0 {
+		c.Limits.PastSkew = DefaultPastSkew
+	}
+	if c.DeliveryTimeout == 0 {
+		c.DeliveryTimeout = DefaultDeliveryTimeout
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	return c
+}
+
+// baseURLFor turns a listen address into an http base URL on which the
+// listener can be reached from the same host.
+func baseURLFor(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// Validate checks a config after WithDefaults; each message names the key.
+func (c Config) Validate() error { return c.validate(true) }
+
+// validate checks c; requireCredentials asks for an agent credential source
+// (not needed when a verifier is supplied in code).
+func (c Config) validate(requireCredentials bool) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen: %q is not host:port", c.Listen)
+	}
+	if c.RelayListen != "" {
+		if _, _, err := net.SplitHostPort(c.RelayListen); err != nil {
+			bad("relay_listen: %q is not host:port", c.RelayListen)
+		}
+	}
+	if c.PublicURL == "" {
+		bad("public_url: required (the issuer of fire tokens)")
+	} else if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("public_url: %q is not an absolute http(s) URL", c.PublicURL)
+	}
+	if c.Store != "memory" && !strings.HasPrefix(c.Store, "redis://") && !strings.HasPrefix(c.Store, "rediss://") {
+		bad("store: %q is neither memory nor a redis:// URL", c.Store)
+	}
+	switch c.SigningAlg {
+	case AlgEdDSA, AlgES256, AlgRS256:
+	default:
+		bad("signing_alg: %q is not EdDSA, ES256 or RS256", c.SigningAlg)
+	}
+	if c.KeyCheckInterval < 0 {
+		bad("key_check_interval: must not be negative")
+	}
+	if c.FireTokenTTL < 60*time.Second || c.FireTokenTTL > contract.MaxFireTokenLifetimeSeconds*time.Second {
+		bad("fire_token_ttl: %s is outside 60s..120s", c.FireTokenTTL)
+	}
+	if len(c.Relay.Secrets) == 0 {
+		bad("relay.secrets: at least one whsec_ secret is required")
+	}
+	for i, s := range c.Relay.Secrets {
+		if _, err := contract.ParseWebhookSecret(s); err != nil {
+			bad("relay.secrets[%d]: %v", i, err)
+		}
+	}
+	if c.Relay.Dispatchers != nil && *c.Relay.Dispatchers < 0 {
+		bad("relay.dispatchers: must not be negative")
+	}
+	if u, err := url.Parse(c.Relay.NASURL); c.Relay.NASURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		bad("relay.nas_url: %q is not an absolute http(s) URL", c.Relay.NASURL)
+	}
+	if requireCredentials && c.AgentsFile == "" && c.AgentJWT.JWKSURL == "" {
+		bad("agents_file or agent_jwt.jwks_url: at least one agent credential source is required")
+	}
+	if c.AgentJWT.JWKSURL != "" {
+		if u, err := url.Parse(c.AgentJWT.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("agent_jwt.jwks_url: %q is not an absolute http(s) URL", c.AgentJWT.JWKSURL)
+		}
+		if c.AgentJWT.Issuer == "" {
+			bad("agent_jwt.issuer: required with agent_jwt.jwks_url")
+		}
+		if c.AgentJWT.Audience == "" {
+			bad("agent_jwt.audience: required with agent_jwt.jwks_url")
+		}
+	}
+	if c.Limits.MaxArmedPerAgent < 0 {
+		bad("limits.max_armed_per_agent: must not be negative")
+	}
+	if c.Limits.RatePerSecond < 0 {
+		bad("limits.rate_per_second: must not be negative")
+	}
+	if c.Limits.Burst < 1 {
+		bad("limits.burst: must be at least 1")
+	}
+	if c.Limits.MaxFuture <= 0 {
+		bad("limits.max_future: must be positive")
+	}
+	if c.Limits.PastSkew < 0 {
+		bad("limits.past_skew: must not be negative")
+	}
+	if _, err := ParseAllowlist(c.CallbackAllowlist); err != nil {
+		bad("callback_allowlist: %v", err)
+	}
+	if c.DeliveryTimeout <= 0 {
+		bad("delivery_timeout: must be positive")
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level: %q is not debug, info, warn or error", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+// Allowlist is the parsed callback_allowlist: address prefixes and host names.
+type Allowlist struct {
+	Prefixes []netip.Prefix
+	Hosts    []string
+}
+
+// ParseAllowlist parses callback_allowlist entries: a CIDR, a single IP, or a
+// host name.
+func ParseAllowlist(entries []string) (Allowlist, error) {
+	var a Allowlist
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(e); err == nil {
+			a.Prefixes = append(a.Prefixes, p.Masked())
+			continue
+		}
+		if ip, err := netip.ParseAddr(e); err == nil {
+			a.Prefixes = append(a.Prefixes, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+			continue
+		}
+		if strings.ContainsAny(e, "/: ") {
+			return Allowlist{}, fmt.Errorf("entry %q is neither a CIDR, an IP nor a host name", e)
+		}
+		a.Hosts = append(a.Hosts, strings.ToLower(strings.TrimSuffix(e, ".")))
+	}
+	return a, nil
+}

@@ -1,0 +1,15 @@
+// Package nas is the NAS service of Chronos: the party agents arm one-shots
+// with and the party that calls them back at fire time.
+//
+// The root package holds the domain: the Config with its defaults, agent
+// identity verifiers (an agents file of token hashes and JWT access tokens),
+// the provision / cancel / list / bulk logic on top of a relay.Engine, the
+// relay route that turns a due one-shot into a signed cron_fire token and an
+// outbound call to the agent, the signing keys and their JWKS with rotation,
+// the SSRF-safe agent caller, and metrics. The HTTP adapter lives in nas/http;
+// cmd/chronos wires the parts together.
+//
+// Identity always comes from the caller's token, never from a body, path or
+// header the caller controls: another agent's job is answered exactly as a
+// missing one.
+package nas

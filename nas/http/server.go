@@ -1,0 +1,446 @@
+// Package nashttp is the HTTP adapter of NAS on echo: routes, strict body
+// decoding through the contract decoder, the one error handler that maps
+// *contract.Error to a status and an OAuth-style body, and listeners with
+// timeouts. Echo stays inside this package.
+package nashttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Split serves the relay route, the operator routes and /metrics only on
+	// the internal handler (config relay_listen set). Without it the public
+	// handler serves everything.
+	Split bool
+	// Logger logs internal errors; default slog.Default().
+	Logger *slog.Logger
+	// JWKSMaxAge is the Cache-Control max-age of the JWKS. Default 5m.
+	JWKSMaxAge time.Duration
+}
+
+// Server holds NAS's two HTTP handlers: the public (agent-facing) one and the
+// internal one (relay route, operator routes, metrics).
+type Server struct {
+	svc      *nas.Service
+	opts     Options
+	log      *slog.Logger
+	public   *echo.Echo
+	internal *echo.Echo
+}
+
+// NewServer builds the handlers for svc.
+func NewServer(svc *nas.Service, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.JWKSMaxAge <= 0 {
+		opts.JWKSMaxAge = 5 * time.Minute
+	}
+	s := &Server{svc: svc, opts: opts, log: opts.Logger}
+	s.public = s.newEcho()
+	s.internal = s.newEcho()
+	s.routes(s.public, true, !opts.Split)
+	if opts.Split {
+		s.routes(s.internal, false, true)
+	}
+	return s
+}
+
+// Handler returns the public handler: agent API, JWKS and health (and, when
+// not split, the relay route, operator routes and metrics).
+func (s *Server) Handler() http.Handler { return s.public }
+
+// InternalHandler returns the internal handler (relay route, operator
+// routes, metrics, health). Without Split it serves the same as Handler.
+func (s *Server) InternalHandler() http.Handler {
+	if !s.opts.Split {
+		return s.public
+	}
+	return s.internal
+}
+
+// Serve serves the public handler on ln until ctx ends, then shuts down
+// gracefully.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return serve(ctx, ln, s.Handler(), s.writeTimeout())
+}
+
+// ServeInternal serves the internal handler on ln until ctx ends.
+func (s *Server) ServeInternal(ctx context.Context, ln net.Listener) error {
+	return serve(ctx, ln, s.InternalHandler(), s.writeTimeout())
+}
+
+// writeTimeout leaves room for a relay call that waits for the agent.
+func (s *Server) writeTimeout() time.Duration {
+	return max(30*time.Second, s.svc.Config().DeliveryTimeout+10*time.Second)
+}
+
+// NewHTTPServer returns an http.Server for h with every timeout set, so slow
+// clients cannot hold connections.
+func NewHTTPServer(h http.Handler, writeTimeout time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          nil,
+	}
+}
+
+func serve(ctx context.Context, ln net.Listener, h http.Handler, writeTimeout time.Duration) error {
+	srv := NewHTTPServer(h, writeTimeout)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err := srv.Shutdown(sctx)
+		<-errc
+		return err
+	}
+}
+
+func (s *Server) newEcho() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.observe)
+	return e
+}
+
+// echoPath turns /a/{b}/c into echo's /a/:b/c.
+func echoPath(p string) string {
+	p = strings.ReplaceAll(p, "{", ":")
+	return strings.ReplaceAll(p, "}", "")
+}
+
+func (s *Server) routes(e *echo.Echo, agentAPI, internal bool) {
+	e.GET(contract.PathHealthz, s.healthz)
+	e.GET(contract.PathReadyz, s.readyz)
+	if agentAPI {
+		e.POST(contract.PathProvision, s.agent(s.provision))
+		e.POST(contract.PathCancel, s.agent(s.cancel))
+		e.GET(contract.PathList, s.agent(s.list))
+		e.PUT(contract.PathArmed, s.agent(s.putArmed))
+		e.GET(contract.PathJWKS, s.jwks)
+	}
+	if internal {
+		e.POST(contract.PathRelay, s.relay)
+		e.GET(contract.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(s.svc.Metrics().Registry, promhttp.HandlerOpts{})))
+		if s.svc.HasOperator() {
+			e.POST(echoPath(contract.PathOperatorInstanceStop), s.operator(s.stopInstance))
+			e.POST(echoPath(contract.PathOperatorInstanceStart), s.operator(s.startInstance))
+			e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll))
+			e.GET(contract.PathOperatorDLQ, s.operator(s.listDead))
+			e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay))
+		}
+	}
+}
+
+// observe turns a handler error into its answer here, so the status is known
+// for the request counter.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		s.svc.Metrics().ObserveRequest(route, c.Response().Status)
+		return nil
+	}
+}
+
+// handleError is the one place that maps errors to statuses and bodies.
+// Internal errors are logged and answered without their text.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var ce *contract.Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ce):
+	case errors.As(err, &he):
+		ce = fromEcho(he)
+	default:
+		s.log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
+		ce = contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
+	}
+	if ce.HTTPStatus() == http.StatusServiceUnavailable && ce.RetryAfter <= 0 {
+		ce.RetryAfter = time.Second
+	}
+	contract.WriteError(c.Response(), ce)
+}
+
+func fromEcho(he *echo.HTTPError) *contract.Error {
+	switch he.Code {
+	case http.StatusNotFound:
+		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
+	case http.StatusMethodNotAllowed:
+		return contract.Errorf(http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed, "method not allowed on this route")
+	case http.StatusRequestEntityTooLarge:
+		return contract.Errorf(he.Code, contract.CodeBodyTooLarge, "body too large")
+	case http.StatusUnsupportedMediaType:
+		return contract.Errorf(he.Code, contract.CodeUnsupportedMediaType, "Content-Type must be application/json")
+	case http.StatusUnauthorized:
+		return contract.Errorf(he.Code, contract.CodeUnauthenticated, "unauthenticated")
+	case http.StatusForbidden:
+		return contract.Errorf(he.Code, contract.CodeForbidden, "forbidden")
+	case http.StatusTooManyRequests:
+		return contract.Errorf(he.Code, contract.CodeRateLimited, "too many requests")
+	case http.StatusServiceUnavailable:
+		return contract.Errorf(he.Code, contract.CodeUnavailable, "unavailable")
+	}
+	if he.Code >= 500 {
+		return contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
+	}
+	return contract.Errorf(he.Code, contract.CodeInvalidRequest, "%s", http.StatusText(he.Code))
+}
+
+func writeJSON(c echo.Context, status int, v any) error {
+	contract.WriteJSON(c.Response(), status, v)
+	return nil
+}
+
+// ---- agent API ----
+
+type agentHandler func(c echo.Context, id nas.Identity) error
+
+// agent authenticates the caller from its token alone (and takes one token
+// of its rate limit) before the handler reads anything else.
+func (s *Server) agent(h agentHandler) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := s.svc.Authorize(c.Request().Context(), c.Request().Header.Get(contract.HeaderAuthorization))
+		if err != nil {
+			return err
+		}
+		return h(c, id)
+	}
+}
+
+func decode(c echo.Context, limit int64, v any) error {
+	if e := contract.DecodeRequest(c.Response(), c.Request(), limit, v); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (s *Server) provision(c echo.Context, id nas.Identity) error {
+	var req contract.ProvisionRequest
+	if err := decode(c, contract.DefaultMaxBodyBytes, &req); err != nil {
+		return err
+	}
+	resp, err := s.svc.Provision(c.Request().Context(), id, req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) cancel(c echo.Context, id nas.Identity) error {
+	var req contract.CancelRequest
+	if err := decode(c, contract.DefaultMaxBodyBytes, &req); err != nil {
+		return err
+	}
+	resp, err := s.svc.Cancel(c.Request().Context(), id, req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// pageParams reads limit and cursor; an absent limit is 0 (the maximum).
+func pageParams(c echo.Context) (int, string, error) {
+	q := c.Request().URL.Query()
+	for k := range q {
+		if k != "limit" && k != "cursor" && k != "agent_id" {
+			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "unknown query parameter %q", k)
+		}
+		if len(q[k]) > 1 {
+			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "query parameter %q given more than once", k)
+		}
+	}
+	limit := 0
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 {
+			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "limit must be a positive integer")
+		}
+		limit = n
+	}
+	cursor := q.Get("cursor")
+	if _, ok := q["cursor"]; ok && cursor == "" {
+		return 0, "", contract.BadRequest(contract.CodeInvalidCursor, "cursor must not be empty")
+	}
+	return limit, cursor, nil
+}
+
+func (s *Server) list(c echo.Context, id nas.Identity) error {
+	if _, ok := c.Request().URL.Query()["agent_id"]; ok {
+		return contract.BadRequest(contract.CodeInvalidRequest, "unknown query parameter \"agent_id\"")
+	}
+	limit, cursor, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	resp, err := s.svc.List(c.Request().Context(), id, limit, cursor)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) putArmed(c echo.Context, id nas.Identity) error {
+	var req contract.PutArmedRequest
+	if err := decode(c, contract.DefaultMaxBulkBodyBytes, &req); err != nil {
+		return err
+	}
+	resp, err := s.svc.PutArmed(c.Request().Context(), id, req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// ---- relay route ----
+
+func (s *Server) relay(c echo.Context) error {
+	r := c.Request()
+	if e := contract.CheckJSONContentType(r.Header.Get(contract.HeaderContentType)); e != nil {
+		return e
+	}
+	limit := int64(contract.DefaultMaxBodyBytes)
+	if r.ContentLength > limit {
+		return contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body exceeds %d bytes", limit)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body exceeds %d bytes", limit)
+		}
+		return contract.BadRequest(contract.CodeInvalidRequest, "reading body failed")
+	}
+	resp, err := s.svc.Relay(r.Context(), nas.RelayHeaders{
+		ID:        r.Header.Get(contract.HeaderWebhookID),
+		Timestamp: r.Header.Get(contract.HeaderWebhookTimestamp),
+		Signature: r.Header.Get(contract.HeaderWebhookSignature),
+	}, body)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// ---- keys and health ----
+
+func (s *Server) jwks(c echo.Context) error {
+	h := c.Response().Header()
+	h.Set(contract.HeaderContentType, contract.MediaTypeJSON)
+	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(int(s.opts.JWKSMaxAge/time.Second)))
+	c.Response().WriteHeader(http.StatusOK)
+	_, err := c.Response().Write(s.svc.JWKS())
+	return err
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return writeJSON(c, http.StatusOK, contract.HealthResponse{Status: "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	checks := s.svc.Ready(c.Request().Context())
+	resp := contract.HealthResponse{Status: "ok", Checks: map[string]string{}}
+	status := http.StatusOK
+	for name, err := range checks {
+		if err != nil {
+			resp.Status, status = "unavailable", http.StatusServiceUnavailable
+			resp.Checks[name] = err.Error()
+			continue
+		}
+		resp.Checks[name] = "ok"
+	}
+	return writeJSON(c, status, resp)
+}
+
+// ---- operator ----
+
+func (s *Server) operator(h echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := s.svc.AuthorizeOperator(c.Request().Header.Get(contract.HeaderAuthorization)); err != nil {
+			return err
+		}
+		return h(c)
+	}
+}
+
+func (s *Server) stopInstance(c echo.Context) error  { return s.setInstance(c, true) }
+func (s *Server) startInstance(c echo.Context) error { return s.setInstance(c, false) }
+
+func (s *Server) setInstance(c echo.Context, stopped bool) error {
+	resp, err := s.svc.SetInstanceStopped(c.Request().Context(), c.Param("instance_id"), stopped)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) cancelAll(c echo.Context) error {
+	resp, err := s.svc.CancelAgent(c.Request().Context(), c.Param("agent_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) listDead(c echo.Context) error {
+	limit, cursor, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	q := c.Request().URL.Query()
+	agentID := q.Get("agent_id")
+	if _, ok := q["agent_id"]; ok && (agentID == "" || len(agentID) > 256) {
+		return contract.BadRequest(contract.CodeInvalidRequest, "agent_id must be 1 to 256 characters")
+	}
+	resp, err := s.svc.ListDead(c.Request().Context(), agentID, cursor, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) replay(c echo.Context) error {
+	var req contract.DLQReplayRequest
+	if err := decode(c, contract.DefaultMaxBodyBytes, &req); err != nil {
+		return err
+	}
+	resp, err := s.svc.Replay(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}

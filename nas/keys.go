@@ -1,0 +1,329 @@
+package nas
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chronoscron/chronos/contract"
+)
+
+// ActiveKeyFile is the file in the signing keys dir that names the signing kid.
+const ActiveKeyFile = "active"
+
+// SigningKey is one private signing key with its kid and algorithm.
+type SigningKey struct {
+	KID     string
+	Alg     string
+	Private crypto.Signer
+	// ModTime is the key file's modification time (zero for keys not read
+	// from a file); without an `active` file the oldest key signs.
+	ModTime time.Time
+}
+
+// GenerateKey makes a new key for alg (EdDSA, ES256 or RS256).
+func GenerateKey(alg string) (*SigningKey, error) {
+	var priv crypto.Signer
+	var err error
+	switch alg {
+	case AlgEdDSA:
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	case AlgES256:
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	case AlgRS256:
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	default:
+		return nil, fmt.Errorf("generate key: unknown algorithm %q (want EdDSA, ES256 or RS256)", alg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	return newSigningKey(priv)
+}
+
+func newSigningKey(priv crypto.Signer) (*SigningKey, error) {
+	alg, err := algFor(priv)
+	if err != nil {
+		return nil, err
+	}
+	kid, err := KeyID(priv.Public())
+	if err != nil {
+		return nil, err
+	}
+	return &SigningKey{KID: kid, Alg: alg, Private: priv}, nil
+}
+
+func algFor(priv crypto.Signer) (string, error) {
+	switch k := priv.(type) {
+	case ed25519.PrivateKey:
+		return AlgEdDSA, nil
+	case *ecdsa.PrivateKey:
+		if k.Curve != elliptic.P256() {
+			return "", errors.New("key: only the P-256 curve is supported for ECDSA")
+		}
+		return AlgES256, nil
+	case *rsa.PrivateKey:
+		if k.N.BitLen() < 2048 {
+			return "", fmt.Errorf("key: RSA key is %d bits, want at least 2048", k.N.BitLen())
+		}
+		return AlgRS256, nil
+	default:
+		return "", fmt.Errorf("key: unsupported key type %T", priv)
+	}
+}
+
+// KeyID derives a kid from a public key: unpadded base64url of the first 16
+// bytes of SHA-256 over its PKIX DER encoding.
+func KeyID(pub crypto.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", fmt.Errorf("key id: %w", err)
+	}
+	sum := sha256.Sum256(der)
+	return base64.RawURLEncoding.EncodeToString(sum[:16]), nil
+}
+
+// MarshalPEM encodes the private key as a PKCS #8 PEM block.
+func (k *SigningKey) MarshalPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(k.Private)
+	if err != nil {
+		return nil, fmt.Errorf("marshal key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ParseKeyPEM reads a PKCS #8 (or SEC 1 EC / PKCS #1 RSA) PEM private key;
+// the algorithm follows from the key type and the kid from the public key.
+func ParseKeyPEM(data []byte) (*SigningKey, error) {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, errors.New("parse key: no PEM block")
+	}
+	var key any
+	var err error
+	switch block.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(block.Bytes)
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+	default:
+		return nil, fmt.Errorf("parse key: unexpected PEM block %q", block.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parse key: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("parse key: %T cannot sign", key)
+	}
+	return newSigningKey(signer)
+}
+
+// JWK returns the public key as a JWK.
+func (k *SigningKey) JWK() contract.JWK {
+	j := contract.JWK{Kid: k.KID, Use: "sig", Alg: k.Alg}
+	switch pub := k.Private.Public().(type) {
+	case ed25519.PublicKey:
+		j.Kty, j.Crv, j.X = "OKP", "Ed25519", b64(pub)
+	case *ecdsa.PublicKey:
+		ecdh, _ := pub.ECDH()
+		raw := ecdh.Bytes() // 0x04 || X || Y, 32 bytes each for P-256
+		j.Kty, j.Crv, j.X, j.Y = "EC", "P-256", b64(raw[1:33]), b64(raw[33:65])
+	case *rsa.PublicKey:
+		j.Kty, j.N, j.E = "RSA", b64(pub.N.Bytes()), b64(big.NewInt(int64(pub.E)).Bytes())
+	}
+	return j
+}
+
+func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// SigningMethod returns the jwt signing method of the key.
+func (k *SigningKey) SigningMethod() jwt.SigningMethod {
+	switch k.Alg {
+	case AlgES256:
+		return jwt.SigningMethodES256
+	case AlgRS256:
+		return jwt.SigningMethodRS256
+	default:
+		return jwt.SigningMethodEdDSA
+	}
+}
+
+// KeySet is one immutable view of the signing keys: the key that signs and
+// every key published in the JWKS (the signing key, the next one, and
+// retiring ones still in the directory).
+type KeySet struct {
+	Active    *SigningKey
+	Published []*SigningKey
+	jwks      []byte
+}
+
+// NewKeySet builds a key set from keys; activeKID names the signing key ("":
+// the oldest key of alg, by ModTime then kid). The active key must use alg.
+func NewKeySet(keys []*SigningKey, activeKID, alg string) (*KeySet, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("key set: no keys (run `chronos keys generate`)")
+	}
+	sorted := append([]*SigningKey(nil), keys...)
+	sort.Slice(sorted, func(i, j int) bool {
+		if !sorted[i].ModTime.Equal(sorted[j].ModTime) {
+			return sorted[i].ModTime.Before(sorted[j].ModTime)
+		}
+		return sorted[i].KID < sorted[j].KID
+	})
+	var active *SigningKey
+	for _, k := range sorted {
+		if (activeKID != "" && k.KID == activeKID) || (activeKID == "" && k.Alg == alg) {
+			active = k
+			break
+		}
+	}
+	switch {
+	case active == nil && activeKID != "":
+		return nil, fmt.Errorf("key set: active kid %q is not among the keys", activeKID)
+	case active == nil:
+		return nil, fmt.Errorf("key set: no %s key (signing_alg is %s)", alg, alg)
+	case active.Alg != alg:
+		return nil, fmt.Errorf("key set: active key %s is %s but signing_alg is %s", active.KID, active.Alg, alg)
+	}
+	set := &KeySet{Active: active, Published: sorted}
+	jwks := contract.JWKS{Keys: make([]contract.JWK, 0, len(sorted))}
+	for _, k := range sorted {
+		jwks.Keys = append(jwks.Keys, k.JWK())
+	}
+	b, err := json.Marshal(jwks)
+	if err != nil {
+		return nil, fmt.Errorf("key set: %w", err)
+	}
+	set.jwks = b
+	return set, nil
+}
+
+// JWKS returns the JSON of the published key set.
+func (s *KeySet) JWKS() []byte { return s.jwks }
+
+// LoadKeyDir reads every *.pem key of dir and the optional `active` file.
+func LoadKeyDir(dir, alg string) (*KeySet, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load keys: %w", err)
+	}
+	var keys []*SigningKey
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".pem") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("load keys: %w", err)
+		}
+		k, err := ParseKeyPEM(data)
+		if err != nil {
+			return nil, fmt.Errorf("load keys: %s: %w", e.Name(), err)
+		}
+		if info, err := e.Info(); err == nil {
+			k.ModTime = info.ModTime()
+		}
+		keys = append(keys, k)
+	}
+	active := ""
+	if b, err := os.ReadFile(filepath.Join(dir, ActiveKeyFile)); err == nil {
+		active = strings.TrimSpace(string(b))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("load keys: %w", err)
+	}
+	set, err := NewKeySet(keys, active, alg)
+	if err != nil {
+		return nil, fmt.Errorf("load keys from %s: %w", dir, err)
+	}
+	return set, nil
+}
+
+// dirStamp summarises a directory's entries (names, sizes, mtimes) so a
+// change can be noticed without reading every file.
+func dirStamp(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "%s:%d:%d;", e.Name(), info.Size(), info.ModTime().UnixNano())
+	}
+	return b.String(), nil
+}
+
+// KeyRing holds the current KeySet and swaps it atomically on reload. It is
+// safe for concurrent use.
+type KeyRing struct {
+	dir, alg string
+	set      atomic.Pointer[KeySet]
+	stamp    atomic.Value // string
+}
+
+// NewKeyRing returns a ring serving a fixed set (no directory).
+func NewKeyRing(set *KeySet) *KeyRing {
+	r := &KeyRing{}
+	r.set.Store(set)
+	return r
+}
+
+// OpenKeyRing loads dir and returns a ring that Reload re-reads.
+func OpenKeyRing(dir, alg string) (*KeyRing, error) {
+	r := &KeyRing{dir: dir, alg: alg}
+	if _, err := r.Reload(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Current returns the current key set.
+func (r *KeyRing) Current() *KeySet { return r.set.Load() }
+
+// Reload re-reads the directory if it changed; it reports whether the set
+// changed. On error the previous set stays in use.
+func (r *KeyRing) Reload() (bool, error) {
+	if r.dir == "" {
+		return false, nil
+	}
+	stamp, err := dirStamp(r.dir)
+	if err != nil {
+		return false, fmt.Errorf("reload keys: %w", err)
+	}
+	if old, _ := r.stamp.Load().(string); old == stamp && r.set.Load() != nil {
+		return false, nil
+	}
+	set, err := LoadKeyDir(r.dir, r.alg)
+	if err != nil {
+		return false, err
+	}
+	r.set.Store(set)
+	r.stamp.Store(stamp)
+	return true, nil
+}

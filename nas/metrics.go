@@ -1,0 +1,109 @@
+package nas
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+// Metrics are NAS's Prometheus metrics, on a registry of their own.
+type Metrics struct {
+	Registry   *prometheus.Registry
+	fireLag    prometheus.Histogram
+	deliveries *prometheus.CounterVec
+	retries    prometheus.Counter
+	requests   *prometheus.CounterVec
+}
+
+// Delivery outcomes counted by chronos_nas_deliveries_total.
+const (
+	deliveryDelivered       = "delivered"
+	deliveryRejected        = "rejected"
+	deliveryRetry           = "retry"
+	deliveryDropped         = "dropped"
+	deliveryDuplicate       = "duplicate"
+	deliveryInstanceStopped = "instance_stopped"
+)
+
+func newMetrics(stats func(context.Context) (relay.Stats, error)) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		fireLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chronos_nas_fire_lag_seconds",
+			Help:    "Seconds between a fire's fire_at and its delivery to the agent.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chronos_nas_deliveries_total",
+			Help: "Relayed fires by outcome (delivered, rejected, retry, dropped, duplicate, instance_stopped).",
+		}, []string{"outcome"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chronos_nas_retries_total",
+			Help: "Relayed fires that were a retry (attempt > 1).",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chronos_nas_api_requests_total",
+			Help: "Agent API calls by route and status code.",
+		}, []string{"route", "code"}),
+	}
+	for _, o := range []string{deliveryDelivered, deliveryRejected, deliveryRetry, deliveryDropped, deliveryDuplicate, deliveryInstanceStopped} {
+		m.deliveries.WithLabelValues(o)
+	}
+	reg.MustRegister(m.fireLag, m.deliveries, m.retries, m.requests,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&statsCollector{stats: stats})
+	return m
+}
+
+// ObserveRequest counts one API call.
+func (m *Metrics) ObserveRequest(route string, code int) {
+	m.requests.WithLabelValues(route, itoa(code)).Inc()
+}
+
+func itoa(n int) string {
+	if n >= 100 && n < 600 {
+		return string([]byte{byte('0' + n/100), byte('0' + n/10%10), byte('0' + n%10)})
+	}
+	return "other"
+}
+
+// statsCollector reads the engine's gauges on every scrape.
+type statsCollector struct {
+	stats func(context.Context) (relay.Stats, error)
+}
+
+var (
+	descArmed  = prometheus.NewDesc("chronos_relay_armed", "One-shots armed or leased.", nil, nil)
+	descDue    = prometheus.NewDesc("chronos_relay_due_backlog", "Armed one-shots already due (backlog).", nil, nil)
+	descLeased = prometheus.NewDesc("chronos_relay_leased", "One-shots currently leased by a dispatcher.", nil, nil)
+	descDead   = prometheus.NewDesc("chronos_relay_dead_letter", "Fires in the dead letter.", nil, nil)
+	descUp     = prometheus.NewDesc("chronos_relay_store_up", "1 when the relay store answered the last scrape.", nil, nil)
+)
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descArmed
+	ch <- descDue
+	ch <- descLeased
+	ch <- descDead
+	ch <- descUp
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := c.stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(descArmed, prometheus.GaugeValue, float64(s.Armed))
+	ch <- prometheus.MustNewConstMetric(descDue, prometheus.GaugeValue, float64(s.Due))
+	ch <- prometheus.MustNewConstMetric(descLeased, prometheus.GaugeValue, float64(s.Leased))
+	ch <- prometheus.MustNewConstMetric(descDead, prometheus.GaugeValue, float64(s.DeadLetter))
+}

@@ -1,0 +1,618 @@
+package nas
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/relay"
+)
+
+// FireCaller POSTs one fire to an agent and says what its answer means.
+type FireCaller interface {
+	Fire(ctx context.Context, fireURL, token string, body []byte) FireResult
+}
+
+var _ FireCaller = (*AgentCaller)(nil)
+
+// Options are the parts a Service is built from.
+type Options struct {
+	// Config is the NAS configuration; New applies WithDefaults.
+	Config Config
+	// Engine is the relay store.
+	Engine relay.Engine
+	// Verifier identifies agents from their tokens.
+	Verifier AgentVerifier
+	// Keys are the fire-token signing keys.
+	Keys *KeyRing
+	// Logger receives JSON logs; default slog.Default().
+	Logger *slog.Logger
+	// Now is the service clock; default time.Now.
+	Now func() time.Time
+	// Caller calls agents; default NewAgentCaller with the config's SSRF
+	// policy and delivery_timeout.
+	Caller FireCaller
+}
+
+// Service is NAS's domain: agent API, relay route, operator actions. It is
+// safe for concurrent use.
+type Service struct {
+	cfg      Config
+	engine   relay.Engine
+	verifier AgentVerifier
+	keys     *KeyRing
+	log      *slog.Logger
+	now      func() time.Time
+	caller   FireCaller
+	policy   CallbackPolicy
+	minter   *Minter
+	secrets  [][]byte
+	cursors  cursorSigner
+	limiter  *agentLimiter
+	metrics  *Metrics
+	operator []byte
+}
+
+// New builds a Service. Config must validate after WithDefaults, except that
+// no agent credential source is needed when Verifier is given.
+func New(opts Options) (*Service, error) {
+	cfg := opts.Config.WithDefaults()
+	if err := cfg.validate(false); err != nil {
+		return nil, fmt.Errorf("nas: %w", err)
+	}
+	if opts.Engine == nil || opts.Verifier == nil || opts.Keys == nil || opts.Keys.Current() == nil {
+		return nil, errors.New("nas: engine, verifier and keys are required")
+	}
+	secrets := make([][]byte, 0, len(cfg.Relay.Secrets))
+	for _, s := range cfg.Relay.Secrets {
+		k, err := contract.ParseWebhookSecret(s)
+		if err != nil {
+			return nil, fmt.Errorf("nas: relay.secrets: %w", err)
+		}
+		secrets = append(secrets, k)
+	}
+	allow, _ := ParseAllowlist(cfg.CallbackAllowlist)
+	s := &Service{
+		cfg:      cfg,
+		engine:   opts.Engine,
+		verifier: opts.Verifier,
+		keys:     opts.Keys,
+		log:      opts.Logger,
+		now:      opts.Now,
+		caller:   opts.Caller,
+		policy:   CallbackPolicy{AllowPrivate: cfg.AllowPrivateCallbacks, Allow: allow},
+		secrets:  secrets,
+		cursors:  newCursorSigner(secrets),
+		limiter:  newAgentLimiter(cfg.Limits.RatePerSecond, cfg.Limits.Burst),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.caller == nil {
+		s.caller = NewAgentCaller(s.policy, cfg.DeliveryTimeout)
+	}
+	if cfg.OperatorToken != "" {
+		s.operator = []byte(cfg.OperatorToken)
+	}
+	s.minter = &Minter{Keys: opts.Keys, Issuer: strings.TrimRight(cfg.PublicURL, "/"), TTL: cfg.FireTokenTTL}
+	s.metrics = newMetrics(opts.Engine.Stats)
+	return s, nil
+}
+
+// Config returns the effective configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+// Metrics returns the service's metrics.
+func (s *Service) Metrics() *Metrics { return s.metrics }
+
+// Keys returns the signing key ring.
+func (s *Service) Keys() *KeyRing { return s.keys }
+
+// JWKS returns the published keys as JSON.
+func (s *Service) JWKS() []byte { return s.keys.Current().JWKS() }
+
+// HasOperator reports whether the operator routes are enabled.
+func (s *Service) HasOperator() bool { return len(s.operator) > 0 }
+
+// Ready reports whether NAS can serve: keys are loaded and the engine answers.
+func (s *Service) Ready(ctx context.Context) map[string]error {
+	checks := map[string]error{"keys": nil, "store": nil}
+	if set := s.keys.Current(); set == nil || set.Active == nil {
+		checks["keys"] = errors.New("no signing key")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := s.engine.Stats(ctx); err != nil {
+		checks["store"] = fmt.Errorf("store: %w", err)
+	}
+	return checks
+}
+
+// ---- agent authentication ----
+
+// Authorize identifies the agent of an Authorization header and takes one
+// token of its rate limit. Errors are *contract.Error: 401 unauthenticated
+// (missing or malformed header), 401 invalid_token, 403 invalid_client, 429
+// rate_limited with RetryAfter.
+func (s *Service) Authorize(ctx context.Context, authorization string) (Identity, error) {
+	token, ok := bearer(authorization)
+	if !ok {
+		return Identity{}, contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "missing or malformed Authorization: Bearer header")
+	}
+	id, err := s.verifier.VerifyAgent(ctx, token)
+	switch {
+	case errors.Is(err, ErrUnknownAgent):
+		return Identity{}, contract.Errorf(http.StatusForbidden, contract.CodeInvalidClient, "the token is not a provisioned agent")
+	case err != nil:
+		return Identity{}, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "the token could not be verified")
+	}
+	if allowed, wait := s.limiter.Allow(id.AgentID, s.now()); !allowed {
+		e := contract.Errorf(http.StatusTooManyRequests, contract.CodeRateLimited, "too many calls; retry later")
+		e.RetryAfter = wait
+		return Identity{}, e
+	}
+	return id, nil
+}
+
+// bearer extracts the token of "Bearer <token>" (scheme case-insensitive).
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" || len(tok) > 8192 || strings.ContainsAny(tok, " \t\r\n") {
+		return "", false
+	}
+	return tok, true
+}
+
+// ---- provision / cancel / list / bulk ----
+
+var jobIDRe = regexp.MustCompile(contract.JobIDPattern)
+
+func checkJobID(id string) *contract.Error {
+	if !jobIDRe.MatchString(id) {
+		return contract.BadRequest(contract.CodeInvalidJobID, "job_id must match %s", contract.JobIDPattern)
+	}
+	return nil
+}
+
+// checkArm validates one arm request and returns the normalised callback.
+func (s *Service) checkArm(jobID string, fireAt contract.Time, callback, dedupKey string, now time.Time) (string, *contract.Error) {
+	if e := checkJobID(jobID); e != nil {
+		return "", e
+	}
+	if fireAt.IsZero() {
+		return "", contract.BadRequest(contract.CodeInvalidFireAt, "fire_at is required")
+	}
+	dj, dt, ok := strings.Cut(dedupKey, ":")
+	if !ok || dj != jobID {
+		return "", contract.BadRequest(contract.CodeInvalidDedupKey, "dedup_key must be job_id:fire_at")
+	}
+	if t, err := contract.ParseTime(dt); err != nil || !t.Equal(fireAt.Time) {
+		return "", contract.BadRequest(contract.CodeInvalidDedupKey, "dedup_key must be job_id:fire_at with the same instant as fire_at")
+	}
+	cb, e := s.policy.CheckCallbackURL(callback)
+	if e != nil {
+		return "", e
+	}
+	if fireAt.Before(now.Add(-s.cfg.Limits.PastSkew)) {
+		return "", contract.Errorf(http.StatusUnprocessableEntity, contract.CodeFireAtInPast,
+			"fire_at %s is more than %s in the past; run overdue jobs locally", fireAt, s.cfg.Limits.PastSkew)
+	}
+	if fireAt.After(now.Add(s.cfg.Limits.MaxFuture)) {
+		return "", contract.Errorf(http.StatusUnprocessableEntity, contract.CodeFireAtTooFar,
+			"fire_at %s is more than %s ahead", fireAt, s.cfg.Limits.MaxFuture)
+	}
+	return cb, nil
+}
+
+// newScheduleID returns a fresh random schedule id.
+func newScheduleID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "sch_" + hex.EncodeToString(b[:])
+}
+
+func (s *Service) engineErr(op string, err error) error {
+	switch {
+	case errors.Is(err, relay.ErrQuotaExceeded):
+		return contract.Errorf(http.StatusUnprocessableEntity, contract.CodeQuotaExceeded,
+			"the agent already has %d armed jobs", s.cfg.Limits.MaxArmedPerAgent)
+	case errors.Is(err, relay.ErrInvalidCursor):
+		return contract.BadRequest(contract.CodeInvalidCursor, "cursor is not one NAS issued to this agent")
+	default:
+		return fmt.Errorf("%s: %w", op, err)
+	}
+}
+
+// Provision arms (upserts) the one-shot of id's job. The same fire_at again
+// returns the same schedule id and writes nothing.
+func (s *Service) Provision(ctx context.Context, id Identity, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
+	cb, e := s.checkArm(req.JobID, req.FireAt, req.AgentCallbackURL, req.DedupKey, s.now())
+	if e != nil {
+		return contract.ProvisionResponse{}, e
+	}
+	res, err := s.engine.Arm(ctx, relay.ArmRequest{
+		AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: req.JobID,
+		FireAt: req.FireAt.Time, CallbackURL: cb, ScheduleID: newScheduleID(),
+		MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
+	})
+	if err != nil {
+		return contract.ProvisionResponse{}, s.engineErr("provision", err)
+	}
+	if res.Changed {
+		s.log.InfoContext(ctx, "armed", "agent_id", id.AgentID, "job_id", req.JobID,
+			"schedule_id", res.OneShot.ScheduleID, "fire_at", contract.FormatTime(res.OneShot.FireAt), "replaced", res.Replaced)
+	}
+	return contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: contract.NewTime(res.OneShot.FireAt), Armed: true}, nil
+}
+
+// Cancel removes id's job; an unknown job is a no-op.
+func (s *Service) Cancel(ctx context.Context, id Identity, req contract.CancelRequest) (contract.OKResponse, error) {
+	if e := checkJobID(req.JobID); e != nil {
+		return contract.OKResponse{}, e
+	}
+	found, err := s.engine.Cancel(ctx, id.AgentID, req.JobID)
+	if err != nil {
+		return contract.OKResponse{}, s.engineErr("cancel", err)
+	}
+	if found {
+		s.log.InfoContext(ctx, "cancelled", "agent_id", id.AgentID, "job_id", req.JobID)
+	}
+	return contract.OKResponse{OK: true}, nil
+}
+
+// List pages id's armed jobs. limit <= 0 means the maximum; a larger limit is
+// clamped to contract.MaxListLimit. The first page also carries the fires
+// dead-lettered since the agent last looked.
+func (s *Service) List(ctx context.Context, id Identity, limit int, cursor string) (contract.ListResponse, error) {
+	if limit <= 0 || limit > contract.MaxListLimit {
+		limit = contract.MaxListLimit
+	}
+	engineCursor := ""
+	if cursor != "" {
+		c, ok := s.cursors.Open(id.AgentID, cursor)
+		if !ok {
+			return contract.ListResponse{}, contract.BadRequest(contract.CodeInvalidCursor, "cursor is not one NAS issued to this agent")
+		}
+		engineCursor = c
+	}
+	items, next, err := s.engine.List(ctx, id.AgentID, engineCursor, limit)
+	if err != nil {
+		return contract.ListResponse{}, s.engineErr("list", err)
+	}
+	resp := contract.ListResponse{Armed: make([]contract.ArmedJob, 0, len(items)), FailedFires: []contract.FailedFire{}}
+	for _, o := range items {
+		resp.Armed = append(resp.Armed, armedJob(o))
+	}
+	if next != "" {
+		c := s.cursors.Sign(id.AgentID, next)
+		resp.NextCursor = &c
+	}
+	if cursor == "" {
+		failed, err := s.engine.TakeFailed(ctx, id.AgentID, contract.MaxListLimit)
+		if err != nil {
+			return contract.ListResponse{}, s.engineErr("list failed fires", err)
+		}
+		for _, d := range failed {
+			resp.FailedFires = append(resp.FailedFires, contract.FailedFire{
+				JobID: d.JobID, FireAt: contract.NewTime(d.FireAt), ScheduleID: d.ScheduleID,
+				Attempts: d.Attempt, Reason: d.Reason, FailedAt: contract.NewTime(d.FailedAt),
+			})
+		}
+	}
+	return resp, nil
+}
+
+func armedJob(o relay.OneShot) contract.ArmedJob {
+	return contract.ArmedJob{JobID: o.JobID, FireAt: contract.NewTime(o.FireAt), ScheduleID: o.ScheduleID, AgentCallbackURL: o.CallbackURL}
+}
+
+// PutArmed makes id's armed set equal to req: it validates every entry first
+// (nothing is written on any error), cancels jobs not listed, then arms each
+// listed job (an upsert per job).
+func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArmedRequest) (contract.PutArmedResponse, error) {
+	now := s.now()
+	if req.Armed == nil {
+		return contract.PutArmedResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "armed is required (an empty list cancels everything)")
+	}
+	if q := s.cfg.Limits.MaxArmedPerAgent; q > 0 && len(req.Armed) > q {
+		return contract.PutArmedResponse{}, contract.Errorf(http.StatusUnprocessableEntity, contract.CodeQuotaExceeded,
+			"%d jobs exceed the quota of %d armed jobs", len(req.Armed), q)
+	}
+	desired := make(map[string]contract.DesiredArm, len(req.Armed))
+	callbacks := make(map[string]string, len(req.Armed))
+	for i, d := range req.Armed {
+		cb, e := s.checkArm(d.JobID, d.FireAt, d.AgentCallbackURL, d.DedupKey, now)
+		if e != nil {
+			e.Description = fmt.Sprintf("armed[%d]: %s", i, e.Description)
+			return contract.PutArmedResponse{}, e
+		}
+		if _, dup := desired[d.JobID]; dup {
+			return contract.PutArmedResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "armed[%d]: job_id %q is listed twice", i, d.JobID)
+		}
+		desired[d.JobID] = d
+		callbacks[d.JobID] = cb
+	}
+	existing := map[string]relay.OneShot{}
+	cursor := ""
+	for {
+		items, next, err := s.engine.List(ctx, id.AgentID, cursor, contract.MaxListLimit)
+		if err != nil {
+			return contract.PutArmedResponse{}, s.engineErr("put armed: list", err)
+		}
+		for _, o := range items {
+			existing[o.JobID] = o
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	resp := contract.PutArmedResponse{Armed: []contract.ArmedJob{}, Created: []string{}, Updated: []string{}, Cancelled: []string{}, Unchanged: []string{}}
+	for jobID := range existing {
+		if _, keep := desired[jobID]; keep {
+			continue
+		}
+		found, err := s.engine.Cancel(ctx, id.AgentID, jobID)
+		if err != nil {
+			return contract.PutArmedResponse{}, s.engineErr("put armed: cancel", err)
+		}
+		if found {
+			resp.Cancelled = append(resp.Cancelled, jobID)
+		}
+	}
+	jobIDs := make([]string, 0, len(desired))
+	for j := range desired {
+		jobIDs = append(jobIDs, j)
+	}
+	sort.Strings(jobIDs)
+	for _, jobID := range jobIDs {
+		d := desired[jobID]
+		res, err := s.engine.Arm(ctx, relay.ArmRequest{
+			AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: jobID,
+			FireAt: d.FireAt.Time, CallbackURL: callbacks[jobID], ScheduleID: newScheduleID(),
+			MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
+		})
+		if err != nil {
+			return contract.PutArmedResponse{}, s.engineErr("put armed: arm", err)
+		}
+		_, existed := existing[jobID]
+		switch {
+		case !res.Changed:
+			resp.Unchanged = append(resp.Unchanged, jobID)
+		case existed || res.Replaced != "":
+			resp.Updated = append(resp.Updated, jobID)
+		default:
+			resp.Created = append(resp.Created, jobID)
+		}
+		resp.Armed = append(resp.Armed, armedJob(res.OneShot))
+	}
+	sort.Strings(resp.Cancelled)
+	s.log.InfoContext(ctx, "armed set replaced", "agent_id", id.AgentID, "created", len(resp.Created),
+		"updated", len(resp.Updated), "cancelled", len(resp.Cancelled), "unchanged", len(resp.Unchanged))
+	return resp, nil
+}
+
+// ---- relay route ----
+
+// RelayHeaders are the Standard Webhooks headers of a relay call.
+type RelayHeaders struct {
+	ID, Timestamp, Signature string
+}
+
+// deliveryTTL is how long a delivery id is remembered: longer than the whole
+// window in which its signature verifies (the tolerance both ways).
+const deliveryTTL = 2*contract.WebhookTolerance + time.Minute
+
+// Relay handles one signed relay call: body is the exact request body. A
+// forged, stale or altered call is a 401 and changes nothing. The answer is
+// a 200 RelayResponse (final for the relay) or a 502/503 *contract.Error
+// with RetryAfter (retry).
+func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contract.RelayResponse, error) {
+	now := s.now()
+	if err := contract.VerifyWebhook(s.secrets, h.ID, h.Timestamp, h.Signature, body, now, contract.WebhookTolerance); err != nil {
+		s.log.WarnContext(ctx, "relay call refused", "reason", err.Error())
+		return contract.RelayResponse{}, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidSignature, "relay signature does not verify")
+	}
+	var req contract.RelayRequest
+	if e := contract.DecodeBytes(body, &req); e != nil {
+		return contract.RelayResponse{}, e
+	}
+	if req.ScheduleID == "" || req.AgentID == "" || req.FireAt.IsZero() || req.Attempt < 1 {
+		return contract.RelayResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "schedule_id, agent_id, job_id, fire_at and an attempt of at least 1 are required")
+	}
+	if e := checkJobID(req.JobID); e != nil {
+		return contract.RelayResponse{}, e
+	}
+	log := s.log.With("agent_id", req.AgentID, "job_id", req.JobID, "schedule_id", req.ScheduleID,
+		"fire_at", req.FireAt.String(), "attempt", req.Attempt)
+	if req.Attempt > 1 {
+		s.metrics.retries.Inc()
+	}
+	// The key carries the attempt: an exact replay of a signed call repeats
+	// both, while each new attempt is a new delivery.
+	first, err := s.engine.FirstDelivery(ctx, "relay:"+h.ID+":"+strconv.Itoa(req.Attempt), deliveryTTL)
+	if err != nil {
+		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
+	}
+	if !first {
+		s.metrics.deliveries.WithLabelValues(deliveryDuplicate).Inc()
+		log.InfoContext(ctx, "relay duplicate")
+		return contract.RelayResponse{Status: contract.RelayDuplicate}, nil
+	}
+	row, err := s.engine.Get(ctx, req.AgentID, req.JobID)
+	if errors.Is(err, relay.ErrNotFound) || (err == nil && row.ScheduleID != req.ScheduleID) {
+		s.metrics.deliveries.WithLabelValues(deliveryDropped).Inc()
+		reason := "job is no longer armed"
+		if err == nil {
+			reason = "job was re-armed"
+		}
+		log.InfoContext(ctx, "fire dropped", "reason", reason)
+		return contract.RelayResponse{Status: contract.RelayDropped, Reason: reason}, nil
+	}
+	if err != nil {
+		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
+	}
+	stopped, err := s.engine.InstanceStopped(ctx, row.InstanceID)
+	if err != nil {
+		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
+	}
+	if stopped {
+		s.metrics.deliveries.WithLabelValues(deliveryInstanceStopped).Inc()
+		log.InfoContext(ctx, "fire dropped: instance stopped", "instance_id", row.InstanceID)
+		return contract.RelayResponse{Status: contract.RelayInstanceStopped}, nil
+	}
+	fire := contract.FireRequest{JobID: row.JobID, FireAt: contract.NewTime(row.FireAt), ScheduleID: row.ScheduleID, Attempt: req.Attempt}
+	fireBody, err := json.Marshal(fire)
+	if err != nil {
+		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
+	}
+	token, err := s.minter.Mint(now, FireToken{InstanceID: row.InstanceID, Fire: fire, Body: fireBody})
+	if err != nil {
+		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
+	}
+	res := s.caller.Fire(ctx, FireURL(row.CallbackURL), token, fireBody)
+	switch res.Outcome {
+	case OutcomeDelivered:
+		lag := s.now().Sub(row.FireAt)
+		s.metrics.fireLag.Observe(max(lag.Seconds(), 0))
+		s.metrics.deliveries.WithLabelValues(deliveryDelivered).Inc()
+		log.InfoContext(ctx, "fire delivered", "agent_status", res.AgentStatus, "run_id", res.RunID, "lag_ms", lag.Milliseconds())
+		resp := contract.RelayResponse{Status: contract.RelayDelivered}
+		switch res.AgentStatus {
+		case contract.FireAccepted, contract.FireDuplicate, contract.FireGone:
+			resp.AgentStatus = res.AgentStatus
+		}
+		return resp, nil
+	case OutcomeRejected:
+		s.metrics.deliveries.WithLabelValues(deliveryRejected).Inc()
+		log.WarnContext(ctx, "fire rejected", "reason", res.Reason, "status", res.HTTPStatus)
+		return contract.RelayResponse{Status: contract.RelayRejected, Reason: res.Reason}, nil
+	default:
+		s.metrics.deliveries.WithLabelValues(deliveryRetry).Inc()
+		log.WarnContext(ctx, "fire not taken; relay retries", "reason", res.Reason, "status", res.HTTPStatus, "cold_start", res.ColdStart)
+		status := http.StatusBadGateway
+		if res.ColdStart || res.HTTPStatus == http.StatusTooManyRequests {
+			status = http.StatusServiceUnavailable
+		}
+		e := contract.Errorf(status, contract.CodeAgentUnavailable, "%s", res.Reason)
+		e.RetryAfter = res.RetryAfter
+		return contract.RelayResponse{}, e
+	}
+}
+
+// ---- operator ----
+
+// AuthorizeOperator checks an operator bearer token in constant time: 401
+// unauthenticated without one, 403 forbidden for a wrong one, 404 when the
+// operator routes are disabled.
+func (s *Service) AuthorizeOperator(authorization string) error {
+	if !s.HasOperator() {
+		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
+	}
+	tok, ok := bearer(authorization)
+	if !ok {
+		return contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "missing or malformed Authorization: Bearer header")
+	}
+	if subtle.ConstantTimeCompare([]byte(tok), s.operator) != 1 {
+		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "wrong operator token")
+	}
+	return nil
+}
+
+func checkPathID(name, v string) *contract.Error {
+	if v == "" || len(v) > 256 || strings.ContainsAny(v, "/\x00") {
+		return contract.BadRequest(contract.CodeInvalidRequest, "%s must be 1 to 256 characters", name)
+	}
+	return nil
+}
+
+// SetInstanceStopped stops (fires are dropped, not retried) or starts an agent instance.
+func (s *Service) SetInstanceStopped(ctx context.Context, instanceID string, stopped bool) (contract.InstanceStateResponse, error) {
+	if e := checkPathID("instance_id", instanceID); e != nil {
+		return contract.InstanceStateResponse{}, e
+	}
+	if err := s.engine.SetInstanceStopped(ctx, instanceID, stopped); err != nil {
+		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
+	}
+	s.log.InfoContext(ctx, "instance state changed", "instance_id", instanceID, "stopped", stopped)
+	return contract.InstanceStateResponse{InstanceID: instanceID, Stopped: stopped}, nil
+}
+
+// CancelAgent cancels every job of an agent.
+func (s *Service) CancelAgent(ctx context.Context, agentID string) (contract.CancelAllResponse, error) {
+	if e := checkPathID("agent_id", agentID); e != nil {
+		return contract.CancelAllResponse{}, e
+	}
+	n, err := s.engine.CancelAgent(ctx, agentID)
+	if err != nil {
+		return contract.CancelAllResponse{}, fmt.Errorf("cancel agent: %w", err)
+	}
+	s.log.InfoContext(ctx, "agent jobs cancelled", "agent_id", agentID, "cancelled", n)
+	return contract.CancelAllResponse{AgentID: agentID, Cancelled: n}, nil
+}
+
+// ListDead pages the dead letter, optionally of one agent.
+func (s *Service) ListDead(ctx context.Context, agentID, cursor string, limit int) (contract.DLQListResponse, error) {
+	if limit <= 0 || limit > contract.MaxListLimit {
+		limit = contract.MaxListLimit
+	}
+	items, next, err := s.engine.ListDead(ctx, agentID, cursor, limit)
+	if err != nil {
+		return contract.DLQListResponse{}, s.engineErr("list dead letter", err)
+	}
+	resp := contract.DLQListResponse{Entries: make([]contract.DeadLetter, 0, len(items))}
+	for _, d := range items {
+		resp.Entries = append(resp.Entries, contract.DeadLetter{
+			ScheduleID: d.ScheduleID, AgentID: d.AgentID, JobID: d.JobID, FireAt: contract.NewTime(d.FireAt),
+			Attempts: d.Attempt, Reason: d.Reason, FailedAt: contract.NewTime(d.FailedAt),
+		})
+	}
+	if next != "" {
+		resp.NextCursor = &next
+	}
+	return resp, nil
+}
+
+// Replay re-arms dead-lettered fires: the listed schedule ids, or all of one
+// agent's.
+func (s *Service) Replay(ctx context.Context, req contract.DLQReplayRequest) (contract.DLQReplayResponse, error) {
+	var n int
+	var err error
+	switch {
+	case len(req.ScheduleIDs) > 0 && req.AgentID != "":
+		return contract.DLQReplayResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "give schedule_ids or agent_id, not both")
+	case len(req.ScheduleIDs) > 0:
+		if len(req.ScheduleIDs) > 10000 {
+			return contract.DLQReplayResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "at most 10000 schedule_ids at once")
+		}
+		n, err = s.engine.Replay(ctx, req.ScheduleIDs)
+	case req.AgentID != "":
+		n, err = s.engine.ReplayAgent(ctx, req.AgentID)
+	default:
+		return contract.DLQReplayResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "schedule_ids or agent_id is required")
+	}
+	if err != nil {
+		return contract.DLQReplayResponse{}, fmt.Errorf("replay: %w", err)
+	}
+	s.log.InfoContext(ctx, "dead letters replayed", "agent_id", req.AgentID, "replayed", n)
+	return contract.DLQReplayResponse{Replayed: n}, nil
+}

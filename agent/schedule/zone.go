@@ -66,9 +66,17 @@ func nextInZone(loc *time.Location, from int64, wild bool, cn civilNexter, limit
 	for range 1 << 16 {
 		seg := segmentAt(loc, t)
 		ws := t + seg.off
-		// Fixed-time: the second pass of a small backward change is skipped.
 		if !wild && seg.hasStart {
-			if back := offsetAt(loc, seg.start-1) - seg.off; back > 0 && back < bigJump && t < seg.start+back {
+			prevOff := offsetAt(loc, seg.start-1)
+			// Fixed-time, starting exactly at a small forward change: what the
+			// gap skipped fires now.
+			if fwd := seg.off - prevOff; t == seg.start && fwd > 0 && fwd < bigJump {
+				if c, ok := cn.nextCivil(seg.start+prevOff, limitYear); ok && c < ws {
+					return t, true
+				}
+			}
+			// Fixed-time: the second pass of a small backward change is skipped.
+			if back := prevOff - seg.off; back > 0 && back < bigJump && t < seg.start+back {
 				t = seg.start + back
 				if seg.hasEnd && t >= seg.end {
 					t = seg.end

@@ -1,0 +1,279 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+// register records a run about to start in this process, so the reaper
+// treats its claim as live from the moment it is written. It refuses while
+// the runtime closes.
+func (rt *Runtime) register(jobID string, c Claim) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closing.Load() {
+		return errDraining
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	rt.runs[c.RunID] = &activeRun{ctx: ctx, jobID: jobID, token: c.Token, cancel: cancel, done: make(chan struct{})}
+	rt.wg.Add(1)
+	return nil
+}
+
+// unregister drops runs registered by an update that was not committed.
+func (rt *Runtime) unregister(p *plan) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, id := range p.reg {
+		if r, ok := rt.runs[id]; ok {
+			r.cancel(errors.New("claim not committed"))
+			close(r.done)
+			delete(rt.runs, id)
+			rt.wg.Done()
+		}
+	}
+	p.reg = nil
+}
+
+func (rt *Runtime) isActive(runID string, token uint64) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	r, ok := rt.runs[runID]
+	return ok && r.token == token
+}
+
+func (rt *Runtime) cancelRun(runID string, cause error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if r, ok := rt.runs[runID]; ok {
+		r.cancel(cause)
+	}
+}
+
+// runDone returns a channel closed when the local run ends, or nil.
+func (rt *Runtime) runDone(runID string) <-chan struct{} {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if r, ok := rt.runs[runID]; ok {
+		return r.done
+	}
+	return nil
+}
+
+// start launches a claimed run in the background.
+func (rt *Runtime) start(s startReq) {
+	rt.mu.Lock()
+	r := rt.runs[s.claim.RunID]
+	rt.mu.Unlock()
+	if r == nil || r.token != s.claim.Token {
+		return
+	}
+	go rt.execute(r.ctx, r, s)
+}
+
+// execute runs one claimed slot: ledger running, lease renewal, the runner,
+// then the completion under the fencing token.
+func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
+	defer func() {
+		rt.mu.Lock()
+		delete(rt.runs, s.claim.RunID)
+		rt.mu.Unlock()
+		close(r.done)
+		rt.wg.Done()
+	}()
+	j, c := s.job, s.claim
+	log := rt.log.With("job_id", j.ID, "run_id", c.RunID, "fire_at", c.Slot, "attempt", c.Attempt)
+	rel := filepath.Join("output", j.ID, c.RunID+".log")
+	out, err := openOutput(filepath.Join(rt.cfg.Home, rel))
+	var res runner.Result
+	if err != nil {
+		res = runner.Result{Err: fmt.Errorf("output: %w", err)}
+		rel = ""
+	}
+	e := rt.entry(&j, c.RunID, ledger.StateRunning, c.Slot, Trigger(c.Trigger), rt.now(), "")
+	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, rel
+	if aerr := rt.ledger.Append(context.WithoutCancel(ctx), e); aerr != nil {
+		log.Error("ledger append failed", "error", aerr)
+	}
+	if err == nil {
+		rn, gerr := rt.runners.Get(j.Payload.Kind)
+		if gerr != nil {
+			res = runner.Result{Err: gerr}
+		} else {
+			runCtx := ctx
+			if j.Timeout > 0 {
+				var cancel context.CancelFunc
+				runCtx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
+				defer cancel()
+			}
+			renewCtx, stopRenew := context.WithCancel(ctx)
+			renewDone := make(chan struct{})
+			go func() {
+				defer close(renewDone)
+				rt.renew(renewCtx, r, j.ID, c)
+			}()
+			cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
+			log.Info("run started")
+			res = rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw})
+			stopRenew()
+			<-renewDone
+			if res.Err != nil && runCtx.Err() != nil {
+				res.Err = fmt.Errorf("%w (%w)", res.Err, context.Cause(runCtx))
+			}
+		}
+		if cerr := out.Close(); cerr != nil && res.Err == nil {
+			res.Err = fmt.Errorf("output: %w", cerr)
+		}
+	}
+	rt.finish(log, r, j, c, rel, res, context.Cause(ctx))
+}
+
+func openOutput(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+}
+
+// renew extends the claim's lease every third of the TTL while the run
+// lives; if the claim is gone (lease lost, replaced, job removed) the run is
+// stopped.
+func (rt *Runtime) renew(ctx context.Context, r *activeRun, jobID string, c Claim) {
+	every := rt.cfg.LeaseTTL / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		held := false
+		err := rt.store.Update(ctx, func(st *store.State) error {
+			held = false
+			j := st.Job(jobID)
+			if j == nil {
+				return nil
+			}
+			i := j.ClaimIndex(c.RunID)
+			if i < 0 || j.Claims[i].Token != c.Token {
+				return nil
+			}
+			held = true
+			j.Claims[i].LeaseUntil = rt.now().Add(rt.cfg.LeaseTTL).UTC()
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				rt.log.Warn("lease renewal failed", "job_id", jobID, "run_id", c.RunID, "error", err)
+			}
+			continue
+		}
+		if !held {
+			r.cancel(errLeaseLost)
+			return
+		}
+	}
+}
+
+var errLeaseLost = errors.New("claim lost: lease expired or taken over")
+
+// finish records a run's outcome. Only the holder of the current fencing
+// token updates the job; any other completion is discarded and the ledger
+// says so.
+func (rt *Runtime) finish(log interface {
+	Info(string, ...any)
+	Error(string, ...any)
+}, r *activeRun, j Job, c Claim, rel string, res runner.Result, cause error) {
+	state := ledger.StateSucceeded
+	reason := ""
+	if res.Err != nil {
+		state, reason = ledger.StateFailed, res.Err.Error()
+	}
+	shutdown := errors.Is(cause, errShutdown)
+	if shutdown {
+		state, reason = ledger.StateInterrupted, "interrupted: "+errShutdown.Error()
+	}
+	discarded := ""
+	p := &plan{}
+	update := func(st *store.State) error {
+		*p = plan{}
+		discarded = ""
+		now := rt.now()
+		cur := st.Job(j.ID)
+		if cur == nil {
+			discarded = "completion discarded: the job was removed"
+			return nil
+		}
+		if !cur.DropClaim(c.RunID, c.Token) {
+			discarded = fmt.Sprintf("completion discarded: claim with token %d no longer held (lease lost or replaced)", c.Token)
+			return nil
+		}
+		cur.LastRunAt = utcPtr(now)
+		cur.LastRunID = c.RunID
+		cur.LastStatus = string(state)
+		cur.LastError = reason
+		cur.UpdatedAt = now.UTC()
+		switch state {
+		case ledger.StateSucceeded:
+			cur.FailureStreak = 0
+			cur.LastSuccessAt = utcPtr(now)
+			cur.LastSuccessSlot = utcPtr(c.Slot)
+			cur.LastSuccessRun = c.RunID
+		default:
+			cur.FailureStreak++
+		}
+		if shutdown && cur.OnInterrupt == InterruptRetry && c.Attempt < maxAttempts(cur) {
+			d := retryDelay(cur.Retry, c.Attempt+1)
+			cur.Pending = append(cur.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
+				Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,
+				Reason: fmt.Sprintf("retry %d/%d after shutdown", c.Attempt+1, maxAttempts(cur))})
+			reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(cur), d)
+		}
+		if !rt.closing.Load() {
+			return rt.drain(cur, now, p)
+		}
+		return nil
+	}
+	// The completion must land: retry a busy lock for a while.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*rt.cfg.LeaseTTL)
+	defer cancel()
+	var err error
+	for attempt := 0; ; attempt++ {
+		err = rt.store.Update(ctx, update)
+		if err == nil || !errors.Is(err, store.ErrLockTimeout) || ctx.Err() != nil {
+			break
+		}
+		rt.unregister(p)
+	}
+	if err != nil {
+		rt.unregister(p)
+		log.Error("run completion not stored", "error", err)
+	}
+	e := rt.entry(&j, c.RunID, state, c.Slot, Trigger(c.Trigger), rt.now(), reason)
+	e.Token, e.Attempt, e.Forced, e.Output, e.ExitCode = c.Token, c.Attempt, c.Forced, rel, res.ExitCode
+	if res.Err != nil {
+		e.Error = res.Err.Error()
+	}
+	if discarded != "" {
+		e.Discarded = true
+		e.Reason = discarded
+		if reason != "" {
+			e.Reason += "; outcome: " + reason
+		}
+	}
+	if aerr := rt.ledger.Append(context.Background(), e); aerr != nil {
+		log.Error("ledger append failed", "error", aerr)
+	}
+	log.Info("run ended", "state", state, "discarded", discarded != "", "reason", e.Reason)
+	rt.apply(context.Background(), p)
+	rt.signal()
+}

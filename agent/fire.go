@@ -1,0 +1,584 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/schedule"
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+// Trigger says why a run was started.
+type Trigger string
+
+// Triggers.
+const (
+	TriggerScheduled Trigger = "scheduled"
+	TriggerManual    Trigger = "manual"
+	TriggerRetry     Trigger = "retry"
+	TriggerCatchUp   Trigger = "catch_up"
+)
+
+// FireStatus is the answer to a fire.
+type FireStatus string
+
+// Fire statuses. An HTTP fire endpoint answers 202 for FireAccepted, 200 for
+// FireDuplicate and FireGone, and 503 with Retry-After for FireBusy.
+const (
+	// FireAccepted: the slot is this process's responsibility now. RunID
+	// names the run; Skipped says the policies recorded it without running
+	// (the reason is in Reason and in the ledger).
+	FireAccepted FireStatus = "accepted"
+	// FireDuplicate: the slot was already claimed or has passed.
+	FireDuplicate FireStatus = "duplicate"
+	// FireGone: no such job.
+	FireGone FireStatus = "gone"
+	// FireBusy: cannot claim now; try again after RetryAfter.
+	FireBusy FireStatus = "busy"
+)
+
+// FireResult is the outcome of Fire or RunNow.
+type FireResult struct {
+	Status     FireStatus
+	RunID      string
+	RetryAfter time.Duration
+	Reason     string
+	// Skipped is set with FireAccepted when the slot was consumed without a
+	// run (overlap skip, idempotency window, misfire skip).
+	Skipped bool
+	// Queued is set with FireAccepted when the run waits behind a live one
+	// (overlap queue_one).
+	Queued bool
+}
+
+// Desired is one fire the agent wants armed: an enabled job's future
+// next_run_at.
+type Desired struct {
+	JobID  string
+	FireAt time.Time
+}
+
+// errDraining refuses new claims while Close runs.
+var errDraining = errors.New("agent is shutting down")
+
+// plan collects what one store update decided; it is carried out after the
+// update is durable.
+type plan struct {
+	lines   []ledger.Entry
+	starts  []startReq
+	cancels []string // local run ids to stop (replaced)
+	reg     []string // run ids registered during the update
+}
+
+type startReq struct {
+	job   Job
+	claim Claim
+}
+
+// Fire claims slot of job jobID. See the package documentation; it never
+// runs the job in the caller's goroutine.
+func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigger Trigger) (FireResult, error) {
+	if trigger == "" {
+		trigger = TriggerScheduled
+	}
+	if rt.closing.Load() {
+		return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: errDraining.Error()}, nil
+	}
+	slot = slot.UTC()
+	var res FireResult
+	p := &plan{}
+	err := rt.store.Update(ctx, func(st *store.State) error {
+		*p = plan{}
+		res = FireResult{}
+		j := st.Job(jobID)
+		if j == nil {
+			res = FireResult{Status: FireGone, Reason: fmt.Sprintf("no job %q", jobID)}
+			return nil
+		}
+		now := rt.now()
+		rt.reap(j, now, p)
+		if !j.Enabled {
+			res = FireResult{Status: FireBusy, RetryAfter: time.Minute, Reason: pausedReason(j)}
+			return nil
+		}
+		if j.NextRunAt == nil || !j.NextRunAt.Equal(slot) {
+			why := "the job has no next slot"
+			if j.FinishedAt != nil {
+				why = "the job has finished"
+			} else if j.NextRunAt != nil {
+				why = fmt.Sprintf("next_run_at is %s", j.NextRunAt.Format(time.RFC3339))
+			}
+			runID := newRunID(now)
+			p.lines = append(p.lines, rt.entry(j, runID, ledger.StateDuplicate, slot, trigger, now,
+				"slot already claimed or passed: "+why))
+			res = FireResult{Status: FireDuplicate, RunID: runID, Reason: "slot already claimed or passed: " + why}
+			return nil
+		}
+		sched, err := parseSchedule(j, rt.cfg.Location)
+		if err != nil {
+			return fmt.Errorf("agent: job %s: %w", j.ID, err)
+		}
+		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == MisfireSkip && late > Grace(j, sched) {
+			runID := missedRunID(j.ID, slot)
+			reason := fmt.Sprintf("misfire skip: fired %s late, beyond the grace of %s", late.Round(time.Millisecond), Grace(j, sched))
+			p.lines = append(p.lines, rt.entry(j, runID, ledger.StateMissed, slot, trigger, now, reason))
+			res = FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: reason}
+			rt.advance(j, sched, slot, now, false)
+			return nil
+		}
+		res, err = rt.admit(j, sched, slot, trigger, now, false, p)
+		if err != nil {
+			return err
+		}
+		rt.advance(j, sched, slot, now, !res.Skipped)
+		return nil
+	})
+	if err != nil {
+		rt.unregister(p)
+		if errors.Is(err, store.ErrLockTimeout) {
+			return FireResult{Status: FireBusy, RetryAfter: time.Second, Reason: "store busy"}, nil
+		}
+		if errors.Is(err, errDraining) {
+			return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: errDraining.Error()}, nil
+		}
+		return FireResult{}, fmt.Errorf("agent: fire %s: %w", jobID, err)
+	}
+	rt.apply(ctx, p)
+	return res, nil
+}
+
+// RunNow is a manual run (`jobs run`): it goes through the same claim,
+// policies and ledger with trigger manual, for a slot at now. It does not
+// move next_run_at. force bypasses the idempotency window.
+func (rt *Runtime) RunNow(ctx context.Context, jobID string, force bool) (FireResult, error) {
+	if rt.closing.Load() {
+		return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: errDraining.Error()}, nil
+	}
+	var res FireResult
+	p := &plan{}
+	err := rt.store.Update(ctx, func(st *store.State) error {
+		*p = plan{}
+		j := st.Job(jobID)
+		if j == nil {
+			res = FireResult{Status: FireGone, Reason: fmt.Sprintf("no job %q", jobID)}
+			return nil
+		}
+		now := rt.now()
+		rt.reap(j, now, p)
+		sched, err := parseSchedule(j, rt.cfg.Location)
+		if err != nil {
+			return fmt.Errorf("agent: job %s: %w", j.ID, err)
+		}
+		res, err = rt.admit(j, sched, now.UTC(), TriggerManual, now, force, p)
+		j.UpdatedAt = now.UTC()
+		return err
+	})
+	if err != nil {
+		rt.unregister(p)
+		if errors.Is(err, store.ErrLockTimeout) || errors.Is(err, errDraining) {
+			return FireResult{Status: FireBusy, RetryAfter: time.Second, Reason: err.Error()}, nil
+		}
+		return FireResult{}, fmt.Errorf("agent: run %s: %w", jobID, err)
+	}
+	rt.apply(ctx, p)
+	return res, nil
+}
+
+func pausedReason(j *Job) string {
+	if j.PausedReason != "" {
+		return "job paused: " + j.PausedReason
+	}
+	return "job paused"
+}
+
+// entry builds a ledger line for job j.
+func (rt *Runtime) entry(j *Job, runID string, s ledger.State, slot time.Time, trig Trigger, now time.Time, reason string) ledger.Entry {
+	return ledger.Entry{
+		Time:       now.UTC(),
+		RunID:      runID,
+		JobID:      j.ID,
+		State:      s,
+		Slot:       slot.UTC(),
+		Trigger:    string(trig),
+		Attempt:    1,
+		LatenessMS: now.Sub(slot).Milliseconds(),
+		Reason:     reason,
+		Owner:      rt.self.String(),
+	}
+}
+
+// admit applies the idempotency window and the overlap policy to a run of
+// slot and, if it may run, claims it. The caller holds the store lock.
+func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, slot time.Time, trig Trigger, now time.Time, forced bool, p *plan) (FireResult, error) {
+	runID := newRunID(now)
+	skip := func(reason string) FireResult {
+		e := rt.entry(j, runID, ledger.StateSkipped, slot, trig, now, reason)
+		e.Forced = forced
+		p.lines = append(p.lines, e)
+		return FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: reason}
+	}
+	if !forced && j.Window != WindowNone && j.Window != "" && j.LastSuccessSlot != nil {
+		loc := sched.Location()
+		if k := WindowKey(j.Window, slot, loc); k != "" && k == WindowKey(j.Window, *j.LastSuccessSlot, loc) {
+			return skip(fmt.Sprintf("window %s %s: run %s already succeeded in it (force to run again)", j.Window, k, j.LastSuccessRun)), nil
+		}
+	}
+	if len(j.Claims) > 0 {
+		live := j.Claims[len(j.Claims)-1]
+		switch j.Overlap {
+		case OverlapAllow:
+		case OverlapQueueOne:
+			kept := j.Pending[:0:0]
+			for _, q := range j.Pending {
+				if q.Cause == store.PendingQueued {
+					e := rt.entry(j, q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), now,
+						fmt.Sprintf("overlap queue_one: superseded by run %s for slot %s", runID, slot.Format(time.RFC3339)))
+					p.lines = append(p.lines, e)
+					continue
+				}
+				kept = append(kept, q)
+			}
+			j.Pending = append(kept, Pending{RunID: runID, Slot: slot, Trigger: string(trig), Attempt: 1,
+				Cause: store.PendingQueued, Forced: forced, Reason: "queued behind run " + live.RunID})
+			reason := fmt.Sprintf("overlap queue_one: queued behind run %s", live.RunID)
+			e := rt.entry(j, runID, ledger.StateClaimed, slot, trig, now, reason)
+			e.Forced = forced
+			p.lines = append(p.lines, e)
+			return FireResult{Status: FireAccepted, RunID: runID, Queued: true, Reason: reason}, nil
+		case OverlapReplace:
+			for _, c := range j.Claims {
+				e := rt.entry(j, c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), now,
+					fmt.Sprintf("overlap replace: replaced by run %s", runID))
+				e.Owner, e.Token, e.Attempt = c.Owner, c.Token, c.Attempt
+				p.lines = append(p.lines, e)
+				if store.Judge(c.Owner, rt.self) == store.OwnerSelf {
+					p.cancels = append(p.cancels, c.RunID)
+				}
+			}
+			j.Claims = nil
+		default:
+			return skip(fmt.Sprintf("overlap skip: run %s is still running", live.RunID)), nil
+		}
+	}
+	if err := rt.claim(j, Claim{RunID: runID, Slot: slot, Trigger: string(trig), Attempt: 1, Forced: forced}, now, "", p); err != nil {
+		return FireResult{}, err
+	}
+	return FireResult{Status: FireAccepted, RunID: runID}, nil
+}
+
+// claim records c on j with a new fencing token and lease, registers the run
+// locally, and plans its start.
+func (rt *Runtime) claim(j *Job, c Claim, now time.Time, reason string, p *plan) error {
+	c.Owner = rt.self.String()
+	c.ClaimedAt = now.UTC()
+	c.LeaseUntil = now.Add(rt.cfg.LeaseTTL).UTC()
+	c.Slot = c.Slot.UTC()
+	c = j.AddClaim(c)
+	if err := rt.register(j.ID, c); err != nil {
+		return err
+	}
+	p.reg = append(p.reg, c.RunID)
+	e := rt.entry(j, c.RunID, ledger.StateClaimed, c.Slot, Trigger(c.Trigger), now, reason)
+	e.Token, e.Attempt, e.Forced = c.Token, c.Attempt, c.Forced
+	p.lines = append(p.lines, e)
+	p.starts = append(p.starts, startReq{job: j.Clone(), claim: c})
+	return nil
+}
+
+// advance moves next_run_at past now (and past slot) after slot was
+// handled; consumed counts the slot against repeat.times.
+func (rt *Runtime) advance(j *Job, sched *schedule.Schedule, slot, now time.Time, consumed bool) {
+	j.UpdatedAt = now.UTC()
+	if consumed {
+		j.Repeat.Completed++
+	}
+	if j.Repeat.Times > 0 && j.Repeat.Completed >= j.Repeat.Times {
+		j.NextRunAt, j.FinishedAt = nil, utcPtr(now)
+		return
+	}
+	after := now
+	if slot.After(after) {
+		after = slot
+	}
+	next, ok := sched.Next(after)
+	if !ok {
+		j.NextRunAt, j.FinishedAt = nil, utcPtr(now)
+		return
+	}
+	j.NextRunAt = utcPtr(next)
+}
+
+// reap releases claims whose owner is provably gone or whose lease expired,
+// recording them interrupted; under on_interrupt retry the slot is owed
+// again as a pending retry with backoff. The caller holds the store lock.
+func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
+	if len(j.Claims) == 0 {
+		return
+	}
+	kept := make([]Claim, 0, len(j.Claims))
+	for _, c := range j.Claims {
+		var why string
+		switch store.Judge(c.Owner, rt.self) {
+		case store.OwnerSelf:
+			if rt.isActive(c.RunID, c.Token) {
+				kept = append(kept, c)
+				continue
+			}
+			why = "this process no longer runs it"
+		case store.OwnerGone:
+			why = fmt.Sprintf("owner %s is gone", c.Owner)
+		default:
+			if !now.After(c.LeaseUntil) {
+				kept = append(kept, c)
+				continue
+			}
+			why = fmt.Sprintf("lease of owner %s expired at %s", c.Owner, c.LeaseUntil.Format(time.RFC3339))
+		}
+		reason := "interrupted: " + why
+		if j.OnInterrupt == InterruptRetry {
+			if c.Attempt < maxAttempts(j) {
+				d := retryDelay(j.Retry, c.Attempt+1)
+				j.Pending = append(j.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
+					Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,
+					Reason: fmt.Sprintf("retry %d/%d after interruption", c.Attempt+1, maxAttempts(j))})
+				reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(j), d)
+			} else {
+				reason += fmt.Sprintf("; no retry left (%d attempts)", c.Attempt)
+			}
+		}
+		j.LastStatus, j.LastError = store.StatusInterrupted, reason
+		j.FailureStreak++
+		e := rt.entry(j, c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), now, reason)
+		e.Owner, e.Token, e.Attempt, e.Forced = c.Owner, c.Token, c.Attempt, c.Forced
+		p.lines = append(p.lines, e)
+	}
+	j.Claims = kept
+}
+
+// drain starts the first due pending run of j when the overlap policy lets
+// it. The caller holds the store lock.
+func (rt *Runtime) drain(j *Job, now time.Time, p *plan) error {
+	if !j.Enabled || len(j.Pending) == 0 {
+		return nil
+	}
+	if len(j.Claims) > 0 && j.Overlap != OverlapAllow {
+		return nil
+	}
+	for i, q := range j.Pending {
+		if q.NotBefore.After(now) {
+			continue
+		}
+		j.Pending = append(j.Pending[:i:i], j.Pending[i+1:]...)
+		return rt.claim(j, Claim{RunID: q.RunID, Slot: q.Slot, Trigger: q.Trigger, Attempt: q.Attempt, Forced: q.Forced}, now, q.Reason, p)
+	}
+	return nil
+}
+
+// missedRunID is the run id of a missed slot: fixed per job and slot, so
+// recording it twice is detectable.
+func missedRunID(jobID string, slot time.Time) string {
+	return "m" + slot.UTC().Format("20060102T150405") + "-" + jobID
+}
+
+// apply carries out a committed plan: ledger lines, cancellations, starts.
+func (rt *Runtime) apply(ctx context.Context, p *plan) {
+	for _, e := range p.lines {
+		if err := rt.ledger.Append(context.WithoutCancel(ctx), e); err != nil {
+			// The store already holds the decision; the line is lost but
+			// the claim state stays consistent.
+			rt.log.Error("ledger append failed", "job_id", e.JobID, "run_id", e.RunID, "state", e.State, "error", err)
+		}
+	}
+	for _, id := range p.cancels {
+		rt.cancelRun(id, errReplaced)
+	}
+	for _, s := range p.starts {
+		rt.start(s)
+	}
+	if len(p.lines) > 0 || len(p.starts) > 0 {
+		rt.signal()
+	}
+}
+
+var errReplaced = errors.New("replaced by a newer run (overlap replace)")
+
+// CatchUp handles everything due at now for all jobs, in one store update:
+// claims whose owners are gone or whose leases expired are reaped; due
+// pending runs start; and overdue slots are dealt with by each job's misfire
+// policy (a slot within the grace window simply runs late). It never leaves
+// an enabled job with a past next_run_at.
+func (rt *Runtime) CatchUp(ctx context.Context) error {
+	if rt.closing.Load() {
+		return errDraining
+	}
+	p := &plan{}
+	err := rt.store.Update(ctx, func(st *store.State) error {
+		*p = plan{}
+		now := rt.now()
+		for _, j := range st.Jobs {
+			rt.reap(j, now, p)
+			if err := rt.drain(j, now, p); err != nil {
+				return err
+			}
+			if !j.Enabled || j.NextRunAt == nil || j.NextRunAt.After(now) {
+				continue
+			}
+			sched, err := parseSchedule(j, rt.cfg.Location)
+			if err != nil {
+				rt.log.Error("job schedule unreadable", "job_id", j.ID, "error", err)
+				continue
+			}
+			if err := rt.misfire(j, sched, now, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		rt.unregister(p)
+		return fmt.Errorf("agent: catch up: %w", err)
+	}
+	rt.apply(ctx, p)
+	return nil
+}
+
+// maxEnumerate bounds how many overdue slots are listed one by one.
+const maxEnumerate = 1000
+
+// misfire applies j's misfire policy to its overdue slots. The caller holds
+// the store lock.
+func (rt *Runtime) misfire(j *Job, sched *schedule.Schedule, now time.Time, p *plan) error {
+	slots := []time.Time{*j.NextRunAt}
+	more := false
+	for {
+		n, ok := sched.Next(slots[len(slots)-1])
+		if !ok || n.After(now) {
+			break
+		}
+		if len(slots) == maxEnumerate {
+			more = true
+			break
+		}
+		slots = append(slots, n)
+	}
+	grace := Grace(j, sched)
+	latest := slots[len(slots)-1]
+	onTime := !more && now.Sub(latest) <= grace
+	missed := func(s time.Time, reason string) {
+		p.lines = append(p.lines, rt.entry(j, missedRunID(j.ID, s), ledger.StateMissed, s, TriggerCatchUp, now, reason))
+	}
+	trig := func(s time.Time) Trigger {
+		if s.Equal(latest) && onTime {
+			return TriggerScheduled
+		}
+		return TriggerCatchUp
+	}
+	runs := 0
+	run := func(s time.Time) error {
+		if j.Repeat.Times > 0 && j.Repeat.Completed+runs >= j.Repeat.Times {
+			missed(s, "repeat limit reached")
+			return nil
+		}
+		res, err := rt.admit(j, sched, s, trig(s), now, false, p)
+		if err != nil {
+			return err
+		}
+		if !res.Skipped {
+			runs++
+		}
+		return nil
+	}
+	switch j.Misfire {
+	case MisfireSkip:
+		for _, s := range slots {
+			if s.Equal(latest) && onTime {
+				if err := run(s); err != nil {
+					return err
+				}
+				continue
+			}
+			missed(s, fmt.Sprintf("misfire skip: overdue by %s, beyond the grace of %s", now.Sub(s).Round(time.Second), grace))
+		}
+	case MisfireRunAll:
+		for i, s := range slots {
+			switch {
+			case i >= rt.cfg.MaxCatchUp:
+				missed(s, fmt.Sprintf("misfire run_all: beyond the catch-up bound of %d slots", rt.cfg.MaxCatchUp))
+			case i == 0:
+				if err := run(s); err != nil {
+					return err
+				}
+			default:
+				if j.Repeat.Times > 0 && j.Repeat.Completed+runs >= j.Repeat.Times {
+					missed(s, "repeat limit reached")
+					continue
+				}
+				runID := newRunID(now)
+				j.Pending = append(j.Pending, Pending{RunID: runID, Slot: s.UTC(), Trigger: string(trig(s)), Attempt: 1,
+					Cause: store.PendingCatchUp, Reason: fmt.Sprintf("misfire run_all: catch-up %d/%d", i+1, min(len(slots), rt.cfg.MaxCatchUp))})
+				runs++
+			}
+		}
+		if err := rt.drain(j, now, p); err != nil {
+			return err
+		}
+	default: // run_once
+		for _, s := range slots[:len(slots)-1] {
+			missed(s, fmt.Sprintf("misfire run_once: superseded by the run for slot %s", latest.Format(time.RFC3339)))
+		}
+		if err := run(latest); err != nil {
+			return err
+		}
+	}
+	if more {
+		missed(now, fmt.Sprintf("misfire: more than %d slots overdue; later ones up to now were not listed", maxEnumerate))
+	}
+	j.Repeat.Completed += runs
+	rt.advance(j, sched, now, now, false)
+	return nil
+}
+
+// RecordMissed records a fire NAS reports as failed (dead-lettered) as
+// missed in the ledger, once per job and slot, and moves the job past the
+// slot if it still waits for it.
+func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Time, reason string) error {
+	slot = slot.UTC()
+	runID := missedRunID(jobID, slot)
+	var line *ledger.Entry
+	err := rt.store.Update(ctx, func(st *store.State) error {
+		line = nil
+		has, err := rt.ledger.Has(ctx, runID, slot.Add(-24*time.Hour))
+		if err != nil {
+			return err
+		}
+		if has {
+			return nil
+		}
+		now := rt.now()
+		j := st.Job(jobID)
+		if j == nil {
+			j = &Job{ID: jobID}
+		} else if j.NextRunAt != nil && j.NextRunAt.Equal(slot) {
+			if sched, err := parseSchedule(j, rt.cfg.Location); err == nil {
+				rt.advance(j, sched, slot, now, false)
+			}
+		}
+		e := rt.entry(j, runID, ledger.StateMissed, slot, TriggerScheduled, now, "fire failed upstream: "+strings.TrimSpace(reason))
+		if err := rt.ledger.Append(ctx, e); err != nil {
+			return err
+		}
+		line = &e
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("agent: record missed: %w", err)
+	}
+	if line != nil {
+		rt.signal()
+	}
+	return nil
+}

@@ -1,0 +1,272 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/agent/schedule"
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+// The job model lives in package store (it is what jobs.json holds); these
+// aliases make it part of this package's API.
+type (
+	// Job is one durable job.
+	Job = store.Job
+	// Misfire is the misfire policy.
+	Misfire = store.Misfire
+	// Overlap is the overlap policy.
+	Overlap = store.Overlap
+	// Window is the idempotency window.
+	Window = store.Window
+	// OnInterrupt is the interrupt policy.
+	OnInterrupt = store.OnInterrupt
+	// Retry bounds retries of interrupted runs.
+	Retry = store.Retry
+	// Repeat bounds the number of runs.
+	Repeat = store.Repeat
+	// Claim is one live run of a job.
+	Claim = store.Claim
+	// Pending is a run owed but not started.
+	Pending = store.Pending
+)
+
+// Policy values, re-exported.
+const (
+	MisfireRunOnce  = store.MisfireRunOnce
+	MisfireSkip     = store.MisfireSkip
+	MisfireRunAll   = store.MisfireRunAll
+	OverlapSkip     = store.OverlapSkip
+	OverlapQueueOne = store.OverlapQueueOne
+	OverlapAllow    = store.OverlapAllow
+	OverlapReplace  = store.OverlapReplace
+	WindowNone      = store.WindowNone
+	WindowHourly    = store.WindowHourly
+	WindowDaily     = store.WindowDaily
+	WindowWeekly    = store.WindowWeekly
+	InterruptRecord = store.InterruptRecord
+	InterruptRetry  = store.InterruptRetry
+)
+
+// Retry defaults under on_interrupt retry.
+const (
+	DefaultRetryAttempts   = 3
+	DefaultRetryBackoff    = 10 * time.Second
+	DefaultRetryMaxBackoff = 5 * time.Minute
+)
+
+// ErrInvalidJob wraps every validation error of a job spec.
+var ErrInvalidJob = errors.New("invalid job")
+
+// JobSpec is what a person asks for when creating a job. Empty policy fields
+// take their defaults.
+type JobSpec struct {
+	// ID is optional; empty generates one.
+	ID       string
+	Name     string
+	Schedule string
+	// Timezone is an IANA zone name; empty uses the Runtime's zone.
+	Timezone string
+	// Repeat bounds the number of runs (0: unbounded).
+	Repeat      int
+	Payload     runner.Payload
+	Timeout     time.Duration
+	Misfire     string
+	Grace       time.Duration
+	Overlap     string
+	Window      string
+	OnInterrupt string
+	Retry       Retry
+	// Paused creates the job paused, with PausedReason.
+	Paused       bool
+	PausedReason string
+}
+
+// newJob validates spec and builds the job created at now. reg validates the
+// payload. It returns the parsed schedule too.
+func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Registry) (*Job, *schedule.Schedule, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidJob, fmt.Sprintf(format, args...))
+	}
+	j := &Job{
+		ID:           strings.TrimSpace(spec.ID),
+		Name:         strings.TrimSpace(spec.Name),
+		Schedule:     strings.TrimSpace(spec.Schedule),
+		Timezone:     strings.TrimSpace(spec.Timezone),
+		Enabled:      !spec.Paused,
+		PausedReason: spec.PausedReason,
+		Repeat:       Repeat{Times: spec.Repeat},
+		Payload:      spec.Payload,
+		Timeout:      store.Duration(spec.Timeout),
+		Grace:        store.Duration(spec.Grace),
+		Retry:        spec.Retry,
+		CreatedAt:    now.UTC().Truncate(time.Second),
+	}
+	j.UpdatedAt = j.CreatedAt
+	if j.ID == "" {
+		j.ID = newJobID()
+	}
+	if err := store.ValidJobID(j.ID); err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	if len(j.Name) > 200 {
+		return nil, nil, bad("name is longer than 200 characters")
+	}
+	if j.Schedule == "" {
+		return nil, nil, bad("schedule is empty")
+	}
+	if spec.Repeat < 0 {
+		return nil, nil, bad("repeat %d must not be negative", spec.Repeat)
+	}
+	if spec.Timeout < 0 {
+		return nil, nil, bad("timeout %s must not be negative", spec.Timeout)
+	}
+	if spec.Grace < 0 {
+		return nil, nil, bad("grace %s must not be negative", spec.Grace)
+	}
+	var err error
+	if j.Misfire, err = store.ParseMisfire(spec.Misfire); err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	if j.Overlap, err = store.ParseOverlap(spec.Overlap); err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	if j.Window, err = store.ParseWindow(spec.Window); err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	if j.OnInterrupt, err = store.ParseOnInterrupt(spec.OnInterrupt); err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	if j.Retry.MaxAttempts < 0 || j.Retry.Backoff < 0 || j.Retry.MaxBackoff < 0 {
+		return nil, nil, bad("retry values must not be negative")
+	}
+	if j.OnInterrupt == InterruptRetry {
+		if j.Retry.MaxAttempts == 0 {
+			j.Retry.MaxAttempts = DefaultRetryAttempts
+		}
+		if j.Retry.Backoff == 0 {
+			j.Retry.Backoff = store.Duration(DefaultRetryBackoff)
+		}
+		if j.Retry.MaxBackoff == 0 {
+			j.Retry.MaxBackoff = store.Duration(DefaultRetryMaxBackoff)
+		}
+	}
+	if j.Timezone != "" {
+		if _, err := time.LoadLocation(j.Timezone); err != nil || j.Timezone == "Local" {
+			return nil, nil, bad("unknown time zone %q", j.Timezone)
+		}
+	}
+	if reg != nil {
+		if err := reg.Validate(j.Payload); err != nil {
+			return nil, nil, bad("payload: %v", err)
+		}
+	}
+	sched, err := parseSchedule(j, defLoc)
+	if err != nil {
+		return nil, nil, bad("%v", err)
+	}
+	j.Kind = string(sched.Kind())
+	if j.Timezone == "" {
+		j.Timezone = sched.Location().String()
+	}
+	next, ok := sched.Next(now)
+	if !ok {
+		return nil, nil, bad("schedule %q has no fire after %s", j.Schedule, now.UTC().Format(time.RFC3339))
+	}
+	if j.Enabled {
+		j.NextRunAt = utcPtr(next)
+	} else {
+		j.NextRunAt = nil
+	}
+	return j, sched, nil
+}
+
+func utcPtr(t time.Time) *time.Time {
+	u := t.UTC()
+	return &u
+}
+
+// parseSchedule parses the job's schedule in its zone (or defLoc), anchored
+// at its creation.
+func parseSchedule(j *Job, defLoc *time.Location) (*schedule.Schedule, error) {
+	loc := defLoc
+	if loc == nil {
+		loc = time.UTC
+	}
+	if j.Timezone != "" {
+		l, err := time.LoadLocation(j.Timezone)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: zone: %w", j.ID, err)
+		}
+		loc = l
+	}
+	s, err := schedule.Parse(j.Schedule, schedule.Options{Location: loc, Anchor: j.CreatedAt})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Grace returns the misfire grace window of a job with schedule s: the job's
+// own if set, else half the period clamped to [2 min, 2 h].
+func Grace(j *Job, s *schedule.Schedule) time.Duration {
+	if j.Grace > 0 {
+		return j.Grace.Std()
+	}
+	g := s.Period() / 2
+	if g < 2*time.Minute {
+		g = 2 * time.Minute
+	}
+	if g > 2*time.Hour {
+		g = 2 * time.Hour
+	}
+	return g
+}
+
+// WindowKey names the idempotency window t falls in, in loc: "2026-01-29T09"
+// (hourly), "2026-01-29" (daily), "2026-W05" (weekly, ISO), "" for none.
+func WindowKey(w Window, t time.Time, loc *time.Location) string {
+	if loc == nil {
+		loc = time.UTC
+	}
+	lt := t.In(loc)
+	switch w {
+	case WindowHourly:
+		return lt.Format("2006-01-02T15")
+	case WindowDaily:
+		return lt.Format("2006-01-02")
+	case WindowWeekly:
+		y, wk := lt.ISOWeek()
+		return fmt.Sprintf("%04d-W%02d", y, wk)
+	}
+	return ""
+}
+
+// retryDelay is the backoff before attempt (2, 3, ...) of a retried run.
+func retryDelay(r Retry, attempt int) time.Duration {
+	d := r.Backoff.Std()
+	if d <= 0 {
+		d = DefaultRetryBackoff
+	}
+	maxB := r.MaxBackoff.Std()
+	if maxB <= 0 {
+		maxB = DefaultRetryMaxBackoff
+	}
+	for i := 2; i < attempt; i++ {
+		d *= 2
+		if d >= maxB {
+			return maxB
+		}
+	}
+	return min(d, maxB)
+}
+
+func maxAttempts(j *Job) int {
+	if j.Retry.MaxAttempts > 0 {
+		return j.Retry.MaxAttempts
+	}
+	return DefaultRetryAttempts
+}

@@ -1,0 +1,360 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// State is the state a ledger line records.
+type State string
+
+// Run states. claimed and running are in progress; the others end a run.
+const (
+	StateClaimed     State = "claimed"
+	StateRunning     State = "running"
+	StateSucceeded   State = "succeeded"
+	StateFailed      State = "failed"
+	StateSkipped     State = "skipped"
+	StateMissed      State = "missed"
+	StateInterrupted State = "interrupted"
+	StateDuplicate   State = "duplicate"
+)
+
+// Terminal reports whether s ends a run.
+func (s State) Terminal() bool { return s != StateClaimed && s != StateRunning }
+
+// Entry is one ledger line.
+type Entry struct {
+	Time       time.Time `json:"time"`
+	RunID      string    `json:"run_id"`
+	JobID      string    `json:"job_id"`
+	State      State     `json:"state"`
+	Slot       time.Time `json:"slot"`
+	Trigger    string    `json:"trigger,omitempty"`
+	Attempt    int       `json:"attempt,omitempty"`
+	LatenessMS int64     `json:"lateness_ms"`
+	Reason     string    `json:"reason,omitempty"`
+	Owner      string    `json:"owner,omitempty"`
+	Token      uint64    `json:"token,omitempty"`
+	Output     string    `json:"output,omitempty"`
+	ExitCode   int       `json:"exit_code,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Forced     bool      `json:"forced,omitempty"`
+	Discarded  bool      `json:"discarded,omitempty"`
+}
+
+// Ledger appends to and reads the runs directory.
+type Ledger struct {
+	dir string
+}
+
+// Open returns the ledger in dir (created if needed).
+func Open(dir string) (*Ledger, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("ledger: create %s: %w", dir, err)
+	}
+	return &Ledger{dir: dir}, nil
+}
+
+// Dir returns the runs directory.
+func (l *Ledger) Dir() string { return l.dir }
+
+const dayLayout = "2006-01-02"
+
+func (l *Ledger) dayFile(t time.Time) string {
+	return filepath.Join(l.dir, t.UTC().Format(dayLayout)+".jsonl")
+}
+
+// Append writes e as one line, with one write and an fsync. Time must be set.
+func (l *Ledger) Append(ctx context.Context, e Entry) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
+	if e.Time.IsZero() || e.RunID == "" || e.JobID == "" || e.State == "" {
+		return errors.New("ledger: entry needs time, run id, job id and state")
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("ledger: encode: %w", err)
+	}
+	b = append(b, '\n')
+	f, err := os.OpenFile(l.dayFile(e.Time), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("ledger: open: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("ledger: append: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("ledger: sync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("ledger: close: %w", err)
+	}
+	return nil
+}
+
+// Run is the fold of all lines of one run id.
+type Run struct {
+	RunID      string    `json:"run_id"`
+	JobID      string    `json:"job_id"`
+	State      State     `json:"state"`
+	Slot       time.Time `json:"slot"`
+	Trigger    string    `json:"trigger,omitempty"`
+	Attempt    int       `json:"attempt,omitempty"`
+	LatenessMS int64     `json:"lateness_ms"`
+	Reason     string    `json:"reason,omitempty"`
+	Owner      string    `json:"owner,omitempty"`
+	Token      uint64    `json:"token,omitempty"`
+	Output     string    `json:"output,omitempty"`
+	ExitCode   int       `json:"exit_code,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Forced     bool      `json:"forced,omitempty"`
+	Discarded  bool      `json:"discarded,omitempty"`
+	FirstAt    time.Time `json:"first_at"`
+	LastAt     time.Time `json:"last_at"`
+	States     []State   `json:"states"`
+}
+
+func (r *Run) apply(e Entry) {
+	if r.RunID == "" {
+		r.RunID, r.JobID, r.FirstAt = e.RunID, e.JobID, e.Time
+		r.Slot, r.Trigger, r.Attempt, r.LatenessMS = e.Slot, e.Trigger, e.Attempt, e.LatenessMS
+	}
+	r.States = append(r.States, e.State)
+	// A discarded completion never overrides what the current owner did.
+	if r.State.Terminal() && r.State != "" && e.Discarded {
+		return
+	}
+	r.State, r.LastAt = e.State, e.Time
+	if e.Reason != "" {
+		r.Reason = e.Reason
+	}
+	if e.Owner != "" {
+		r.Owner = e.Owner
+	}
+	if e.Token != 0 {
+		r.Token = e.Token
+	}
+	if e.Output != "" {
+		r.Output = e.Output
+	}
+	if e.ExitCode != 0 {
+		r.ExitCode = e.ExitCode
+	}
+	if e.Error != "" {
+		r.Error = e.Error
+	}
+	r.Forced = r.Forced || e.Forced
+	r.Discarded = e.Discarded
+}
+
+// Filter selects runs. Zero fields select everything.
+type Filter struct {
+	JobID string
+	// Since drops runs whose first line is before it (and day files before
+	// its day).
+	Since time.Time
+	// Limit keeps the newest Limit runs (0: all).
+	Limit int
+}
+
+// Entries returns every line since filter.Since (inclusive of its day) for
+// filter.JobID, in file order.
+func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
+	days, err := l.days()
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, d := range days {
+		if !f.Since.IsZero() && d < f.Since.UTC().Format(dayLayout) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+		es, err := readDay(filepath.Join(l.dir, d+".jsonl"))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if f.JobID != "" && e.JobID != f.JobID {
+				continue
+			}
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Runs folds the lines of each run and returns runs ordered by their first
+// line, oldest first, keeping the newest filter.Limit.
+func (l *Ledger) Runs(ctx context.Context, f Filter) ([]Run, error) {
+	es, err := l.Entries(ctx, Filter{JobID: f.JobID, Since: f.Since})
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*Run{}
+	var order []*Run
+	for _, e := range es {
+		r := byID[e.RunID]
+		if r == nil {
+			r = &Run{}
+			byID[e.RunID] = r
+			order = append(order, r)
+		}
+		r.apply(e)
+	}
+	out := make([]Run, 0, len(order))
+	for _, r := range order {
+		if !f.Since.IsZero() && r.FirstAt.Before(f.Since) {
+			continue
+		}
+		out = append(out, *r)
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].FirstAt.Before(out[b].FirstAt) })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[len(out)-f.Limit:]
+	}
+	return out, nil
+}
+
+// Has reports whether a line for run id exists in a day file on or after
+// since's day.
+func (l *Ledger) Has(ctx context.Context, runID string, since time.Time) (bool, error) {
+	es, err := l.Entries(ctx, Filter{Since: since})
+	if err != nil {
+		return false, err
+	}
+	for _, e := range es {
+		if e.RunID == runID {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (l *Ledger) days() ([]string, error) {
+	ents, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list: %w", err)
+	}
+	var days []string
+	for _, e := range ents {
+		name := e.Name()
+		d, ok := strings.CutSuffix(name, ".jsonl")
+		if !ok || e.IsDir() {
+			continue
+		}
+		if _, err := time.Parse(dayLayout, d); err != nil {
+			continue
+		}
+		days = append(days, d)
+	}
+	sort.Strings(days)
+	return days, nil
+}
+
+// readDay reads one day file. A torn last line (a crash mid-write on a
+// filesystem that allowed it) is ignored; a bad line elsewhere is an error.
+func readDay(path string) ([]Entry, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger: read: %w", err)
+	}
+	var out []Entry
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		raw := sc.Bytes()
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		var e Entry
+		if err := json.Unmarshal(raw, &e); err != nil {
+			if !bytes.HasSuffix(b, []byte("\n")) && bytes.HasSuffix(b, raw) {
+				break
+			}
+			return nil, fmt.Errorf("ledger: %s line %d: %w", path, line, err)
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: read %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// Prune removes day files older than keep before now, and files under
+// outputDir (if set) not modified within keep. It returns how many files it
+// removed.
+func (l *Ledger) Prune(ctx context.Context, now time.Time, keep time.Duration, outputDir string) (int, error) {
+	if keep <= 0 {
+		return 0, errors.New("ledger: retention must be positive")
+	}
+	cut := now.Add(-keep)
+	cutDay := cut.UTC().Format(dayLayout)
+	days, err := l.days()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range days {
+		if d >= cutDay {
+			break
+		}
+		if err := os.Remove(filepath.Join(l.dir, d+".jsonl")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, fmt.Errorf("ledger: prune: %w", err)
+		}
+		n++
+	}
+	if outputDir == "" {
+		return n, nil
+	}
+	err = filepath.WalkDir(outputDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if info.ModTime().Before(cut) {
+			if err := os.Remove(path); err == nil {
+				n++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("ledger: prune output: %w", err)
+	}
+	return n, nil
+}

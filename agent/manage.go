@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/schedule"
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+// AddJob validates spec and stores the new job. Invalid input wraps
+// ErrInvalidJob and a taken id wraps store.ErrExists; either way nothing is
+// written. It returns the stored job and its parsed schedule.
+func (rt *Runtime) AddJob(ctx context.Context, spec JobSpec) (Job, *schedule.Schedule, error) {
+	j, sched, err := newJob(spec, rt.now(), rt.cfg.Location, rt.runners)
+	if err != nil {
+		return Job{}, nil, err
+	}
+	err = rt.store.Update(ctx, func(st *store.State) error {
+		return st.Add(j)
+	})
+	if err != nil {
+		return Job{}, nil, fmt.Errorf("agent: add job: %w", err)
+	}
+	rt.signal()
+	return j.Clone(), sched, nil
+}
+
+// ValidateJob checks spec as AddJob would, without storing anything.
+func (rt *Runtime) ValidateJob(spec JobSpec) (Job, *schedule.Schedule, error) {
+	j, s, err := newJob(spec, rt.now(), rt.cfg.Location, rt.runners)
+	if err != nil {
+		return Job{}, nil, err
+	}
+	return *j, s, nil
+}
+
+// Schedule returns the parsed schedule of j.
+func (rt *Runtime) Schedule(j *Job) (*schedule.Schedule, error) {
+	return parseSchedule(j, rt.cfg.Location)
+}
+
+// Job returns a copy of the job with id (error wraps store.ErrNotFound).
+func (rt *Runtime) Job(ctx context.Context, id string) (Job, error) {
+	return rt.store.Get(ctx, id)
+}
+
+// Jobs returns copies of all jobs ordered by id.
+func (rt *Runtime) Jobs(ctx context.Context) ([]Job, error) {
+	return rt.store.List(ctx)
+}
+
+// modify applies fn to job id under the lock.
+func (rt *Runtime) modify(ctx context.Context, id string, fn func(j *Job, now time.Time) error) (Job, error) {
+	var out Job
+	err := rt.store.Update(ctx, func(st *store.State) error {
+		j := st.Job(id)
+		if j == nil {
+			return fmt.Errorf("%w: %q", store.ErrNotFound, id)
+		}
+		now := rt.now()
+		if err := fn(j, now); err != nil {
+			return err
+		}
+		j.UpdatedAt = now.UTC()
+		out = j.Clone()
+		return nil
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("agent: %w", err)
+	}
+	rt.signal()
+	return out, nil
+}
+
+// Pause disables a job: it keeps its record and live runs but has no
+// next_run_at, so nothing is armed for it.
+func (rt *Runtime) Pause(ctx context.Context, id, reason string) (Job, error) {
+	return rt.modify(ctx, id, func(j *Job, _ time.Time) error {
+		j.Enabled = false
+		j.PausedReason = strings.TrimSpace(reason)
+		j.NextRunAt = nil
+		return nil
+	})
+}
+
+// Resume enables a paused job; its next_run_at becomes the first slot after
+// now (the slots passed while paused are not run). A finished job cannot be
+// resumed.
+func (rt *Runtime) Resume(ctx context.Context, id string) (Job, error) {
+	return rt.modify(ctx, id, func(j *Job, now time.Time) error {
+		if j.FinishedAt != nil {
+			return fmt.Errorf("%w: job %q has finished", ErrInvalidJob, id)
+		}
+		sched, err := parseSchedule(j, rt.cfg.Location)
+		if err != nil {
+			return err
+		}
+		j.Enabled = true
+		j.PausedReason = ""
+		next, ok := sched.Next(now)
+		if !ok {
+			j.NextRunAt, j.FinishedAt = nil, utcPtr(now)
+			return nil
+		}
+		j.NextRunAt = utcPtr(next)
+		return nil
+	})
+}
+
+// Remove deletes a job. Live runs finish, but their completions are
+// discarded (the ledger says so).
+func (rt *Runtime) Remove(ctx context.Context, id string) error {
+	err := rt.store.Update(ctx, func(st *store.State) error {
+		if !st.Remove(id) {
+			return fmt.Errorf("%w: %q", store.ErrNotFound, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	rt.signal()
+	return nil
+}
+
+// ErrRunUnknown is returned by Wait when the ledger has no such run.
+var ErrRunUnknown = errors.New("run not found")
+
+// Wait blocks until run runID has a terminal state in the ledger (or ctx
+// ends) and returns the folded run. A run of this process is awaited
+// directly; a run owned elsewhere is awaited by re-reading the ledger.
+func (rt *Runtime) Wait(ctx context.Context, runID string, since time.Time) (ledger.Run, error) {
+	if done := rt.runDone(runID); done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ledger.Run{}, fmt.Errorf("agent: wait %s: %w", runID, ctx.Err())
+		}
+	}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		runs, err := rt.ledger.Runs(ctx, ledger.Filter{Since: since.Add(-24 * time.Hour)})
+		if err != nil {
+			return ledger.Run{}, err
+		}
+		found := false
+		for _, r := range runs {
+			if r.RunID == runID {
+				found = true
+				if r.State.Terminal() {
+					return r, nil
+				}
+			}
+		}
+		if !found && rt.runDone(runID) == nil {
+			return ledger.Run{}, fmt.Errorf("agent: wait: %w: %s", ErrRunUnknown, runID)
+		}
+		select {
+		case <-ctx.Done():
+			return ledger.Run{}, fmt.Errorf("agent: wait %s: %w", runID, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

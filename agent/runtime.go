@@ -1,0 +1,312 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+// Config configures a Runtime. Zero fields take the defaults stated.
+type Config struct {
+	// Home is the agent's home directory (required).
+	Home string
+	// Location is the zone of jobs that name none (default UTC).
+	Location *time.Location
+	// Logger receives the runtime's logs (default: discarded).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now). Lease expiry and lateness are
+	// judged by it.
+	Now func() time.Time
+	// Runners adds or replaces runners by payload kind, beside the built-in
+	// shell and http runners.
+	Runners map[string]runner.Runner
+	// LeaseTTL is how long a claim lives without renewal (default 60 s); a
+	// live run renews it every third of that.
+	LeaseTTL time.Duration
+	// LockTimeout bounds the wait for the store lock in Fire; past it Fire
+	// answers FireBusy (default 2 s).
+	LockTimeout time.Duration
+	// MaxCatchUp bounds how many overdue slots misfire run_all runs
+	// (default 10); the rest are recorded missed.
+	MaxCatchUp int
+	// OutputCap caps each run's output file (default 1 MiB).
+	OutputCap int64
+	// Retention is how long ledger days and output files are kept (default
+	// 30 days); pruning runs at Open. Negative disables pruning.
+	Retention time.Duration
+	// WatchInterval is how often jobs.json is checked for changes made by
+	// other processes (default 250 ms).
+	WatchInterval time.Duration
+	// Host overrides the host name used in claim owners (tests).
+	Host string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Location == nil {
+		c.Location = time.UTC
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 60 * time.Second
+	}
+	if c.LockTimeout <= 0 {
+		c.LockTimeout = 2 * time.Second
+	}
+	if c.MaxCatchUp <= 0 {
+		c.MaxCatchUp = 10
+	}
+	if c.OutputCap <= 0 {
+		c.OutputCap = 1 << 20
+	}
+	if c.Retention == 0 {
+		c.Retention = 30 * 24 * time.Hour
+	}
+	if c.WatchInterval <= 0 {
+		c.WatchInterval = 250 * time.Millisecond
+	}
+	if c.Host == "" {
+		c.Host = store.Hostname()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Home == "" {
+		return errors.New("agent: config: Home is required")
+	}
+	for k, r := range c.Runners {
+		if k == "" || r == nil {
+			return fmt.Errorf("agent: config: Runners[%q] needs a kind and a runner", k)
+		}
+	}
+	return nil
+}
+
+// Runtime runs the jobs of one home directory. It is safe for concurrent use.
+type Runtime struct {
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	ledger  *ledger.Ledger
+	runners *runner.Registry
+	self    store.Owner
+
+	mu      sync.Mutex
+	runs    map[string]*activeRun // by run id
+	subs    map[chan struct{}]struct{}
+	closing atomic.Bool
+	wg      sync.WaitGroup
+
+	changes chan struct{}
+	stop    context.CancelFunc
+	watchWG sync.WaitGroup
+}
+
+// activeRun is a run executing in this process.
+type activeRun struct {
+	ctx    context.Context
+	jobID  string
+	token  uint64
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// Open opens the home directory, prunes old ledger days and output, and
+// starts watching jobs.json for changes.
+func Open(ctx context.Context, cfg Config) (*Runtime, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	st, err := store.Open(cfg.Home, store.Options{LockTimeout: cfg.LockTimeout, Now: cfg.Now})
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	lg, err := ledger.Open(filepath.Join(cfg.Home, "runs"))
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	reg := runner.NewRegistry()
+	for k, r := range cfg.Runners {
+		if err := reg.Register(k, r); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
+	rt := &Runtime{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		store:   st,
+		ledger:  lg,
+		runners: reg,
+		self:    store.Owner{Host: cfg.Host, PID: os.Getpid(), ID: uuid.NewString()},
+		runs:    map[string]*activeRun{},
+		subs:    map[chan struct{}]struct{}{},
+		changes: make(chan struct{}, 1),
+	}
+	if cfg.Retention > 0 {
+		if _, err := lg.Prune(ctx, cfg.Now(), cfg.Retention, rt.outputRoot()); err != nil {
+			rt.log.Warn("ledger retention failed", "error", err)
+		}
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	rt.stop = stop
+	rt.watchWG.Add(1)
+	go rt.watch(wctx)
+	return rt, nil
+}
+
+// Store returns the job store (for the CLI and status pages).
+func (rt *Runtime) Store() *store.Store { return rt.store }
+
+// Ledger returns the run ledger.
+func (rt *Runtime) Ledger() *ledger.Ledger { return rt.ledger }
+
+// Runners returns the runner registry.
+func (rt *Runtime) Runners() *runner.Registry { return rt.runners }
+
+// Owner returns this process's owner string (host:pid:uuid).
+func (rt *Runtime) Owner() string { return rt.self.String() }
+
+// Location returns the default zone of jobs.
+func (rt *Runtime) Location() *time.Location { return rt.cfg.Location }
+
+func (rt *Runtime) now() time.Time { return rt.cfg.Now() }
+
+func (rt *Runtime) outputRoot() string { return filepath.Join(rt.cfg.Home, "output") }
+
+// Changes is signalled (coalesced, never blocking the sender) after any job
+// change or fire in this process, and within WatchInterval of a change made
+// by another process. It has one consumer; RunTimer does not use it.
+func (rt *Runtime) Changes() <-chan struct{} { return rt.changes }
+
+// subscribe returns a private change channel for an internal consumer.
+func (rt *Runtime) subscribe() (chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	rt.mu.Lock()
+	rt.subs[ch] = struct{}{}
+	rt.mu.Unlock()
+	return ch, func() {
+		rt.mu.Lock()
+		delete(rt.subs, ch)
+		rt.mu.Unlock()
+	}
+}
+
+func (rt *Runtime) signal() {
+	select {
+	case rt.changes <- struct{}{}:
+	default:
+	}
+	rt.mu.Lock()
+	for ch := range rt.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	rt.mu.Unlock()
+}
+
+// watch signals when jobs.json changes on disk (any process).
+func (rt *Runtime) watch(ctx context.Context) {
+	defer rt.watchWG.Done()
+	last, _ := rt.store.Fingerprint()
+	t := time.NewTicker(rt.cfg.WatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fp, err := rt.store.Fingerprint()
+		if err != nil {
+			continue
+		}
+		if fp != last {
+			last = fp
+			rt.signal()
+		}
+	}
+}
+
+// InFlight returns the number of runs executing in this process.
+func (rt *Runtime) InFlight() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return len(rt.runs)
+}
+
+// errShutdown is the cause given to runs stopped by Close.
+var errShutdown = errors.New("agent shut down")
+
+// Close stops accepting fires and waits for runs in progress. If ctx ends
+// first, the remaining runs are stopped and recorded interrupted (and
+// retried later under on_interrupt retry). The store is released.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.mu.Lock()
+	already := rt.closing.Swap(true)
+	rt.mu.Unlock()
+	if already {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		rt.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		rt.mu.Lock()
+		for _, r := range rt.runs {
+			r.cancel(errShutdown)
+		}
+		rt.mu.Unlock()
+		// Stopped runs record themselves; this is bounded by the runners'
+		// kill paths.
+		<-done
+		err = fmt.Errorf("agent: close: %w", ctx.Err())
+	}
+	rt.stop()
+	rt.watchWG.Wait()
+	if cerr := rt.store.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("agent: close: %w", cerr)
+	}
+	return err
+}
+
+// newRunID returns a sortable, unique run id: UTC time then random hex.
+func newRunID(now time.Time) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return "r" + now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+func newJobID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "job-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,17 @@
+// Package store keeps the agent's jobs in one file, jobs.json, inside the
+// agent's home directory, and serialises every change to it across
+// processes.
+//
+// Every change runs under an exclusive flock on a separate lock file
+// (jobs.lock): the file is read, the change applied in memory, and the result
+// written to a temporary file that is fsynced, renamed over jobs.json, and
+// made durable by an fsync of the directory. Readers take a shared lock. Any
+// number of processes sharing the directory therefore see one sequence of
+// versions of the file. A file that cannot be decoded is never overwritten:
+// Update and View fail with ErrCorrupt and a copy is kept beside it as
+// jobs.json.corrupt-<timestamp> for the operator.
+//
+// The job model (Job, its policies and its claim state) lives here because it
+// is what the file holds; package agent re-exports it and holds the rules
+// that decide what a fire does.
+package store

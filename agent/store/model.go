@@ -1,0 +1,340 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/runner"
+)
+
+// FormatVersion is the version of jobs.json this package writes. A file with
+// a newer version is refused rather than rewritten.
+const FormatVersion = 1
+
+// jobIDPattern is the job id syntax of the wire contract.
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// ValidJobID reports whether id may be used as a job id.
+func ValidJobID(id string) error {
+	if !jobIDPattern.MatchString(id) {
+		return fmt.Errorf("job id %q must match %s", id, jobIDPattern)
+	}
+	return nil
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string ("90s").
+type Duration time.Duration
+
+// MarshalJSON writes d as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string (or a number of nanoseconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("duration: %w", err)
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// Misfire is what happens to slots found overdue (beyond the grace window)
+// when the agent starts or wakes.
+type Misfire string
+
+// Misfire policies.
+const (
+	// MisfireRunOnce runs once now for the latest overdue slot and records the
+	// others missed (the default).
+	MisfireRunOnce Misfire = "run_once"
+	// MisfireSkip records every overdue slot missed and waits for the next.
+	MisfireSkip Misfire = "skip"
+	// MisfireRunAll runs every overdue slot in turn, up to a bound; slots
+	// beyond the bound are recorded missed.
+	MisfireRunAll Misfire = "run_all"
+)
+
+// Overlap is what happens when a slot comes while a run of the same job is
+// still in progress.
+type Overlap string
+
+// Overlap policies.
+const (
+	// OverlapSkip records the new slot skipped (the default).
+	OverlapSkip Overlap = "skip"
+	// OverlapQueueOne keeps the newest slot waiting and runs it when the
+	// current run ends; an older waiting slot is recorded skipped.
+	OverlapQueueOne Overlap = "queue_one"
+	// OverlapAllow runs the new slot beside the old one.
+	OverlapAllow Overlap = "allow"
+	// OverlapReplace stops the current run (recorded interrupted) and runs
+	// the new slot.
+	OverlapReplace Overlap = "replace"
+)
+
+// Window is the idempotency window: a run that succeeded in the current
+// window blocks another (recorded skipped) unless forced.
+type Window string
+
+// Idempotency windows, computed in the job's zone.
+const (
+	WindowNone   Window = "none"
+	WindowHourly Window = "hourly"
+	WindowDaily  Window = "daily"
+	WindowWeekly Window = "weekly"
+)
+
+// OnInterrupt is what happens to a run whose owner died mid-run.
+type OnInterrupt string
+
+// Interrupt policies.
+const (
+	// InterruptRecord records the run interrupted and does not run the slot
+	// again: at most once (the default).
+	InterruptRecord OnInterrupt = "record"
+	// InterruptRetry runs the slot again with a new fencing token, up to the
+	// retry policy's attempts with backoff: at least once.
+	InterruptRetry OnInterrupt = "retry"
+)
+
+// Job statuses kept in LastStatus (the outcome of the last finished run).
+const (
+	StatusSucceeded   = "succeeded"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+)
+
+// ParseMisfire validates a misfire policy name ("" is the default).
+func ParseMisfire(s string) (Misfire, error) {
+	switch m := Misfire(strings.TrimSpace(s)); m {
+	case "":
+		return MisfireRunOnce, nil
+	case MisfireRunOnce, MisfireSkip, MisfireRunAll:
+		return m, nil
+	}
+	return "", fmt.Errorf("misfire %q must be one of run_once, skip, run_all", s)
+}
+
+// ParseOverlap validates an overlap policy name ("" is the default).
+func ParseOverlap(s string) (Overlap, error) {
+	switch o := Overlap(strings.TrimSpace(s)); o {
+	case "":
+		return OverlapSkip, nil
+	case OverlapSkip, OverlapQueueOne, OverlapAllow, OverlapReplace:
+		return o, nil
+	}
+	return "", fmt.Errorf("overlap %q must be one of skip, queue_one, allow, replace", s)
+}
+
+// ParseWindow validates an idempotency window name ("" is none).
+func ParseWindow(s string) (Window, error) {
+	switch w := Window(strings.TrimSpace(s)); w {
+	case "":
+		return WindowNone, nil
+	case WindowNone, WindowHourly, WindowDaily, WindowWeekly:
+		return w, nil
+	}
+	return "", fmt.Errorf("window %q must be one of none, hourly, daily, weekly", s)
+}
+
+// ParseOnInterrupt validates an interrupt policy name ("" is record).
+func ParseOnInterrupt(s string) (OnInterrupt, error) {
+	switch o := OnInterrupt(strings.TrimSpace(s)); o {
+	case "":
+		return InterruptRecord, nil
+	case InterruptRecord, InterruptRetry:
+		return o, nil
+	}
+	return "", fmt.Errorf("on-interrupt %q must be one of record, retry", s)
+}
+
+// Repeat bounds how many runs a recurring job makes. Times 0 is unbounded.
+// Completed counts the slots claimed so far.
+type Repeat struct {
+	Times     int `json:"times,omitempty"`
+	Completed int `json:"completed"`
+}
+
+// Retry bounds re-runs of an interrupted slot under on_interrupt retry:
+// at most MaxAttempts attempts in all, waiting Backoff, doubling up to
+// MaxBackoff, between them.
+type Retry struct {
+	MaxAttempts int      `json:"max_attempts,omitempty"`
+	Backoff     Duration `json:"backoff,omitempty"`
+	MaxBackoff  Duration `json:"max_backoff,omitempty"`
+}
+
+// Claim is one live run of a job: who owns it, its fencing token and lease.
+type Claim struct {
+	RunID      string    `json:"run_id"`
+	Slot       time.Time `json:"slot"`
+	Trigger    string    `json:"trigger"`
+	Attempt    int       `json:"attempt"`
+	Owner      string    `json:"owner"`
+	Token      uint64    `json:"token"`
+	LeaseUntil time.Time `json:"lease_until"`
+	ClaimedAt  time.Time `json:"claimed_at"`
+	Forced     bool      `json:"forced,omitempty"`
+}
+
+// Pending is a run owed but not yet started: a slot queued behind a running
+// one (overlap queue_one), a catch-up slot (misfire run_all) or a retry of an
+// interrupted run. NotBefore delays it (retry backoff).
+type Pending struct {
+	RunID     string    `json:"run_id"`
+	Slot      time.Time `json:"slot"`
+	Trigger   string    `json:"trigger"`
+	Attempt   int       `json:"attempt"`
+	NotBefore time.Time `json:"not_before,omitzero"`
+	Reason    string    `json:"reason,omitempty"`
+	Forced    bool      `json:"forced,omitempty"`
+	// Cause is why the run is owed: PendingQueued, PendingCatchUp or
+	// PendingRetry.
+	Cause string `json:"cause"`
+}
+
+// Causes of a pending run.
+const (
+	PendingQueued  = "queued"
+	PendingCatchUp = "catch_up"
+	PendingRetry   = "retry"
+)
+
+// Job is one durable job. Schedule is kept as written; the parsed form is
+// recomputed from Schedule, Timezone and CreatedAt (the anchor of intervals
+// and relative one-shots), so the file stays readable and stable.
+type Job struct {
+	ID           string         `json:"id"`
+	Name         string         `json:"name,omitempty"`
+	Schedule     string         `json:"schedule"`
+	Kind         string         `json:"kind"`
+	Timezone     string         `json:"timezone,omitempty"`
+	Enabled      bool           `json:"enabled"`
+	PausedReason string         `json:"paused_reason,omitempty"`
+	Repeat       Repeat         `json:"repeat"`
+	Payload      runner.Payload `json:"payload"`
+	Timeout      Duration       `json:"timeout,omitempty"`
+	Misfire      Misfire        `json:"misfire"`
+	Grace        Duration       `json:"grace,omitempty"`
+	Overlap      Overlap        `json:"overlap"`
+	Window       Window         `json:"window"`
+	OnInterrupt  OnInterrupt    `json:"on_interrupt"`
+	Retry        Retry          `json:"retry"`
+
+	NextRunAt       *time.Time `json:"next_run_at"`
+	LastRunAt       *time.Time `json:"last_run_at,omitempty"`
+	LastStatus      string     `json:"last_status,omitempty"`
+	LastError       string     `json:"last_error,omitempty"`
+	LastRunID       string     `json:"last_run_id,omitempty"`
+	LastSuccessAt   *time.Time `json:"last_success_at,omitempty"`
+	LastSuccessSlot *time.Time `json:"last_success_slot,omitempty"`
+	LastSuccessRun  string     `json:"last_success_run,omitempty"`
+	FailureStreak   int        `json:"failure_streak"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	// FinishedAt is set when a one-shot ran or repeat.times was reached: the
+	// job stays as a record with no next_run_at.
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+
+	// Fence is the last fencing token handed out for this job; it only grows.
+	Fence   uint64    `json:"fence"`
+	Claims  []Claim   `json:"claims,omitempty"`
+	Pending []Pending `json:"pending,omitempty"`
+}
+
+// Clone returns a deep copy of j.
+func (j *Job) Clone() Job {
+	c := *j
+	c.NextRunAt = cloneTime(j.NextRunAt)
+	c.LastRunAt = cloneTime(j.LastRunAt)
+	c.LastSuccessAt = cloneTime(j.LastSuccessAt)
+	c.LastSuccessSlot = cloneTime(j.LastSuccessSlot)
+	c.FinishedAt = cloneTime(j.FinishedAt)
+	c.Claims = append([]Claim(nil), j.Claims...)
+	c.Pending = append([]Pending(nil), j.Pending...)
+	b, _ := json.Marshal(j.Payload)
+	_ = json.Unmarshal(b, &c.Payload)
+	return c
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := *t
+	return &v
+}
+
+// ClaimIndex returns the index of the claim with run id, or -1.
+func (j *Job) ClaimIndex(runID string) int {
+	for i := range j.Claims {
+		if j.Claims[i].RunID == runID {
+			return i
+		}
+	}
+	return -1
+}
+
+// State is the decoded jobs.json.
+type State struct {
+	Version int    `json:"version"`
+	Jobs    []*Job `json:"jobs"`
+
+	index map[string]int
+}
+
+// Job returns the job with id, or nil.
+func (s *State) Job(id string) *Job {
+	if s.index == nil {
+		s.reindex()
+	}
+	if i, ok := s.index[id]; ok && i < len(s.Jobs) && s.Jobs[i].ID == id {
+		return s.Jobs[i]
+	}
+	return nil
+}
+
+// Add appends a job; an existing id is an error.
+func (s *State) Add(j *Job) error {
+	if s.Job(j.ID) != nil {
+		return fmt.Errorf("%w: %q", ErrExists, j.ID)
+	}
+	s.Jobs = append(s.Jobs, j)
+	s.index[j.ID] = len(s.Jobs) - 1
+	return nil
+}
+
+// Remove deletes the job with id and reports whether it existed.
+func (s *State) Remove(id string) bool {
+	if s.Job(id) == nil {
+		return false
+	}
+	i := s.index[id]
+	s.Jobs = append(s.Jobs[:i], s.Jobs[i+1:]...)
+	s.reindex()
+	return true
+}
+
+func (s *State) reindex() {
+	s.index = make(map[string]int, len(s.Jobs))
+	for i, j := range s.Jobs {
+		s.index[j.ID] = i
+	}
+}

@@ -1,0 +1,332 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// File names inside the home directory.
+const (
+	JobsFile = "jobs.json"
+	LockFile = "jobs.lock"
+)
+
+// Errors of the store.
+var (
+	// ErrNotFound is returned for an unknown job id.
+	ErrNotFound = errors.New("job not found")
+	// ErrExists is returned when adding a job whose id is taken.
+	ErrExists = errors.New("job already exists")
+	// ErrCorrupt is returned when jobs.json cannot be decoded; the file is
+	// left in place and a copy kept aside.
+	ErrCorrupt = errors.New("jobs file is corrupt")
+	// ErrLockTimeout is returned when the lock could not be taken in time.
+	ErrLockTimeout = errors.New("store lock busy")
+)
+
+// Options tune a store. The zero value is usable.
+type Options struct {
+	// LockTimeout bounds how long Update and View wait for the lock when the
+	// context has no earlier deadline (default 5 s).
+	LockTimeout time.Duration
+	// Now is the clock used to name corrupt copies (default time.Now).
+	Now func() time.Time
+}
+
+// Store is the job store of one home directory. It is safe for concurrent use
+// by goroutines, and by processes sharing the directory.
+type Store struct {
+	home string
+	opts Options
+
+	mu   sync.Mutex // serialises this process's users of the lock fd
+	lock *os.File
+}
+
+// Open opens (creating if needed) the store in home.
+func Open(home string, opts Options) (*Store, error) {
+	if home == "" {
+		return nil, errors.New("store: home directory is empty")
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = 5 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("store: create home: %w", err)
+	}
+	lf, err := os.OpenFile(filepath.Join(home, LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("store: open lock file: %w", err)
+	}
+	return &Store{home: home, opts: opts, lock: lf}, nil
+}
+
+// Home returns the home directory.
+func (s *Store) Home() string { return s.home }
+
+// Path returns the path of jobs.json.
+func (s *Store) Path() string { return filepath.Join(s.home, JobsFile) }
+
+// Close releases the lock file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lock == nil {
+		return nil
+	}
+	err := s.lock.Close()
+	s.lock = nil
+	return err
+}
+
+// acquire takes the flock (exclusive or shared), polling with a short backoff
+// until ctx or the lock timeout ends. The caller holds s.mu.
+func (s *Store) acquire(ctx context.Context, how int) error {
+	if s.lock == nil {
+		return errors.New("store: closed")
+	}
+	deadline := time.Now().Add(s.opts.LockTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	fd := int(s.lock.Fd())
+	wait := 200 * time.Microsecond
+	for {
+		err := syscall.Flock(fd, how|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			return fmt.Errorf("store: flock: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("store: %w: %w", ErrLockTimeout, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("store: %w after %s", ErrLockTimeout, s.opts.LockTimeout)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("store: %w: %w", ErrLockTimeout, ctx.Err())
+		case <-t.C:
+		}
+		if wait < 5*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+func (s *Store) release() {
+	_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
+}
+
+// View reads the current state under a shared lock. fn must not keep st.
+func (s *Store) View(ctx context.Context, fn func(st *State) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.acquire(ctx, syscall.LOCK_SH); err != nil {
+		return err
+	}
+	defer s.release()
+	st, _, err := s.read()
+	if err != nil {
+		return err
+	}
+	return fn(st)
+}
+
+// Update applies fn to the current state under the exclusive lock and writes
+// the result durably if fn returns nil. An error from fn leaves the file as
+// it was and is returned unchanged.
+func (s *Store) Update(ctx context.Context, fn func(st *State) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.acquire(ctx, syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer s.release()
+	st, raw, err := s.read()
+	if err != nil {
+		return err
+	}
+	if err := fn(st); err != nil {
+		return err
+	}
+	return s.write(st, raw)
+}
+
+// read loads jobs.json; a missing file is an empty state.
+func (s *Store) read() (*State, []byte, error) {
+	raw, err := os.ReadFile(s.Path())
+	if errors.Is(err, fs.ErrNotExist) {
+		st := &State{Version: FormatVersion}
+		st.reindex()
+		return st, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: read %s: %w", s.Path(), err)
+	}
+	st := &State{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(st); err != nil {
+		return nil, nil, s.corrupt(raw, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, nil, s.corrupt(raw, errors.New("trailing data after the jobs object"))
+	}
+	if st.Version == 0 {
+		return nil, nil, s.corrupt(raw, errors.New("missing version"))
+	}
+	if st.Version > FormatVersion {
+		return nil, nil, fmt.Errorf("store: %s has format version %d, this build reads up to %d", s.Path(), st.Version, FormatVersion)
+	}
+	seen := make(map[string]bool, len(st.Jobs))
+	for i, j := range st.Jobs {
+		if j == nil {
+			return nil, nil, s.corrupt(raw, fmt.Errorf("job %d is null", i))
+		}
+		if seen[j.ID] {
+			return nil, nil, s.corrupt(raw, fmt.Errorf("job id %q appears twice", j.ID))
+		}
+		seen[j.ID] = true
+	}
+	st.reindex()
+	return st, raw, nil
+}
+
+// corrupt keeps a copy of the undecodable file and returns ErrCorrupt.
+func (s *Store) corrupt(raw []byte, cause error) error {
+	aside := fmt.Sprintf("%s.corrupt-%s", s.Path(), s.opts.Now().UTC().Format("20060102T150405Z"))
+	if old, err := os.ReadFile(aside); err != nil || !bytes.Equal(old, raw) {
+		if err := writeFileSync(aside, raw); err != nil {
+			return fmt.Errorf("store: %w (%w); copying it aside failed: %w", ErrCorrupt, cause, err)
+		}
+	}
+	return fmt.Errorf("store: %w: %s: %w (left untouched; copy kept at %s)", ErrCorrupt, s.Path(), cause, aside)
+}
+
+// write encodes st and replaces jobs.json atomically; unchanged content is
+// not rewritten.
+func (s *Store) write(st *State, old []byte) error {
+	st.Version = FormatVersion
+	sort.Slice(st.Jobs, func(a, b int) bool { return st.Jobs[a].ID < st.Jobs[b].ID })
+	st.reindex()
+	if st.Jobs == nil {
+		st.Jobs = []*Job{}
+	}
+	b, err := json.MarshalIndent(st, "", " ")
+	if err != nil {
+		return fmt.Errorf("store: encode: %w", err)
+	}
+	b = append(b, '\n')
+	if old != nil && bytes.Equal(b, old) {
+		return nil
+	}
+	tmp := fmt.Sprintf("%s.tmp-%d", s.Path(), os.Getpid())
+	if err := writeFileSync(tmp, b); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("store: write: %w", err)
+	}
+	if err := os.Rename(tmp, s.Path()); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("store: rename: %w", err)
+	}
+	if err := syncDir(s.home); err != nil {
+		return fmt.Errorf("store: sync directory: %w", err)
+	}
+	return nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Get returns a copy of the job with id.
+func (s *Store) Get(ctx context.Context, id string) (Job, error) {
+	var out Job
+	err := s.View(ctx, func(st *State) error {
+		j := st.Job(id)
+		if j == nil {
+			return fmt.Errorf("store: %w: %q", ErrNotFound, id)
+		}
+		out = j.Clone()
+		return nil
+	})
+	return out, err
+}
+
+// List returns copies of all jobs ordered by id.
+func (s *Store) List(ctx context.Context) ([]Job, error) {
+	var out []Job
+	err := s.View(ctx, func(st *State) error {
+		out = make([]Job, 0, len(st.Jobs))
+		for _, j := range st.Jobs {
+			out = append(out, j.Clone())
+		}
+		return nil
+	})
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out, err
+}
+
+// Fingerprint identifies one version of jobs.json on disk cheaply (inode,
+// size, modification time); it changes on every write, since every write
+// renames a new file into place.
+type Fingerprint struct {
+	Ino   uint64
+	Size  int64
+	MTime int64
+}
+
+// Fingerprint stats jobs.json; a missing file has the zero fingerprint.
+func (s *Store) Fingerprint() (Fingerprint, error) {
+	fi, err := os.Stat(s.Path())
+	if errors.Is(err, fs.ErrNotExist) {
+		return Fingerprint{}, nil
+	}
+	if err != nil {
+		return Fingerprint{}, fmt.Errorf("store: stat: %w", err)
+	}
+	fp := Fingerprint{Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		fp.Ino = uint64(sys.Ino)
+	}
+	return fp, nil
+}

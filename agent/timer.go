@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+// Desired lists the fires the agent wants armed: every enabled, unfinished
+// job with a next_run_at after now, ordered by job id. A provider reconciles
+// NAS against it.
+func (rt *Runtime) Desired(ctx context.Context) ([]Desired, error) {
+	var out []Desired
+	err := rt.store.View(ctx, func(st *store.State) error {
+		now := rt.now()
+		out = out[:0]
+		for _, j := range st.Jobs {
+			if j.Enabled && j.FinishedAt == nil && j.NextRunAt != nil && j.NextRunAt.After(now) {
+				out = append(out, Desired{JobID: j.ID, FireAt: *j.NextRunAt})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: desired: %w", err)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].JobID < out[b].JobID })
+	return out, nil
+}
+
+// NextDue returns the earliest next_run_at among enabled jobs (it may be in
+// the past); false when no job has one.
+func (rt *Runtime) NextDue(ctx context.Context) (time.Time, bool, error) {
+	var best time.Time
+	found := false
+	err := rt.store.View(ctx, func(st *store.State) error {
+		for _, j := range st.Jobs {
+			if j.Enabled && j.NextRunAt != nil && (!found || j.NextRunAt.Before(best)) {
+				best, found = *j.NextRunAt, true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("agent: next due: %w", err)
+	}
+	return best, found, nil
+}
+
+// wake is what the timer should do next.
+type wake struct {
+	at       time.Time
+	ok       bool
+	fireOnly []Desired // due now, one slot each, no other work: fire these
+	sweep    bool      // anything else due now: run CatchUp
+}
+
+// nextWake finds the earliest instant anything is due: a next_run_at, a
+// pending run, or the lease of another owner's claim (to reap it).
+func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
+	var w wake
+	err := rt.store.View(ctx, func(st *store.State) error {
+		w = wake{}
+		now := rt.now()
+		consider := func(t time.Time) {
+			if !w.ok || t.Before(w.at) {
+				w.at, w.ok = t, true
+			}
+		}
+		for _, j := range st.Jobs {
+			for _, c := range j.Claims {
+				if store.Judge(c.Owner, rt.self) == store.OwnerSelf {
+					continue
+				}
+				if store.Judge(c.Owner, rt.self) == store.OwnerGone || !c.LeaseUntil.After(now) {
+					w.sweep = true
+				}
+				consider(c.LeaseUntil.Add(time.Millisecond))
+			}
+			if !j.Enabled {
+				continue
+			}
+			for _, q := range j.Pending {
+				if len(j.Claims) > 0 && j.Overlap != OverlapAllow {
+					break
+				}
+				if !q.NotBefore.After(now) {
+					w.sweep = true
+				}
+				consider(q.NotBefore)
+			}
+			if j.NextRunAt == nil {
+				continue
+			}
+			consider(*j.NextRunAt)
+			if !j.NextRunAt.After(now) {
+				sched, err := parseSchedule(j, rt.cfg.Location)
+				if err != nil {
+					continue
+				}
+				if n, ok := sched.Next(*j.NextRunAt); ok && !n.After(now) {
+					w.sweep = true // more than one slot overdue: misfire policy
+				} else {
+					w.fireOnly = append(w.fireOnly, Desired{JobID: j.ID, FireAt: *j.NextRunAt})
+				}
+			}
+		}
+		return nil
+	})
+	return w, err
+}
+
+// RunTimer is the built-in timer, used when no provider arms fires: it
+// applies CatchUp once, then sleeps until the earliest thing due (no polling
+// tick), fires due slots through Fire with TriggerScheduled, and wakes early
+// when jobs change (here or in another process). It returns when ctx ends.
+func (rt *Runtime) RunTimer(ctx context.Context) error {
+	sub, unsub := rt.subscribe()
+	defer unsub()
+	if err := rt.CatchUp(ctx); err != nil && ctx.Err() == nil {
+		rt.log.Error("catch-up failed", "error", err)
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		w, err := rt.nextWake(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			rt.log.Error("timer: reading jobs failed", "error", err)
+			w = wake{at: rt.now().Add(time.Second), ok: true}
+		}
+		progressed := false
+		if w.sweep {
+			if err := rt.CatchUp(ctx); err != nil {
+				if ctx.Err() == nil {
+					rt.log.Error("timer: catch-up failed", "error", err)
+				}
+			} else {
+				progressed = true
+			}
+		}
+		for _, d := range w.fireOnly {
+			res, err := rt.Fire(ctx, d.JobID, d.FireAt, TriggerScheduled)
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					rt.log.Error("timer: fire failed", "job_id", d.JobID, "fire_at", d.FireAt, "error", err)
+				}
+			case res.Status == FireBusy:
+				rt.log.Warn("timer: fire deferred", "job_id", d.JobID, "reason", res.Reason)
+			default:
+				progressed = true
+				rt.log.Debug("timer: fired", "job_id", d.JobID, "fire_at", d.FireAt, "status", res.Status, "run_id", res.RunID)
+			}
+		}
+		if progressed {
+			continue
+		}
+		if w.sweep || len(w.fireOnly) > 0 {
+			// Due work could not be done (store busy or failing): back off.
+			w = wake{at: rt.now().Add(time.Second), ok: true}
+		}
+		var fire <-chan time.Time
+		if w.ok {
+			d := w.at.Sub(rt.now())
+			if d < 0 {
+				d = 0
+			}
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub:
+		case <-fire:
+		}
+	}
+}

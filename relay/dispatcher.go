@@ -1,0 +1,579 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DispatcherConfig configures a Dispatcher. A zero field takes its default
+// (see WithDefaults).
+type DispatcherConfig struct {
+	// Batch is the most one-shots claimed in one call. Default 64.
+	Batch int
+	// Concurrency bounds the deliveries in flight. Default 64.
+	Concurrency int
+	// PerAgent bounds the deliveries in flight to one agent. Default 4.
+	PerAgent int
+	// MaxHeld bounds the leases claimed but waiting for their agent to be
+	// under PerAgent. Default 4 × Concurrency.
+	MaxHeld int
+	// LeaseFor is the lease taken on each claim. Leases of slow deliveries
+	// and of waiting fires are extended before they lapse; the reaper runs
+	// every LeaseFor/2. Default 30s.
+	LeaseFor time.Duration
+	// Retry is the backoff and give-up policy.
+	Retry RetryPolicy
+	// Recheck is the longest the dispatcher waits without asking the engine
+	// for the next due time, a safety net for a lost wake-up. Default 30s.
+	Recheck time.Duration
+	// DrainTimeout bounds how long Run waits for deliveries in flight once
+	// its context ends; then their contexts are cancelled. Default 30s.
+	DrainTimeout time.Duration
+	// OpTimeout bounds each engine call. Default 5s.
+	OpTimeout time.Duration
+	// Logger receives the dispatcher's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics receives counts and observations. Default NopMetrics.
+	Metrics Metrics
+	// Now is the clock for fire lag and retry age. Default time.Now.
+	Now func() time.Time
+	// Rand returns a uniform number in [0, n) for jitter. Default
+	// math/rand/v2.Int64N.
+	Rand func(n int64) int64
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c DispatcherConfig) WithDefaults() DispatcherConfig {
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 64
+	}
+	if c.PerAgent == 0 {
+		c.PerAgent = 4
+	}
+	if c.MaxHeld == 0 {
+		c.MaxHeld = 4 * c.Concurrency
+	}
+	if c.LeaseFor == 0 {
+		c.LeaseFor = 30 * time.Second
+	}
+	c.Retry = c.Retry.WithDefaults()
+	if c.Recheck == 0 {
+		c.Recheck = 30 * time.Second
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = NopMetrics{}
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Int64N
+	}
+	return c
+}
+
+// validate reports the first field out of range, by name.
+func (c DispatcherConfig) validate() error {
+	switch {
+	case c.Batch < 1:
+		return fmt.Errorf("Batch %d must be at least 1", c.Batch)
+	case c.Concurrency < 1:
+		return fmt.Errorf("Concurrency %d must be at least 1", c.Concurrency)
+	case c.PerAgent < 1:
+		return fmt.Errorf("PerAgent %d must be at least 1", c.PerAgent)
+	case c.MaxHeld < 0:
+		return fmt.Errorf("MaxHeld %d must not be negative", c.MaxHeld)
+	case c.LeaseFor < 4*time.Millisecond:
+		return fmt.Errorf("LeaseFor %s must be at least 4ms", c.LeaseFor)
+	case c.Recheck <= 0:
+		return fmt.Errorf("Recheck %s must be positive", c.Recheck)
+	case c.DrainTimeout <= 0:
+		return fmt.Errorf("DrainTimeout %s must be positive", c.DrainTimeout)
+	case c.OpTimeout <= 0:
+		return fmt.Errorf("OpTimeout %s must be positive", c.OpTimeout)
+	}
+	return c.Retry.validate()
+}
+
+// Metrics receives what a dispatcher observes. Implementations must be safe
+// for concurrent use.
+type Metrics interface {
+	// ObserveFireLag records how long after fire_at a fire's first delivery
+	// attempt started.
+	ObserveFireLag(lag time.Duration)
+	// CountOutcome counts one delivery attempt by the deliverer's verdict.
+	CountOutcome(kind OutcomeKind)
+	// CountRetry counts a retry scheduled; cold says it is on the cold-start
+	// ladder.
+	CountRetry(cold bool)
+	// CountDeadLetter counts a fire moved to the dead letter.
+	CountDeadLetter()
+}
+
+// NopMetrics discards everything.
+type NopMetrics struct{}
+
+// ObserveFireLag implements Metrics.
+func (NopMetrics) ObserveFireLag(time.Duration) {}
+
+// CountOutcome implements Metrics.
+func (NopMetrics) CountOutcome(OutcomeKind) {}
+
+// CountRetry implements Metrics.
+func (NopMetrics) CountRetry(bool) {}
+
+// CountDeadLetter implements Metrics.
+func (NopMetrics) CountDeadLetter() {}
+
+// Dispatcher claims due one-shots from a Queue and hands them to a
+// Deliverer, then acks, retries or dead-letters each by its Outcome.
+//
+// It waits for the earliest due entry with a timer (re-armed by the queue's
+// Wake and re-checked at least every Recheck), never on a polling tick. It
+// claims in batches, delivers with bounded concurrency overall and per agent
+// (a fire whose agent is at its limit waits in order, under an extended
+// lease, while other agents' fires go ahead), and runs the reaper. Any
+// number of dispatchers, in any number of processes, may share one engine.
+type Dispatcher struct {
+	q       Queue
+	d       Deliverer
+	cfg     DispatcherConfig
+	running atomic.Bool
+}
+
+// NewDispatcher returns a dispatcher of q's fires to d. Invalid settings are
+// reported by Run.
+func NewDispatcher(q Queue, d Deliverer, cfg DispatcherConfig) *Dispatcher {
+	return &Dispatcher{q: q, d: d, cfg: cfg.WithDefaults()}
+}
+
+// ErrDispatcherRunning is returned by Run when the dispatcher already runs.
+var ErrDispatcherRunning = errors.New("relay: dispatcher already running")
+
+// Run dispatches until ctx ends, then stops claiming, returns fires still
+// waiting for their agent to the queue, waits up to DrainTimeout for the
+// deliveries in flight to settle, and returns nil. Engine errors are logged
+// and retried with backoff; they do not end Run.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	if err := d.cfg.validate(); err != nil {
+		return fmt.Errorf("relay: dispatcher config: %w", err)
+	}
+	if !d.running.CompareAndSwap(false, true) {
+		return ErrDispatcherRunning
+	}
+	defer d.running.Store(false)
+
+	base := context.WithoutCancel(ctx)
+	deliverCtx, stopDeliveries := context.WithCancel(base)
+	defer stopDeliveries()
+	r := &run{
+		Dispatcher: d,
+		log:        d.cfg.Logger,
+		ops:        base,
+		deliverCtx: deliverCtx,
+		perAgent:   make(map[string]int),
+		waiting:    make(map[string][]*tracked),
+		tracked:    make(map[*tracked]struct{}),
+		freed:      make(chan struct{}, 1),
+		kick:       make(chan struct{}, 1),
+	}
+
+	maintCtx, stopMaint := context.WithCancel(base)
+	var maint sync.WaitGroup
+	maint.Go(func() { r.maintain(maintCtx) })
+
+	r.loop(ctx)
+	r.releaseWaiting()
+
+	drained := make(chan struct{})
+	go func() {
+		r.deliveries.Wait()
+		close(drained)
+	}()
+	timer := time.NewTimer(d.cfg.DrainTimeout)
+	select {
+	case <-drained:
+		timer.Stop()
+	case <-timer.C:
+		r.log.Warn("relay: drain timed out; cancelling deliveries in flight", "timeout", d.cfg.DrainTimeout)
+		stopDeliveries()
+		<-drained
+	}
+	stopMaint()
+	maint.Wait()
+	return nil
+}
+
+// tracked is a lease this dispatcher holds: delivering, or waiting for its
+// agent.
+type tracked struct {
+	agent string // of the lease; never changes
+	id    string // schedule id of the lease; never changes
+
+	mu      sync.Mutex
+	lease   Lease
+	renewed time.Time          // when the lease was last taken or extended (local monotonic clock)
+	cancel  context.CancelFunc // of the delivery; nil while waiting
+}
+
+// current returns the latest lease.
+func (t *tracked) current() Lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lease
+}
+
+// run is the state of one Run.
+type run struct {
+	*Dispatcher
+	log        *slog.Logger
+	ops        context.Context // parent of engine calls: outlives Run's ctx
+	deliverCtx context.Context // parent of deliveries: cancelled when a drain times out
+	deliveries sync.WaitGroup
+
+	mu       sync.Mutex
+	draining bool
+	inFlight int
+	perAgent map[string]int
+	waiting  map[string][]*tracked // per agent, in claim order
+	held     int
+	tracked  map[*tracked]struct{}
+
+	freed chan struct{} // a delivery finished or a waiting lease went away
+	kick  chan struct{} // the reaper returned leases
+}
+
+// signal sends on a buffered-1 channel without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// op returns a context for one engine call.
+func (r *run) op() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.ops, r.cfg.OpTimeout)
+}
+
+// room is how many one-shots may be claimed now.
+func (r *run) room() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
+}
+
+// loop claims and dispatches until ctx ends.
+func (r *run) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var errDelay time.Duration
+	// pause waits d or until ctx ends.
+	pause := func(d time.Duration) {
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+	}
+	// failed backs off after an engine error.
+	failed := func(what string, err error) {
+		errDelay = min(max(2*errDelay, 50*time.Millisecond), 5*time.Second)
+		r.log.Error("relay: "+what+" failed", "err", err, "retry_in", errDelay)
+		pause(errDelay)
+	}
+	for ctx.Err() == nil {
+		room := r.room()
+		if room > 0 {
+			octx, cancel := r.op()
+			leases, err := r.q.Claim(octx, room, r.cfg.LeaseFor)
+			cancel()
+			if err != nil {
+				failed("claim", err)
+				continue
+			}
+			errDelay = 0
+			r.dispatch(leases)
+			if len(leases) == room {
+				continue // more may be due
+			}
+		}
+		wait := r.cfg.Recheck
+		var wake, freed <-chan struct{}
+		if room > 0 {
+			octx, cancel := r.op()
+			next, ok, err := r.q.NextDue(octx)
+			cancel()
+			if err != nil {
+				failed("next due", err)
+				continue
+			}
+			if ok {
+				wait = min(wait, next)
+			}
+			wake = r.q.Wake()
+		} else {
+			freed = r.freed // full: wait for a slot, not for new fires
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case <-wake:
+		case <-freed:
+		case <-r.kick:
+		}
+	}
+}
+
+// dispatch starts each lease, or queues it behind its agent's deliveries.
+func (r *run) dispatch(leases []Lease) {
+	now := r.cfg.Now()
+	renewed := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range leases {
+		if l.Attempt == 1 {
+			r.cfg.Metrics.ObserveFireLag(now.Sub(l.FireAt))
+		}
+		t := &tracked{agent: l.AgentID, id: l.ScheduleID, lease: l, renewed: renewed}
+		r.tracked[t] = struct{}{}
+		if r.perAgent[l.AgentID] < r.cfg.PerAgent {
+			r.inFlight++
+			r.start(t)
+			continue
+		}
+		r.waiting[l.AgentID] = append(r.waiting[l.AgentID], t)
+		r.held++
+	}
+}
+
+// start runs one delivery; the caller holds r.mu and has counted it in
+// inFlight.
+func (r *run) start(t *tracked) {
+	r.perAgent[t.agent]++
+	ctx, cancel := context.WithCancel(r.deliverCtx)
+	t.mu.Lock()
+	t.cancel = cancel
+	t.mu.Unlock()
+	r.deliveries.Add(1)
+	go func() {
+		defer r.deliveries.Done()
+		defer r.finish(t)
+		defer cancel()
+		out := r.d.Deliver(ctx, t.current())
+		r.settle(t.current(), out)
+	}()
+}
+
+// finish accounts for a finished delivery and starts the agent's next
+// waiting fire, if any.
+func (r *run) finish(t *tracked) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	agent := t.agent
+	delete(r.tracked, t)
+	r.perAgent[agent]--
+	if q := r.waiting[agent]; len(q) > 0 && !r.draining {
+		next := q[0]
+		q[0] = nil
+		if len(q) == 1 {
+			delete(r.waiting, agent)
+		} else {
+			r.waiting[agent] = q[1:]
+		}
+		r.held--
+		r.start(next) // takes over the finished delivery's slot
+	} else {
+		r.inFlight--
+	}
+	if r.perAgent[agent] == 0 {
+		delete(r.perAgent, agent)
+	}
+	signal(r.freed)
+}
+
+// settle acts on an outcome: ack, nack or kill.
+func (r *run) settle(l Lease, out Outcome) {
+	r.cfg.Metrics.CountOutcome(out.Kind)
+	log := r.log.With("agent_id", l.AgentID, "job_id", l.JobID, "schedule_id", l.ScheduleID,
+		"fire_at", l.FireAt, "attempt", l.Attempt)
+	ctx, cancel := r.op()
+	defer cancel()
+	var err error
+	switch out.Kind {
+	case Done:
+		err = r.q.Ack(ctx, l)
+		if err == nil {
+			log.Debug("relay: fire done", "reason", out.Reason)
+		}
+	case Dead:
+		err = r.q.Kill(ctx, l, out.Reason)
+		if err == nil {
+			r.cfg.Metrics.CountDeadLetter()
+			log.Warn("relay: fire dead-lettered", "reason", out.Reason)
+		}
+	default:
+		if out.Kind != Retry {
+			out.Reason = fmt.Sprintf("deliverer returned no verdict (%s)", out.Reason)
+		}
+		delay, ok := r.cfg.Retry.Next(l, out, r.cfg.Now(), r.cfg.Rand)
+		if !ok {
+			reason := fmt.Sprintf("gave up after %d attempts: %s", l.Attempt, out.Reason)
+			err = r.q.Kill(ctx, l, reason)
+			if err == nil {
+				r.cfg.Metrics.CountDeadLetter()
+				log.Warn("relay: fire dead-lettered", "reason", reason)
+			}
+			break
+		}
+		err = r.q.Nack(ctx, l, delay, out.Reason)
+		if err == nil {
+			r.cfg.Metrics.CountRetry(out.ColdStart)
+			log.Info("relay: fire will be retried", "reason", out.Reason, "retry_in", delay, "cold_start", out.ColdStart)
+		}
+	}
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		// Cancelled, re-armed or reclaimed meanwhile: the fire is no longer ours.
+		log.Info("relay: lease lost before the outcome was recorded", "outcome", out.Kind.String())
+	case err != nil:
+		// The lease will lapse and the reaper hand the fire out again.
+		log.Error("relay: recording the outcome failed", "outcome", out.Kind.String(), "err", err)
+	}
+}
+
+// releaseWaiting stops starting waiting fires and returns them to the queue,
+// due at once, for another dispatcher.
+func (r *run) releaseWaiting() {
+	r.mu.Lock()
+	r.draining = true
+	var release []*tracked
+	for agent, q := range r.waiting {
+		release = append(release, q...)
+		delete(r.waiting, agent)
+	}
+	r.held = 0
+	for _, t := range release {
+		delete(r.tracked, t)
+	}
+	r.mu.Unlock()
+	for _, t := range release {
+		ctx, cancel := r.op()
+		if err := r.q.Nack(ctx, t.current(), 0, "released by a stopping dispatcher"); err != nil && !errors.Is(err, ErrLeaseLost) {
+			r.log.Error("relay: releasing a waiting fire failed", "schedule_id", t.id, "err", err)
+		}
+		cancel()
+	}
+}
+
+// maintain extends the leases this dispatcher holds before they lapse and
+// runs the reaper, until ctx ends.
+func (r *run) maintain(ctx context.Context) {
+	every := r.cfg.LeaseFor / 4
+	extend := time.NewTicker(every)
+	defer extend.Stop()
+	reap := time.NewTicker(r.cfg.LeaseFor / 2)
+	defer reap.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-extend.C:
+			r.extend(every)
+		case <-reap.C:
+			octx, cancel := r.op()
+			n, err := r.q.Reap(octx)
+			cancel()
+			switch {
+			case err != nil:
+				r.log.Error("relay: reap failed", "err", err)
+			case n > 0:
+				r.log.Info("relay: returned expired leases", "count", n)
+				signal(r.kick)
+			}
+		}
+	}
+}
+
+// extend renews every held lease last renewed at least age ago.
+func (r *run) extend(age time.Duration) {
+	r.mu.Lock()
+	var due []*tracked
+	for t := range r.tracked {
+		t.mu.Lock()
+		if time.Since(t.renewed) >= age {
+			due = append(due, t)
+		}
+		t.mu.Unlock()
+	}
+	r.mu.Unlock()
+	for _, t := range due {
+		ctx, cancel := r.op()
+		l, err := r.q.Extend(ctx, t.current(), r.cfg.LeaseFor)
+		cancel()
+		switch {
+		case err == nil:
+			t.mu.Lock()
+			t.lease, t.renewed = l, time.Now()
+			t.mu.Unlock()
+		case errors.Is(err, ErrLeaseLost):
+			r.lost(t)
+		default:
+			r.log.Warn("relay: extending a lease failed", "schedule_id", t.id, "err", err)
+		}
+	}
+}
+
+// lost forgets a lease another holder or a cancel took: a delivery is
+// cancelled, a waiting fire dropped.
+func (r *run) lost(t *tracked) {
+	r.log.Info("relay: lease lost", "schedule_id", t.id, "agent_id", t.agent)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t.mu.Lock()
+	cancel := t.cancel
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel() // the delivery's settle then meets ErrLeaseLost
+		return
+	}
+	q := r.waiting[t.agent]
+	found := false
+	for i, w := range q {
+		if w == t {
+			q = append(q[:i], q[i+1:]...)
+			r.held--
+			delete(r.tracked, t)
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	if len(q) == 0 {
+		delete(r.waiting, t.agent)
+	} else {
+		r.waiting[t.agent] = q
+	}
+	signal(r.freed)
+}

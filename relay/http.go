@@ -1,0 +1,270 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+)
+
+// maxRelayResponseBytes caps how much of NAS's answer is read.
+const maxRelayResponseBytes = 64 << 10
+
+// maxRetryAfter caps a Retry-After, so a wild header cannot park a fire
+// until it is too old to retry.
+const maxRetryAfter = time.Hour
+
+// HTTPDelivererConfig configures an HTTPDeliverer.
+type HTTPDelivererConfig struct {
+	// NASURL is the base URL of the NAS listener that serves the relay
+	// route (relay.nas_url); contract.PathRelay is appended. Required.
+	NASURL string
+	// Keys are the key bytes of the Standard Webhooks secrets (see
+	// contract.ParseWebhookSecret). Every call carries one signature per
+	// key, so during a rotation NAS accepts the call whichever of the keys it
+	// already knows. At least one is required.
+	Keys [][]byte
+	// Timeout bounds one call, the answer included. Default 40s: longer than
+	// NAS's own call to the agent (30s by default), so NAS answers first.
+	Timeout time.Duration
+	// MaxConns sizes the pool of connections to NAS; set it to the
+	// dispatcher's Concurrency. Default 64.
+	MaxConns int
+	// UnauthorizedDelay is the least delay before retrying a call NAS refused
+	// with 401 (the relay secrets disagree: a misconfiguration, logged as an
+	// error; the fire is kept). Default 5m.
+	UnauthorizedDelay time.Duration
+	// Client, when set, makes the calls instead of a client built from the
+	// settings above (Timeout still bounds each call).
+	Client *http.Client
+	// Now is the clock for webhook-timestamp. Default time.Now.
+	Now func() time.Time
+	// Logger receives the deliverer's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// HTTPDeliverer delivers fires by POSTing a signed contract.RelayRequest to
+// NAS's relay route and mapping NAS's answer to an Outcome:
+//
+//	200 delivered | dropped | instance_stopped | duplicate  → Done
+//	200 rejected                                           → Dead (the reason)
+//	200 with anything else                                 → Retry
+//	401 (NAS refused the signature)                        → Retry after UnauthorizedDelay, logged as an error
+//	408, 425, 429, 5xx, timeouts, network errors            → Retry, honouring Retry-After
+//	503 agent_unavailable (the agent is waking up)          → Retry, cold start
+//	3xx                                                    → Retry (redirects are not followed)
+//	other 4xx                                              → Dead
+//
+// The webhook-id of a call is DeliveryID(lease), unique per lease: NAS
+// answers a replayed call "duplicate" without calling the agent again, while
+// a retry (a new lease) is a new delivery.
+type HTTPDeliverer struct {
+	url               string
+	keys              [][]byte
+	client            *http.Client
+	transport         *http.Transport // built here; nil for a given Client
+	timeout           time.Duration
+	unauthorizedDelay time.Duration
+	now               func() time.Time
+	log               *slog.Logger
+}
+
+var _ Deliverer = (*HTTPDeliverer)(nil)
+
+// NewHTTPDeliverer returns a deliverer to the NAS at cfg.NASURL.
+func NewHTTPDeliverer(cfg HTTPDelivererConfig) (*HTTPDeliverer, error) {
+	u, err := url.Parse(cfg.NASURL)
+	if err != nil {
+		return nil, fmt.Errorf("relay: NASURL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("relay: NASURL %q must be an http or https base URL", cfg.NASURL)
+	}
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("relay: Keys: at least one relay secret is required")
+	}
+	for i, k := range cfg.Keys {
+		if len(k) == 0 {
+			return nil, fmt.Errorf("relay: Keys[%d] is empty", i)
+		}
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 40 * time.Second
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 64
+	}
+	if cfg.UnauthorizedDelay == 0 {
+		cfg.UnauthorizedDelay = 5 * time.Minute
+	}
+	if cfg.Timeout < 0 || cfg.MaxConns < 0 || cfg.UnauthorizedDelay < 0 {
+		return nil, errors.New("relay: Timeout, MaxConns and UnauthorizedDelay must not be negative")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &HTTPDeliverer{
+		url:               strings.TrimRight(u.String(), "/") + contract.PathRelay,
+		keys:              cfg.Keys,
+		client:            cfg.Client,
+		timeout:           cfg.Timeout,
+		unauthorizedDelay: cfg.UnauthorizedDelay,
+		now:               cfg.Now,
+		log:               cfg.Logger,
+	}
+	if h.client == nil {
+		h.transport = &http.Transport{
+			Proxy: nil, // NAS is reached directly, never through an environment proxy
+			DialContext: (&net.Dialer{
+				Timeout:   5 * time.Second,
+				KeepAlive: 30 * time.Second,
+			}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          cfg.MaxConns,
+			MaxIdleConnsPerHost:   cfg.MaxConns,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: cfg.Timeout,
+			ExpectContinueTimeout: time.Second,
+		}
+		h.client = &http.Client{
+			Transport: h.transport,
+			Timeout:   cfg.Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		}
+	}
+	return h, nil
+}
+
+// DeliveryID is the webhook-id of the relay call for a lease:
+// "<schedule_id>.<token>", unique per lease.
+func DeliveryID(l Lease) string {
+	return l.ScheduleID + "." + strconv.FormatInt(l.Token, 10)
+}
+
+// Close releases the idle connections of a client the deliverer built.
+func (h *HTTPDeliverer) Close() {
+	if h.transport != nil {
+		h.transport.CloseIdleConnections()
+	}
+}
+
+// Deliver implements Deliverer.
+func (h *HTTPDeliverer) Deliver(ctx context.Context, l Lease) Outcome {
+	body, err := json.Marshal(contract.RelayRequest{
+		ScheduleID: l.ScheduleID,
+		AgentID:    l.AgentID,
+		JobID:      l.JobID,
+		FireAt:     contract.NewTime(l.FireAt),
+		Attempt:    l.Attempt,
+	})
+	if err != nil {
+		return Outcome{Kind: Dead, Reason: fmt.Sprintf("relay request: %v", err)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay request: %v", err)}
+	}
+	req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
+	for k, v := range contract.WebhookHeaders(h.keys, DeliveryID(l), h.now(), body) {
+		req.Header.Set(k, v)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay call: %v", err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxRelayResponseBytes))
+	if err != nil {
+		return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay call: reading the answer: %v", err)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxRelayResponseBytes)) // let the connection be reused
+	out := classify(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data, h.now(), h.unauthorizedDelay)
+	if resp.StatusCode == http.StatusUnauthorized {
+		h.log.Error("relay: NAS refused the relay signature; check that relay.secrets match",
+			"schedule_id", l.ScheduleID, "agent_id", l.AgentID, "job_id", l.JobID, "retry_in", out.RetryAfter)
+	}
+	return out
+}
+
+// classify maps NAS's answer to an Outcome.
+func classify(status int, retryAfter string, body []byte, now time.Time, unauthorizedDelay time.Duration) Outcome {
+	if status >= 200 && status < 300 {
+		var r contract.RelayResponse
+		if err := json.Unmarshal(body, &r); err != nil {
+			return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay answer %d is not a relay response: %v", status, err)}
+		}
+		switch r.Status {
+		case contract.RelayDelivered, contract.RelayDropped, contract.RelayInstanceStopped, contract.RelayDuplicate:
+			return Outcome{Kind: Done, Reason: joinReason(r.Status, r.AgentStatus, r.Reason)}
+		case contract.RelayRejected:
+			return Outcome{Kind: Dead, Reason: joinReason("rejected by the agent", r.AgentStatus, r.Reason)}
+		}
+		return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay answer has an unknown status %q", r.Status)}
+	}
+	var e contract.Error
+	_ = json.Unmarshal(body, &e) // best effort: the code and text only enrich the reason
+	reason := joinReason(fmt.Sprintf("nas answered %d", status), e.Code, e.Description)
+	wait := parseRetryAfter(retryAfter, now)
+	switch {
+	case status == http.StatusUnauthorized:
+		return Outcome{Kind: Retry, RetryAfter: max(wait, unauthorizedDelay), Reason: reason}
+	case status == http.StatusServiceUnavailable && e.Code == contract.CodeAgentUnavailable:
+		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true}
+	case status == http.StatusBadGateway && e.Code == contract.CodeAgentUnavailable &&
+		strings.Contains(strings.ToLower(e.Description), "connection refused"):
+		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true}
+	case status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests,
+		status >= 500, status >= 300 && status < 400:
+		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason}
+	}
+	return Outcome{Kind: Dead, Reason: reason}
+}
+
+// joinReason joins the non-empty parts with ": ".
+func joinReason(parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ": ")
+}
+
+// parseRetryAfter reads a Retry-After header (delay seconds or an HTTP date)
+// as a delay from now, capped at maxRetryAfter; 0 when absent or invalid.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		d = time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
+}

@@ -1,0 +1,64 @@
+package relay
+
+import (
+	"context"
+	"time"
+)
+
+// OutcomeKind says what a dispatcher does with a lease after one delivery.
+//
+//	Done  ──▶ Ack  (the one-shot is finished and removed)
+//	Retry ──▶ Nack (due again after a backoff) or, once the attempts or
+//	          the age are spent, Kill
+//	Dead  ──▶ Kill (the dead letter, at once)
+//
+// The zero OutcomeKind is not a valid verdict; a dispatcher treats it as
+// Retry so that a faulty Deliverer never loses a fire.
+type OutcomeKind int
+
+// Outcome kinds.
+const (
+	Done OutcomeKind = iota + 1
+	Retry
+	Dead
+)
+
+// String returns "done", "retry" or "dead" (metric label values).
+func (k OutcomeKind) String() string {
+	switch k {
+	case Done:
+		return "done"
+	case Retry:
+		return "retry"
+	case Dead:
+		return "dead"
+	}
+	return "invalid"
+}
+
+// Outcome is the verdict of one delivery: what the dispatcher does next.
+type Outcome struct {
+	Kind OutcomeKind
+	// RetryAfter, for Retry, is the least delay before the next attempt (a
+	// Retry-After the other side asked for); the backoff may wait longer.
+	RetryAfter time.Duration
+	// Reason says what happened, for logs, the one-shot's last error and the
+	// dead letter.
+	Reason string
+	// ColdStart, for Retry, marks a failure that looks like an agent waking
+	// up (connection refused, 503): the first retries come fast.
+	ColdStart bool
+}
+
+// Deliverer delivers one leased fire. It must return when ctx ends; the
+// dispatcher cancels ctx when the lease is lost or a shutdown gives up
+// waiting.
+type Deliverer interface {
+	Deliver(ctx context.Context, l Lease) Outcome
+}
+
+// DelivererFunc adapts a function to a Deliverer.
+type DelivererFunc func(ctx context.Context, l Lease) Outcome
+
+// Deliver calls f.
+func (f DelivererFunc) Deliver(ctx context.Context, l Lease) Outcome { return f(ctx, l) }

@@ -1,0 +1,122 @@
+package relay
+
+import (
+	"fmt"
+	"time"
+)
+
+// RetryPolicy decides when a failed delivery is tried again and when the
+// relay gives up. A zero field takes its default (see WithDefaults).
+//
+// The delay after the n-th failed attempt is drawn with full jitter from
+// [Base, min(MaxDelay, Base·2^(n−1))], so a crowd of fires that failed
+// together spreads out, and is never shorter than Base. A failure marked
+// ColdStart uses the ColdStart delays for the first attempts instead, then
+// continues the normal ladder from its first step. An Outcome's RetryAfter is
+// a floor for either (it may exceed MaxDelay). The fire is dead-lettered when
+// n reaches MaxAttempts or when the next attempt would start more than MaxAge
+// after fire_at.
+type RetryPolicy struct {
+	// Base is the first step of the ladder. Default 1s.
+	Base time.Duration
+	// MaxDelay caps a ladder step. Default 5m.
+	MaxDelay time.Duration
+	// MaxAttempts is how many deliveries one fire gets. Default 10.
+	MaxAttempts int
+	// MaxAge is how long after fire_at a fire is still retried. Default 24h.
+	MaxAge time.Duration
+	// ColdStart are the delays after the first cold-start failures, each
+	// stretched by up to a fifth at random. Default 250ms, 500ms, 1s. A
+	// policy that wants none sets NoColdStart.
+	ColdStart []time.Duration
+	// NoColdStart turns the cold-start ladder off.
+	NoColdStart bool
+}
+
+// WithDefaults returns p with every zero field set to its default.
+func (p RetryPolicy) WithDefaults() RetryPolicy {
+	if p.Base == 0 {
+		p.Base = time.Second
+	}
+	if p.MaxDelay == 0 {
+		p.MaxDelay = 5 * time.Minute
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = 10
+	}
+	if p.MaxAge == 0 {
+		p.MaxAge = 24 * time.Hour
+	}
+	if p.ColdStart == nil && !p.NoColdStart {
+		p.ColdStart = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second}
+	}
+	if p.NoColdStart {
+		p.ColdStart = nil
+	}
+	return p
+}
+
+// validate reports the first field out of range, by name.
+func (p RetryPolicy) validate() error {
+	switch {
+	case p.Base <= 0:
+		return fmt.Errorf("Retry.Base %s must be positive", p.Base)
+	case p.MaxDelay < p.Base:
+		return fmt.Errorf("Retry.MaxDelay %s must be at least Retry.Base %s", p.MaxDelay, p.Base)
+	case p.MaxAttempts < 1:
+		return fmt.Errorf("Retry.MaxAttempts %d must be at least 1", p.MaxAttempts)
+	case p.MaxAge <= 0:
+		return fmt.Errorf("Retry.MaxAge %s must be positive", p.MaxAge)
+	}
+	for i, d := range p.ColdStart {
+		if d <= 0 {
+			return fmt.Errorf("Retry.ColdStart[%d] %s must be positive", i, d)
+		}
+	}
+	return nil
+}
+
+// Next returns the delay before the next attempt of l after the failed
+// delivery o at now, or ok=false when the fire must be dead-lettered
+// instead. l.Attempt is the attempt that just failed (1 for the first).
+// rnd(n) returns a uniform random number in [0, n) for n > 0. p must have
+// its defaults set.
+func (p RetryPolicy) Next(l Lease, o Outcome, now time.Time, rnd func(n int64) int64) (delay time.Duration, ok bool) {
+	n := max(l.Attempt, 1)
+	if n >= p.MaxAttempts {
+		return 0, false
+	}
+	step := n
+	if o.ColdStart && len(p.ColdStart) > 0 {
+		if n <= len(p.ColdStart) {
+			d := p.ColdStart[n-1]
+			delay = d + jitter(d/5, rnd)
+		}
+		step = n - len(p.ColdStart)
+	}
+	if delay == 0 {
+		ceiling := p.Base
+		for i := 1; i < step && ceiling < p.MaxDelay; i++ {
+			if ceiling > p.MaxDelay/2 {
+				ceiling = p.MaxDelay
+				break
+			}
+			ceiling *= 2
+		}
+		ceiling = min(ceiling, p.MaxDelay)
+		delay = p.Base + jitter(ceiling-p.Base, rnd)
+	}
+	delay = max(delay, o.RetryAfter)
+	if now.Add(delay).Sub(l.FireAt) > p.MaxAge {
+		return 0, false
+	}
+	return delay, true
+}
+
+// jitter returns a uniform duration in [0, span].
+func jitter(span time.Duration, rnd func(n int64) int64) time.Duration {
+	if span <= 0 {
+		return 0
+	}
+	return time.Duration(rnd(int64(span) + 1))
+}

@@ -15,7 +15,7 @@ const (
 	TokenTypeCronFire = "cron-fire+jwt"
 	// AudiencePrefix prefixes the instance id in the `aud` claim.
 	AudiencePrefix = "agent:"
-	// MaxFireTokenLifetime bounds exp - iat of a fire token.
+	// MaxFireTokenLifetimeSeconds bounds exp - iat of a fire token, in seconds.
 	MaxFireTokenLifetimeSeconds = 120
 )
 

@@ -50,15 +50,16 @@ func CheckJSONContentType(ct string) *Error {
 //   - the body is one JSON value and nothing else but white space (trailing_data);
 //   - every object key names a field exactly as the wire spells it (unknown_field);
 //   - no key appears twice in an object, also not in another case (duplicate_key);
-//   - values have the field's type, times follow ParseTime and are not null
-//     (invalid_fire_at for fire_at, invalid_request otherwise);
+//   - values have the field's type and only pointer fields may be null; times
+//     follow ParseTime (invalid_fire_at for fire_at, invalid_request otherwise);
 //   - more than limit bytes is body_too_large (413).
 //
-// On failure v is left untouched.
+// An absent field is not an error: it keeps its zero value (a zero Time for a
+// missing fire_at), and checking that required fields are present is the
+// handler's job. On failure v is left untouched.
 func Decode(body io.Reader, limit int64, v any) *Error {
-	rv := reflect.ValueOf(v)
-	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return Errorf(http.StatusInternalServerError, CodeServerError, "decode target must be a non-nil pointer")
+	if e := checkTarget(v); e != nil {
+		return e
 	}
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
@@ -79,6 +80,9 @@ func Decode(body io.Reader, limit int64, v any) *Error {
 
 // DecodeBytes applies Decode's rules to data already read.
 func DecodeBytes(data []byte, v any) *Error {
+	if e := checkTarget(v); e != nil {
+		return e
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return BadRequest(CodeInvalidJSON, "body is empty; want a JSON object")
 	}
@@ -103,7 +107,7 @@ func DecodeBytes(data []byte, v any) *Error {
 	if err := json.Unmarshal(data, target.Interface()); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return BadRequest(CodeInvalidRequest, "field %s: must be %s", te.Field, jsonKind(te.Type))
+			return BadRequest(CodeInvalidRequest, "%s: must be %s", fieldName(te.Field), jsonKind(te.Type))
 		}
 		return BadRequest(CodeInvalidRequest, "%v", err)
 	}
@@ -111,10 +115,23 @@ func DecodeBytes(data []byte, v any) *Error {
 	return nil
 }
 
+// checkTarget refuses a decode target that is not a non-nil pointer: a
+// programming error, answered as a 500.
+func checkTarget(v any) *Error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return Errorf(http.StatusInternalServerError, CodeServerError, "decode target must be a non-nil pointer")
+	}
+	return nil
+}
+
 var timeType = reflect.TypeOf(Time{})
 
 // walkValue consumes one JSON value from dec, checking it against type t.
 func walkValue(dec *json.Decoder, t reflect.Type, path string) *Error {
+	// Only pointers and interfaces may be null: json.Unmarshal would silently
+	// leave any other field (a string, a slice, the whole body) at its zero value.
+	nullable := t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -135,6 +152,9 @@ func walkValue(dec *json.Decoder, t reflect.Type, path string) *Error {
 			return BadRequest(code, "%s: %v", fieldName(path), err)
 		}
 		return nil
+	}
+	if tok == nil && !nullable {
+		return BadRequest(CodeInvalidRequest, "%s: must be %s, not null", fieldName(path), jsonKind(t))
 	}
 	delim, isDelim := tok.(json.Delim)
 	if !isDelim {
@@ -230,7 +250,7 @@ func join(path, key string) string {
 
 func fieldName(path string) string {
 	if path == "" {
-		return "value"
+		return "body"
 	}
 	return path
 }

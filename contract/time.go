@@ -55,7 +55,10 @@ func FormatTime(t time.Time) string {
 // with a 4-digit year, a `T` or `t` separator (also a space is refused), a `Z`
 // or an offset of at most ±14:00, at most 9 fraction digits after a dot, and
 // no leap second. It refuses what Go's time.Parse lets through: one-digit
-// hours (`T1:00:00Z`), a comma fraction (`,5`), `+24:00`.
+// hours (`T1:00:00Z`), a comma fraction (`,5`), `+24:00`. The instant must
+// lie between 1970-01-01T00:00:00Z and 9999-12-31T23:59:59.999999999Z, so
+// that FormatTime writes it back in the same strict form and it is never the
+// zero Time, which this package treats as absent.
 func ParseTime(s string) (time.Time, error) {
 	bad := func(why string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("invalid time %q: %s (want RFC 3339 like 2026-06-18T09:00:00Z)", truncate(s, 64), why)
@@ -140,7 +143,11 @@ func ParseTime(s string) (time.Time, error) {
 	default:
 		return bad("offset must be Z or ±hh:mm")
 	}
-	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc), nil
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc)
+	if u := t.UTC(); u.Year() < 1970 || u.Year() > 9999 {
+		return bad("instant out of range (1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z)")
+	}
+	return t, nil
 }
 
 func isDigits(s string) bool {

@@ -379,9 +379,21 @@ func (r *run) start(t *tracked) {
 		defer r.deliveries.Done()
 		defer r.finish(t)
 		defer cancel()
-		out := r.d.Deliver(ctx, t.current())
+		out := r.deliver(ctx, t.current())
 		r.settle(t.current(), out)
 	}()
+}
+
+// deliver calls the Deliverer, turning a panic into a retry so that a
+// faulty delivery neither kills the process nor loses the fire.
+func (r *run) deliver(ctx context.Context, l Lease) (out Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("relay: deliverer panicked", "schedule_id", l.ScheduleID, "panic", p)
+			out = Outcome{Kind: Retry, Reason: fmt.Sprintf("deliverer panicked: %v", p)}
+		}
+	}()
+	return r.d.Deliver(ctx, l)
 }
 
 // finish accounts for a finished delivery and starts the agent's next

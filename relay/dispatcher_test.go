@@ -667,3 +667,127 @@ func TestNewHTTPDelivererValidates(t *testing.T) {
 		}
 	}
 }
+
+func TestDispatcherExtendsWaitingLeases(t *testing.T) {
+	t.Parallel()
+	// One at a time to one agent, each call longer than half a lease: the
+	// last fire waits several leases long for its turn. If its lease lapsed
+	// while it waited, it would be handed out, and delivered, twice.
+	slow := delivered
+	slow.hold = 60 * time.Millisecond
+	b := setup(t, func(contract.RelayRequest, int) reply { return slow },
+		relay.DispatcherConfig{PerAgent: 1, LeaseFor: 100 * time.Millisecond}, 2)
+	at := time.Now()
+	for i := range 6 {
+		b.armAt(t, "a1", fmt.Sprintf("j%d", i), at)
+	}
+	b.nas.wait(t, 6, 10*time.Second)
+	b.empty(t)
+	b.stop()
+	b.nas.mu.Lock()
+	defer b.nas.mu.Unlock()
+	for id, n := range b.nas.perID {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", id, n)
+		}
+	}
+	if len(b.nas.perID) != 6 || b.nas.maxActive["a1"] != 1 {
+		t.Fatalf("%d fires delivered, %d at once; want 6, 1", len(b.nas.perID), b.nas.maxActive["a1"])
+	}
+}
+
+func TestDispatcherCancelsDeliveryWhenLeaseLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(contract.RelayRequest, int) reply {
+		r := delivered
+		r.gate = make(chan struct{}) // only the lease's loss ends this call
+		return r
+	}, relay.DispatcherConfig{LeaseFor: 100 * time.Millisecond}, 1)
+	b.armAt(t, "a1", "job", time.Now())
+	eventually(t, 5*time.Second, "delivery in flight", func() bool {
+		b.nas.mu.Lock()
+		defer b.nas.mu.Unlock()
+		return b.nas.all == 1
+	})
+	if ok, err := b.engine.Cancel(context.Background(), "a1", "job"); err != nil || !ok {
+		t.Fatalf("cancel = %v, %v", ok, err)
+	}
+	c := b.nas.wait(t, 1, 5*time.Second)[0]
+	b.stop()
+	b.nas.mu.Lock()
+	errs := b.nas.ctxErrs
+	b.nas.mu.Unlock()
+	if len(errs) != 1 || errs[0] == nil {
+		t.Fatalf("the call for %s was not cancelled when its lease was lost: %v", c.req.JobID, errs)
+	}
+	if s, err := b.engine.Stats(context.Background()); err != nil || s != (relay.Stats{}) {
+		t.Fatalf("stats = %+v, %v; want nothing left", s, err)
+	}
+}
+
+func TestDispatcherShutdownReleasesWaitingFires(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	b := setup(t, func(contract.RelayRequest, int) reply {
+		r := delivered
+		r.gate = gate
+		return r
+	}, relay.DispatcherConfig{PerAgent: 1}, 1)
+	at := time.Now()
+	for i := range 3 {
+		b.armAt(t, "a1", fmt.Sprintf("j%d", i), at)
+	}
+	eventually(t, 5*time.Second, "one delivery in flight, two waiting", func() bool {
+		s, err := b.engine.Stats(context.Background())
+		b.nas.mu.Lock()
+		defer b.nas.mu.Unlock()
+		return err == nil && s.Leased == 3 && b.nas.all == 1
+	})
+	stopped := make(chan struct{})
+	go func() {
+		b.stop()
+		close(stopped)
+	}()
+	eventually(t, 5*time.Second, "waiting fires released", func() bool {
+		s, err := b.engine.Stats(context.Background())
+		return err == nil && s.Leased == 1 && s.Due == 2
+	})
+	gate <- struct{}{}
+	<-stopped
+	if n := len(b.nas.snapshot()); n != 1 {
+		t.Fatalf("%d calls during shutdown, want only the one in flight", n)
+	}
+	s, err := b.engine.Stats(context.Background())
+	if err != nil || s != (relay.Stats{Armed: 2, Due: 2}) {
+		t.Fatalf("stats after shutdown = %+v, %v; want the two waiting fires armed and due", s, err)
+	}
+}
+
+func TestDispatcherSurvivesPanickingDeliverer(t *testing.T) {
+	t.Parallel()
+	e := memory.New(memory.Options{})
+	var calls atomic.Int64
+	d := relay.NewDispatcher(e, relay.DelivererFunc(func(context.Context, relay.Lease) relay.Outcome {
+		if calls.Add(1) == 1 {
+			panic("boom")
+		}
+		return relay.Outcome{Kind: relay.Done}
+	}), relay.DispatcherConfig{Logger: quiet, Retry: relay.RetryPolicy{Base: 10 * time.Millisecond, MaxDelay: 10 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", JobID: "j", FireAt: time.Now(), ScheduleID: "s"}); err != nil {
+		t.Fatalf("arm: %v", err)
+	}
+	eventually(t, 5*time.Second, "delivered after the panic", func() bool {
+		s, err := e.Stats(ctx)
+		return err == nil && s.Armed == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d deliveries, want 2", n)
+	}
+}

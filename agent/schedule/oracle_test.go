@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -50,9 +51,22 @@ func oracleMatch(c *cronSpec, ws int64) bool {
 
 // oracleFires returns every fire instant in [lo, hi).
 func oracleFires(c *cronSpec, loc *time.Location, lo, hi, step int64) []int64 {
+	// The offset is looked up again whenever x leaves the stretch it was read for.
+	var segStart, segEnd, off int64 = 1, 0, 0
 	wall := func(x int64) int64 {
-		_, off := time.Unix(x, 0).In(loc).Zone()
-		return x + int64(off)
+		if x < segStart || x >= segEnd {
+			tt := time.Unix(x, 0).In(loc)
+			_, o := tt.Zone()
+			s, e := tt.ZoneBounds()
+			segStart, segEnd, off = math.MinInt64, math.MaxInt64, int64(o)
+			if !s.IsZero() {
+				segStart = s.Unix()
+			}
+			if !e.IsZero() {
+				segEnd = e.Unix()
+			}
+		}
+		return x + off
 	}
 	var fires []int64
 	prev := wall(lo - step)
@@ -245,7 +259,7 @@ func checkAgainstOracle(t *testing.T, r *rand.Rand, expr string, loc *time.Locat
 func TestNextMatchesOracle(t *testing.T) {
 	t.Parallel()
 	seed := propertySeed(t)
-	cases := 24
+	cases := 18
 	if testing.Short() {
 		cases = 6
 	}
@@ -271,9 +285,9 @@ func TestNextMatchesOracle(t *testing.T) {
 func TestNextMatchesOracleDSTDays(t *testing.T) {
 	t.Parallel()
 	seed := propertySeed(t)
-	cases := 160
+	cases := 120
 	if testing.Short() {
-		cases = 40
+		cases = 30
 	}
 	r := rand.New(rand.NewPCG(seed, 5))
 	for i := range cases {

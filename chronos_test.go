@@ -2,11 +2,15 @@ package chronos_test
 
 import (
 	"context"
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"net/http"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/chronoscron/chronos"
+	"github.com/chronoscron/chronos/contract"
 )
 
 func loadSpec(t *testing.T) *openapi3.T {
@@ -152,5 +157,131 @@ func TestOpenAPIOperations(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// goTypes maps schemas of openapi.yaml to the contract types that carry them
+// on the wire. subset marks schemas that describe one variant of a wider
+// type (their properties are a subset of its fields).
+var goTypes = map[string]struct {
+	typ    reflect.Type
+	subset bool
+}{
+	"Error":                 {reflect.TypeFor[contract.Error](), false},
+	"ProvisionRequest":      {reflect.TypeFor[contract.ProvisionRequest](), false},
+	"ProvisionResponse":     {reflect.TypeFor[contract.ProvisionResponse](), false},
+	"CancelRequest":         {reflect.TypeFor[contract.CancelRequest](), false},
+	"OKResponse":            {reflect.TypeFor[contract.OKResponse](), false},
+	"ArmedJob":              {reflect.TypeFor[contract.ArmedJob](), false},
+	"FailedFire":            {reflect.TypeFor[contract.FailedFire](), false},
+	"ListResponse":          {reflect.TypeFor[contract.ListResponse](), false},
+	"DesiredArm":            {reflect.TypeFor[contract.DesiredArm](), false},
+	"PutArmedRequest":       {reflect.TypeFor[contract.PutArmedRequest](), false},
+	"PutArmedResponse":      {reflect.TypeFor[contract.PutArmedResponse](), false},
+	"RelayRequest":          {reflect.TypeFor[contract.RelayRequest](), false},
+	"RelayResponse":         {reflect.TypeFor[contract.RelayResponse](), false},
+	"FireRequest":           {reflect.TypeFor[contract.FireRequest](), false},
+	"FireAccepted":          {reflect.TypeFor[contract.FireResponse](), false},
+	"FireSettled":           {reflect.TypeFor[contract.FireResponse](), true},
+	"JWKS":                  {reflect.TypeFor[contract.JWKS](), false},
+	"OKPKey":                {reflect.TypeFor[contract.JWK](), true},
+	"ECKey":                 {reflect.TypeFor[contract.JWK](), true},
+	"RSAKey":                {reflect.TypeFor[contract.JWK](), true},
+	"HealthResponse":        {reflect.TypeFor[contract.HealthResponse](), false},
+	"InstanceStateResponse": {reflect.TypeFor[contract.InstanceStateResponse](), false},
+	"CancelAllResponse":     {reflect.TypeFor[contract.CancelAllResponse](), false},
+	"DeadLetter":            {reflect.TypeFor[contract.DeadLetter](), false},
+	"DLQListResponse":       {reflect.TypeFor[contract.DLQListResponse](), false},
+	"DLQReplayRequest":      {reflect.TypeFor[contract.DLQReplayRequest](), false},
+	"DLQReplayResponse":     {reflect.TypeFor[contract.DLQReplayResponse](), false},
+}
+
+// wireFields returns the JSON names of t's fields.
+func wireFields(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// The schemas name exactly the fields of the Go types.
+func TestOpenAPISchemasMatchContractTypes(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	for name, gt := range goTypes {
+		ref := doc.Components.Schemas[name]
+		if ref == nil {
+			t.Errorf("schema %s is missing", name)
+			continue
+		}
+		var props []string
+		for p := range ref.Value.Properties {
+			props = append(props, p)
+		}
+		sort.Strings(props)
+		fields := wireFields(gt.typ)
+		if gt.subset {
+			for _, p := range props {
+				if !slices.Contains(fields, p) {
+					t.Errorf("schema %s: property %q is not a field of %s (%v)", name, p, gt.typ, fields)
+				}
+			}
+		} else if !slices.Equal(props, fields) {
+			t.Errorf("schema %s has properties %v; %s has fields %v", name, props, gt.typ, fields)
+		}
+		for _, r := range ref.Value.Required {
+			if !slices.Contains(fields, r) {
+				t.Errorf("schema %s requires %q, which %s does not have", name, r, gt.typ)
+			}
+		}
+	}
+}
+
+// Every JSON example of a request or response body decodes strictly into the
+// contract type of its schema, and every request example passes the
+// description's own validation.
+func TestOpenAPIExamplesDecodeStrictly(t *testing.T) {
+	t.Parallel()
+	doc := loadSpec(t)
+	check := func(where string, mt *openapi3.MediaType) {
+		if mt == nil || mt.Example == nil || mt.Schema == nil {
+			return
+		}
+		name := strings.TrimPrefix(mt.Schema.Ref, "#/components/schemas/")
+		gt, ok := goTypes[name]
+		if !ok {
+			t.Errorf("%s: body schema %q has no contract type", where, mt.Schema.Ref)
+			return
+		}
+		raw, err := json.Marshal(mt.Example)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		if e := contract.DecodeBytes(raw, reflect.New(gt.typ).Interface()); e != nil {
+			t.Errorf("%s: the example %s does not decode into %s: %v", where, raw, gt.typ, e)
+		}
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody != nil {
+				check(method+" "+path+" request", op.RequestBody.Value.Content.Get("application/json"))
+			}
+			for code, resp := range op.Responses.Map() {
+				check(method+" "+path+" "+code, resp.Value.Content.Get("application/json"))
+			}
+		}
+	}
+	for name, resp := range doc.Components.Responses {
+		check("response "+name, resp.Value.Content.Get("application/json"))
 	}
 }

@@ -426,8 +426,6 @@ func (r *run) finish(t *tracked) {
 // settle acts on an outcome: ack, nack or kill.
 func (r *run) settle(l Lease, out Outcome) {
 	r.cfg.Metrics.CountOutcome(out.Kind)
-	log := r.log.With("agent_id", l.AgentID, "job_id", l.JobID, "schedule_id", l.ScheduleID,
-		"fire_at", l.FireAt, "attempt", l.Attempt)
 	ctx, cancel := r.op()
 	defer cancel()
 	var err error
@@ -435,13 +433,13 @@ func (r *run) settle(l Lease, out Outcome) {
 	case Done:
 		err = r.q.Ack(ctx, l)
 		if err == nil {
-			log.Debug("relay: fire done", "reason", out.Reason)
+			r.logFire(ctx, slog.LevelDebug, "relay: fire done", l, "reason", out.Reason)
 		}
 	case Dead:
 		err = r.q.Kill(ctx, l, out.Reason)
 		if err == nil {
 			r.cfg.Metrics.CountDeadLetter()
-			log.Warn("relay: fire dead-lettered", "reason", out.Reason)
+			r.logFire(ctx, slog.LevelWarn, "relay: fire dead-lettered", l, "reason", out.Reason)
 		}
 	default:
 		if out.Kind != Retry {
@@ -453,24 +451,35 @@ func (r *run) settle(l Lease, out Outcome) {
 			err = r.q.Kill(ctx, l, reason)
 			if err == nil {
 				r.cfg.Metrics.CountDeadLetter()
-				log.Warn("relay: fire dead-lettered", "reason", reason)
+				r.logFire(ctx, slog.LevelWarn, "relay: fire dead-lettered", l, "reason", reason)
 			}
 			break
 		}
 		err = r.q.Nack(ctx, l, delay, out.Reason)
 		if err == nil {
 			r.cfg.Metrics.CountRetry(out.ColdStart)
-			log.Info("relay: fire will be retried", "reason", out.Reason, "retry_in", delay, "cold_start", out.ColdStart)
+			r.logFire(ctx, slog.LevelInfo, "relay: fire will be retried", l,
+				"reason", out.Reason, "retry_in", delay, "cold_start", out.ColdStart)
 		}
 	}
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		// Cancelled, re-armed or reclaimed meanwhile: the fire is no longer ours.
-		log.Info("relay: lease lost before the outcome was recorded", "outcome", out.Kind.String())
+		r.logFire(ctx, slog.LevelInfo, "relay: lease lost before the outcome was recorded", l, "outcome", out.Kind.String())
 	case err != nil:
 		// The lease will lapse and the reaper hand the fire out again.
-		log.Error("relay: recording the outcome failed", "outcome", out.Kind.String(), "err", err)
+		r.logFire(ctx, slog.LevelError, "relay: recording the outcome failed", l, "outcome", out.Kind.String(), "err", err)
 	}
+}
+
+// logFire logs msg about l with the stable keys of a fire, building the
+// record only when the level is enabled.
+func (r *run) logFire(ctx context.Context, level slog.Level, msg string, l Lease, args ...any) {
+	if !r.log.Enabled(ctx, level) {
+		return
+	}
+	r.log.Log(ctx, level, msg, append([]any{"agent_id", l.AgentID, "job_id", l.JobID,
+		"schedule_id", l.ScheduleID, "fire_at", l.FireAt, "attempt", l.Attempt}, args...)...)
 }
 
 // releaseWaiting stops starting waiting fires and returns them to the queue,

@@ -272,6 +272,19 @@ type MultiVerifier struct {
 
 var _ AgentVerifier = MultiVerifier{}
 
+// Ready reports whether the JWT verifier, if any and if it can tell, is ready.
+func (m MultiVerifier) Ready(ctx context.Context) error {
+	if r, ok := m.JWT.(readier); ok {
+		return r.Ready(ctx)
+	}
+	return nil
+}
+
+// readier is implemented by verifiers that load keys before they can work.
+type readier interface {
+	Ready(ctx context.Context) error
+}
+
 // VerifyAgent implements AgentVerifier.
 func (m MultiVerifier) VerifyAgent(ctx context.Context, token string) (Identity, error) {
 	if strings.Count(token, ".") == 2 && m.JWT != nil {

@@ -327,3 +327,17 @@ func (r *KeyRing) Reload() (bool, error) {
 	r.stamp.Store(stamp)
 	return true, nil
 }
+
+// NewEphemeralKeyRing generates one key of alg in memory: for development
+// and in-process demos, where tokens need not outlive the process.
+func NewEphemeralKeyRing(alg string) (*KeyRing, error) {
+	k, err := GenerateKey(alg)
+	if err != nil {
+		return nil, err
+	}
+	set, err := NewKeySet([]*SigningKey{k}, "", alg)
+	if err != nil {
+		return nil, err
+	}
+	return NewKeyRing(set), nil
+}

@@ -2,6 +2,7 @@ package nas
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,9 @@ type Metrics struct {
 	deliveries *prometheus.CounterVec
 	retries    prometheus.Counter
 	requests   *prometheus.CounterVec
+
+	relayOnce sync.Once
+	relay     *relayMetrics
 }
 
 // Delivery outcomes counted by chronos_nas_deliveries_total.
@@ -107,3 +111,50 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeased, prometheus.GaugeValue, float64(s.Leased))
 	ch <- prometheus.MustNewConstMetric(descDead, prometheus.GaugeValue, float64(s.DeadLetter))
 }
+
+// Relay returns a relay.Metrics that records what in-process dispatchers
+// observe on the same registry.
+func (m *Metrics) Relay() relay.Metrics {
+	m.relayOnce.Do(func() {
+		r := &relayMetrics{
+			lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+				Name:    "chronos_relay_dispatch_lag_seconds",
+				Help:    "Seconds between a fire's fire_at and the start of its first delivery attempt.",
+				Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+			}),
+			outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "chronos_relay_outcomes_total",
+				Help: "Delivery attempts by the dispatcher's verdict (done, retry, dead).",
+			}, []string{"kind"}),
+			retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "chronos_relay_retries_total",
+				Help: "Retries scheduled by dispatchers; cold is true on the cold-start ladder.",
+			}, []string{"cold"}),
+			dead: prometheus.NewCounter(prometheus.CounterOpts{
+				Name: "chronos_relay_dead_lettered_total",
+				Help: "Fires moved to the dead letter by dispatchers.",
+			}),
+		}
+		m.Registry.MustRegister(r.lag, r.outcomes, r.retries, r.dead)
+		m.relay = r
+	})
+	return m.relay
+}
+
+type relayMetrics struct {
+	lag      prometheus.Histogram
+	outcomes *prometheus.CounterVec
+	retries  *prometheus.CounterVec
+	dead     prometheus.Counter
+}
+
+var _ relay.Metrics = (*relayMetrics)(nil)
+
+func (r *relayMetrics) ObserveFireLag(lag time.Duration) { r.lag.Observe(max(lag.Seconds(), 0)) }
+func (r *relayMetrics) CountOutcome(kind relay.OutcomeKind) {
+	r.outcomes.WithLabelValues(kind.String()).Inc()
+}
+func (r *relayMetrics) CountRetry(cold bool) {
+	r.retries.WithLabelValues(map[bool]string{true: "true", false: "false"}[cold]).Inc()
+}
+func (r *relayMetrics) CountDeadLetter() { r.dead.Inc() }

@@ -140,6 +140,9 @@ func (s *Service) Ready(ctx context.Context) map[string]error {
 	if _, err := s.engine.Stats(ctx); err != nil {
 		checks["store"] = fmt.Errorf("store: %w", err)
 	}
+	if r, ok := s.verifier.(readier); ok {
+		checks["agent_keys"] = r.Ready(ctx)
+	}
 	return checks
 }
 

@@ -1,17 +1,276 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+	nashttp "github.com/chronoscron/chronos/nas/http"
+	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/memory"
 )
 
+// openRedisEngine opens the Redis relay engine for a redis:// store URL. It
+// is set by the file that links the Redis engine in; nil means the binary
+// was built without it.
+var openRedisEngine func(ctx context.Context, url string, logger *slog.Logger) (relay.Engine, error)
+
 func newNASCmd() *cobra.Command {
-	return &cobra.Command{
+	var configPath string
+	var printConfig bool
+	c := &cobra.Command{
 		Use:   "nas",
 		Short: "Run the NAS service (API and, unless disabled, dispatchers)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("nas: not built yet")
+		Long: `Run the NAS service: the agent API, JWKS and health on listen; the relay
+route, operator routes and metrics on relay_listen (or on listen when it is
+empty); and relay.dispatchers dispatchers on the same store.
+
+Every config key can also be set in the environment as CHRONOS_NAS_<KEY>
+(dots become underscores; lists are comma separated). --print-config prints
+the effective configuration with each key's variable, secrets redacted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadNASConfig(configPath, os.LookupEnv)
+			if err != nil {
+				return asUsage(err)
+			}
+			if printConfig {
+				out, err := printNASConfig(cfg)
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
+			}
+			return runNAS(cmd.Context(), cfg, cmd.ErrOrStderr())
 		},
 	}
+	c.Flags().StringVar(&configPath, "config", "", "YAML config file (keys may also come from CHRONOS_NAS_* variables)")
+	c.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration and exit")
+	return c
+}
+
+// newNASLogger returns a JSON logger on w at the configured level.
+func newNASLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(strings.ToUpper(level)))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// openEngine opens the configured relay store.
+func openEngine(ctx context.Context, store string, log *slog.Logger) (relay.Engine, error) {
+	if store == "memory" {
+		return memory.New(memory.Options{}), nil
+	}
+	if openRedisEngine == nil {
+		return nil, fmt.Errorf("store %q: redis store not built in", store)
+	}
+	eng, err := openRedisEngine(ctx, store, log)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return eng, nil
+}
+
+// openKeys loads the signing keys dir, or makes an ephemeral key when none
+// is configured.
+func openKeys(cfg nas.Config, log *slog.Logger) (*nas.KeyRing, error) {
+	if cfg.SigningKeysDir == "" {
+		log.Warn("signing_keys_dir is not set: using an ephemeral signing key (tokens stop verifying after a restart)")
+		return nas.NewEphemeralKeyRing(cfg.SigningAlg)
+	}
+	return nas.OpenKeyRing(cfg.SigningKeysDir, cfg.SigningAlg)
+}
+
+// openVerifier builds the agent verifier from agents_file and agent_jwt.
+func openVerifier(ctx context.Context, cfg nas.Config) (nas.AgentVerifier, error) {
+	var m nas.MultiVerifier
+	if cfg.AgentsFile != "" {
+		f, err := nas.OpenAgentsFile(cfg.AgentsFile, 2*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		m.Opaque = f
+	}
+	if cfg.AgentJWT.JWKSURL != "" {
+		j, err := nas.NewJWTAgents(ctx, cfg.AgentJWT.Issuer, cfg.AgentJWT.Audience, cfg.AgentJWT.JWKSURL)
+		if err != nil {
+			return nil, err
+		}
+		m.JWT = j
+	}
+	return m, nil
+}
+
+// runNAS runs NAS until ctx ends (SIGTERM/interrupt), then shuts down.
+func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
+	log := newNASLogger(stderr, cfg.LogLevel)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	keys, err := openKeys(cfg, log)
+	if err != nil {
+		return err
+	}
+	verifier, err := openVerifier(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	engine, err := openEngine(ctx, cfg.Store, log)
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	svc, err := nas.New(nas.Options{Config: cfg, Engine: engine, Verifier: verifier, Keys: keys, Logger: log})
+	if err != nil {
+		return err
+	}
+	srv := nashttp.NewServer(svc, nashttp.Options{Split: cfg.RelayListen != "", Logger: log})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var relayLn net.Listener
+	if cfg.RelayListen != "" {
+		if relayLn, err = net.Listen("tcp", cfg.RelayListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("relay_listen: %w", err)
+		}
+	}
+	// A relay route on an ephemeral port (":0") is found where it really is.
+	if routeLn, routeAddr := pick(relayLn, ln, cfg.RelayListen, cfg.Listen); strings.HasSuffix(routeAddr, ":0") {
+		cfg.Relay.NASURL = "http://" + routeLn.Addr().String()
+	}
+	log.Info("nas started", "listen", ln.Addr().String(), "relay_listen", addrOf(relayLn),
+		"public_url", cfg.PublicURL, "store", storeKind(cfg.Store), "signing_alg", cfg.SigningAlg,
+		"kid", keys.Current().Active.KID, "dispatchers", *cfg.Relay.Dispatchers)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	wg.Go(func() { errc <- srv.Serve(ctx, ln) })
+	if relayLn != nil {
+		wg.Go(func() { errc <- srv.ServeInternal(ctx, relayLn) })
+	}
+	wg.Go(func() { watchKeys(ctx, keys, cfg.KeyCheckInterval, log) })
+	if n := *cfg.Relay.Dispatchers; n > 0 {
+		deliverer, err := newDeliverer(cfg, log)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+		defer deliverer.Close()
+		for range n {
+			d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: svc.Metrics().Relay()})
+			wg.Go(func() { errc <- d.Run(ctx) })
+		}
+	}
+	var firstErr error
+	select {
+	case <-ctx.Done():
+	case firstErr = <-errc:
+		if firstErr != nil {
+			log.Error("nas stopping", "error", firstErr.Error())
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if firstErr == nil && err != nil && !errors.Is(err, context.Canceled) {
+			firstErr = err
+		}
+	}
+	log.Info("nas stopped")
+	return firstErr
+}
+
+// newDeliverer builds the dispatchers' client of the relay route.
+func newDeliverer(cfg nas.Config, log *slog.Logger) (*relay.HTTPDeliverer, error) {
+	keys := make([][]byte, 0, len(cfg.Relay.Secrets))
+	for _, s := range cfg.Relay.Secrets {
+		k, err := contract.ParseWebhookSecret(s)
+		if err != nil {
+			return nil, fmt.Errorf("relay.secrets: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	d, err := relay.NewHTTPDeliverer(relay.HTTPDelivererConfig{
+		NASURL: cfg.Relay.NASURL, Keys: keys, Logger: log,
+		Timeout: cfg.DeliveryTimeout + 10*time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("relay deliverer: %w", err)
+	}
+	return d, nil
+}
+
+// watchKeys re-reads the signing keys dir on SIGHUP and every interval.
+func watchKeys(ctx context.Context, keys *nas.KeyRing, every time.Duration, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		case <-tick:
+		}
+		changed, err := keys.Reload()
+		switch {
+		case err != nil:
+			log.Error("signing keys not reloaded; the previous keys stay in use", "error", err.Error())
+		case changed:
+			set := keys.Current()
+			kids := make([]string, 0, len(set.Published))
+			for _, k := range set.Published {
+				kids = append(kids, k.KID)
+			}
+			log.Info("signing keys reloaded", "kid", set.Active.KID, "published", kids)
+		}
+	}
+}
+
+// pick returns the listener (and configured address) that serves the relay route.
+func pick(relayLn, ln net.Listener, relayAddr, addr string) (net.Listener, string) {
+	if relayLn != nil {
+		return relayLn, relayAddr
+	}
+	return ln, addr
+}
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+// storeKind names the store without credentials a URL may carry.
+func storeKind(store string) string {
+	if store == "memory" {
+		return store
+	}
+	return "redis"
 }

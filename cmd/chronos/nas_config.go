@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chronoscron/chronos/nas"
+)
+
+// nasEnvPrefix prefixes every NAS setting in the environment.
+const nasEnvPrefix = "CHRONOS_NAS_"
+
+// nasConfigField is one leaf key of nas.Config.
+type nasConfigField struct {
+	Key   string        // dotted YAML key, e.g. relay.secrets
+	Value reflect.Value // settable
+}
+
+// EnvName is the environment variable of the key.
+func (f nasConfigField) EnvName() string {
+	return nasEnvPrefix + strings.ToUpper(strings.ReplaceAll(f.Key, ".", "_"))
+}
+
+// nasConfigFields lists every leaf key of cfg in declaration order.
+func nasConfigFields(cfg *nas.Config) []nasConfigField {
+	var out []nasConfigField
+	var walk func(v reflect.Value, prefix string)
+	walk = func(v reflect.Value, prefix string) {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			fv := v.Field(i)
+			if fv.Kind() == reflect.Struct {
+				walk(fv, prefix+tag+".")
+				continue
+			}
+			out = append(out, nasConfigField{Key: prefix + tag, Value: fv})
+		}
+	}
+	walk(reflect.ValueOf(cfg).Elem(), "")
+	return out
+}
+
+// setFromString parses s into a config field.
+func setFromString(v reflect.Value, s string) error {
+	switch v.Interface().(type) {
+	case time.Duration:
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(d))
+		return nil
+	case []string:
+		var list []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				list = append(list, p)
+			}
+		}
+		v.Set(reflect.ValueOf(list))
+		return nil
+	case *int:
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		v.Set(reflect.ValueOf(&n))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		v.SetBool(b)
+	case reflect.Int:
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(n))
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return err
+		}
+		v.SetFloat(f)
+	default:
+		return fmt.Errorf("unsupported type %s", v.Type())
+	}
+	return nil
+}
+
+// loadNASConfig reads the YAML file at path (optional: "" reads none), then
+// the environment (CHRONOS_NAS_<KEY>), then secrets from *_file keys, and
+// returns the config with defaults applied and validated.
+func loadNASConfig(path string, getenv func(string) (string, bool)) (nas.Config, error) {
+	var cfg nas.Config
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nas.Config{}, fmt.Errorf("config: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return nas.Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	for _, f := range nasConfigFields(&cfg) {
+		s, ok := getenv(f.EnvName())
+		if !ok {
+			continue
+		}
+		if err := setFromString(f.Value, s); err != nil {
+			return nas.Config{}, fmt.Errorf("config: %s (%s): %w", f.EnvName(), f.Key, err)
+		}
+	}
+	if cfg.OperatorTokenFile != "" {
+		data, err := os.ReadFile(cfg.OperatorTokenFile)
+		if err != nil {
+			return nas.Config{}, fmt.Errorf("config: operator_token_file: %w", err)
+		}
+		cfg.OperatorToken = strings.TrimSpace(string(data))
+	}
+	if cfg.Relay.SecretsFile != "" {
+		data, err := os.ReadFile(cfg.Relay.SecretsFile)
+		if err != nil {
+			return nas.Config{}, fmt.Errorf("config: relay.secrets_file: %w", err)
+		}
+		cfg.Relay.Secrets = nil
+		for _, line := range strings.FieldsFunc(string(data), func(r rune) bool { return r == '\n' || r == ',' }) {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				cfg.Relay.Secrets = append(cfg.Relay.Secrets, line)
+			}
+		}
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nas.Config{}, fmt.Errorf("config: %w", err)
+	}
+	return cfg, nil
+}
+
+// secretKeys are printed redacted.
+var secretKeys = map[string]bool{"operator_token": true, "relay.secrets": true}
+
+// printNASConfig writes cfg as YAML in declaration order, with each key's
+// environment variable, secrets redacted.
+func printNASConfig(cfg nas.Config) ([]byte, error) {
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	sections := map[string]*yaml.Node{}
+	for _, f := range nasConfigFields(&cfg) {
+		parent := root
+		name := f.Key
+		if sec, leaf, ok := strings.Cut(f.Key, "."); ok {
+			if sections[sec] == nil {
+				sections[sec] = &yaml.Node{Kind: yaml.MappingNode}
+				root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: sec}, sections[sec])
+			}
+			parent, name = sections[sec], leaf
+		}
+		val := &yaml.Node{}
+		v := f.Value.Interface()
+		switch x := v.(type) {
+		case time.Duration:
+			v = x.String()
+		case *int:
+			if x != nil {
+				v = *x
+			}
+		}
+		if secretKeys[f.Key] && !f.Value.IsZero() {
+			v = "<redacted>"
+		}
+		if err := val.Encode(v); err != nil {
+			return nil, fmt.Errorf("print config: %s: %w", f.Key, err)
+		}
+		if val.Kind == yaml.SequenceNode {
+			val.Style = yaml.FlowStyle
+		}
+		key := &yaml.Node{Kind: yaml.ScalarNode, Value: name, LineComment: f.EnvName()}
+		parent.Content = append(parent.Content, key, val)
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, fmt.Errorf("print config: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -20,6 +20,16 @@
 //
 // The description's servers are ignored: routes match on the path alone, so
 // httptest servers on any host and port validate the same way.
+//
+// In a handler test:
+//
+//	h := apitest.New(t, srv.Handler())
+//	rec := httptest.NewRecorder()
+//	h.ServeHTTP(rec, req)                        // fails t if the exchange breaks openapi.yaml
+//	h.ServeHTTP(rec, apitest.ExpectInvalid(bad)) // bad input: only the response must conform
+//
+// Against a real server: client := apitest.Client(t), or
+// &http.Client{Transport: apitest.Transport(t, base)}.
 package apitest
 
 import (

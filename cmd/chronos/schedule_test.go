@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -134,5 +137,45 @@ func TestScheduleExplain(t *testing.T) {
 		"2026-10-25T01:00:00+01:00\n2026-10-25T01:00:00Z\n2026-10-25T02:00:00Z\n"
 	if out != want {
 		t.Errorf("stdout\n got %q\nwant %q", out, want)
+	}
+}
+
+// TestScheduleNextVectors runs the shared schedule vectors through the command.
+func TestScheduleNextVectors(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "schedule", "vectors.txt"))
+	if err != nil {
+		t.Fatalf("read vectors: %v", err)
+	}
+	n := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.Split(line, "|")
+		if len(parts) != 4 {
+			t.Fatalf("bad vector line %q", line)
+		}
+		expr, tz, after := strings.TrimSpace(parts[0]), strings.TrimSpace(parts[1]), strings.TrimSpace(parts[2])
+		want := strings.Fields(parts[3])
+		args := []string{"schedule", "next", expr, "--after", after, "-n", strconv.Itoa(len(want))}
+		if tz != "-" {
+			args = append(args, "--tz", tz)
+		}
+		n++
+		t.Run(expr+"/"+after, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := scheduleRun(t, args...)
+			if code != exitOK {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			if got := strings.Fields(out); strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("%v\n got %v\nwant %v", args, got, want)
+			}
+		})
+	}
+	if n == 0 {
+		t.Fatal("no vectors")
 	}
 }

@@ -221,10 +221,14 @@ func newFakeAgent(t *testing.T, jwks []byte) *fakeAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &fakeAgent{t: t, answers: map[string]func(http.ResponseWriter){}, notify: make(chan receivedFire, 1000)}
-	a.verify = func(token string, body []byte) (*contract.FireClaims, error) {
+	return newFakeAgentVerifying(t, func(token string, body []byte) (*contract.FireClaims, error) {
 		return verifyFireToken(kf.Keyfunc, token, body, publicURL, "")
-	}
+	})
+}
+
+// newFakeAgentVerifying starts a fake agent that checks tokens with verify.
+func newFakeAgentVerifying(t *testing.T, verify func(token string, body []byte) (*contract.FireClaims, error)) *fakeAgent {
+	a := &fakeAgent{t: t, answers: map[string]func(http.ResponseWriter){}, notify: make(chan receivedFire, 1000), verify: verify}
 	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(a.srv.Close)
 	return a

@@ -95,7 +95,7 @@ func TestNASSeedCompatibility(t *testing.T) {
 	c := &seedClient{t: t, portal: l.publicURL, token: tokenA, http: l.client}
 
 	// Python's isoformat: microseconds and a +00:00 offset.
-	fireAt := time.Now().Add(300 * time.Millisecond).UTC().Format("2006-01-02T15:04:05.000000") + "+00:00"
+	fireAt := time.Now().Add(300*time.Millisecond).UTC().Format("2006-01-02T15:04:05.000000") + "+00:00"
 	status, out := c.post(contract.PathProvision, map[string]any{
 		"job_id": "ab12cd34", "fire_at": fireAt, "agent_callback_url": agent.URL(), "dedup_key": "ab12cd34:" + fireAt,
 	})

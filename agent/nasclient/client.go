@@ -1,0 +1,407 @@
+// Package nasclient is the agent's client for NAS's agent-cron endpoints
+// (hop 1 of the contract): provision, cancel, list and the bulk armed set.
+//
+// Every call has a deadline. Transient failures (network errors, 5xx, 429)
+// are retried with exponential backoff and jitter, honouring Retry-After; all
+// four endpoints are idempotent, so a retry after a lost answer is safe.
+// Refusals come back as typed errors: *UnauthorizedError (401),
+// *ForbiddenError (403), *UnprocessableError (422), *RateLimitedError (429),
+// each unwrapping to an *APIError that carries the `error` code and
+// description; other statuses are an *APIError.
+package nasclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout          = 10 * time.Second
+	DefaultMaxAttempts      = 4
+	DefaultBaseBackoff      = 200 * time.Millisecond
+	DefaultMaxBackoff       = 5 * time.Second
+	DefaultMaxRetryAfter    = 30 * time.Second
+	DefaultMaxResponseBytes = 8 << 20
+	// MaxPages bounds List: a cursor chain longer than this is an error.
+	MaxPages = 10000
+)
+
+// Config configures a Client. Zero fields take the defaults in their comments.
+type Config struct {
+	// PortalURL is NAS's base URL (cron.chronos.portal_url). Required.
+	PortalURL string
+	// AccessToken is the agent's bearer token for NAS. Required.
+	AccessToken string
+	// HTTPClient makes the calls; default a client with no redirects whose
+	// transport times out connects and headers at Timeout.
+	HTTPClient *http.Client
+	// Timeout bounds each attempt; default 10 s.
+	Timeout time.Duration
+	// MaxAttempts is how many times a call is tried; default 4.
+	MaxAttempts int
+	// BaseBackoff and MaxBackoff bound the delay between attempts (full
+	// exponential backoff with jitter); defaults 200 ms and 5 s.
+	BaseBackoff, MaxBackoff time.Duration
+	// MaxRetryAfter is the longest Retry-After the client waits out; a longer
+	// one ends the call with a *RateLimitedError; default 30 s.
+	MaxRetryAfter time.Duration
+	// MaxResponseBytes caps a response body; default 8 MiB.
+	MaxResponseBytes int64
+	// UserAgent is sent with every call; default "chronos-agent".
+	UserAgent string
+	// Logger receives retries; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Client calls NAS. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+	cfg   Config
+}
+
+// New returns a client for cfg.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(cfg.PortalURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("nasclient: portal URL %q must be an absolute http(s) URL", cfg.PortalURL)
+	}
+	if strings.TrimSpace(cfg.AccessToken) == "" {
+		return nil, errors.New("nasclient: an access token is required")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.BaseBackoff <= 0 {
+		cfg.BaseBackoff = DefaultBaseBackoff
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.MaxRetryAfter <= 0 {
+		cfg.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "chronos-agent"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{
+			Transport: &http.Transport{
+				Proxy:                 http.ProxyFromEnvironment,
+				DialContext:           (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+				TLSHandshakeTimeout:   cfg.Timeout,
+				ResponseHeaderTimeout: cfg.Timeout,
+				MaxIdleConnsPerHost:   4,
+				IdleConnTimeout:       90 * time.Second,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return &Client{base: u, token: strings.TrimSpace(cfg.AccessToken), hc: hc, cfg: cfg}, nil
+}
+
+// APIError is an error answer from NAS.
+type APIError struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Code is the body's `error`, e.g. "invalid_client"; empty when the body
+	// was not an error body.
+	Code string
+	// Description is the body's `error_description`.
+	Description string
+	// RetryAfter is the Retry-After NAS sent, if any.
+	RetryAfter time.Duration
+	// Op names the call, e.g. "provision".
+	Op string
+}
+
+// Error implements error.
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("nasclient: %s: NAS answered %d", e.Op, e.StatusCode)
+	if e.Code != "" {
+		msg += " " + e.Code
+	}
+	if e.Description != "" {
+		msg += ": " + e.Description
+	}
+	return msg
+}
+
+// UnauthorizedError is a 401: the access token is missing or malformed.
+type UnauthorizedError struct{ APIError }
+
+// ForbiddenError is a 403: the token is not a provisioned agent
+// (invalid_client) or the call is not allowed.
+type ForbiddenError struct{ APIError }
+
+// UnprocessableError is a 422: a well-formed request NAS refuses
+// (fire_at_in_past, fire_at_too_far, quota_exceeded, invalid_callback_url).
+type UnprocessableError struct{ APIError }
+
+// RateLimitedError is a 429 that outlasted the retries or asked to wait
+// longer than the client will.
+type RateLimitedError struct{ APIError }
+
+// Unwrap returns the underlying *APIError.
+func (e *UnauthorizedError) Unwrap() error { return &e.APIError }
+
+// Unwrap returns the underlying *APIError.
+func (e *ForbiddenError) Unwrap() error { return &e.APIError }
+
+// Unwrap returns the underlying *APIError.
+func (e *UnprocessableError) Unwrap() error { return &e.APIError }
+
+// Unwrap returns the underlying *APIError.
+func (e *RateLimitedError) Unwrap() error { return &e.APIError }
+
+// typed wraps e in its status's type.
+func typed(e *APIError) error {
+	switch e.StatusCode {
+	case http.StatusUnauthorized:
+		return &UnauthorizedError{*e}
+	case http.StatusForbidden:
+		return &ForbiddenError{*e}
+	case http.StatusUnprocessableEntity:
+		return &UnprocessableError{*e}
+	case http.StatusTooManyRequests:
+		return &RateLimitedError{*e}
+	default:
+		return e
+	}
+}
+
+// Provision arms (or re-arms) the one one-shot of req.JobID at req.FireAt.
+// An empty DedupKey is filled in as job_id:fire_at.
+func (c *Client) Provision(ctx context.Context, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
+	if req.DedupKey == "" {
+		req.DedupKey = DedupKey(req.JobID, req.FireAt.Time)
+	}
+	var out contract.ProvisionResponse
+	err := c.call(ctx, "provision", http.MethodPost, contract.PathProvision, nil, req, &out)
+	return out, err
+}
+
+// DedupKey returns the dedup_key NAS expects for a provision: job_id:fire_at,
+// fire_at written as it is in the body.
+func DedupKey(jobID string, fireAt time.Time) string {
+	return jobID + ":" + contract.FormatTime(fireAt)
+}
+
+// Cancel disarms jobID; cancelling an unknown job is not an error.
+func (c *Client) Cancel(ctx context.Context, jobID string) error {
+	var out contract.OKResponse
+	return c.call(ctx, "cancel", http.MethodPost, contract.PathCancel, nil, contract.CancelRequest{JobID: jobID}, &out)
+}
+
+// ListPage fetches one page of the caller's armed one-shots. An empty cursor
+// asks for the first page; limit 0 lets NAS choose.
+func (c *Client) ListPage(ctx context.Context, limit int, cursor string) (contract.ListResponse, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var out contract.ListResponse
+	err := c.call(ctx, "list", http.MethodGet, contract.PathList, q, nil, &out)
+	return out, err
+}
+
+// Listing is everything NAS lists for the agent, all pages together.
+type Listing struct {
+	Armed       []contract.ArmedJob
+	FailedFires []contract.FailedFire
+}
+
+// List fetches every page of the armed set and the failed fires NAS reports.
+func (c *Client) List(ctx context.Context) (Listing, error) {
+	var all Listing
+	seen := map[string]bool{}
+	cursor := ""
+	for range MaxPages {
+		page, err := c.ListPage(ctx, contract.MaxListLimit, cursor)
+		if err != nil {
+			return Listing{}, err
+		}
+		all.Armed = append(all.Armed, page.Armed...)
+		all.FailedFires = append(all.FailedFires, page.FailedFires...)
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return all, nil
+		}
+		cursor = *page.NextCursor
+		if seen[cursor] {
+			return Listing{}, fmt.Errorf("nasclient: list: NAS repeated cursor %q", cursor)
+		}
+		seen[cursor] = true
+	}
+	return Listing{}, fmt.Errorf("nasclient: list: more than %d pages", MaxPages)
+}
+
+// PutArmed replaces the whole armed set with req: NAS arms what is missing or
+// changed and cancels what is not listed. Empty dedup keys are filled in.
+func (c *Client) PutArmed(ctx context.Context, req contract.PutArmedRequest) (contract.PutArmedResponse, error) {
+	arms := make([]contract.DesiredArm, len(req.Armed))
+	for i, a := range req.Armed {
+		if a.DedupKey == "" {
+			a.DedupKey = DedupKey(a.JobID, a.FireAt.Time)
+		}
+		arms[i] = a
+	}
+	req.Armed = arms
+	var out contract.PutArmedResponse
+	err := c.call(ctx, "put armed", http.MethodPut, contract.PathArmed, nil, req, &out)
+	return out, err
+}
+
+// call performs one logical call with retries and decodes a 200 into out.
+func (c *Client) call(ctx context.Context, op, method, path string, q url.Values, in, out any) error {
+	var body []byte
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("nasclient: %s: encode: %w", op, err)
+		}
+		body = b
+	}
+	u := *c.base
+	u.Path = c.base.Path + path
+	u.RawQuery = q.Encode()
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		wait, err := c.attempt(ctx, op, method, u.String(), body, out)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		if wait < 0 || attempt >= c.cfg.MaxAttempts {
+			return lastErr
+		}
+		if wait == 0 {
+			wait = c.backoff(attempt)
+		}
+		if wait > c.cfg.MaxRetryAfter {
+			return lastErr
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return lastErr
+		}
+		c.cfg.Logger.Debug("nasclient: retrying", "op", op, "attempt", attempt, "wait", wait, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("nasclient: %s: %w (last error: %w)", op, ctx.Err(), lastErr)
+		case <-t.C:
+		}
+	}
+}
+
+// backoff returns the delay before attempt+1: full jitter over an
+// exponentially growing cap.
+func (c *Client) backoff(attempt int) time.Duration {
+	ceil := c.cfg.BaseBackoff << min(attempt-1, 20)
+	if ceil > c.cfg.MaxBackoff || ceil <= 0 {
+		ceil = c.cfg.MaxBackoff
+	}
+	return ceil/2 + rand.N(ceil/2+1)
+}
+
+// attempt makes one request. It returns the error and how to go on: wait < 0
+// means do not retry, 0 means retry after backoff, > 0 retry after wait.
+func (c *Client) attempt(ctx context.Context, op, method, u string, body []byte, out any) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return -1, fmt.Errorf("nasclient: %s: %w", op, err)
+	}
+	req.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+c.token)
+	req.Header.Set("Accept", contract.MediaTypeJSON)
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	if body != nil {
+		req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
+			return -1, fmt.Errorf("nasclient: %s: %w", op, err)
+		}
+		return 0, fmt.Errorf("nasclient: %s: %w", op, err) // network or timeout: transient
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes+1))
+	if err != nil {
+		return 0, fmt.Errorf("nasclient: %s: reading the answer: %w", op, err)
+	}
+	if int64(len(data)) > c.cfg.MaxResponseBytes {
+		return -1, fmt.Errorf("nasclient: %s: answer exceeds %d bytes", op, c.cfg.MaxResponseBytes)
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, out); err != nil {
+			return -1, fmt.Errorf("nasclient: %s: decoding the answer: %w", op, err)
+		}
+		return 0, nil
+	}
+	apiErr := &APIError{StatusCode: resp.StatusCode, Op: op, RetryAfter: parseRetryAfter(resp.Header.Get(contract.HeaderRetryAfter), time.Now())}
+	var eb contract.Error
+	if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
+		apiErr.Code, apiErr.Description = eb.Code, eb.Description
+	} else {
+		apiErr.Description = http.StatusText(resp.StatusCode)
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests,
+		resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented && resp.StatusCode != http.StatusHTTPVersionNotSupported:
+		return apiErr.RetryAfter, typed(apiErr)
+	default:
+		return -1, typed(apiErr)
+	}
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date; 0 when absent or bad.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+		if s < 0 {
+			return 0
+		}
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

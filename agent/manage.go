@@ -168,3 +168,13 @@ func (rt *Runtime) Wait(ctx context.Context, runID string, since time.Time) (led
 		}
 	}
 }
+
+// runDoneOr returns the local run's done channel, or a closed channel.
+func (rt *Runtime) runDoneOr(runID string) <-chan struct{} {
+	if d := rt.runDone(runID); d != nil {
+		return d
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
+}

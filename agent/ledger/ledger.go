@@ -126,6 +126,8 @@ type Run struct {
 	FirstAt    time.Time `json:"first_at"`
 	LastAt     time.Time `json:"last_at"`
 	States     []State   `json:"states"`
+
+	ended map[uint64]bool // tokens whose attempt has a terminal line
 }
 
 func (r *Run) apply(e Entry) {
@@ -134,9 +136,17 @@ func (r *Run) apply(e Entry) {
 		r.Slot, r.Trigger, r.Attempt, r.LatenessMS = e.Slot, e.Trigger, e.Attempt, e.LatenessMS
 	}
 	r.States = append(r.States, e.State)
-	// A discarded completion never overrides what the current owner did.
-	if r.State.Terminal() && r.State != "" && e.Discarded {
+	// A discarded completion never overrides a recorded end, and a late
+	// line of an attempt that already ended (its running line written after
+	// it was replaced) does not reopen it.
+	if r.State != "" && r.State.Terminal() && (e.Discarded || (!e.State.Terminal() && r.ended[e.Token])) {
 		return
+	}
+	if e.State.Terminal() && !e.Discarded {
+		if r.ended == nil {
+			r.ended = map[uint64]bool{}
+		}
+		r.ended[e.Token] = true
 	}
 	r.State, r.LastAt = e.State, e.Time
 	if e.Reason != "" {

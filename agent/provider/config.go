@@ -1,0 +1,245 @@
+package provider
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chronoscron/chronos/contract"
+)
+
+// Provider names.
+const (
+	// Chronos arms one one-shot per job at NAS and is woken by NAS's fires.
+	Chronos = "chronos"
+	// Builtin is the in-process timer: it sleeps until the earliest
+	// next_run_at and fires through the same claim path.
+	Builtin = "builtin"
+)
+
+// DefaultListen is the agent's listen address when the config names none.
+const DefaultListen = "127.0.0.1:8787"
+
+// Config is the agent's configuration file (agent.yaml). Every key can also
+// be set in the environment as CHRONOS_<KEY> with dots turned into
+// underscores (cron.chronos.portal_url is CHRONOS_CRON_CHRONOS_PORTAL_URL);
+// the environment wins. The access token is never in the file: it comes from
+// CHRONOS_ACCESS_TOKEN or from the file cron.chronos.access_token_file names.
+type Config struct {
+	// Home is the agent's home directory (jobs.json, runs/, output/).
+	// Default: ~/.chronos.
+	Home string `yaml:"home"`
+	// Listen is the address the fire endpoint listens on when no socket is
+	// passed by systemd. Default: 127.0.0.1:8787.
+	Listen string `yaml:"listen"`
+	// Timezone is the IANA zone of jobs that name none. Default: UTC.
+	Timezone string `yaml:"timezone"`
+	// Cron selects the provider.
+	Cron CronConfig `yaml:"cron"`
+}
+
+// CronConfig is the cron section.
+type CronConfig struct {
+	// Provider is "chronos" to use NAS, or empty for the built-in timer.
+	Provider string `yaml:"provider"`
+	// Chronos configures the chronos provider.
+	Chronos ChronosConfig `yaml:"chronos"`
+}
+
+// ChronosConfig is the cron.chronos section.
+type ChronosConfig struct {
+	// PortalURL is NAS's base URL; also the expected iss of fire tokens
+	// unless Issuer is set.
+	PortalURL string `yaml:"portal_url"`
+	// CallbackURL is this agent's public base URL; NAS POSTs
+	// {callback_url}/api/cron/fire.
+	CallbackURL string `yaml:"callback_url"`
+	// ExpectedAudience is this agent's aud: agent:{instance_id}.
+	ExpectedAudience string `yaml:"expected_audience"`
+	// NASJWKSURL is NAS's key set for verifying fire tokens.
+	NASJWKSURL string `yaml:"nas_jwks_url"`
+	// AccessTokenFile holds the agent's access token for NAS (trimmed).
+	AccessTokenFile string `yaml:"access_token_file"`
+	// Issuer overrides the expected iss of fire tokens. Default: PortalURL.
+	Issuer string `yaml:"issuer"`
+
+	// AccessToken is the token itself, from CHRONOS_ACCESS_TOKEN or read
+	// from AccessTokenFile by the caller; never read from YAML.
+	AccessToken string `yaml:"-"`
+	// AccessTokenErr is why reading AccessTokenFile failed, if it did.
+	AccessTokenErr error `yaml:"-"`
+}
+
+// ExpectedIssuer returns the iss fire tokens must carry.
+func (c ChronosConfig) ExpectedIssuer() string {
+	if c.Issuer != "" {
+		return c.Issuer
+	}
+	return c.PortalURL
+}
+
+// ParseConfig reads a YAML config strictly: unknown keys are errors.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	if len(bytes.TrimSpace(data)) == 0 {
+		return c, nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("provider: config: %w", err)
+	}
+	return c, nil
+}
+
+// EnvAccessToken is the environment variable holding the access token.
+const EnvAccessToken = "CHRONOS_ACCESS_TOKEN"
+
+// envKeys maps each environment variable to the field it sets.
+func (c *Config) envKeys() map[string]*string {
+	return map[string]*string{
+		"CHRONOS_HOME":                           &c.Home,
+		"CHRONOS_LISTEN":                         &c.Listen,
+		"CHRONOS_TIMEZONE":                       &c.Timezone,
+		"CHRONOS_CRON_PROVIDER":                  &c.Cron.Provider,
+		"CHRONOS_CRON_CHRONOS_PORTAL_URL":        &c.Cron.Chronos.PortalURL,
+		"CHRONOS_CRON_CHRONOS_CALLBACK_URL":      &c.Cron.Chronos.CallbackURL,
+		"CHRONOS_CRON_CHRONOS_EXPECTED_AUDIENCE": &c.Cron.Chronos.ExpectedAudience,
+		"CHRONOS_CRON_CHRONOS_NAS_JWKS_URL":      &c.Cron.Chronos.NASJWKSURL,
+		"CHRONOS_CRON_CHRONOS_ACCESS_TOKEN_FILE": &c.Cron.Chronos.AccessTokenFile,
+		"CHRONOS_CRON_CHRONOS_ISSUER":            &c.Cron.Chronos.Issuer,
+		EnvAccessToken:                           &c.Cron.Chronos.AccessToken,
+	}
+}
+
+// EnvNames lists every environment variable ApplyEnv reads.
+func EnvNames() []string {
+	var c Config
+	names := make([]string, 0, 11)
+	for k := range c.envKeys() {
+		names = append(names, k)
+	}
+	return names
+}
+
+// ApplyEnv overrides c's fields with the variables lookup finds (a variable
+// that is set, even to the empty string, wins over the file). Values are
+// trimmed of surrounding white space.
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
+	for name, field := range c.envKeys() {
+		if v, ok := lookup(name); ok {
+			*field = strings.TrimSpace(v)
+		}
+	}
+}
+
+// Location returns the configured zone (UTC when empty).
+func (c Config) Location() (*time.Location, error) {
+	if c.Timezone == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(c.Timezone)
+	if err != nil {
+		return nil, fmt.Errorf("provider: timezone %q: %w", c.Timezone, err)
+	}
+	return loc, nil
+}
+
+// Validate checks the settings every provider needs (home, listen,
+// timezone). The chronos settings are judged by Decide instead: a missing
+// one selects the built-in timer rather than failing.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Home == "" {
+		errs = append(errs, errors.New("home: required"))
+	}
+	if c.Listen == "" {
+		errs = append(errs, errors.New("listen: required"))
+	}
+	if _, err := c.Location(); err != nil {
+		errs = append(errs, fmt.Errorf("timezone: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("provider: config: %w", err)
+	}
+	return nil
+}
+
+// Decision is which provider the agent uses and why.
+type Decision struct {
+	// Provider is Chronos or Builtin.
+	Provider string `json:"provider"`
+	// Reasons says why Chronos is not in use: one line per missing or
+	// invalid setting (empty when Provider is Chronos).
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Chronos reports whether the chronos provider is in use.
+func (d Decision) Chronos() bool { return d.Provider == Chronos }
+
+// Why returns a one-line explanation of the decision.
+func (d Decision) Why() string {
+	if d.Chronos() {
+		return "cron.provider is chronos and every cron.chronos setting is valid"
+	}
+	return strings.Join(d.Reasons, "; ")
+}
+
+// Decide chooses the provider from c alone, without any network call. The
+// chronos provider needs cron.provider: chronos, absolute http(s) URLs in
+// portal_url, callback_url and nas_jwks_url, an expected_audience of the
+// form agent:{instance_id}, and an access token; anything missing or
+// invalid selects the built-in timer, and Reasons names each problem.
+func Decide(c Config) Decision {
+	switch c.Cron.Provider {
+	case "":
+		return Decision{Provider: Builtin, Reasons: []string{"cron.provider is empty: the built-in timer is used"}}
+	case Chronos:
+	default:
+		return Decision{Provider: Builtin, Reasons: []string{fmt.Sprintf("cron.provider %q is not known (want %q or empty)", c.Cron.Provider, Chronos)}}
+	}
+	ch := c.Cron.Chronos
+	var why []string
+	checkURL := func(key, v string) {
+		if v == "" {
+			why = append(why, "cron.chronos."+key+" is missing")
+			return
+		}
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			why = append(why, fmt.Sprintf("cron.chronos.%s %q is not an absolute http(s) URL", key, v))
+			return
+		}
+		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			why = append(why, fmt.Sprintf("cron.chronos.%s must not carry credentials, a query or a fragment", key))
+		}
+	}
+	checkURL("portal_url", ch.PortalURL)
+	checkURL("callback_url", ch.CallbackURL)
+	checkURL("nas_jwks_url", ch.NASJWKSURL)
+	switch aud := ch.ExpectedAudience; {
+	case aud == "":
+		why = append(why, "cron.chronos.expected_audience is missing")
+	case !strings.HasPrefix(aud, contract.AudiencePrefix) || len(aud) == len(contract.AudiencePrefix):
+		why = append(why, fmt.Sprintf("cron.chronos.expected_audience %q must be %s{instance_id}", aud, contract.AudiencePrefix))
+	}
+	switch {
+	case ch.AccessToken != "":
+	case ch.AccessTokenErr != nil:
+		why = append(why, fmt.Sprintf("cron.chronos.access_token_file: %v", ch.AccessTokenErr))
+	case ch.AccessTokenFile != "":
+		why = append(why, fmt.Sprintf("cron.chronos.access_token_file %q is empty", ch.AccessTokenFile))
+	default:
+		why = append(why, "no access token: set "+EnvAccessToken+" or cron.chronos.access_token_file")
+	}
+	if len(why) > 0 {
+		why = append(why, "falling back to the built-in timer")
+		return Decision{Provider: Builtin, Reasons: why}
+	}
+	return Decision{Provider: Chronos}
+}

@@ -1,0 +1,516 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/nasclient"
+	"github.com/chronoscron/chronos/contract"
+)
+
+// Source is the agent side of a reconcile; *agent.Runtime implements it.
+type Source interface {
+	// Desired lists the enabled jobs with a future next_run_at.
+	Desired(ctx context.Context) ([]agent.Desired, error)
+	// Jobs lists every job (to find slots that are overdue).
+	Jobs(ctx context.Context) ([]agent.Job, error)
+	// CatchUp applies the misfire policy to overdue slots.
+	CatchUp(ctx context.Context) error
+	// RecordMissed writes a fire NAS gave up on to the ledger as missed.
+	RecordMissed(ctx context.Context, jobID string, slot time.Time, reason string) error
+}
+
+var _ Source = (*agent.Runtime)(nil)
+
+// NAS is the NAS side of a reconcile; *nasclient.Client implements it.
+type NAS interface {
+	List(ctx context.Context) (nasclient.Listing, error)
+	Provision(ctx context.Context, req contract.ProvisionRequest) (contract.ProvisionResponse, error)
+	Cancel(ctx context.Context, jobID string) error
+}
+
+var _ NAS = (*nasclient.Client)(nil)
+
+// Defaults of ReconcilerConfig.
+const (
+	DefaultRetryBase = time.Second
+	DefaultRetryMax  = 5 * time.Minute
+)
+
+// ReconcilerConfig configures a Reconciler.
+type ReconcilerConfig struct {
+	// Source and NAS are the two sides. Required.
+	Source Source
+	NAS    NAS
+	// CallbackURL is sent with every provision (cron.chronos.callback_url).
+	CallbackURL string
+	// Home is where the state file lives; empty keeps no state.
+	Home string
+	// By names this process in the state file ("agent" or "cli").
+	By string
+	// CatchUp lets the reconciler hand overdue slots that NAS is not
+	// delivering to Source.CatchUp. Only the serving agent sets it: a CLI
+	// must not run jobs.
+	CatchUp bool
+	// RetryBase and RetryMax bound the backoff of Run after a failure
+	// (exponential with jitter); defaults 1 s and 5 min.
+	RetryBase, RetryMax time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Reconciler keeps NAS's armed set equal to the agent's desired set.
+type Reconciler struct {
+	cfg  ReconcilerConfig
+	mu   sync.Mutex
+	kick chan struct{}
+
+	inSync   atomic.Bool
+	failures atomic.Int64
+	runs     atomic.Int64
+}
+
+// NewReconciler returns a reconciler for cfg.
+func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
+	if cfg.Source == nil || cfg.NAS == nil {
+		return nil, errors.New("provider: reconciler needs a Source and a NAS")
+	}
+	if cfg.CallbackURL == "" {
+		return nil, errors.New("provider: reconciler needs a callback URL")
+	}
+	if cfg.By == "" {
+		cfg.By = "agent"
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = DefaultRetryBase
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = DefaultRetryMax
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Reconciler{cfg: cfg, kick: make(chan struct{}, 1)}, nil
+}
+
+// InSync reports whether the last reconcile succeeded and no change has
+// arrived since: NAS holds what the agent wants, so the process may stop.
+func (r *Reconciler) InSync() bool { return r.inSync.Load() }
+
+// Failures returns how many reconciles of this process failed.
+func (r *Reconciler) Failures() int64 { return r.failures.Load() }
+
+// Reconciles returns how many reconciles this process ran.
+func (r *Reconciler) Reconciles() int64 { return r.runs.Load() }
+
+// Kick asks Run for a reconcile soon; it never blocks.
+func (r *Reconciler) Kick() {
+	r.inSync.Store(false)
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run reconciles at once, then after every signal on changes and every
+// Kick, until ctx ends. After a failure it retries on a backoff timer
+// (RetryBase doubling up to RetryMax, with jitter); a success clears it.
+// Nothing else wakes it: there is no periodic reconcile.
+func (r *Reconciler) Run(ctx context.Context, changes <-chan struct{}) error {
+	var (
+		timer    *time.Timer
+		retry    <-chan time.Time
+		failures int
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	once := func() {
+		if timer != nil {
+			timer.Stop()
+			retry = nil
+		}
+		if _, err := r.Reconcile(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			d := r.backoff(failures)
+			r.cfg.Logger.Warn("reconcile failed; retrying", "error", err, "failures", failures, "retry_in", d)
+			timer = time.NewTimer(d)
+			retry = timer.C
+			return
+		}
+		failures = 0
+	}
+	once()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changes:
+			r.inSync.Store(false)
+			once()
+		case <-r.kick:
+			once()
+		case <-retry:
+			once()
+		}
+	}
+}
+
+func (r *Reconciler) backoff(failures int) time.Duration {
+	d := r.cfg.RetryBase << min(failures-1, 20)
+	if d > r.cfg.RetryMax || d <= 0 {
+		d = r.cfg.RetryMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// Plan is what a reconcile does, computed from the two sides.
+type Plan struct {
+	// Provision holds desired arms NAS lacks or holds at another time or
+	// callback URL.
+	Provision []Arm `json:"provision"`
+	// Cancel holds arms NAS holds that the agent does not want.
+	Cancel []Arm `json:"cancel"`
+	// Delivering holds past arms for the slot their job still waits for:
+	// NAS is delivering them, so they are left alone.
+	Delivering []Arm `json:"delivering"`
+	// Unchanged holds arms that are as desired.
+	Unchanged []Arm `json:"unchanged"`
+	// Overdue lists jobs waiting for a past slot that NAS is not delivering:
+	// the misfire policy must handle them locally.
+	Overdue []Arm `json:"overdue"`
+}
+
+// InSync reports whether nothing needs doing.
+func (p Plan) InSync() bool {
+	return len(p.Provision) == 0 && len(p.Cancel) == 0 && len(p.Overdue) == 0
+}
+
+// Waiting returns the jobs that wait for a slot at or before now: enabled,
+// not finished, with a next_run_at that has come.
+func Waiting(jobs []agent.Job, now time.Time) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, j := range jobs {
+		if j.Enabled && j.FinishedAt == nil && j.NextRunAt != nil && !j.NextRunAt.After(now) {
+			out[j.ID] = *j.NextRunAt
+		}
+	}
+	return out
+}
+
+func sameURL(a, b string) bool { return strings.TrimRight(a, "/") == strings.TrimRight(b, "/") }
+
+// ComputePlan compares desired (future fires), waiting (jobs whose slot has
+// come, by job id) and armed (NAS's list) for callback at now. Desired
+// fires not after now are never armed.
+func ComputePlan(desired []agent.Desired, waiting map[string]time.Time, armed []contract.ArmedJob, callback string, now time.Time) Plan {
+	var p Plan
+	byJob := make(map[string]contract.ArmedJob, len(armed))
+	for _, a := range armed {
+		byJob[a.JobID] = a
+	}
+	want := make(map[string]bool, len(desired))
+	for _, d := range desired {
+		if !d.FireAt.After(now) {
+			continue
+		}
+		want[d.JobID] = true
+		arm := Arm{JobID: d.JobID, FireAt: d.FireAt.UTC(), CallbackURL: callback}
+		if a, ok := byJob[d.JobID]; ok && a.FireAt.Equal(d.FireAt) && sameURL(a.AgentCallbackURL, callback) {
+			arm.ScheduleID = a.ScheduleID
+			p.Unchanged = append(p.Unchanged, arm)
+			continue
+		}
+		p.Provision = append(p.Provision, arm)
+	}
+	for _, a := range armed {
+		if want[a.JobID] {
+			continue
+		}
+		arm := Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL}
+		if w, ok := waiting[a.JobID]; ok && w.Equal(a.FireAt.Time) {
+			p.Delivering = append(p.Delivering, arm)
+			continue
+		}
+		p.Cancel = append(p.Cancel, arm)
+	}
+	for id, w := range waiting {
+		if a, ok := byJob[id]; ok && a.FireAt.Equal(w) {
+			continue
+		}
+		p.Overdue = append(p.Overdue, Arm{JobID: id, FireAt: w.UTC()})
+	}
+	for _, s := range [][]Arm{p.Provision, p.Cancel, p.Delivering, p.Unchanged, p.Overdue} {
+		slices.SortFunc(s, func(a, b Arm) int { return strings.Compare(a.JobID, b.JobID) })
+	}
+	return p
+}
+
+// observation is both sides as seen at one instant.
+type observation struct {
+	now     time.Time
+	listing nasclient.Listing
+	desired []agent.Desired
+	waiting map[string]time.Time
+	plan    Plan
+}
+
+func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing) (observation, error) {
+	o := observation{now: r.cfg.Now(), listing: listing}
+	jobs, err := r.cfg.Source.Jobs(ctx)
+	if err != nil {
+		return o, fmt.Errorf("provider: jobs: %w", err)
+	}
+	o.desired, err = r.cfg.Source.Desired(ctx)
+	if err != nil {
+		return o, fmt.Errorf("provider: desired: %w", err)
+	}
+	o.waiting = Waiting(jobs, o.now)
+	o.plan = ComputePlan(o.desired, o.waiting, listing.Armed, r.cfg.CallbackURL, o.now)
+	return o, nil
+}
+
+// Reconcile runs one reconcile: list NAS (all pages), record the failed
+// fires it reports, hand overdue slots NAS is not delivering to the misfire
+// policy (when CatchUp is set), then provision and cancel per the plan. Every
+// step is attempted; the error joins the failures. The result and counters
+// are written to the state file.
+func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inSync.Store(false)
+	r.runs.Add(1)
+	start := r.cfg.Now()
+	res := Result{At: start, By: r.cfg.By}
+	st := State{}
+	if r.cfg.Home != "" {
+		unlock, err := lockFile(ctx, filepath.Join(r.cfg.Home, stateLock))
+		if err != nil {
+			return res, err
+		}
+		defer unlock()
+		if st, err = ReadState(r.cfg.Home); errors.Is(err, ErrCorruptState) {
+			st = State{}
+		} else if err != nil {
+			return res, err
+		}
+	}
+	var errs []error
+	fail := func(op, jobID string, err error) {
+		errs = append(errs, err)
+		st.addError(r.cfg.Now(), op, jobID, err)
+		r.cfg.Logger.Warn("reconcile step failed", "op", op, "job_id", jobID, "error", err)
+	}
+	o, armedAfter := r.reconcile(ctx, &st, &res, fail)
+	if o != nil {
+		st.Desired = desiredArms(o.desired, o.now, r.cfg.CallbackURL)
+		st.Armed = armedAfter
+		res.Desired, res.Armed = len(st.Desired), len(st.Armed)
+	}
+	res.DurationMS = r.cfg.Now().Sub(start).Milliseconds()
+	res.OK = len(errs) == 0
+	err := errors.Join(errs...)
+	if err != nil {
+		res.Error = err.Error()
+		r.failures.Add(1)
+		st.Counts.Failures++
+	} else {
+		at := res.At
+		st.LastSuccessAt = &at
+	}
+	st.Counts.Reconciles++
+	st.Counts.Provisioned += len(res.Provisioned)
+	st.Counts.Cancelled += len(res.Cancelled)
+	st.Counts.MissedRecorded += res.MissedRecorded
+	st.Last = &res
+	st.UpdatedAt = r.cfg.Now()
+	if r.cfg.Home != "" {
+		if werr := writeState(r.cfg.Home, st); werr != nil {
+			r.cfg.Logger.Warn("writing the provider state failed", "error", werr)
+		}
+	}
+	if err == nil {
+		r.inSync.Store(true)
+		r.cfg.Logger.Info("reconciled", "desired", res.Desired, "armed", res.Armed,
+			"provisioned", len(res.Provisioned), "cancelled", len(res.Cancelled), "delivering", len(res.Delivering))
+		return res, nil
+	}
+	return res, fmt.Errorf("provider: reconcile: %w", err)
+}
+
+// reconcile does the work of Reconcile; it returns the last observation (nil
+// when NAS could not be listed) and the armed set after the changes.
+func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail func(op, jobID string, err error)) (*observation, []Arm) {
+	listing, err := r.cfg.NAS.List(ctx)
+	if err != nil {
+		fail("list", "", err)
+		if r.cfg.CatchUp {
+			// NAS cannot say what it will deliver; the local misfire policy
+			// keeps overdue slots from being lost.
+			r.catchUpIfWaiting(ctx, res, fail)
+		}
+		return nil, nil
+	}
+	r.recordFailedFires(ctx, st, res, listing.FailedFires, fail)
+
+	o, err := r.observe(ctx, listing)
+	if err != nil {
+		fail("observe", "", err)
+		return nil, nil
+	}
+	if r.cfg.CatchUp && len(o.plan.Overdue) > 0 {
+		if err := r.cfg.Source.CatchUp(ctx); err != nil {
+			fail("catch up", "", err)
+		} else {
+			res.CaughtUp = true
+			if o, err = r.observe(ctx, listing); err != nil {
+				fail("observe", "", err)
+				return nil, nil
+			}
+		}
+	}
+	armed := map[string]Arm{}
+	for _, a := range listing.Armed {
+		armed[a.JobID] = Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL}
+	}
+	for _, p := range o.plan.Provision {
+		out, err := r.cfg.NAS.Provision(ctx, contract.ProvisionRequest{
+			JobID: p.JobID, FireAt: contract.NewTime(p.FireAt), AgentCallbackURL: r.cfg.CallbackURL,
+			DedupKey: nasclient.DedupKey(p.JobID, p.FireAt),
+		})
+		if err != nil {
+			fail("provision", p.JobID, err)
+			continue
+		}
+		p.ScheduleID = out.ScheduleID
+		armed[p.JobID] = p
+		res.Provisioned = append(res.Provisioned, p.JobID)
+	}
+	for _, c := range o.plan.Cancel {
+		if err := r.cfg.NAS.Cancel(ctx, c.JobID); err != nil {
+			fail("cancel", c.JobID, err)
+			continue
+		}
+		delete(armed, c.JobID)
+		res.Cancelled = append(res.Cancelled, c.JobID)
+	}
+	for _, d := range o.plan.Delivering {
+		res.Delivering = append(res.Delivering, d.JobID)
+	}
+	if !r.cfg.CatchUp {
+		for _, w := range o.plan.Overdue {
+			r.cfg.Logger.Info("slot overdue and not armed; the agent's misfire policy handles it when it runs", "job_id", w.JobID, "fire_at", w.FireAt)
+		}
+	}
+	out := make([]Arm, 0, len(armed))
+	for _, a := range armed {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Arm) int { return strings.Compare(a.JobID, b.JobID) })
+	return &o, out
+}
+
+func (r *Reconciler) catchUpIfWaiting(ctx context.Context, res *Result, fail func(op, jobID string, err error)) {
+	jobs, err := r.cfg.Source.Jobs(ctx)
+	if err != nil {
+		fail("jobs", "", err)
+		return
+	}
+	if len(Waiting(jobs, r.cfg.Now())) == 0 {
+		return
+	}
+	if err := r.cfg.Source.CatchUp(ctx); err != nil {
+		fail("catch up", "", err)
+		return
+	}
+	res.CaughtUp = true
+}
+
+// recordFailedFires writes the failed fires NAS reported, and those kept
+// from earlier attempts, to the ledger as missed. NAS reports each once, so
+// any it could not write stay in the state for the next reconcile.
+func (r *Reconciler) recordFailedFires(ctx context.Context, st *State, res *Result, reported []contract.FailedFire, fail func(op, jobID string, err error)) {
+	all := append(st.PendingMissed, reported...)
+	seen := map[string]bool{}
+	var keep []contract.FailedFire
+	for _, f := range all {
+		key := f.JobID + "@" + contract.FormatTime(f.FireAt.Time)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		reason := fmt.Sprintf("NAS gave up after %d attempts: %s", f.Attempts, f.Reason)
+		if err := r.cfg.Source.RecordMissed(ctx, f.JobID, f.FireAt.Time, reason); err != nil {
+			fail("record missed", f.JobID, err)
+			keep = append(keep, f)
+			continue
+		}
+		res.MissedRecorded++
+		r.cfg.Logger.Warn("fire failed at NAS; recorded missed", "job_id", f.JobID, "fire_at", f.FireAt, "schedule_id", f.ScheduleID, "reason", f.Reason)
+	}
+	if len(keep) > maxPendingMissed {
+		keep = keep[len(keep)-maxPendingMissed:]
+	}
+	st.PendingMissed = keep
+}
+
+func desiredArms(desired []agent.Desired, now time.Time, callback string) []Arm {
+	out := make([]Arm, 0, len(desired))
+	for _, d := range desired {
+		if d.FireAt.After(now) {
+			out = append(out, Arm{JobID: d.JobID, FireAt: d.FireAt.UTC(), CallbackURL: callback})
+		}
+	}
+	return out
+}
+
+// Observe lists NAS and the agent and returns the plan a reconcile would
+// carry out, changing nothing at NAS. Failed fires NAS reports are recorded
+// as missed like in a reconcile (NAS reports each only once).
+func (r *Reconciler) Observe(ctx context.Context) (Plan, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	listing, err := r.cfg.NAS.List(ctx)
+	if err != nil {
+		return Plan{}, fmt.Errorf("provider: observe: %w", err)
+	}
+	if len(listing.FailedFires) > 0 {
+		record := func(st *State) {
+			var res Result
+			r.recordFailedFires(ctx, st, &res, listing.FailedFires, func(op, jobID string, err error) {
+				st.addError(r.cfg.Now(), op, jobID, err)
+			})
+			st.Counts.MissedRecorded += res.MissedRecorded
+		}
+		if r.cfg.Home == "" {
+			record(&State{})
+		} else if err := UpdateState(ctx, r.cfg.Home, record); err != nil {
+			return Plan{}, err
+		}
+	}
+	o, err := r.observe(ctx, listing)
+	if err != nil {
+		return Plan{}, err
+	}
+	return o.plan, nil
+}

@@ -1,0 +1,533 @@
+package provider_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/nasclient"
+	"github.com/chronoscron/chronos/agent/provider"
+	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/contract"
+)
+
+const callback = "https://agent.example"
+
+var t0 = time.Date(2026, 6, 18, 12, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func armed(job string, fireAt time.Time) contract.ArmedJob {
+	return contract.ArmedJob{JobID: job, FireAt: contract.NewTime(fireAt), ScheduleID: "sch_" + job, AgentCallbackURL: callback}
+}
+
+func ids(arms []provider.Arm) string {
+	var out []string
+	for _, a := range arms {
+		out = append(out, a.JobID)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestComputePlan(t *testing.T) {
+	t.Parallel()
+	now := t0
+	tests := []struct {
+		name    string
+		desired []agent.Desired
+		waiting map[string]time.Time
+		armed   []contract.ArmedJob
+		want    [5]string // provision, cancel, delivering, unchanged, overdue
+	}{
+		{
+			name:    "missing is provisioned",
+			desired: []agent.Desired{{JobID: "a", FireAt: at(time.Hour)}},
+			want:    [5]string{"a", "", "", "", ""},
+		},
+		{
+			name:    "same instant in another offset is unchanged",
+			desired: []agent.Desired{{JobID: "a", FireAt: at(time.Hour)}},
+			armed:   []contract.ArmedJob{armed("a", at(time.Hour).In(time.FixedZone("", -5*3600)))},
+			want:    [5]string{"", "", "", "a", ""},
+		},
+		{
+			name:    "changed time is provisioned again",
+			desired: []agent.Desired{{JobID: "a", FireAt: at(time.Hour)}},
+			armed:   []contract.ArmedJob{armed("a", at(2*time.Hour))},
+			want:    [5]string{"a", "", "", "", ""},
+		},
+		{
+			name:    "changed callback is provisioned again",
+			desired: []agent.Desired{{JobID: "a", FireAt: at(time.Hour)}},
+			armed:   []contract.ArmedJob{{JobID: "a", FireAt: contract.NewTime(at(time.Hour)), ScheduleID: "s", AgentCallbackURL: "https://old.example"}},
+			want:    [5]string{"a", "", "", "", ""},
+		},
+		{
+			name:    "orphans are cancelled, future or past",
+			desired: []agent.Desired{{JobID: "a", FireAt: at(time.Hour)}},
+			armed:   []contract.ArmedJob{armed("a", at(time.Hour)), armed("gone", at(time.Hour)), armed("old", at(-time.Hour))},
+			want:    [5]string{"", "gone,old", "", "a", ""},
+		},
+		{
+			name:    "a past arm the job waits for is being delivered",
+			waiting: map[string]time.Time{"a": at(-2 * time.Second)},
+			armed:   []contract.ArmedJob{armed("a", at(-2*time.Second))},
+			want:    [5]string{"", "", "a", "", ""},
+		},
+		{
+			name:    "an overdue slot NAS does not hold is overdue",
+			waiting: map[string]time.Time{"a": at(-time.Minute), "b": at(-time.Minute)},
+			armed:   []contract.ArmedJob{armed("b", at(time.Hour))},
+			want:    [5]string{"", "b", "", "", "a,b"},
+		},
+		{
+			name:    "past desired times are never armed",
+			desired: []agent.Desired{{JobID: "a", FireAt: now}, {JobID: "b", FireAt: at(-time.Second)}},
+			want:    [5]string{"", "", "", "", ""},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := provider.ComputePlan(tt.desired, tt.waiting, tt.armed, callback+"/", now)
+			got := [5]string{ids(p.Provision), ids(p.Cancel), ids(p.Delivering), ids(p.Unchanged), ids(p.Overdue)}
+			if got != tt.want {
+				t.Fatalf("plan provision/cancel/delivering/unchanged/overdue = %q, want %q", got, tt.want)
+			}
+			if p.InSync() != (tt.want[0] == "" && tt.want[1] == "" && tt.want[4] == "") {
+				t.Fatalf("InSync %v", p.InSync())
+			}
+		})
+	}
+}
+
+// fakeNAS is an in-memory NAS that checks requests as NAS would and can be
+// told to fail.
+type fakeNAS struct {
+	mu       sync.Mutex
+	now      func() time.Time
+	arms     map[string]contract.ArmedJob
+	failed   []contract.FailedFire
+	failNext map[string]int // op -> how many calls fail
+	calls    map[string]int
+	seq      int
+}
+
+func newFakeNAS(now func() time.Time) *fakeNAS {
+	return &fakeNAS{now: now, arms: map[string]contract.ArmedJob{}, failNext: map[string]int{}, calls: map[string]int{}}
+}
+
+var errNASDown = errors.New("nas down")
+
+func (n *fakeNAS) fail(op string) error {
+	n.calls[op]++
+	if n.failNext[op] > 0 {
+		n.failNext[op]--
+		return fmt.Errorf("%s: %w", op, errNASDown)
+	}
+	return nil
+}
+
+func (n *fakeNAS) List(context.Context) (nasclient.Listing, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.fail("list"); err != nil {
+		return nasclient.Listing{}, err
+	}
+	var l nasclient.Listing
+	for _, a := range n.arms {
+		l.Armed = append(l.Armed, a)
+	}
+	l.FailedFires, n.failed = n.failed, nil // NAS reports each failed fire once
+	return l, nil
+}
+
+func (n *fakeNAS) Provision(_ context.Context, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.fail("provision"); err != nil {
+		return contract.ProvisionResponse{}, err
+	}
+	if req.DedupKey != req.JobID+":"+contract.FormatTime(req.FireAt.Time) || req.AgentCallbackURL != callback {
+		return contract.ProvisionResponse{}, fmt.Errorf("bad provision %+v", req)
+	}
+	if n.now().Sub(req.FireAt.Time) > contract.DefaultFireAtPastSkewSec*time.Second {
+		return contract.ProvisionResponse{}, &nasclient.UnprocessableError{APIError: nasclient.APIError{StatusCode: 422, Code: contract.CodeFireAtInPast}}
+	}
+	if a, ok := n.arms[req.JobID]; ok && a.FireAt.Equal(req.FireAt.Time) {
+		return contract.ProvisionResponse{ScheduleID: a.ScheduleID, FireAt: a.FireAt, Armed: true}, nil
+	}
+	n.seq++
+	a := contract.ArmedJob{JobID: req.JobID, FireAt: req.FireAt, ScheduleID: fmt.Sprintf("sch_%d", n.seq), AgentCallbackURL: req.AgentCallbackURL}
+	n.arms[req.JobID] = a
+	return contract.ProvisionResponse{ScheduleID: a.ScheduleID, FireAt: a.FireAt, Armed: true}, nil
+}
+
+func (n *fakeNAS) Cancel(_ context.Context, jobID string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.fail("cancel"); err != nil {
+		return err
+	}
+	delete(n.arms, jobID)
+	return nil
+}
+
+func (n *fakeNAS) snapshot() map[string]time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[string]time.Time{}
+	for id, a := range n.arms {
+		out[id] = a.FireAt.UTC()
+	}
+	return out
+}
+
+func (n *fakeNAS) set(fn func(n *fakeNAS)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	fn(n)
+}
+
+// clock is a settable clock shared by the runtime and the reconciler.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// counter is a host-defined runner that counts runs per job.
+type counter struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (c *counter) Validate(runner.Payload) error { return nil }
+func (c *counter) Run(_ context.Context, req runner.Request) runner.Result {
+	c.mu.Lock()
+	c.runs[req.JobID]++
+	c.mu.Unlock()
+	return runner.Result{}
+}
+
+type bundle struct {
+	home  string
+	clock *clock
+	rt    *agent.Runtime
+	nas   *fakeNAS
+	runs  *counter
+	rec   *provider.Reconciler
+}
+
+func setup(t *testing.T, catchUp bool) *bundle {
+	t.Helper()
+	b := &bundle{home: t.TempDir(), clock: &clock{t: t0}, runs: &counter{runs: map[string]int{}}}
+	ctx := context.Background()
+	rt, err := agent.Open(ctx, agent.Config{
+		Home: b.home, Now: b.clock.Now, Logger: slog.New(slog.DiscardHandler),
+		Runners: map[string]runner.Runner{"count": b.runs},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	b.rt = rt
+	b.nas = newFakeNAS(b.clock.Now)
+	b.rec, err = provider.NewReconciler(provider.ReconcilerConfig{
+		Source: rt, NAS: b.nas, CallbackURL: callback, Home: b.home, CatchUp: catchUp,
+		Now: b.clock.Now, Logger: slog.New(slog.DiscardHandler), RetryBase: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *bundle) add(t *testing.T, id, sched string) agent.Job {
+	t.Helper()
+	j, _, err := b.rt.AddJob(context.Background(), agent.JobSpec{ID: id, Schedule: sched, Payload: runner.Payload{Kind: "count"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (b *bundle) reconcile(t *testing.T) provider.Result {
+	t.Helper()
+	res, err := b.rec.Reconcile(context.Background())
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+// wantArmed checks NAS holds exactly the jobs' next_run_at.
+func (b *bundle) wantArmed(t *testing.T, want map[string]time.Time) {
+	t.Helper()
+	got := b.nas.snapshot()
+	if len(got) != len(want) {
+		t.Fatalf("armed %v, want %v", got, want)
+	}
+	for id, w := range want {
+		if !got[id].Equal(w) {
+			t.Fatalf("armed %v, want %v", got, want)
+		}
+	}
+}
+
+func (b *bundle) next(t *testing.T, id string) time.Time {
+	t.Helper()
+	j, err := b.rt.Job(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.NextRunAt == nil {
+		t.Fatalf("job %s has no next_run_at", id)
+	}
+	return *j.NextRunAt
+}
+
+func TestReconcileArmsMissingChangedAndCancelsOrphans(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "hourly", "every 1h")
+	b.add(t, "daily", "every 24h")
+	b.nas.set(func(n *fakeNAS) {
+		n.arms["daily"] = armed("daily", at(3*time.Hour)) // wrong time
+		n.arms["ghost"] = armed("ghost", at(time.Hour))  // no such job
+	})
+
+	res := b.reconcile(t)
+	b.wantArmed(t, map[string]time.Time{"hourly": at(time.Hour), "daily": at(24 * time.Hour)})
+	if strings.Join(res.Provisioned, ",") != "daily,hourly" || strings.Join(res.Cancelled, ",") != "ghost" || !res.OK {
+		t.Fatalf("result %+v", res)
+	}
+
+	// Idempotent: a second reconcile changes nothing.
+	if res := b.reconcile(t); len(res.Provisioned)+len(res.Cancelled) != 0 {
+		t.Fatalf("second reconcile %+v", res)
+	}
+
+	// A paused job is disarmed; a removed one too.
+	if _, err := b.rt.Pause(context.Background(), "hourly", "test"); err != nil {
+		t.Fatal(err)
+	}
+	b.reconcile(t)
+	b.wantArmed(t, map[string]time.Time{"daily": at(24 * time.Hour)})
+	if err := b.rt.Remove(context.Background(), "daily"); err != nil {
+		t.Fatal(err)
+	}
+	b.reconcile(t)
+	b.wantArmed(t, map[string]time.Time{})
+
+	st, err := provider.ReadState(b.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counts.Reconciles != 4 || st.Counts.Provisioned != 2 || st.Counts.Cancelled != 3 || st.Last == nil || !st.Last.OK {
+		t.Fatalf("state %+v", st)
+	}
+}
+
+func TestReconcileFailureIsRecordedAndHealed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.add(t, "b", "every 2h")
+	b.nas.set(func(n *fakeNAS) { n.failNext["provision"] = 1 })
+
+	res, err := b.rec.Reconcile(context.Background())
+	if !errors.Is(err, errNASDown) || res.OK || b.rec.InSync() {
+		t.Fatalf("reconcile: %+v, %v", res, err)
+	}
+	if len(b.nas.snapshot()) != 1 {
+		t.Fatalf("one provision should still succeed: %v", b.nas.snapshot())
+	}
+	st, _ := provider.ReadState(b.home)
+	if st.Counts.Failures != 1 || len(st.Errors) != 1 || st.Errors[0].Op != "provision" || st.Errors[0].JobID != "a" {
+		t.Fatalf("state %+v", st)
+	}
+
+	b.reconcile(t)
+	b.wantArmed(t, map[string]time.Time{"a": at(time.Hour), "b": at(2 * time.Hour)})
+	st, _ = provider.ReadState(b.home)
+	if !st.Last.OK || st.LastSuccessAt == nil || st.Counts.Failures != 1 || !b.rec.InSync() {
+		t.Fatalf("state after healing %+v", st)
+	}
+}
+
+func TestRunRetriesOnABackoffTimer(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.nas.set(func(n *fakeNAS) { n.failNext["list"] = 3 })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.rec.Run(ctx, nil) }()
+	deadline := time.After(10 * time.Second)
+	for !b.rec.InSync() {
+		select {
+		case <-deadline:
+			t.Fatal("not healed")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	b.wantArmed(t, map[string]time.Time{"a": at(time.Hour)})
+	if got := b.rec.Failures(); got != 3 {
+		t.Fatalf("%d failures, want 3", got)
+	}
+}
+
+func TestRunReconcilesOnChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.rec.Run(ctx, b.rt.Changes()) }()
+	b.add(t, "a", "every 1h")
+	deadline := time.After(10 * time.Second)
+	for len(b.nas.snapshot()) == 0 {
+		select {
+		case <-deadline:
+			t.Fatal("a job change did not reconcile")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel()
+	<-done
+	b.wantArmed(t, map[string]time.Time{"a": at(time.Hour)})
+}
+
+// An overdue slot NAS does not hold goes to the misfire policy in the agent,
+// and only the next, future slot is armed. The CLI does not run jobs.
+func TestOverdueSlots(t *testing.T) {
+	t.Parallel()
+	for _, catchUp := range []bool{true, false} {
+		t.Run(fmt.Sprintf("catchUp=%v", catchUp), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, catchUp)
+			b.add(t, "a", "every 1h")
+			b.clock.Set(at(time.Hour + time.Minute)) // the 13:00 slot is a minute overdue
+			res := b.reconcile(t)
+			if !catchUp {
+				b.wantArmed(t, map[string]time.Time{})
+				if res.CaughtUp || b.next(t, "a") != at(time.Hour) {
+					t.Fatalf("the CLI must leave the slot to the agent: %+v", res)
+				}
+				return
+			}
+			if !res.CaughtUp {
+				t.Fatalf("result %+v", res)
+			}
+			b.wantArmed(t, map[string]time.Time{"a": at(2 * time.Hour)})
+			runs, err := b.rt.Ledger().Runs(context.Background(), ledger.Filter{JobID: "a"})
+			if err != nil || len(runs) != 1 || !runs[0].Slot.Equal(at(time.Hour)) {
+				t.Fatalf("runs %+v, %v", runs, err)
+			}
+		})
+	}
+}
+
+// A slot NAS is delivering right now is left to NAS: not cancelled, not run
+// locally.
+func TestSlotBeingDeliveredIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.nas.set(func(n *fakeNAS) { n.arms["a"] = armed("a", at(time.Hour)) })
+	b.clock.Set(at(time.Hour + 2*time.Second))
+	res := b.reconcile(t)
+	if res.CaughtUp || len(res.Cancelled) != 0 || strings.Join(res.Delivering, ",") != "a" {
+		t.Fatalf("result %+v", res)
+	}
+	b.wantArmed(t, map[string]time.Time{"a": at(time.Hour)})
+
+	// The fire arrives: the claim advances the job and the next reconcile re-arms.
+	r, err := b.rt.Fire(context.Background(), "a", at(time.Hour), agent.TriggerScheduled)
+	if err != nil || r.Status != agent.FireAccepted {
+		t.Fatalf("fire %+v %v", r, err)
+	}
+	b.reconcile(t)
+	b.wantArmed(t, map[string]time.Time{"a": at(2 * time.Hour)})
+}
+
+func TestFailedFiresAreRecordedMissed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.clock.Set(at(time.Hour + 10*time.Minute))
+	b.nas.set(func(n *fakeNAS) {
+		n.arms["a"] = armed("a", at(2*time.Hour))
+		n.failed = []contract.FailedFire{{JobID: "a", FireAt: contract.NewTime(at(time.Hour)), ScheduleID: "sch_x", Attempts: 7, Reason: "agent answered 500", FailedAt: contract.NewTime(at(time.Hour + 9*time.Minute))}}
+	})
+	res := b.reconcile(t)
+	if res.MissedRecorded != 1 || res.CaughtUp {
+		t.Fatalf("result %+v", res)
+	}
+	runs, err := b.rt.Ledger().Runs(context.Background(), ledger.Filter{JobID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missed []ledger.Run
+	for _, r := range runs {
+		if r.State == ledger.StateMissed {
+			missed = append(missed, r)
+		}
+	}
+	if len(missed) != 1 || !strings.Contains(missed[0].Reason, "agent answered 500") || !missed[0].Slot.Equal(at(time.Hour)) {
+		t.Fatalf("missed runs %+v", runs)
+	}
+	b.wantArmed(t, map[string]time.Time{"a": at(2 * time.Hour)})
+}
+
+func TestObserveChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.nas.set(func(n *fakeNAS) { n.arms["ghost"] = armed("ghost", at(time.Hour)) })
+	p, err := b.rec.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids(p.Provision) != "a" || ids(p.Cancel) != "ghost" || p.InSync() {
+		t.Fatalf("plan %+v", p)
+	}
+	b.wantArmed(t, map[string]time.Time{"ghost": at(time.Hour)})
+	b.nas.mu.Lock()
+	calls := map[string]int{}
+	for k, v := range b.nas.calls {
+		calls[k] = v
+	}
+	b.nas.mu.Unlock()
+	keys := slices.Collect(func(yield func(string) bool) {
+		for k := range calls {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	sort.Strings(keys)
+	if strings.Join(keys, ",") != "list" {
+		t.Fatalf("calls %v", calls)
+	}
+}

@@ -41,7 +41,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"cron:\n  provider: chronos\n  chronos:\n    portal_ur: x\n", // typo
-		"access_token: secret\n",                                   // tokens never come from the file
+		"access_token: secret\n",                                     // tokens never come from the file
 		"home: [1, 2]\n",
 	} {
 		if _, err := provider.ParseConfig([]byte(bad)); err == nil {

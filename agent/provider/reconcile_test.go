@@ -309,7 +309,7 @@ func TestReconcileArmsMissingChangedAndCancelsOrphans(t *testing.T) {
 	b.add(t, "daily", "every 24h")
 	b.nas.set(func(n *fakeNAS) {
 		n.arms["daily"] = armed("daily", at(3*time.Hour)) // wrong time
-		n.arms["ghost"] = armed("ghost", at(time.Hour))  // no such job
+		n.arms["ghost"] = armed("ghost", at(time.Hour))   // no such job
 	})
 
 	res := b.reconcile(t)

@@ -1,0 +1,93 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+// SetInstanceStopped implements relay.Control.
+func (e *Engine) SetInstanceStopped(ctx context.Context, instanceID string, stopped bool) error {
+	flag := "0"
+	if stopped {
+		flag = "1"
+	}
+	if _, err := e.run(ctx, scriptSetStopped, []string{e.k.stopped()}, e.nowArg(), instanceID, flag); err != nil {
+		return fmt.Errorf("redis: set instance stopped: %w", err)
+	}
+	return nil
+}
+
+// InstanceStopped implements relay.Control.
+func (e *Engine) InstanceStopped(ctx context.Context, instanceID string) (bool, error) {
+	var stopped bool
+	err := e.retry(ctx, func(ctx context.Context) error {
+		var err error
+		stopped, err = e.c.SIsMember(ctx, e.k.stopped(), instanceID).Result()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("redis: instance stopped: %w", err)
+	}
+	return stopped, nil
+}
+
+// FirstDelivery implements relay.Control. The record expires by the engine's
+// clock after ttl (and is removed by Redis then).
+func (e *Engine) FirstDelivery(ctx context.Context, deliveryID string, ttl time.Duration) (bool, error) {
+	if ttl <= 0 {
+		ttl = time.Millisecond
+	}
+	v, err := e.run(ctx, scriptFirstDelivery, []string{e.k.delivery(deliveryID)}, e.nowArg(), durMs(ttl))
+	if err != nil {
+		return false, fmt.Errorf("redis: first delivery: %w", err)
+	}
+	n, err := integer(v)
+	if err != nil {
+		return false, fmt.Errorf("redis: first delivery: %w", err)
+	}
+	return n == 1, nil
+}
+
+// CancelAgent implements relay.Control.
+func (e *Engine) CancelAgent(ctx context.Context, agentID string) (int, error) {
+	s := e.k.shardOf(agentID)
+	v, err := e.run(ctx, scriptCancelAgent, []string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s)},
+		e.nowArg(), agentID)
+	if err != nil {
+		return 0, fmt.Errorf("redis: cancel agent: %w", err)
+	}
+	n, err := integer(v)
+	if err != nil {
+		return 0, fmt.Errorf("redis: cancel agent: %w", err)
+	}
+	return int(n), nil
+}
+
+// Stats implements the gauges of relay.Engine, summed over the shards.
+func (e *Engine) Stats(ctx context.Context) (relay.Stats, error) {
+	var st relay.Stats
+	for s := range e.k.shards {
+		v, err := e.run(ctx, scriptStats, []string{e.k.due(s), e.k.lease(s), e.k.deadByTime(s)}, e.nowArg())
+		if err != nil {
+			return relay.Stats{}, fmt.Errorf("redis: stats: %w", err)
+		}
+		a, err := array(v)
+		if err != nil || len(a) != 4 {
+			return relay.Stats{}, fmt.Errorf("redis: stats: %w", errReply)
+		}
+		var n [4]int64
+		for i := range n {
+			if n[i], err = integer(a[i]); err != nil {
+				return relay.Stats{}, fmt.Errorf("redis: stats: %w", err)
+			}
+		}
+		st.Armed += n[0] + n[2]
+		st.Due += n[1]
+		st.Leased += n[2]
+		st.DeadLetter += n[3]
+	}
+	return st, nil
+}

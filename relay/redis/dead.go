@@ -1,0 +1,165 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+// replayBatch is how many dead letters one replay step handles.
+const replayBatch = 256
+
+// ListDead implements relay.DeadLetters: newest first (failed at, then
+// schedule id, descending), across every shard when agentID is "". A cursor
+// is bound to the filter it was issued for; limit <= 0 means 100.
+func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int) ([]relay.DeadLetter, string, error) {
+	pos, err := decodeCursor(cursorDead, agentID, cursor)
+	if err != nil {
+		return nil, "", fmt.Errorf("redis: list dead: %w", err)
+	}
+	maxScore, after := "+inf", ""
+	if pos != "" {
+		at, sid, ok := strings.Cut(pos, ":")
+		if _, err := strconv.ParseInt(at, 10, 64); !ok || err != nil || sid == "" {
+			return nil, "", fmt.Errorf("redis: list dead: %w", relay.ErrInvalidCursor)
+		}
+		maxScore, after = at, sid
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	type scope struct{ index, dead string }
+	var scopes []scope
+	if agentID != "" {
+		s := e.k.shardOf(agentID)
+		scopes = []scope{{e.k.deadOfAgent(s, agentID), e.k.dead(s)}}
+	} else {
+		for s := range e.k.shards {
+			scopes = append(scopes, scope{e.k.deadByTime(s), e.k.dead(s)})
+		}
+	}
+	var all []relay.DeadLetter
+	for _, sc := range scopes {
+		v, err := e.run(ctx, scriptListDead, []string{sc.index, sc.dead}, e.nowArg(), maxScore, after, limit+1)
+		if err != nil {
+			return nil, "", fmt.Errorf("redis: list dead: %w", err)
+		}
+		a, err := array(v)
+		if err != nil {
+			return nil, "", fmt.Errorf("redis: list dead: %w", err)
+		}
+		for _, x := range a {
+			d, err := decodeDead(x)
+			if err != nil {
+				return nil, "", fmt.Errorf("redis: list dead: %w", err)
+			}
+			all = append(all, d)
+		}
+	}
+	slices.SortFunc(all, func(a, b relay.DeadLetter) int {
+		if c := b.FailedAt.Compare(a.FailedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ScheduleID, a.ScheduleID)
+	})
+	next := ""
+	if len(all) > limit {
+		all = all[:limit]
+		last := all[limit-1]
+		next = encodeCursor(cursorDead, agentID, strconv.FormatInt(last.FailedAt.UnixMilli(), 10)+":"+last.ScheduleID)
+	}
+	return all, next, nil
+}
+
+// Replay implements relay.DeadLetters. Schedule ids do not name their shard,
+// so every shard is asked which of them it holds.
+func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (int, error) {
+	total := 0
+	for chunk := range slices.Chunk(scheduleIDs, replayBatch) {
+		for s := range e.k.shards {
+			args := []any{e.nowArg()}
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			v, err := e.run(ctx, scriptDeadAgents, []string{e.k.dead(s)}, args...)
+			if err != nil {
+				return total, fmt.Errorf("redis: replay: %w", err)
+			}
+			a, err := array(v)
+			if err != nil || len(a)%2 != 0 {
+				return total, fmt.Errorf("redis: replay: %w", errReply)
+			}
+			if len(a) == 0 {
+				continue
+			}
+			pairs := make([][2]string, 0, len(a)/2)
+			for i := 0; i < len(a); i += 2 {
+				id, err1 := str(a[i])
+				agent, err2 := str(a[i+1])
+				if err1 != nil || err2 != nil {
+					return total, fmt.Errorf("redis: replay: %w", errReply)
+				}
+				pairs = append(pairs, [2]string{id, agent})
+			}
+			n, err := e.replayShard(ctx, s, pairs)
+			total += n
+			if err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, nil
+}
+
+// ReplayAgent implements relay.DeadLetters.
+func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (int, error) {
+	s := e.k.shardOf(agentID)
+	total := 0
+	for {
+		var ids []string
+		err := e.retry(ctx, func(ctx context.Context) error {
+			var err error
+			ids, err = e.c.ZRange(ctx, e.k.deadOfAgent(s, agentID), 0, replayBatch-1).Result()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("redis: replay agent: %w", err)
+		}
+		if len(ids) == 0 {
+			return total, nil
+		}
+		pairs := make([][2]string, len(ids))
+		for i, id := range ids {
+			pairs[i] = [2]string{id, agentID}
+		}
+		n, err := e.replayShard(ctx, s, pairs)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// replayShard replays (schedule id, agent) pairs of shard s in one script.
+func (e *Engine) replayShard(ctx context.Context, s int, pairs [][2]string) (int, error) {
+	keys := []string{e.k.dead(s), e.k.deadByTime(s), e.k.due(s)}
+	args := []any{e.nowArg(), e.k.wake()}
+	for _, p := range pairs {
+		keys = append(keys, e.k.rows(s, p[1]), e.k.deadOfAgent(s, p[1]))
+		args = append(args, p[0], p[1])
+	}
+	v, err := e.run(ctx, scriptReplay, keys, args...)
+	if err != nil {
+		return 0, fmt.Errorf("redis: replay: %w", err)
+	}
+	n, err := integer(v)
+	if err != nil {
+		return 0, fmt.Errorf("redis: replay: %w", err)
+	}
+	return int(n), nil
+}

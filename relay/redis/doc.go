@@ -1,0 +1,45 @@
+// Package redis is the distributed relay engine: any number of NAS and relay
+// processes share one Redis (a single node, Sentinel or Cluster) and together
+// keep every armed one-shot.
+//
+// # Layout
+//
+// Keys are spread over a fixed number of shards; every key of a shard carries
+// the hash tag {chronos:<prefix>:<shard>}, so a shard lives in one Cluster
+// slot and every script touches one slot only. An agent's one-shots all live
+// in the shard hash(agent_id) % shards:
+//
+//	{chronos:P:S}:a:<agent>   hash   job id → packed one-shot (armed row + attempt, token, due, last error)
+//	{chronos:P:S}:due         zset   member(agent, job) → due time, ms (armed one-shots only)
+//	{chronos:P:S}:lease       zset   member(agent, job) → lease expiry, ms (leased one-shots only)
+//	{chronos:P:S}:tok         string last fencing token handed out in the shard
+//	{chronos:P:S}:dead        hash   schedule id → packed dead letter
+//	{chronos:P:S}:dz          zset   schedule id → failed at, ms (every dead letter)
+//	{chronos:P:S}:da:<agent>  zset   schedule id → failed at, ms (one agent's dead letters)
+//	{chronos:P:S}:f:<agent>   list   schedule ids dead-lettered since the agent last looked
+//	{chronos:P:S}:dd:<id>     string first-delivery record of a delivery id (shard of the id)
+//	{chronos:P:ctl}:stopped   set    stopped agent instances
+//	{chronos:P:ctl}:shards    string the shard count the data was written with
+//
+// A one-shot is in exactly one of due and lease; its row and its entry there
+// are written together by one Lua script, so there is never a row without its
+// fire or the reverse. Every state transition is one script (scripts.go);
+// each declares every key it touches in KEYS. Where a transition needs keys
+// it can only learn by reading (a claim touches the rows of the agents whose
+// fires are due), a read-only step first finds the candidates and the
+// transition then re-checks each one atomically.
+//
+// # Time
+//
+// Due times and lease expiries are judged by Redis's clock (TIME inside the
+// scripts), never a worker's. Scores are milliseconds; a fire_at with a
+// sub-millisecond fraction is rounded up, so it is never claimable early.
+// The exact fire_at is kept (milliseconds plus the nanosecond remainder).
+//
+// # Failures
+//
+// Every call retries a lost connection with backoff for Options.RetryFor.
+// Scripts are atomic, so a retry never half-applies a transition; a retried
+// arm is an idempotent upsert, and a claim whose reply was lost leaves leases
+// that the reaper returns to armed when they expire.
+package redis

@@ -1,0 +1,274 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+var _ relay.Engine = (*Engine)(nil)
+
+// Defaults of Options.
+const (
+	DefaultPrefix   = "default"
+	DefaultShards   = 4
+	DefaultRetryFor = 30 * time.Second
+	// feedCap bounds an agent's failed-fire feed; older ids fall off.
+	feedCap = 10000
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Prefix separates deployments sharing one Redis; it goes inside the
+	// hash tag {chronos:<prefix>:<shard>}. Default DefaultPrefix. It must not
+	// contain '{' or '}'.
+	Prefix string
+	// Shards is how many shards one-shots are spread over (each shard is one
+	// Cluster slot). Default DefaultShards. It is fixed for the life of the
+	// data: an engine refuses to open data written with another count.
+	Shards int
+	// RetryFor is how long a call keeps retrying a lost connection (with
+	// backoff) before it fails. Default DefaultRetryFor; negative disables.
+	RetryFor time.Duration
+	// Now, when set, replaces Redis's clock; it exists for tests that step
+	// time by hand. Production leaves it nil so that every due time and
+	// lease expiry is judged by the one clock of Redis.
+	Now func() time.Time
+	// Logger receives retries and subscription trouble. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Engine is the Redis relay engine. It is safe for concurrent use.
+type Engine struct {
+	c      goredis.UniversalClient
+	owned  bool // Close closes c
+	k      keys
+	opts   Options
+	log    *slog.Logger
+	rr     atomic.Uint32 // round-robin start shard of claims
+	closed chan struct{}
+
+	wakeOnce sync.Once
+	ps       *goredis.PubSub
+	wake     chan struct{}
+	wg       sync.WaitGroup
+	closeMu  sync.Mutex
+	isClosed bool
+}
+
+// New returns an engine on client c; the caller keeps ownership of c. It
+// checks that Redis answers and that the data's shard count matches.
+func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("redis: prefix %q must not contain braces", opts.Prefix)
+	}
+	if opts.Shards == 0 {
+		opts.Shards = DefaultShards
+	}
+	if opts.Shards < 1 || opts.Shards > 1024 {
+		return nil, fmt.Errorf("redis: shards %d out of range 1..1024", opts.Shards)
+	}
+	if opts.RetryFor == 0 {
+		opts.RetryFor = DefaultRetryFor
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	e := &Engine{
+		c:      c,
+		k:      newKeys(opts.Prefix, opts.Shards),
+		opts:   opts,
+		log:    opts.Logger,
+		closed: make(chan struct{}),
+		wake:   make(chan struct{}, 1),
+	}
+	if err := e.checkShards(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// checkShards records the shard count on first use and refuses a mismatch.
+func (e *Engine) checkShards(ctx context.Context) error {
+	want := strconv.Itoa(e.opts.Shards)
+	var got string
+	err := e.retry(ctx, func(ctx context.Context) error {
+		if err := e.c.SetNX(ctx, e.k.shardCount(), want, 0).Err(); err != nil {
+			return err
+		}
+		v, err := e.c.Get(ctx, e.k.shardCount()).Result()
+		got = v
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("redis: open: %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("redis: open: data of prefix %q was written with %s shards, not %s", e.opts.Prefix, got, want)
+	}
+	return nil
+}
+
+// Close stops the wake subscription and, if the engine opened its client,
+// closes it.
+func (e *Engine) Close() error {
+	e.closeMu.Lock()
+	if e.isClosed {
+		e.closeMu.Unlock()
+		return nil
+	}
+	e.isClosed = true
+	close(e.closed)
+	ps := e.ps
+	e.closeMu.Unlock()
+	if ps != nil {
+		_ = ps.Close()
+	}
+	e.wg.Wait()
+	if e.owned {
+		if err := e.c.Close(); err != nil {
+			return fmt.Errorf("redis: close: %w", err)
+		}
+	}
+	return nil
+}
+
+// Client returns the engine's Redis client.
+func (e *Engine) Client() goredis.UniversalClient { return e.c }
+
+// Prefix returns the key prefix in use.
+func (e *Engine) Prefix() string { return e.opts.Prefix }
+
+// Shards returns the shard count in use.
+func (e *Engine) Shards() int { return e.opts.Shards }
+
+// nowArg is ARGV[1] of every script: the injected clock in ms, or "" for
+// Redis's clock.
+func (e *Engine) nowArg() string {
+	if e.opts.Now == nil {
+		return ""
+	}
+	return strconv.FormatInt(e.opts.Now().UnixMilli(), 10)
+}
+
+// run runs a script, retrying a lost connection.
+func (e *Engine) run(ctx context.Context, s *goredis.Script, keys []string, args ...any) (any, error) {
+	var v any
+	err := e.retry(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = s.Run(ctx, e.c, keys, args...).Result()
+		if errors.Is(err, goredis.Nil) {
+			v, err = nil, nil
+		}
+		return err
+	})
+	return v, err
+}
+
+// retry calls f until it succeeds, fails with an error that a retry cannot
+// fix, ctx ends, or Options.RetryFor has passed; it backs off with jitter
+// between tries.
+func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error {
+	start := time.Now()
+	backoff := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := f(ctx)
+		if err == nil || !retryable(err) || ctx.Err() != nil || e.opts.RetryFor < 0 || time.Since(start) > e.opts.RetryFor {
+			return err
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		if try == 1 || try%10 == 0 {
+			e.log.WarnContext(ctx, "redis call failed, retrying", "err", err, "try", try, "wait", wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// retryable reports whether err is a lost connection or a transient server
+// state, as opposed to an error a retry would only repeat.
+func retryable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if errors.Is(err, goredis.ErrClosed) {
+		return false
+	}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "MOVED", "ASK"} {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	// Connection refused, reset and the pool's own errors land here.
+	return true
+}
+
+// Wake returns a channel that receives when an arm made an entry the
+// earliest of its shard (or a replay or reap made entries due). The
+// subscription starts on the first call and reconnects by itself.
+func (e *Engine) Wake() <-chan struct{} {
+	e.wakeOnce.Do(func() {
+		e.closeMu.Lock()
+		defer e.closeMu.Unlock()
+		if e.isClosed {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ps := e.c.Subscribe(ctx, e.k.wake())
+		// Wait for the confirmation so that an arm right after the first
+		// Wake is not missed; on failure go-redis keeps trying in Channel.
+		if _, err := ps.Receive(ctx); err != nil {
+			e.log.Warn("redis wake subscription not confirmed", "err", err)
+		}
+		e.ps = ps
+		ch := ps.Channel()
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			for range ch {
+				e.notify()
+			}
+		}()
+	})
+	return e.wake
+}
+
+// notify wakes a waiting dispatcher without blocking.
+func (e *Engine) notify() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}

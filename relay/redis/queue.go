@@ -1,0 +1,291 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+// peekFactor is how many candidates a claim looks at per lease it wants, so
+// that dispatchers racing for the same head of a shard still find work.
+const peekFactor = 2
+
+// claimTries bounds how often a claim re-reads a shard whose candidates were
+// all taken by other dispatchers in between.
+const claimTries = 4
+
+// reapBatch is how many expired leases one reap step handles.
+const reapBatch = 256
+
+// Claim implements relay.Queue. It visits the shards round-robin, starting
+// at a different shard on every call, until it has max leases or every shard
+// has no due one-shot left. Leases of one shard come in due order.
+func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	leaseMs := durMs(leaseFor)
+	start := int(e.rr.Add(1))
+	var out []relay.Lease
+	for i := range e.k.shards {
+		s := (start + i) % e.k.shards
+		for try := 0; try < claimTries && len(out) < max; try++ {
+			want := max - len(out)
+			got, peeked, err := e.claimShard(ctx, s, want, leaseMs)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, got...)
+			// Stop on this shard when it has nothing due, or when the claim
+			// got what it looked at (what is left is not due yet).
+			if peeked == 0 || len(got) > 0 && peeked < want*peekFactor {
+				break
+			}
+		}
+		if len(out) >= max {
+			break
+		}
+	}
+	return out, nil
+}
+
+// claimShard peeks at shard s's due head and leases up to want of it.
+func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64) ([]relay.Lease, int, error) {
+	now := e.nowArg()
+	v, err := e.run(ctx, scriptPeek, []string{e.k.due(s)}, now, want*peekFactor, "due")
+	if err != nil {
+		return nil, 0, fmt.Errorf("redis: claim: %w", err)
+	}
+	cands, err := array(v)
+	if err != nil {
+		return nil, 0, fmt.Errorf("redis: claim: %w", err)
+	}
+	if len(cands) == 0 {
+		return nil, 0, nil
+	}
+	keys := make([]string, 3, 3+len(cands))
+	keys[0], keys[1], keys[2] = e.k.due(s), e.k.lease(s), e.k.token(s)
+	args := make([]any, 3, 3+len(cands))
+	args[0], args[1], args[2] = now, leaseMs, want
+	for _, c := range cands {
+		m, err := str(c)
+		if err != nil {
+			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+		}
+		agent, _, ok := splitMember(m)
+		if !ok {
+			return nil, 0, fmt.Errorf("redis: claim: malformed due entry %q", m)
+		}
+		keys = append(keys, e.k.rows(s, agent))
+		args = append(args, m)
+	}
+	v, err = e.run(ctx, scriptClaim, keys, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("redis: claim: %w", err)
+	}
+	rows, err := array(v)
+	if err != nil {
+		return nil, 0, fmt.Errorf("redis: claim: %w", err)
+	}
+	out := make([]relay.Lease, 0, len(rows))
+	for _, r := range rows {
+		l, err := decodeLease(r)
+		if err != nil {
+			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, len(cands), nil
+}
+
+// decodeLease reads {agent, job, until ms, row...}.
+func decodeLease(v any) (relay.Lease, error) {
+	f, err := array(v)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	if len(f) != 3+rowFields {
+		return relay.Lease{}, fmt.Errorf("%w: lease of %d fields", errReply, len(f))
+	}
+	agent, err := str(f[0])
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	job, err := str(f[1])
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	until, err := integer(f[2])
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	o, err := decodeRow(agent, job, f[3:])
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	tok, err := rowToken(f[3:])
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	return relay.Lease{OneShot: o, Token: tok, Until: ms(until)}, nil
+}
+
+// NextDue implements relay.Queue: the earliest due entry over all shards,
+// judged by Redis's clock.
+func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	best := int64(-1)
+	var redisNow time.Time
+	for s := range e.k.shards {
+		v, err := e.run(ctx, scriptHead, []string{e.k.due(s)}, e.nowArg())
+		if err != nil {
+			return 0, false, fmt.Errorf("redis: next due: %w", err)
+		}
+		a, err := array(v)
+		if err != nil || len(a) != 3 {
+			return 0, false, fmt.Errorf("redis: next due: %w", errReply)
+		}
+		score, err1 := integer(a[0])
+		sec, err2 := integer(a[1])
+		usec, err3 := integer(a[2])
+		if err1 != nil || err2 != nil || err3 != nil {
+			return 0, false, fmt.Errorf("redis: next due: %w", errReply)
+		}
+		redisNow = time.Unix(sec, usec*1000)
+		if score >= 0 && (best < 0 || score < best) {
+			best = score
+		}
+	}
+	if best < 0 {
+		return 0, false, nil
+	}
+	now := redisNow
+	if e.opts.Now != nil {
+		now = e.opts.Now()
+	}
+	return max(ms(best).Sub(now), 0), true, nil
+}
+
+// Extend implements relay.Queue.
+func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Duration) (relay.Lease, error) {
+	s := e.k.shardOf(l.AgentID)
+	v, err := e.run(ctx, scriptExtend, []string{e.k.rows(s, l.AgentID), e.k.lease(s)},
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(leaseFor))
+	if err != nil {
+		return relay.Lease{}, fmt.Errorf("redis: extend: %w", err)
+	}
+	f, err := array(v)
+	if err != nil {
+		return relay.Lease{}, fmt.Errorf("redis: extend: %w", err)
+	}
+	if len(f) == 0 {
+		return relay.Lease{}, fmt.Errorf("redis: extend %s: %w", l.ScheduleID, relay.ErrLeaseLost)
+	}
+	out, err := decodeLease(append([]any{l.AgentID, l.JobID}, f...))
+	if err != nil {
+		return relay.Lease{}, fmt.Errorf("redis: extend: %w", err)
+	}
+	return out, nil
+}
+
+// Ack implements relay.Queue.
+func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
+	s := e.k.shardOf(l.AgentID)
+	v, err := e.run(ctx, scriptAck, []string{e.k.rows(s, l.AgentID), e.k.lease(s)},
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
+	return fencedResult("ack", l, v, err)
+}
+
+// Nack implements relay.Queue.
+func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, reason string) error {
+	s := e.k.shardOf(l.AgentID)
+	v, err := e.run(ctx, scriptNack, []string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s)},
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason)
+	return fencedResult("nack", l, v, err)
+}
+
+// Kill implements relay.Queue.
+func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
+	s := e.k.shardOf(l.AgentID)
+	v, err := e.run(ctx, scriptKill,
+		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), e.k.dead(s),
+			e.k.deadByTime(s), e.k.deadOfAgent(s, l.AgentID), e.k.failed(s, l.AgentID)},
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, reason, l.AgentID, feedCap)
+	return fencedResult("kill", l, v, err)
+}
+
+// fencedResult maps the 1/0 reply of a fenced script.
+func fencedResult(op string, l relay.Lease, v any, err error) error {
+	if err != nil {
+		return fmt.Errorf("redis: %s: %w", op, err)
+	}
+	n, err := integer(v)
+	if err != nil {
+		return fmt.Errorf("redis: %s: %w", op, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("redis: %s %s: %w", op, l.ScheduleID, relay.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Reap implements relay.Queue: expired leases (by Redis's clock) go back to
+// armed, due now.
+func (e *Engine) Reap(ctx context.Context) (int, error) {
+	total := 0
+	for s := range e.k.shards {
+		for {
+			now := e.nowArg()
+			v, err := e.run(ctx, scriptPeek, []string{e.k.lease(s)}, now, reapBatch, "expired")
+			if err != nil {
+				return total, fmt.Errorf("redis: reap: %w", err)
+			}
+			cands, err := array(v)
+			if err != nil {
+				return total, fmt.Errorf("redis: reap: %w", err)
+			}
+			if len(cands) == 0 {
+				break
+			}
+			keys := []string{e.k.lease(s), e.k.due(s)}
+			args := []any{now}
+			for _, c := range cands {
+				m, err := str(c)
+				if err != nil {
+					return total, fmt.Errorf("redis: reap: %w", err)
+				}
+				agent, _, ok := splitMember(m)
+				if !ok {
+					return total, fmt.Errorf("redis: reap: malformed lease entry %q", m)
+				}
+				keys = append(keys, e.k.rows(s, agent))
+				args = append(args, m)
+			}
+			v, err = e.run(ctx, scriptReap, keys, args...)
+			if err != nil {
+				return total, fmt.Errorf("redis: reap: %w", err)
+			}
+			n, err := integer(v)
+			if err != nil {
+				return total, fmt.Errorf("redis: reap: %w", err)
+			}
+			total += int(n)
+			if len(cands) < reapBatch {
+				break
+			}
+		}
+	}
+	if total > 0 {
+		e.notify()
+	}
+	return total, nil
+}
+
+// durMs rounds a duration up to whole milliseconds.
+func durMs(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

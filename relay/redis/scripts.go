@@ -1,0 +1,453 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// prelude is shared by every script.
+//
+// A one-shot row is a MessagePack array (cmsgpack) of
+//
+//	1 schedule id   2 instance id   3 fire_at ms (floor)   4 fire_at ns remainder
+//	5 callback url  6 attempt       7 fencing token (0 when armed)
+//	8 due ms        9 created ms    10 last error
+//
+// A dead letter is {agent, job, <the ten row fields>, reason, failed ms}.
+//
+// Every script takes ARGV[1] = the current time in ms from an injected clock,
+// or "" to use Redis's own clock (production).
+const prelude = `
+local function clock(arg)
+  if arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function split(m)
+  local i = string.find(m, ':', 1, true)
+  local n = tonumber(string.sub(m, 1, i - 1))
+  return string.sub(m, i + 1, i + n), string.sub(m, i + n + 1)
+end
+local function fenced(v, sid, tok)
+  if not v then return nil end
+  local r = cmsgpack.unpack(v)
+  if r[1] ~= sid or r[7] == 0 or r[7] ~= tok then return nil end
+  return r
+end
+`
+
+func script(body string) *goredis.Script { return goredis.NewScript(prelude + body) }
+
+// scriptArm upserts the one-shot of (agent, job) and its due entry.
+//
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
+// ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
+// ARGV[5] instance id, ARGV[6] fire_at ms, ARGV[7] fire_at ns remainder,
+// ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel
+//
+// Returns {1 changed | 0 same fire_at | -1 over quota, replaced schedule id, row...}.
+var scriptArm = script(`
+local now = clock(ARGV[1])
+local job, m = ARGV[2], ARGV[3]
+local fms, fns = tonumber(ARGV[6]), tonumber(ARGV[7])
+local old = redis.call('HGET', KEYS[1], job)
+local replaced = ''
+if old then
+  local r = cmsgpack.unpack(old)
+  if r[3] == fms and r[4] == fns then
+    return {0, '', unpack(r)}
+  end
+  replaced = r[1]
+else
+  local quota = tonumber(ARGV[9])
+  if quota > 0 and redis.call('HLEN', KEYS[1]) >= quota then
+    return {-1, ''}
+  end
+end
+local score = fms
+if fns > 0 then score = fms + 1 end
+local r = {ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score, now, ''}
+redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
+redis.call('ZREM', KEYS[3], m)
+redis.call('ZADD', KEYS[2], score, m)
+local first = redis.call('ZRANGE', KEYS[2], 0, 0)
+if first[1] == m then redis.call('PUBLISH', ARGV[10], score) end
+return {1, replaced, unpack(r)}
+`)
+
+// scriptCancel removes the one-shot of (agent, job) and its due or lease entry.
+//
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
+// ARGV[1] now (unused), ARGV[2] job, ARGV[3] member
+//
+// Returns 1 if there was one, else 0.
+var scriptCancel = script(`
+local n = redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[3])
+redis.call('ZREM', KEYS[3], ARGV[3])
+return n
+`)
+
+// scriptGet reads the one-shot of (agent, job).
+//
+// KEYS[1] rows of the agent
+// ARGV[1] now (unused), ARGV[2] job
+//
+// Returns the row, or an empty array.
+var scriptGet = script(`
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if not v then return {} end
+return cmsgpack.unpack(v)
+`)
+
+// scriptList pages an agent's one-shots in job id order.
+//
+// KEYS[1] rows of the agent
+// ARGV[1] now (unused), ARGV[2] the job id to start after ("" = first),
+// ARGV[3] limit
+//
+// Returns {more (0|1), job, row, job, row, ...}.
+var scriptList = script(`
+local after, limit = ARGV[2], tonumber(ARGV[3])
+local jobs = {}
+for _, j in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if after == '' or j > after then jobs[#jobs + 1] = j end
+end
+table.sort(jobs)
+local out = {0}
+if #jobs > limit then out[1] = 1 end
+for i = 1, math.min(limit, #jobs) do
+  out[#out + 1] = jobs[i]
+  out[#out + 1] = cmsgpack.unpack(redis.call('HGET', KEYS[1], jobs[i]))
+end
+return out
+`)
+
+// scriptPeek lists due candidates without changing anything; the claim or
+// reap that follows re-checks each one.
+//
+// KEYS[1] due or lease zset
+// ARGV[1] now, ARGV[2] count, ARGV[3] "due" (score <= now) or "expired" (score < now)
+//
+// Returns up to count members in score order.
+var scriptPeek = script(`
+local now = clock(ARGV[1])
+local max = now
+if ARGV[3] == 'expired' then max = '(' .. now end
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max, 'LIMIT', 0, tonumber(ARGV[2]))
+`)
+
+// scriptClaim leases the candidates that are still due.
+//
+// KEYS[1] due, KEYS[2] lease, KEYS[3] token counter,
+// KEYS[3+i] rows of the agent of candidate i
+// ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[3+i] member of candidate i
+//
+// Returns {{agent, job, lease until ms, row...}, ...} in candidate order.
+var scriptClaim = script(`
+local now = clock(ARGV[1])
+local untilms = now + tonumber(ARGV[2])
+local max = tonumber(ARGV[3])
+local out = {}
+for i = 4, #ARGV do
+  if #out >= max then break end
+  local m = ARGV[i]
+  local s = redis.call('ZSCORE', KEYS[1], m)
+  if s and tonumber(s) <= now then
+    redis.call('ZREM', KEYS[1], m)
+    local agent, job = split(m)
+    local v = redis.call('HGET', KEYS[i], job)
+    if v then
+      local r = cmsgpack.unpack(v)
+      r[6] = r[6] + 1
+      r[7] = redis.call('INCR', KEYS[3])
+      redis.call('HSET', KEYS[i], job, cmsgpack.pack(r))
+      redis.call('ZADD', KEYS[2], untilms, m)
+      out[#out + 1] = {agent, job, untilms, unpack(r)}
+    end
+  end
+end
+return out
+`)
+
+// scriptExtend renews a lease.
+//
+// KEYS[1] rows of the agent, KEYS[2] lease
+// ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
+// ARGV[5] token, ARGV[6] lease ms
+//
+// Returns {lease until ms, row...}, or an empty array when the lease is lost.
+var scriptExtend = script(`
+local now = clock(ARGV[1])
+local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
+if not r then return {} end
+local untilms = now + tonumber(ARGV[6])
+redis.call('ZADD', KEYS[2], untilms, ARGV[3])
+return {untilms, unpack(r)}
+`)
+
+// scriptAck removes a delivered one-shot and its lease.
+//
+// KEYS[1] rows of the agent, KEYS[2] lease
+// ARGV[1] now (unused), ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token
+//
+// Returns 1, or 0 when the lease is lost.
+var scriptAck = script(`
+local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
+if not r then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[3])
+return 1
+`)
+
+// scriptNack returns a leased one-shot to armed, due after a delay.
+//
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
+// ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
+// ARGV[6] delay ms, ARGV[7] reason
+//
+// Returns 1, or 0 when the lease is lost.
+var scriptNack = script(`
+local now = clock(ARGV[1])
+local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
+if not r then return 0 end
+local due = now + tonumber(ARGV[6])
+r[7] = 0
+r[8] = due
+r[10] = ARGV[7]
+redis.call('HSET', KEYS[1], ARGV[2], cmsgpack.pack(r))
+redis.call('ZREM', KEYS[3], ARGV[3])
+redis.call('ZADD', KEYS[2], due, ARGV[3])
+return 1
+`)
+
+// scriptKill moves a leased one-shot to the dead letter and the agent's
+// failed-fire feed.
+//
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] dead,
+// KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of the agent
+// ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
+// ARGV[6] reason, ARGV[7] agent, ARGV[8] feed length cap
+//
+// Returns 1, or 0 when the lease is lost.
+var scriptKill = script(`
+local now = clock(ARGV[1])
+local sid = ARGV[4]
+local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), sid, tonumber(ARGV[5]))
+if not r then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[3])
+redis.call('ZREM', KEYS[3], ARGV[3])
+r[7] = 0
+r[10] = ARGV[6]
+local d = {ARGV[7], ARGV[2], unpack(r)}
+d[#d + 1] = ARGV[6]
+d[#d + 1] = now
+redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
+redis.call('ZADD', KEYS[5], now, sid)
+redis.call('ZADD', KEYS[6], now, sid)
+redis.call('RPUSH', KEYS[7], sid)
+redis.call('LTRIM', KEYS[7], -tonumber(ARGV[8]), -1)
+return 1
+`)
+
+// scriptReap returns the candidates whose lease has expired to armed, due now.
+//
+// KEYS[1] lease, KEYS[2] due, KEYS[2+i] rows of the agent of candidate i
+// ARGV[1] now, ARGV[1+i] member of candidate i
+//
+// Returns how many were returned.
+var scriptReap = script(`
+local now = clock(ARGV[1])
+local n = 0
+for i = 2, #ARGV do
+  local m = ARGV[i]
+  local s = redis.call('ZSCORE', KEYS[1], m)
+  if s and tonumber(s) < now then
+    redis.call('ZREM', KEYS[1], m)
+    local agent, job = split(m)
+    local v = redis.call('HGET', KEYS[i + 1], job)
+    if v then
+      local r = cmsgpack.unpack(v)
+      r[7] = 0
+      r[8] = now
+      redis.call('HSET', KEYS[i + 1], job, cmsgpack.pack(r))
+      redis.call('ZADD', KEYS[2], now, m)
+      n = n + 1
+    end
+  end
+end
+return n
+`)
+
+// scriptHead reads the earliest due entry of a shard and Redis's clock.
+//
+// KEYS[1] due
+// ARGV[1] now (unused)
+//
+// Returns {earliest due ms or -1, Redis time s, Redis time µs}.
+var scriptHead = script(`
+local t = redis.call('TIME')
+local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local s = -1
+if h[2] then s = tonumber(h[2]) end
+return {s, tonumber(t[1]), tonumber(t[2])}
+`)
+
+// scriptTakeFailed pops an agent's failed-fire feed.
+//
+// KEYS[1] failed feed of the agent, KEYS[2] dead
+// ARGV[1] now (unused), ARGV[2] max
+//
+// Returns {dead letter, ...}; ids no longer in the dead letter are skipped.
+var scriptTakeFailed = script(`
+local max = tonumber(ARGV[2])
+local out = {}
+while #out < max do
+  local sid = redis.call('LPOP', KEYS[1])
+  if not sid then break end
+  local v = redis.call('HGET', KEYS[2], sid)
+  if v then out[#out + 1] = cmsgpack.unpack(v) end
+end
+return out
+`)
+
+// scriptListDead pages dead letters newest first.
+//
+// KEYS[1] dead by time (or of one agent), KEYS[2] dead
+// ARGV[1] now (unused), ARGV[2] start at failed ms ("+inf" = newest),
+// ARGV[3] the schedule id to start after at that ms ("" = none), ARGV[4] count
+//
+// Returns {{failed ms, dead letter}, ...}: up to count entries strictly after
+// the position (failed ms desc, schedule id desc).
+var scriptListDead = script(`
+local maxs, after, count = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local out = {}
+local off = 0
+while #out < count do
+  local page = redis.call('ZREVRANGEBYSCORE', KEYS[1], maxs, '-inf', 'WITHSCORES', 'LIMIT', off, 100)
+  if #page == 0 then break end
+  off = off + #page / 2
+  for i = 1, #page, 2 do
+    local sid, score = page[i], page[i + 1]
+    if after == '' or tonumber(score) ~= tonumber(maxs) or sid < after then
+      local v = redis.call('HGET', KEYS[2], sid)
+      if v then out[#out + 1] = cmsgpack.unpack(v) end
+      if #out >= count then break end
+    end
+  end
+end
+return out
+`)
+
+// scriptDeadAgents maps schedule ids to the agents of their dead letters.
+//
+// KEYS[1] dead
+// ARGV[1] now (unused), ARGV[2...] schedule ids
+//
+// Returns {schedule id, agent, ...} for the ids found.
+var scriptDeadAgents = script(`
+local out = {}
+for i = 2, #ARGV do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if v then
+    local d = cmsgpack.unpack(v)
+    out[#out + 1] = ARGV[i]
+    out[#out + 1] = d[1]
+  end
+end
+return out
+`)
+
+// scriptReplay re-arms dead letters, due now, with attempts reset; one whose
+// job was armed again since is dropped instead.
+//
+// KEYS[1] dead, KEYS[2] dead by time, KEYS[3] due,
+// KEYS[2+2i] rows of the agent of id i, KEYS[3+2i] dead of the agent of id i
+// ARGV[1] now, ARGV[2] wake channel, ARGV[1+2i] schedule id i, ARGV[2+2i] agent of id i
+//
+// Returns how many were re-armed.
+var scriptReplay = script(`
+local now = clock(ARGV[1])
+local n = 0
+local i = 1
+while 2 + 2 * i <= #ARGV do
+  local sid, agent = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  local rows, dagent = KEYS[2 + 2 * i], KEYS[3 + 2 * i]
+  local v = redis.call('HGET', KEYS[1], sid)
+  if v then
+    local d = cmsgpack.unpack(v)
+    if d[1] == agent then
+      redis.call('HDEL', KEYS[1], sid)
+      redis.call('ZREM', KEYS[2], sid)
+      redis.call('ZREM', dagent, sid)
+      local job = d[2]
+      if redis.call('HEXISTS', rows, job) == 0 then
+        local r = {d[3], d[4], d[5], d[6], d[7], 0, 0, now, d[11], d[12]}
+        redis.call('HSET', rows, job, cmsgpack.pack(r))
+        redis.call('ZADD', KEYS[3], now, #agent .. ':' .. agent .. job)
+        n = n + 1
+      end
+    end
+  else
+    redis.call('ZREM', dagent, sid)
+  end
+  i = i + 1
+end
+if n > 0 then redis.call('PUBLISH', ARGV[2], now) end
+return n
+`)
+
+// scriptCancelAgent removes every one-shot of an agent.
+//
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
+// ARGV[1] now (unused), ARGV[2] agent
+//
+// Returns how many there were.
+var scriptCancelAgent = script(`
+local agent = ARGV[2]
+local jobs = redis.call('HKEYS', KEYS[1])
+for _, job in ipairs(jobs) do
+  local m = #agent .. ':' .. agent .. job
+  redis.call('ZREM', KEYS[2], m)
+  redis.call('ZREM', KEYS[3], m)
+end
+redis.call('DEL', KEYS[1])
+return #jobs
+`)
+
+// scriptStats counts a shard's entries.
+//
+// KEYS[1] due, KEYS[2] lease, KEYS[3] dead by time
+// ARGV[1] now
+//
+// Returns {armed entries, due entries, leased entries, dead letters}.
+var scriptStats = script(`
+local now = clock(ARGV[1])
+return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[1], '-inf', now),
+  redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3])}
+`)
+
+// scriptSetStopped stops or starts an agent instance.
+//
+// KEYS[1] stopped set
+// ARGV[1] now (unused), ARGV[2] instance id, ARGV[3] "1" stop | "0" start
+//
+// Returns 1.
+var scriptSetStopped = script(`
+if ARGV[3] == '1' then redis.call('SADD', KEYS[1], ARGV[2]) else redis.call('SREM', KEYS[1], ARGV[2]) end
+return 1
+`)
+
+// scriptFirstDelivery records a delivery id unless it is already recorded
+// and not yet expired by the engine's clock.
+//
+// KEYS[1] the delivery's record
+// ARGV[1] now, ARGV[2] ttl ms
+//
+// Returns 1 the first time, else 0.
+var scriptFirstDelivery = script(`
+local now = clock(ARGV[1])
+local ttl = tonumber(ARGV[2])
+local v = redis.call('GET', KEYS[1])
+if v and tonumber(v) >= now then return 0 end
+redis.call('SET', KEYS[1], now + ttl, 'PX', ttl)
+return 1
+`)

@@ -1,0 +1,92 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Open connects to the Redis of rawURL and returns an engine that owns the
+// client (Close closes it). Accepted forms:
+//
+//	redis://[user:pass@]host:port[/db][?options]          one node
+//	rediss://...                                           one node over TLS
+//	redis://host:port?addr=host2:port2&addr=...            Cluster (several seed addresses)
+//	redis+cluster://host:port[?addr=...]                   Cluster (also with one seed)
+//	redis+sentinel://[user:pass@]host:26379[/db]?master_name=NAME[&addr=sentinel2:26379]
+//	redis://sentinel:26379?master_name=NAME                Sentinel (the go-redis form)
+//
+// rediss+cluster and rediss+sentinel use TLS. The query may also hold
+// go-redis's connection options (dial_timeout=3s, pool_size=20, ...) and two
+// of the engine's own: prefix=NAME and shards=N, which override opts.
+func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
+	c, err := newClient(rawURL, &opts)
+	if err != nil {
+		return nil, err
+	}
+	e, err := New(ctx, c, opts)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	e.owned = true
+	return e, nil
+}
+
+// newClient parses rawURL into a client of the right kind and takes the
+// engine's own query parameters out into opts.
+func newClient(rawURL string, opts *Options) (goredis.UniversalClient, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis: parse url: %w", err)
+	}
+	q := u.Query()
+	if v := q.Get("prefix"); v != "" {
+		opts.Prefix = v
+	}
+	if v := q.Get("shards"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("redis: url: shards=%q is not a positive number", v)
+		}
+		opts.Shards = n
+	}
+	q.Del("prefix")
+	q.Del("shards")
+	u.RawQuery = q.Encode()
+
+	scheme, kind, _ := strings.Cut(u.Scheme, "+")
+	if scheme != "redis" && scheme != "rediss" {
+		return nil, fmt.Errorf("redis: url scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)
+	}
+	u.Scheme = scheme
+	switch {
+	case kind == "" && q.Has("master_name"), kind == "sentinel":
+		if !q.Has("master_name") {
+			return nil, fmt.Errorf("redis: url: a sentinel url needs master_name")
+		}
+		fo, err := goredis.ParseFailoverURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("redis: parse sentinel url: %w", err)
+		}
+		return goredis.NewFailoverClient(fo), nil
+	case kind == "" && q.Has("addr"), kind == "cluster":
+		co, err := goredis.ParseClusterURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("redis: parse cluster url: %w", err)
+		}
+		return goredis.NewClusterClient(co), nil
+	case kind == "":
+		o, err := goredis.ParseURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("redis: parse url: %w", err)
+		}
+		return goredis.NewClient(o), nil
+	default:
+		return nil, fmt.Errorf("redis: url scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
 )
 
 // mdBlock is one fenced code block of a Markdown file.

@@ -1,0 +1,309 @@
+// Package agenthttp serves the agent's HTTP surface: POST /api/cron/fire
+// (hop 3 of the contract), /healthz and /readyz.
+//
+// A fire is answered only after its slot is claimed: the bearer token is
+// verified against the exact body (FireVerifier), the body is decoded
+// strictly, and the runtime's compare-and-set claim decides the answer:
+// 202 accepted with the run id, 200 duplicate, 200 gone, or 503 with
+// Retry-After when the slot cannot be claimed now (store busy, draining,
+// keys not loaded). The run itself happens after the answer. A token that
+// fails verification is 401 and nothing runs; a body without job_id is 400.
+package agenthttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/contract"
+)
+
+// FireVerifier decides whether a fire may proceed. token is the bearer
+// token, body the exact request bytes and req their decoded form. It returns
+// nil to let the fire through. A *contract.Error with status 503 (for
+// example while keys are loading) is answered as is, so NAS retries; any
+// other error is answered 401 invalid_token (with the *contract.Error's
+// description when it is one) and nothing runs.
+type FireVerifier interface {
+	VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error
+}
+
+// Firer claims slots; *agent.Runtime implements it.
+type Firer interface {
+	Fire(ctx context.Context, jobID string, slot time.Time, trigger agent.Trigger) (agent.FireResult, error)
+}
+
+var _ Firer = (*agent.Runtime)(nil)
+
+// readyWaiter is implemented by verifiers whose keys load in the background.
+type readyWaiter interface {
+	WaitReady(ctx context.Context) error
+}
+
+// Check is one readiness check: nil when ready, else why not.
+type Check func(ctx context.Context) error
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes = 16 << 10
+	DefaultReadyWait    = 5 * time.Second
+	defaultBusyRetry    = time.Second
+	drainingRetry       = 5 * time.Second
+	noProviderRetry     = time.Minute
+)
+
+// Config configures a Server.
+type Config struct {
+	// Firer claims slots. Required.
+	Firer Firer
+	// Verifier checks fire tokens. Nil means the chronos provider is not in
+	// use: fires are answered 503.
+	Verifier FireVerifier
+	// Checks are the readiness checks by name (e.g. "jwks"); /readyz is 200
+	// when all pass and the server is not draining.
+	Checks map[string]Check
+	// ReadyWait is how long a fire waits for a verifier that is still
+	// loading its keys (a woken agent's first fire) before answering 503;
+	// default 5 s.
+	ReadyWait time.Duration
+	// MaxBodyBytes caps a fire body; default 16 KiB.
+	MaxBodyBytes int64
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the agent's HTTP handler. It counts requests in progress and
+// signals each finished one, for idle-exit decisions.
+type Server struct {
+	cfg      Config
+	mux      *http.ServeMux
+	draining atomic.Bool
+	active   atomic.Int64
+	activity chan struct{}
+}
+
+var jobIDPattern = regexp.MustCompile(contract.JobIDPattern)
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	if cfg.ReadyWait <= 0 {
+		cfg.ReadyWait = DefaultReadyWait
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), activity: make(chan struct{}, 1)}
+	s.mux.HandleFunc(contract.PathFire, s.fire)
+	s.mux.HandleFunc(contract.PathHealthz, s.healthz)
+	s.mux.HandleFunc(contract.PathReadyz, s.readyz)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		contract.WriteError(w, contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no route %s", r.URL.Path))
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.active.Add(1)
+	defer func() {
+		s.active.Add(-1)
+		select {
+		case s.activity <- struct{}{}:
+		default:
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+// Active returns the number of requests in progress.
+func (s *Server) Active() int { return int(s.active.Load()) }
+
+// Activity is signalled (coalesced) after every request.
+func (s *Server) Activity() <-chan struct{} { return s.activity }
+
+// Drain makes new fires answer 503 with Retry-After and /readyz fail; use it
+// before shutting down.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	contract.WriteError(w, contract.Errorf(http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed, "%s is not allowed here; use %s", r.Method, allow))
+}
+
+func unavailable(retry time.Duration, format string, args ...any) *contract.Error {
+	e := contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, format, args...)
+	e.RetryAfter = retry
+	return e
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get(contract.HeaderAuthorization)
+	if len(h) < len(contract.BearerPrefix) || !strings.EqualFold(h[:len(contract.BearerPrefix)], contract.BearerPrefix) {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[len(contract.BearerPrefix):])
+	return tok, tok != ""
+}
+
+func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, r, http.MethodPost)
+		return
+	}
+	log := s.cfg.Logger
+	if s.draining.Load() {
+		contract.WriteError(w, unavailable(drainingRetry, "the agent is shutting down"))
+		return
+	}
+	if s.cfg.Verifier == nil {
+		contract.WriteError(w, unavailable(noProviderRetry, "the chronos provider is not in use on this agent"))
+		return
+	}
+	token, ok := bearer(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
+		contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "missing bearer token"))
+		return
+	}
+	if e := contract.CheckJSONContentType(r.Header.Get(contract.HeaderContentType)); e != nil {
+		contract.WriteError(w, e)
+		return
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		contract.WriteError(w, contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			contract.WriteError(w, contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body exceeds %d bytes", s.cfg.MaxBodyBytes))
+			return
+		}
+		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidRequest, "reading body: %v", err))
+		return
+	}
+	var req contract.FireRequest
+	if e := contract.DecodeBytes(body, &req); e != nil {
+		contract.WriteError(w, e)
+		return
+	}
+	switch {
+	case req.JobID == "":
+		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidRequest, "job_id is required"))
+		return
+	case !jobIDPattern.MatchString(req.JobID):
+		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidJobID, "job_id must match %s", contract.JobIDPattern))
+		return
+	case req.FireAt.IsZero():
+		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidFireAt, "fire_at is required"))
+		return
+	}
+	log = log.With("job_id", req.JobID, "fire_at", req.FireAt.String(), "schedule_id", req.ScheduleID, "attempt", req.Attempt)
+
+	if rw, ok := s.cfg.Verifier.(readyWaiter); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyWait)
+		_ = rw.WaitReady(ctx) // on timeout VerifyFire answers 503 itself
+		cancel()
+	}
+	if err := s.cfg.Verifier.VerifyFire(r.Context(), token, body, req); err != nil {
+		var ce *contract.Error
+		if errors.As(err, &ce) && ce.HTTPStatus() == http.StatusServiceUnavailable {
+			log.Warn("fire deferred", "reason", ce.Description)
+			contract.WriteError(w, ce)
+			return
+		}
+		desc := "fire token rejected"
+		if ce != nil && ce.Description != "" {
+			desc = ce.Description
+		}
+		log.Warn("fire rejected", "status", http.StatusUnauthorized, "error", err)
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "%s", desc))
+		return
+	}
+
+	res, err := s.cfg.Firer.Fire(r.Context(), req.JobID, req.FireAt.Time, agent.TriggerScheduled)
+	if err != nil {
+		log.Error("fire failed", "error", err)
+		contract.WriteError(w, err) // not a *contract.Error: 500 without details; NAS retries
+		return
+	}
+	log = log.With("status", string(res.Status), "run_id", res.RunID)
+	switch res.Status {
+	case agent.FireAccepted:
+		log.Info("fire accepted", "skipped", res.Skipped, "queued", res.Queued, "reason", res.Reason)
+		contract.WriteJSON(w, http.StatusAccepted, contract.FireResponse{Status: contract.FireAccepted, JobID: req.JobID, RunID: res.RunID})
+	case agent.FireDuplicate:
+		log.Info("fire duplicate", "reason", res.Reason)
+		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireDuplicate, JobID: req.JobID})
+	case agent.FireGone:
+		log.Info("fire for an unknown job")
+		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireGone, JobID: req.JobID})
+	case agent.FireBusy:
+		retry := res.RetryAfter
+		if retry <= 0 {
+			retry = defaultBusyRetry
+		}
+		log.Warn("fire deferred", "reason", res.Reason, "retry_after", retry)
+		contract.WriteError(w, unavailable(retry, "cannot claim the slot now: %s", res.Reason))
+	default:
+		log.Error("fire: unknown claim status")
+		contract.WriteError(w, errors.New("unknown claim status"))
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
+	contract.WriteJSON(w, http.StatusOK, contract.HealthResponse{Status: "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, r, http.MethodGet)
+		return
+	}
+	resp := contract.HealthResponse{Status: "ok", Checks: map[string]string{}}
+	if s.draining.Load() {
+		resp.Status, resp.Checks["draining"] = "unavailable", "shutting down"
+	}
+	for name, check := range s.cfg.Checks {
+		if err := check(r.Context()); err != nil {
+			resp.Status, resp.Checks[name] = "unavailable", err.Error()
+			continue
+		}
+		resp.Checks[name] = "ok"
+	}
+	status := http.StatusOK
+	if resp.Status != "ok" {
+		status = http.StatusServiceUnavailable
+	}
+	contract.WriteJSON(w, status, resp)
+}
+
+// NewHTTPServer returns an http.Server for h with timeouts on every phase,
+// so slow clients cannot hold connections.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+}

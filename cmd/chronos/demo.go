@@ -22,6 +22,7 @@ import (
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/nasclient"
+	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 	"github.com/chronoscron/chronos/contract"
@@ -211,7 +212,15 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		_ = rt.Close(context.Background())
 		return fmt.Errorf("demo: %w", err)
 	}
-	da := &demoAgent{rt: rt, verifier: verifier, nas: nc, callback: agentURL, log: dl, slog: agentLog}
+	rec, err := provider.NewReconciler(provider.ReconcilerConfig{
+		Source: rt, NAS: nc, CallbackURL: agentURL, Home: home, By: "agent", CatchUp: true, Logger: agentLog,
+	})
+	if err != nil {
+		closeAll()
+		_ = rt.Close(context.Background())
+		return fmt.Errorf("demo: %w", err)
+	}
+	da := &demoAgent{rt: rt, verifier: verifier, log: dl, slog: agentLog}
 	agentSrv := nashttp.NewHTTPServer(da, 30*time.Second)
 
 	var wg sync.WaitGroup
@@ -236,7 +245,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 
 	err = demoStart(ctx, rt, verifier, dl)
 	if err == nil {
-		wg.Go(func() { da.reconcileLoop(ctx) })
+		wg.Go(func() { _ = rec.Run(ctx, rt.Changes()) })
 		dl.header("Ctrl-C stops the demo and prints a summary.")
 		dl.header("")
 		dl.header("%10s  %-10s %-15s %s", "TIME", "JOB", "STEP", "DETAIL")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
-	"github.com/chronoscron/chronos/agent/nasclient"
 	"github.com/chronoscron/chronos/contract"
 )
 
@@ -22,17 +20,13 @@ type fireVerifier interface {
 	VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error
 }
 
-// demoAgent is the agent half of the demo: the fire endpoint and reconcile
-// over an agent.Runtime, with each step reported to the demo log. It follows
-// hop 3 of the contract: verify the token, claim the slot synchronously, then
-// answer (202 accepted, 200 duplicate or gone, 503 busy); the run follows the
-// answer; every job change and fire is followed by a reconcile that arms the
-// next slot.
+// demoAgent is the demo's fire endpoint over an agent.Runtime, with each
+// step reported to the demo log. It follows hop 3 of the contract: verify the
+// token, claim the slot synchronously, then answer (202 accepted, 200
+// duplicate or gone, 503 busy); the run follows the answer.
 type demoAgent struct {
 	rt       *agent.Runtime
 	verifier fireVerifier
-	nas      *nasclient.Client
-	callback string
 	log      *demoLog
 	slog     *slog.Logger
 }
@@ -124,71 +118,4 @@ func shortID(s string) string {
 		return s[:12] + "…"
 	}
 	return s
-}
-
-// reconcileLoop reconciles NAS against the runtime's desired fires at start
-// and after every change or fire, until ctx ends. A failed reconcile is
-// retried after a short delay.
-func (a *demoAgent) reconcileLoop(ctx context.Context) {
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.rt.Changes():
-		case <-retry.C:
-		}
-		if err := a.reconcile(ctx); err != nil && ctx.Err() == nil {
-			a.slog.Warn("reconcile failed; retrying", "error", err)
-			retry.Reset(time.Second)
-		}
-	}
-}
-
-// reconcile provisions what is desired and not armed (or armed at another
-// instant), cancels what is armed and no longer desired, and records fires
-// NAS dead-lettered as missed.
-func (a *demoAgent) reconcile(ctx context.Context) error {
-	if err := a.rt.CatchUp(ctx); err != nil {
-		return fmt.Errorf("catch up: %w", err)
-	}
-	desired, err := a.rt.Desired(ctx)
-	if err != nil {
-		return fmt.Errorf("desired: %w", err)
-	}
-	listing, err := a.nas.List(ctx)
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	armed := map[string]time.Time{}
-	for _, j := range listing.Armed {
-		armed[j.JobID] = j.FireAt.Time
-	}
-	var errs []error
-	for _, f := range listing.FailedFires {
-		if err := a.rt.RecordMissed(ctx, f.JobID, f.FireAt.Time, f.Reason); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, d := range desired {
-		at, ok := armed[d.JobID]
-		delete(armed, d.JobID)
-		if ok && at.Equal(d.FireAt) {
-			continue
-		}
-		_, err := a.nas.Provision(ctx, contract.ProvisionRequest{
-			JobID: d.JobID, FireAt: contract.NewTime(d.FireAt), AgentCallbackURL: a.callback,
-			DedupKey: nasclient.DedupKey(d.JobID, d.FireAt),
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("provision %s: %w", d.JobID, err))
-		}
-	}
-	for jobID := range armed {
-		if err := a.nas.Cancel(ctx, jobID); err != nil {
-			errs = append(errs, fmt.Errorf("cancel %s: %w", jobID, err))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/fireauth"
+	agenthttp "github.com/chronoscron/chronos/agent/http"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/nasclient"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -220,8 +220,16 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		_ = rt.Close(context.Background())
 		return fmt.Errorf("demo: %w", err)
 	}
-	da := &demoAgent{rt: rt, verifier: verifier, log: dl, slog: agentLog}
-	agentSrv := nashttp.NewHTTPServer(da, 30*time.Second)
+	fireSrv := agenthttp.New(agenthttp.Config{
+		Firer: rt, Verifier: observedVerifier{v: verifier, log: dl}, Logger: newObserveLogger(dl, "agenthttp"),
+		Checks: map[string]agenthttp.Check{"jwks": func(context.Context) error {
+			if !verifier.Ready() {
+				return errors.New("NAS's keys are not loaded yet")
+			}
+			return nil
+		}},
+	})
+	agentSrv := agenthttp.NewHTTPServer(fireSrv)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(ctx, pubLn) })
@@ -391,8 +399,5 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Compile-time checks of the parts the demo wires.
-var (
-	_ fireVerifier = (*fireauth.JWTVerifier)(nil)
-	_ http.Handler = (*demoAgent)(nil)
-)
+// The verifier the demo hands to the fire endpoint.
+var _ agenthttp.FireVerifier = observedVerifier{}

@@ -115,6 +115,24 @@ func (d *demoLog) observe(component string, level slog.Level, msg string, a attr
 		d.step(job, "retry", "agent not reachable: "+a.str("reason"))
 	case component == "nas" && msg == "fire delivered":
 		// The agent's own steps say this better.
+	case component == "agenthttp" && msg == "fire accepted":
+		d.markFired(job)
+		what := "run " + a.str("run_id")
+		if at, ok := a.time("fire_at"); ok {
+			what += fmt.Sprintf(" (claimed %s after fire_at)", roundDur(d.now().Sub(at)))
+		}
+		if a.str("skipped") == "true" {
+			what = "slot consumed without a run: " + a.str("reason")
+		}
+		d.step(job, stepClaimed, what)
+	case component == "agenthttp" && msg == "fire duplicate":
+		d.step(job, "duplicate", "slot already claimed: "+a.str("reason"))
+	case component == "agenthttp" && msg == "fire for an unknown job":
+		d.step(job, "gone", "the agent has no such job")
+	case component == "agenthttp" && msg == "fire rejected":
+		d.step(job, "token refused", a.str("error"))
+	case component == "agenthttp" && msg == "fire deferred":
+		d.step(job, "retry", "the agent cannot claim now: "+a.str("reason"))
 	case component == "agent" && msg == "run started":
 		d.mu.Lock()
 		d.started[a.str("run_id")] = d.now()

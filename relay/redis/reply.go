@@ -60,7 +60,7 @@ func decodeRow(agent, job string, f []any) (relay.OneShot, error) {
 	var (
 		o    relay.OneShot
 		err  error
-		ints [6]int64 // fire ms, fire ns, attempt, token, due, created
+		ints [6]int64 // fire ms, fire ns, attempt, token, due - fire, fire - created
 	)
 	o.AgentID, o.JobID = agent, job
 	if o.ScheduleID, err = str(f[0]); err != nil {
@@ -86,8 +86,8 @@ func decodeRow(agent, job string, f []any) (relay.OneShot, error) {
 	if ints[3] != 0 {
 		o.State = relay.StateLeased
 	}
-	o.DueAt = ms(ints[4])
-	o.CreatedAt = ms(ints[5])
+	o.DueAt = ms(ints[0] + ints[4])
+	o.CreatedAt = ms(ints[0] - ints[5])
 	return o, nil
 }
 

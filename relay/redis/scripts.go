@@ -8,7 +8,11 @@ import goredis "github.com/redis/go-redis/v9"
 //
 //	1 schedule id   2 instance id   3 fire_at ms (floor)   4 fire_at ns remainder
 //	5 callback url  6 attempt       7 fencing token (0 when armed)
-//	8 due ms        9 created ms    10 last error
+//	8 due ms - fire_at ms           9 fire_at ms - created ms
+//	10 last error
+//
+// (Times 8 and 9 are kept as differences from fire_at: small numbers pack
+// into fewer bytes.)
 //
 // A dead letter is {agent, job, <the ten row fields>, reason, failed ms}.
 //
@@ -63,7 +67,7 @@ else
 end
 local score = fms
 if fns > 0 then score = fms + 1 end
-local r = {ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score, now, ''}
+local r = {ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, ''}
 redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
 redis.call('ZREM', KEYS[3], m)
 redis.call('ZADD', KEYS[2], score, m)
@@ -210,7 +214,7 @@ local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]
 if not r then return 0 end
 local due = now + tonumber(ARGV[6])
 r[7] = 0
-r[8] = due
+r[8] = due - r[3]
 r[10] = ARGV[7]
 redis.call('HSET', KEYS[1], ARGV[2], cmsgpack.pack(r))
 redis.call('ZREM', KEYS[3], ARGV[3])
@@ -267,7 +271,7 @@ for i = 2, #ARGV do
     if v then
       local r = cmsgpack.unpack(v)
       r[7] = 0
-      r[8] = now
+      r[8] = now - r[3]
       redis.call('HSET', KEYS[i + 1], job, cmsgpack.pack(r))
       redis.call('ZADD', KEYS[2], now, m)
       n = n + 1
@@ -380,7 +384,7 @@ while 2 + 2 * i <= #ARGV do
       redis.call('ZREM', dagent, sid)
       local job = d[2]
       if redis.call('HEXISTS', rows, job) == 0 then
-        local r = {d[3], d[4], d[5], d[6], d[7], 0, 0, now, d[11], d[12]}
+        local r = {d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12]}
         redis.call('HSET', rows, job, cmsgpack.pack(r))
         redis.call('ZADD', KEYS[3], now, #agent .. ':' .. agent .. job)
         n = n + 1

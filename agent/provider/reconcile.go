@@ -484,16 +484,31 @@ func desiredArms(desired []agent.Desired, now time.Time, callback string) []Arm 
 	return out
 }
 
-// Observe lists NAS and the agent and returns the plan a reconcile would
-// carry out, changing nothing at NAS. Failed fires NAS reports are recorded
-// as missed like in a reconcile (NAS reports each only once).
-func (r *Reconciler) Observe(ctx context.Context) (Plan, error) {
+// Observation is both sides as a status page shows them.
+type Observation struct {
+	// At is the instant of the comparison.
+	At time.Time `json:"at"`
+	// Desired are the fires the agent wants armed; Armed what NAS holds.
+	Desired []Arm `json:"desired"`
+	Armed   []Arm `json:"armed"`
+	// Plan is what a reconcile would do now.
+	Plan Plan `json:"plan"`
+	// MissedRecorded counts failed fires NAS reported that were written to
+	// the ledger while observing.
+	MissedRecorded int `json:"missed_recorded,omitempty"`
+}
+
+// Observe lists NAS and the agent and returns what a reconcile would do,
+// changing nothing at NAS. Failed fires NAS reports are recorded as missed
+// like in a reconcile (NAS reports each only once).
+func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	listing, err := r.cfg.NAS.List(ctx)
 	if err != nil {
-		return Plan{}, fmt.Errorf("provider: observe: %w", err)
+		return Observation{}, fmt.Errorf("provider: observe: %w", err)
 	}
+	var out Observation
 	if len(listing.FailedFires) > 0 {
 		record := func(st *State) {
 			var res Result
@@ -501,16 +516,24 @@ func (r *Reconciler) Observe(ctx context.Context) (Plan, error) {
 				st.addError(r.cfg.Now(), op, jobID, err)
 			})
 			st.Counts.MissedRecorded += res.MissedRecorded
+			out.MissedRecorded = res.MissedRecorded
 		}
 		if r.cfg.Home == "" {
 			record(&State{})
 		} else if err := UpdateState(ctx, r.cfg.Home, record); err != nil {
-			return Plan{}, err
+			return Observation{}, err
 		}
 	}
 	o, err := r.observe(ctx, listing)
 	if err != nil {
-		return Plan{}, err
+		return Observation{}, err
 	}
-	return o.plan, nil
+	out.At, out.Plan = o.now, o.plan
+	out.Desired = desiredArms(o.desired, o.now, r.cfg.CallbackURL)
+	out.Armed = make([]Arm, 0, len(listing.Armed))
+	for _, a := range listing.Armed {
+		out.Armed = append(out.Armed, Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL})
+	}
+	slices.SortFunc(out.Armed, func(a, b Arm) int { return strings.Compare(a.JobID, b.JobID) })
+	return out, nil
 }

@@ -505,12 +505,15 @@ func TestObserveChangesNothing(t *testing.T) {
 	b := setup(t, true)
 	b.add(t, "a", "every 1h")
 	b.nas.set(func(n *fakeNAS) { n.arms["ghost"] = armed("ghost", at(time.Hour)) })
-	p, err := b.rec.Observe(context.Background())
+	o, err := b.rec.Observe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ids(p.Provision) != "a" || ids(p.Cancel) != "ghost" || p.InSync() {
+	if p := o.Plan; ids(p.Provision) != "a" || ids(p.Cancel) != "ghost" || p.InSync() {
 		t.Fatalf("plan %+v", p)
+	}
+	if ids(o.Desired) != "a" || ids(o.Armed) != "ghost" {
+		t.Fatalf("observation %+v", o)
 	}
 	b.wantArmed(t, map[string]time.Time{"ghost": at(time.Hour)})
 	b.nas.mu.Lock()

@@ -38,8 +38,8 @@ type systemOptions struct {
 	// one dispatcher itself.
 	Relays int
 	// Agents is the number of `chronos agent serve` replicas sharing one
-	// home. With more than one, NAS calls them through one address that
-	// spreads calls over the replicas (as a load balancer would).
+	// home (default 1). NAS calls them through one address that spreads
+	// calls over the replicas (as a load balancer would).
 	Agents int
 	// KeyCheck is NAS's key_check_interval (default 30s).
 	KeyCheck time.Duration
@@ -62,6 +62,8 @@ type system struct {
 	// agentURLs are the replicas' own base URLs.
 	agentURLs []string
 	proxy     *spreadProxy
+	// ids maps the tests' job names to the ids the agent gave them.
+	ids map[string]string
 }
 
 // randomToken returns n random bytes, URL-safe base64.
@@ -75,7 +77,7 @@ func randomToken(n int) string {
 // be ready.
 func newSystem(t *testing.T, o systemOptions) *system {
 	t.Helper()
-	s := &system{t: t, dir: t.TempDir()}
+	s := &system{t: t, dir: t.TempDir(), ids: map[string]string{}}
 	s.home = filepath.Join(s.dir, "agent-home")
 	nasPort, relayPort := freePort(t), freePort(t)
 	s.publicURL = fmt.Sprintf("http://127.0.0.1:%d", nasPort)
@@ -128,11 +130,10 @@ allow_private_callbacks: true
 	for range n {
 		s.agentURLs = append(s.agentURLs, fmt.Sprintf("http://127.0.0.1:%d", freePort(t)))
 	}
-	s.callbackURL = s.agentURLs[0]
-	if n > 1 {
-		s.proxy = newSpreadProxy(t, s.agentURLs)
-		s.callbackURL = s.proxy.URL()
-	}
+	// NAS always calls the agents through the proxy, so the tests see every
+	// fire and its answer.
+	s.proxy = newSpreadProxy(t, s.agentURLs)
+	s.callbackURL = s.proxy.URL()
 	for i, u := range s.agentURLs {
 		name := fmt.Sprintf("agent-%d.yaml", i+1)
 		writeFile(t, s.dir, name, s.agentConfig(strings.TrimPrefix(u, "http://")))
@@ -172,14 +173,34 @@ func (s *system) mustCLI(args ...string) string {
 	return mustChronos(s.t, s.dir, nil, args...)
 }
 
-// addJob adds a shell job through the CLI with the first agent's config and
-// returns its id.
-func (s *system) addJob(id, schedule string, extra ...string) string {
+// addJob adds a shell job named name through the CLI with the first agent's
+// config and returns the id the agent gave it.
+func (s *system) addJob(name, schedule string, extra ...string) string {
 	s.t.Helper()
-	args := []string{"jobs", "add", "--config", "agent-1.yaml", "--id", id, "--schedule", schedule}
+	args := []string{"jobs", "add", "--config", "agent-1.yaml", "--name", name, "--schedule", schedule}
 	args = append(args, extra...)
 	args = append(args, "--", "sh", "-c", "echo $CHRONOS_JOB_ID $CHRONOS_FIRE_AT")
-	s.mustCLI(args...)
+	out := s.mustCLI(args...)
+	id := ""
+	for _, j := range readJobs(s.t, s.home) {
+		if strings.Contains(out, j.ID) && j.Schedule == schedule {
+			id = j.ID
+		}
+	}
+	if id == "" {
+		s.t.Fatalf("jobs add printed no id of a stored job:\n%s", out)
+	}
+	s.ids[name] = id
+	return id
+}
+
+// jobID returns the id of the job the test named name.
+func (s *system) jobID(name string) string {
+	s.t.Helper()
+	id, ok := s.ids[name]
+	if !ok {
+		s.t.Fatalf("no job named %s", name)
+	}
 	return id
 }
 
@@ -280,21 +301,39 @@ func describeRuns(rs []*run) string {
 	return b.String()
 }
 
-// ---- a callback address shared by replicas ----
+// ---- a callback address in front of the replicas ----
 
-// spreadProxy is one callback address in front of several agent replicas,
-// as a load balancer would be: each fire goes to the next replica in turn,
-// and to another one when a replica refuses the connection.
+// fireRecord is one fire the proxy passed to a replica.
+type fireRecord struct {
+	at      time.Time
+	job     string
+	fireAt  time.Time
+	attempt int
+	kid     string
+	backend string
+	status  int    // the replica's answer
+	answer  string // the replica's body
+}
+
+// spreadProxy is the one callback address NAS calls, in front of the agent
+// replicas, as a load balancer would be: each fire goes to the next replica
+// in turn, and to another one when a replica refuses the connection. It
+// records every fire, and can be told to misbehave for a job: lose the
+// replica's answer (NAS sees a 503 and the relay delivers again), or send
+// the same request to every replica at once.
 type spreadProxy struct {
 	srv      *httptest.Server
 	backends []string
 	next     atomic.Uint64
-	mu       sync.Mutex
-	served   map[string]int
+
+	mu        sync.Mutex
+	fires     []fireRecord
+	loseFirst map[string]int  // job → answers still to lose
+	fanOut    map[string]bool // job → send to every replica
 }
 
 func newSpreadProxy(t *testing.T, backends []string) *spreadProxy {
-	p := &spreadProxy{backends: backends, served: map[string]int{}}
+	p := &spreadProxy{backends: backends, loseFirst: map[string]int{}, fanOut: map[string]bool{}}
 	p.srv = httptest.NewServer(p)
 	t.Cleanup(p.srv.Close)
 	return p
@@ -303,18 +342,49 @@ func newSpreadProxy(t *testing.T, backends []string) *spreadProxy {
 // URL is the shared callback address.
 func (p *spreadProxy) URL() string { return p.srv.URL }
 
-// servedBy returns how many fires each replica answered.
-func (p *spreadProxy) servedBy() map[string]int {
+// loseAnswers makes the proxy drop the replicas' answers to the next n fires
+// of job and answer NAS 503 instead, as if the answer was lost on the way.
+func (p *spreadProxy) loseAnswers(job string, n int) {
+	p.mu.Lock()
+	p.loseFirst[job] = n
+	p.mu.Unlock()
+}
+
+// duplicate makes the proxy deliver every fire of job to every replica.
+func (p *spreadProxy) duplicate(job string) {
+	p.mu.Lock()
+	p.fanOut[job] = true
+	p.mu.Unlock()
+}
+
+// records returns the fires passed so far.
+func (p *spreadProxy) records() []fireRecord {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range p.served {
-		out[k] = v
-	}
-	return out
+	return append([]fireRecord(nil), p.fires...)
 }
 
 var proxyClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
+
+// forward sends the request to backend b and records the answer.
+func (p *spreadProxy) forward(r *http.Request, body []byte, b string, rec fireRecord) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, b+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header = r.Header.Clone()
+	resp, err := proxyClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	rec.backend, rec.status, rec.answer = b, resp.StatusCode, strings.TrimSpace(string(data))
+	p.mu.Lock()
+	p.fires = append(p.fires, rec)
+	p.mu.Unlock()
+	return resp, data, nil
+}
 
 func (p *spreadProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -322,31 +392,83 @@ func (p *spreadProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read", http.StatusBadGateway)
 		return
 	}
+	var fire struct {
+		JobID   string    `json:"job_id"`
+		FireAt  time.Time `json:"fire_at"`
+		Attempt int       `json:"attempt"`
+	}
+	_ = json.Unmarshal(body, &fire)
+	rec := fireRecord{at: time.Now(), job: fire.JobID, fireAt: fire.FireAt, attempt: fire.Attempt, kid: tokenKID(r.Header.Get("Authorization"))}
+	p.mu.Lock()
+	lose := p.loseFirst[fire.JobID] > 0
+	if lose {
+		p.loseFirst[fire.JobID]--
+	}
+	fan := p.fanOut[fire.JobID]
+	p.mu.Unlock()
+
+	if fan && len(p.backends) > 1 {
+		var wg sync.WaitGroup
+		answers := make([][]byte, len(p.backends))
+		codes := make([]int, len(p.backends))
+		for i, b := range p.backends {
+			wg.Go(func() {
+				if resp, data, err := p.forward(r, body, b, rec); err == nil {
+					codes[i], answers[i] = resp.StatusCode, data
+				}
+			})
+		}
+		wg.Wait()
+		for i := range p.backends {
+			if codes[i] == http.StatusAccepted {
+				writeAnswer(w, codes[i], answers[i])
+				return
+			}
+		}
+		for i := range p.backends {
+			if codes[i] != 0 {
+				writeAnswer(w, codes[i], answers[i])
+				return
+			}
+		}
+		http.Error(w, `{"error":"temporarily_unavailable","error_description":"no replica answered"}`, http.StatusServiceUnavailable)
+		return
+	}
+
 	start := int(p.next.Add(1))
 	for i := range p.backends {
 		b := p.backends[(start+i)%len(p.backends)]
-		req, err := http.NewRequestWithContext(r.Context(), r.Method, b+r.URL.RequestURI(), bytes.NewReader(body))
-		if err != nil {
-			continue
-		}
-		req.Header = r.Header.Clone()
-		resp, err := proxyClient.Do(req)
+		resp, data, err := p.forward(r, body, b, rec)
 		if err != nil {
 			continue // refused or reset: try the next replica
 		}
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		for k, vs := range resp.Header {
-			for _, v := range vs {
-				w.Header().Add(k, v)
-			}
+		if lose {
+			writeAnswer(w, http.StatusServiceUnavailable, []byte(`{"error":"temporarily_unavailable","error_description":"answer lost on the way"}`))
+			return
 		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(data)
-		p.mu.Lock()
-		p.served[b]++
-		p.mu.Unlock()
+		writeAnswer(w, resp.StatusCode, data)
 		return
 	}
-	http.Error(w, `{"error":"temporarily_unavailable","error_description":"no replica answered"}`, http.StatusServiceUnavailable)
+	writeAnswer(w, http.StatusServiceUnavailable, []byte(`{"error":"temporarily_unavailable","error_description":"no replica answered"}`))
+}
+
+func writeAnswer(w http.ResponseWriter, code int, data []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(data)
+}
+
+// tokenKID returns the kid of a bearer JWT's header (unverified).
+func tokenKID(authorization string) string {
+	tok, _ := strings.CutPrefix(authorization, "Bearer ")
+	head, _, _ := strings.Cut(tok, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		Kid string `json:"kid"`
+	}
+	_ = json.Unmarshal(raw, &h)
+	return h.Kid
 }

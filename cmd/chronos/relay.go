@@ -1,17 +1,150 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+
+	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/relay"
 )
 
 func newRelayCmd() *cobra.Command {
-	return &cobra.Command{
+	var (
+		configPath  string
+		listen      string
+		dispatchers int
+	)
+	c := &cobra.Command{
 		Use:   "relay",
 		Short: "Run relay dispatchers only",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("relay: not built yet")
+		Long: `Run relay dispatchers only: they claim due one-shots from the shared store
+and POST each, signed, to the relay route of NAS.
+
+It reads the same config file (and CHRONOS_NAS_* variables) as chronos nas and
+uses its store (a redis:// URL: the memory store lives inside one process),
+relay.secrets, relay.nas_url and relay.dispatchers. With --listen it serves
+/healthz, /readyz and /metrics there.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadNASConfig(configPath, os.LookupEnv)
+			if err != nil {
+				return asUsage(err)
+			}
+			if cfg.Store == "memory" {
+				return usagef("relay: store is memory; chronos relay needs the shared redis:// store of the NAS processes")
+			}
+			if cmd.Flags().Changed("dispatchers") {
+				cfg.Relay.Dispatchers = &dispatchers
+			}
+			if *cfg.Relay.Dispatchers < 1 {
+				return usagef("relay: relay.dispatchers is %d; a relay process needs at least 1", *cfg.Relay.Dispatchers)
+			}
+			return runRelay(cmd.Context(), cfg, listen, cmd.ErrOrStderr())
 		},
+	}
+	c.Flags().StringVar(&configPath, "config", "", "YAML config file, the one chronos nas reads (keys may also come from CHRONOS_NAS_* variables)")
+	c.Flags().StringVar(&listen, "listen", "", "address for /healthz, /readyz and /metrics (empty: none)")
+	c.Flags().IntVar(&dispatchers, "dispatchers", 0, "dispatchers to run (overrides relay.dispatchers)")
+	return c
+}
+
+// runRelay runs the dispatchers until ctx ends, then drains them.
+func runRelay(ctx context.Context, cfg nas.Config, listen string, stderr io.Writer) error {
+	log := newNASLogger(stderr, cfg.LogLevel)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	engine, err := openEngine(ctx, cfg.Store, log)
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	deliverer, err := newDeliverer(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer deliverer.Close()
+	metrics := newRelayProcessMetrics(engine.Stats)
+
+	var wg sync.WaitGroup
+	errc := make(chan error, *cfg.Relay.Dispatchers+1)
+	if listen != "" {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return fmt.Errorf("relay: listen: %w", err)
+		}
+		srv := relayOpsServer(engine, metrics)
+		log.Info("relay health and metrics", "listen", ln.Addr().String())
+		wg.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("relay: serve: %w", err)
+			}
+		})
+		defer func() {
+			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer scancel()
+			_ = srv.Shutdown(sctx)
+		}()
+	}
+	log.Info("relay started", "store", storeKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
+	for range *cfg.Relay.Dispatchers {
+		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics})
+		wg.Go(func() { errc <- d.Run(ctx) })
+	}
+	var firstErr error
+	select {
+	case <-ctx.Done():
+	case firstErr = <-errc:
+		if firstErr != nil {
+			log.Error("relay stopping", "error", firstErr.Error())
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if firstErr == nil && err != nil && !errors.Is(err, context.Canceled) {
+			firstErr = err
+		}
+	}
+	log.Info("relay stopped")
+	return firstErr
+}
+
+// relayOpsServer serves health, readiness (the store answers) and metrics.
+func relayOpsServer(engine relay.Engine, m *relayProcessMetrics) *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "application/json")
+		if _, err := engine.Stats(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"status":"store unavailable"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"status":"ready"}`)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
 	}
 }

@@ -122,7 +122,9 @@ allow_private_callbacks: true
 	s.nas = startProc(t, "nas", s.dir, nil, "nas", "--config", "nas.yaml")
 	waitReady(t, s.nas, s.publicURL+"/readyz", 30*time.Second)
 	for i := range o.Relays {
-		r := startProc(t, fmt.Sprintf("relay-%d", i+1), s.dir, nil, "relay", "--config", "nas.yaml")
+		health := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		r := startProc(t, fmt.Sprintf("relay-%d", i+1), s.dir, nil, "relay", "--config", "nas.yaml", "--dispatchers", "2", "--listen", health)
+		waitReady(t, r, "http://"+health+"/readyz", 30*time.Second)
 		s.relays = append(s.relays, r)
 	}
 

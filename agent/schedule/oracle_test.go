@@ -186,10 +186,28 @@ func transitions(loc *time.Location, lo, hi int64) []int64 {
 		if end.IsZero() || end.Unix() >= hi {
 			break
 		}
-		out = append(out, end.Unix())
-		t = end.Unix()
+		e := end.Unix()
+		if e <= t {
+			// Go's bounds past the tz tables can lag on the last day of a
+			// leap year; step over that day.
+			t += secondsPerDay
+			continue
+		}
+		if offsetAt(loc, e-1) != offsetAt(loc, e) { // only real changes, not year boundaries
+			out = append(out, e)
+		}
+		t = e
 	}
 	return out
+}
+
+// randomYear picks a year inside the tz tables or, one time in three, past
+// them (where zone rules come from the TZ string), leap years included.
+func randomYear(r *rand.Rand) int {
+	if r.IntN(3) == 0 {
+		return 2040 + 4*r.IntN(6) + r.IntN(2)
+	}
+	return 2024 + r.IntN(12)
 }
 
 // checkAgainstOracle compares Next with the oracle's fires over [lo, hi).
@@ -267,7 +285,7 @@ func TestNextMatchesOracle(t *testing.T) {
 	for i := range cases {
 		expr := randomCron(r, false)
 		zone := propertyZones[i%len(propertyZones)]
-		year := 2024 + r.IntN(12)
+		year := randomYear(r)
 		caseSeed := r.Uint64()
 		t.Run(fmt.Sprintf("%d/%s/%d", i, zone, year), func(t *testing.T) {
 			t.Parallel()
@@ -293,7 +311,7 @@ func TestNextMatchesOracleDSTDays(t *testing.T) {
 	for i := range cases {
 		expr := randomCron(r, false)
 		zone := propertyZones[1+i%(len(propertyZones)-2)] // the zones with changes
-		year := 2024 + r.IntN(12)
+		year := randomYear(r)
 		caseSeed := r.Uint64()
 		t.Run(fmt.Sprintf("%d/%s/%d", i, zone, year), func(t *testing.T) {
 			t.Parallel()
@@ -322,7 +340,7 @@ func TestNextMatchesOracleSeconds(t *testing.T) {
 	for i := range cases {
 		expr := randomCron(r, true)
 		zone := propertyZones[1+i%(len(propertyZones)-2)] // the zones with changes
-		year := 2024 + r.IntN(12)
+		year := randomYear(r)
 		pick := r.IntN(2)
 		caseSeed := r.Uint64()
 		t.Run(fmt.Sprintf("%d/%s/%d", i, zone, year), func(t *testing.T) {

@@ -215,6 +215,12 @@ func TestNextDST(t *testing.T) {
 		{"apia fixed on skipped date", "0 12 30 12 *", "Pacific/Apia", "2011-12-01T00:00:00-10:00", []string{"2012-12-30T12:00:00+14:00"}},
 		{"apia wildcard", "0 */12 * * *", "Pacific/Apia", "2011-12-29T13:00:00-10:00", []string{"2011-12-31T00:00:00+14:00", "2011-12-31T12:00:00+14:00"}},
 
+		// Past the tz tables (rules from the zone's TZ string), on the last day of a leap year.
+		{"ny leap year end past tables", "0 12 31 12 *", ny, "2048-12-31T00:00:00-05:00", []string{"2048-12-31T12:00:00-05:00", "2049-12-31T12:00:00-05:00"}},
+		{"ny wildcard leap year end", "*/30 * * * *", ny, "2048-12-31T23:10:00-05:00", []string{"2048-12-31T23:30:00-05:00", "2049-01-01T00:00:00-05:00"}},
+		{"lord howe leap year end", "0 9 * * *", lhi, "2048-12-30T12:00:00+11:00", []string{"2048-12-31T09:00:00+11:00", "2049-01-01T09:00:00+11:00"}},
+		{"ny dst past tables", "30 2 * * *", ny, "2048-03-07T12:00:00-05:00", []string{"2048-03-08T03:00:00-04:00", "2048-03-09T02:30:00-04:00"}},
+
 		// Rule 6: the schedule's own zone, not the process's or the option's.
 		{"prefix zone rules", "CRON_TZ=America/New_York 30 2 * * *", london, "2026-03-07T12:00:00-05:00", []string{"2026-03-08T03:00:00-04:00", "2026-03-09T02:30:00-04:00"}},
 		{"prefix zone repeated", "TZ=Europe/London 30 1 * * *", ny, "2026-10-24T12:00:00+01:00", []string{"2026-10-25T01:30:00+01:00", "2026-10-26T01:30:00Z"}},

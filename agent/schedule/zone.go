@@ -32,7 +32,37 @@ func segmentAt(loc *time.Location, t int64) segment {
 	if !e.IsZero() {
 		seg.end, seg.hasEnd = e.Unix(), true
 	}
+	if seg.hasEnd && seg.end <= t {
+		// Past its tables, Go's ZoneBounds can report an end at or before t
+		// on the last day of a leap year. Take the bounds from a day later,
+		// where they are right again, or find the change by bisection if
+		// the offset differs there.
+		later := t + secondsPerDay
+		if offsetAt(loc, later) == seg.off {
+			_, e2 := time.Unix(later, 0).In(loc).ZoneBounds()
+			seg.end, seg.hasEnd = e2.Unix(), !e2.IsZero()
+			if seg.hasEnd && seg.end <= later {
+				seg.end = later
+			}
+		} else {
+			seg.end = firstChange(loc, t, later, seg.off)
+		}
+	}
 	return seg
+}
+
+// firstChange returns the first instant in (lo, hi] whose offset differs from
+// off, given that hi's does.
+func firstChange(loc *time.Location, lo, hi, off int64) int64 {
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if offsetAt(loc, mid) == off {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi
 }
 
 // offsetAt returns the UTC offset of loc at instant t in seconds.
@@ -104,6 +134,9 @@ func nextInZone(loc *time.Location, from int64, wild bool, cn civilNexter, limit
 		next := seg.end
 		if seg.end-offsetSlack >= ws && c-offsetSlack > next {
 			next = c - offsetSlack
+		}
+		if next <= t {
+			next = t + 1 // never stand still, whatever the zone data says
 		}
 		t = next
 	}

@@ -240,6 +240,20 @@ func NewJWTAgentsKeyfunc(issuer, audience string, kf keyfunc.Keyfunc) *JWTAgents
 	}
 }
 
+// Ready reports whether the issuer's keys have been loaded: until they are,
+// every token would be refused, so readiness waits for them.
+func (j *JWTAgents) Ready(ctx context.Context) error {
+	keys, err := j.keys.Storage().KeyReadAll(ctx)
+	if err != nil {
+		return fmt.Errorf("agent jwks: %w", err)
+	}
+	if len(keys) == 0 {
+		return errors.New("agent jwks: no keys loaded yet")
+	}
+	return nil
+}
+
+// accessClaims are the claims of an agent access token.
 type accessClaims struct {
 	jwt.RegisteredClaims
 	InstanceID string `json:"instance_id"`

@@ -187,7 +187,7 @@ func (b *bundle) signedRelay(id string, ts time.Time, body []byte) request {
 	return request{method: http.MethodPost, path: contract.PathRelay, body: body, header: h}
 }
 
-func relayBody(t *testing.T, agentID, job, scheduleID string, fireAt time.Time, attempt int) []byte {
+func relayBody(t testing.TB, agentID, job, scheduleID string, fireAt time.Time, attempt int) []byte {
 	t.Helper()
 	data, err := json.Marshal(contract.RelayRequest{ScheduleID: scheduleID, AgentID: agentID, JobID: job, FireAt: contract.NewTime(fireAt), Attempt: attempt})
 	if err != nil {

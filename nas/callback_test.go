@@ -1,0 +1,223 @@
+package nas_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+)
+
+func TestCallbackPolicyAddrs(t *testing.T) {
+	t.Parallel()
+	allow, err := nas.ParseAllowlist([]string{"10.1.0.0/16", "192.168.7.7", "agents.internal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := nas.CallbackPolicy{Allow: allow}
+	dev := nas.CallbackPolicy{AllowPrivate: true}
+	tests := []struct {
+		addr        string
+		strict, dev bool
+	}{
+		{"93.184.216.34", true, true},
+		{"2606:4700::1111", true, true},
+		{"127.0.0.1", false, true},
+		{"::1", false, true},
+		{"10.0.0.1", false, true},
+		{"10.1.2.3", true, true}, // allowlisted prefix
+		{"192.168.7.7", true, true},
+		{"192.168.7.8", false, true},
+		{"172.16.0.1", false, true},
+		{"169.254.1.1", false, true},
+		{"169.254.169.254", false, false}, // metadata: never without an explicit entry
+		{"fd00:ec2::254", false, false},
+		{"::ffff:169.254.169.254", false, false},
+		{"::ffff:127.0.0.1", false, true},
+		{"0.0.0.0", false, false},
+		{"::", false, false},
+		{"224.0.0.1", false, false},
+		{"ff02::1", false, false},
+		{"100.64.0.1", false, true},
+		{"fc00::1", false, true},
+	}
+	for _, tt := range tests {
+		ip := netip.MustParseAddr(tt.addr)
+		if got := strict.AllowedAddr(ip); got != tt.strict {
+			t.Errorf("strict %s: %v, want %v", tt.addr, got, tt.strict)
+		}
+		if got := dev.AllowedAddr(ip); got != tt.dev {
+			t.Errorf("dev %s: %v, want %v", tt.addr, got, tt.dev)
+		}
+	}
+	if !strict.AllowedHost("Agents.Internal.") || strict.AllowedHost("other.internal") {
+		t.Error("host allowlist")
+	}
+	if _, err := nas.ParseAllowlist([]string{"10.0.0.0/33"}); err == nil {
+		t.Error("a bad CIDR parsed")
+	}
+}
+
+func TestCheckCallbackURL(t *testing.T) {
+	t.Parallel()
+	p := nas.CallbackPolicy{}
+	tests := []struct {
+		url    string
+		status int // 0: accepted
+	}{
+		{"https://agent.example.com", 0},
+		{"https://agent.example.com/base/", 0},
+		{"http://agent.example.com:8080/api/cron/fire", 0},
+		{"", 400},
+		{"agent.example.com", 400},
+		{"ftp://agent.example.com", 400},
+		{"https://", 400},
+		{"https://user:pw@agent.example.com", 400},
+		{"https://agent.example.com/#frag", 400},
+		{"https://agent.example.com/?q=1", 400},
+		{"https://agent.example.com/" + strings.Repeat("a", 3000), 400},
+		{"http://127.0.0.1:8080", 422},
+		{"http://[::1]:8080", 422},
+		{"http://localhost:8080", 422},
+		{"http://169.254.169.254/latest", 422},
+		{"http://10.0.0.5", 422},
+	}
+	for _, tt := range tests {
+		_, e := p.CheckCallbackURL(tt.url)
+		switch {
+		case tt.status == 0 && e != nil:
+			t.Errorf("%q refused: %v", tt.url, e)
+		case tt.status != 0 && (e == nil || e.HTTPStatus() != tt.status || e.Code != contract.CodeInvalidCallbackURL):
+			t.Errorf("%q: %v, want %d invalid_callback_url", tt.url, e, tt.status)
+		}
+	}
+}
+
+func TestFireURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://a.example":                "https://a.example/api/cron/fire",
+		"https://a.example/":               "https://a.example/api/cron/fire",
+		"https://a.example/base":           "https://a.example/base/api/cron/fire",
+		"https://a.example/api/cron/fire":  "https://a.example/api/cron/fire",
+		"https://a.example/api/cron/fire/": "https://a.example/api/cron/fire",
+	} {
+		if got := nas.FireURL(in); got != want {
+			t.Errorf("FireURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestAgentCallerRefusesPrivateAddresses(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	strict := nas.NewAgentCaller(nas.CallbackPolicy{}, time.Second)
+	res := strict.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok", []byte(`{}`))
+	if res.Outcome != nas.OutcomeRejected || hits.Load() != 0 {
+		t.Fatalf("loopback callback: %+v, %d requests reached it", res, hits.Load())
+	}
+	// A name that resolves to loopback is refused after resolution too.
+	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+	res = strict.Fire(context.Background(), "http://localhost"+port+"/api/cron/fire", "tok", []byte(`{}`))
+	if res.Outcome != nas.OutcomeRejected || hits.Load() != 0 {
+		t.Fatalf("localhost callback: %+v", res)
+	}
+	// A proxy in the environment is not used: the transport has none.
+	t.Run("allowlisted", func(t *testing.T) {
+		allow, _ := nas.ParseAllowlist([]string{"127.0.0.1"})
+		c := nas.NewAgentCaller(nas.CallbackPolicy{Allow: allow}, time.Second)
+		if res := c.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok", []byte(`{}`)); res.Outcome != nas.OutcomeDelivered {
+			t.Fatalf("allowlisted: %+v", res)
+		}
+	})
+}
+
+func TestAgentCallerAnswers(t *testing.T) {
+	t.Parallel()
+	type want struct {
+		outcome, agentStatus string
+		cold                 bool
+		retryAfter           time.Duration
+	}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    want
+	}{
+		{"202 accepted", reply(202, `{"status":"accepted","job_id":"j","run_id":"r"}`, ""), want{outcome: nas.OutcomeDelivered, agentStatus: "accepted"}},
+		{"200 duplicate", reply(200, `{"status":"duplicate"}`, ""), want{outcome: nas.OutcomeDelivered, agentStatus: "duplicate"}},
+		{"204 empty", reply(204, ``, ""), want{outcome: nas.OutcomeDelivered}},
+		{"503 cold", reply(503, ``, "4"), want{outcome: nas.OutcomeRetry, cold: true, retryAfter: 4 * time.Second}},
+		{"429", reply(429, ``, "2"), want{outcome: nas.OutcomeRetry, retryAfter: 2 * time.Second}},
+		{"500", reply(500, ``, ""), want{outcome: nas.OutcomeRetry}},
+		{"401", reply(401, `{"error":"invalid_token"}`, ""), want{outcome: nas.OutcomeRejected}},
+		{"400", reply(400, ``, ""), want{outcome: nas.OutcomeRejected}},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+		}, want{outcome: nas.OutcomeRejected}},
+		{"huge answer is read capped", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(202)
+			_, _ = io.WriteString(w, `{"status":"accepted","pad":"`+strings.Repeat("x", 1<<20)+`"}`)
+		}, want{outcome: nas.OutcomeDelivered}},
+		{"timeout", func(w http.ResponseWriter, r *http.Request) {
+			// Once the body is read, the server notices the client hang up.
+			_, _ = io.Copy(io.Discard, r.Body)
+			<-r.Context().Done()
+		}, want{outcome: nas.OutcomeRetry}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var redirected atomic.Bool
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/elsewhere" {
+					redirected.Store(true)
+				}
+				if r.Header.Get("Authorization") != "Bearer tok" || r.Header.Get("Content-Type") != "application/json" {
+					w.WriteHeader(418)
+					return
+				}
+				tt.handler(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, 300*time.Millisecond)
+			res := c.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok", []byte(`{"job_id":"j"}`))
+			if res.Outcome != tt.want.outcome || res.AgentStatus != tt.want.agentStatus || res.ColdStart != tt.want.cold || res.RetryAfter != tt.want.retryAfter {
+				t.Fatalf("got %+v, want %+v", res, tt.want)
+			}
+			if redirected.Load() {
+				t.Fatal("a redirect was followed")
+			}
+		})
+	}
+	// Connection refused is a cold start.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, time.Second)
+	if res := c.Fire(context.Background(), url+"/api/cron/fire", "tok", nil); res.Outcome != nas.OutcomeRetry || !res.ColdStart {
+		t.Fatalf("refused: %+v", res)
+	}
+}
+
+func reply(status int, body, retryAfter string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}

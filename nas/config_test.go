@@ -1,0 +1,89 @@
+package nas_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+)
+
+func validConfig() nas.Config {
+	return nas.Config{
+		PublicURL:  "https://nas.example.com",
+		AgentsFile: "agents.yaml",
+		Relay:      nas.RelayConfig{Secrets: []string{contract.FormatWebhookSecret([]byte("0123456789abcdef0123456789abcdef"))}},
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c := validConfig().WithDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]bool{
+		"listen":              c.Listen == ":8080",
+		"store":               c.Store == "memory",
+		"signing_alg":         c.SigningAlg == nas.AlgEdDSA,
+		"fire_token_ttl":      c.FireTokenTTL == 90*time.Second,
+		"relay.dispatchers":   *c.Relay.Dispatchers == 1,
+		"relay.nas_url":       c.Relay.NASURL == "http://127.0.0.1:8080",
+		"max_armed_per_agent": c.Limits.MaxArmedPerAgent == 1000,
+		"max_future":          c.Limits.MaxFuture == 400*24*time.Hour,
+		"past_skew":           c.Limits.PastSkew == 30*time.Second,
+		"delivery_timeout":    c.DeliveryTimeout == 30*time.Second,
+		"log_level":           c.LogLevel == "info",
+	}
+	for k, ok := range checks {
+		if !ok {
+			t.Errorf("default of %s is wrong: %+v", k, c)
+		}
+	}
+	split := validConfig()
+	split.RelayListen = "0.0.0.0:9090"
+	if got := split.WithDefaults().Relay.NASURL; got != "http://127.0.0.1:9090" {
+		t.Errorf("nas_url from relay_listen: %s", got)
+	}
+	zero := 0
+	api := validConfig()
+	api.Relay.Dispatchers = &zero
+	if got := *api.WithDefaults().Relay.Dispatchers; got != 0 {
+		t.Errorf("dispatchers 0 became %d", got)
+	}
+}
+
+func TestConfigValidateNamesTheKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		key  string
+		edit func(c *nas.Config)
+	}{
+		{"public_url", func(c *nas.Config) { c.PublicURL = "" }},
+		{"public_url", func(c *nas.Config) { c.PublicURL = "nas.example.com" }},
+		{"listen", func(c *nas.Config) { c.Listen = "8080" }},
+		{"relay_listen", func(c *nas.Config) { c.RelayListen = "nope" }},
+		{"store", func(c *nas.Config) { c.Store = "postgres://x" }},
+		{"signing_alg", func(c *nas.Config) { c.SigningAlg = "HS256" }},
+		{"fire_token_ttl", func(c *nas.Config) { c.FireTokenTTL = 10 * time.Minute }},
+		{"relay.secrets", func(c *nas.Config) { c.Relay.Secrets = nil }},
+		{"relay.secrets[0]", func(c *nas.Config) { c.Relay.Secrets = []string{"whsec_c2hvcnQ="} }},
+		{"relay.nas_url", func(c *nas.Config) { c.Relay.NASURL = "ftp://x" }},
+		{"agents_file or agent_jwt.jwks_url", func(c *nas.Config) { c.AgentsFile = "" }},
+		{"agent_jwt.issuer", func(c *nas.Config) { c.AgentJWT.JWKSURL = "https://idp.example.com/jwks" }},
+		{"limits.burst", func(c *nas.Config) { c.Limits.Burst = -1 }},
+		{"limits.max_future", func(c *nas.Config) { c.Limits.MaxFuture = -time.Hour }},
+		{"callback_allowlist", func(c *nas.Config) { c.CallbackAllowlist = []string{"10.0.0.0/99"} }},
+		{"delivery_timeout", func(c *nas.Config) { c.DeliveryTimeout = -time.Second }},
+		{"log_level", func(c *nas.Config) { c.LogLevel = "loud" }},
+	}
+	for _, tt := range tests {
+		c := validConfig()
+		tt.edit(&c)
+		err := c.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.key+":") {
+			t.Errorf("%s: %v", tt.key, err)
+		}
+	}
+}

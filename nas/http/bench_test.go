@@ -1,0 +1,82 @@
+package nashttp_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+	nashttp "github.com/chronoscron/chronos/nas/http"
+	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/memory"
+)
+
+// stubCaller answers every fire as accepted without a network call.
+type stubCaller struct{}
+
+func (stubCaller) Fire(context.Context, string, string, []byte) nas.FireResult {
+	return nas.FireResult{Outcome: nas.OutcomeDelivered, HTTPStatus: 202, AgentStatus: "accepted"}
+}
+
+// BenchmarkRelayRoute measures one relay call through the handler: signature
+// check, strict decode, de-dup record, row lookup, token minting, and the
+// call to the agent (stubbed, or a real agent over loopback).
+func BenchmarkRelayRoute(b *testing.B) {
+	for _, alg := range []string{nas.AlgEdDSA, nas.AlgES256, nas.AlgRS256} {
+		for _, mode := range []string{"stub-agent", "loopback-agent"} {
+			b.Run(alg+"/"+mode, func(b *testing.B) {
+				agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					contract.WriteJSON(w, http.StatusAccepted, contract.FireResponse{Status: "accepted"})
+				}))
+				defer agent.Close()
+				eng := memory.New(memory.Options{})
+				defer eng.Close()
+				keys, err := nas.NewEphemeralKeyRing(alg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				agents, _ := nas.NewStaticAgents(nil)
+				opts := nas.Options{
+					Config: nas.Config{PublicURL: publicURL, SigningAlg: alg, Relay: nas.RelayConfig{Secrets: []string{relaySecret}}, AllowPrivateCallbacks: true},
+					Engine: eng, Verifier: agents, Keys: keys, Logger: slog.New(slog.DiscardHandler),
+				}
+				if mode == "stub-agent" {
+					opts.Caller = stubCaller{}
+				}
+				svc, err := nas.New(opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				h := nashttp.NewServer(svc, nashttp.Options{Logger: opts.Logger}).Handler()
+				fireAt := time.Now().Truncate(time.Millisecond)
+				res, err := eng.Arm(context.Background(), relay.ArmRequest{AgentID: agentA, InstanceID: instanceA, JobID: "job", FireAt: fireAt, CallbackURL: agent.URL, ScheduleID: "sch-1"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				body := relayBody(b, agentA, "job", res.OneShot.ScheduleID, fireAt, 1)
+				secret, _ := contract.ParseWebhookSecret(relaySecret)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					i++
+					req := httptest.NewRequest(http.MethodPost, contract.PathRelay, bytes.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					for k, v := range contract.WebhookHeaders([][]byte{secret}, "d-"+strconv.Itoa(i), time.Now(), body) {
+						req.Header.Set(k, v)
+					}
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						b.Fatalf("%d %s", rec.Code, rec.Body)
+					}
+				}
+			})
+		}
+	}
+}

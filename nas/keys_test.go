@@ -1,0 +1,201 @@
+package nas_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+)
+
+var allAlgs = []string{nas.AlgEdDSA, nas.AlgES256, nas.AlgRS256}
+
+func TestKeysPEMRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, alg := range allAlgs {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			k, err := nas.GenerateKey(alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pemBytes, err := k.MarshalPEM()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := nas.ParseKeyPEM(pemBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back.KID != k.KID || back.Alg != alg || len(k.KID) != 22 {
+				t.Fatalf("round trip: kid %s/%s alg %s", back.KID, k.KID, back.Alg)
+			}
+			// The JWK parses as a key set and verifies the key's tokens.
+			set, err := nas.NewKeySet([]*nas.SigningKey{k}, "", alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := mint(t, nas.NewKeyRing(set))
+			if _, err := verifyWith(t, set.JWKS(), tok); err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			var jwks contract.JWKS
+			if err := json.Unmarshal(set.JWKS(), &jwks); err != nil || jwks.Keys[0].Alg != alg || jwks.Keys[0].Use != "sig" {
+				t.Fatalf("jwks %s: %v", set.JWKS(), err)
+			}
+		})
+	}
+}
+
+func TestKeysParseRefusesJunk(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"", "not pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"} {
+		if _, err := nas.ParseKeyPEM([]byte(in)); err == nil {
+			t.Errorf("%q parsed", in)
+		}
+	}
+}
+
+func mint(t testing.TB, ring *nas.KeyRing) string {
+	t.Helper()
+	m := &nas.Minter{Keys: ring, Issuer: "https://nas.test", TTL: 90 * time.Second}
+	body := []byte(`{"job_id":"j","fire_at":"2026-01-01T00:00:00Z","schedule_id":"s","attempt":1}`)
+	tok, err := m.Mint(time.Now(), nas.FireToken{InstanceID: "i", Fire: contract.FireRequest{JobID: "j", FireAt: contract.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), ScheduleID: "s", Attempt: 1}, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func verifyWith(t *testing.T, jwks []byte, tok string) (*contract.FireClaims, error) {
+	t.Helper()
+	kf, err := keyfunc.NewJWKSetJSON(jwks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c contract.FireClaims
+	_, err = jwt.NewParser(jwt.WithValidMethods([]string{"EdDSA", "ES256", "RS256"}), jwt.WithExpirationRequired()).ParseWithClaims(tok, &c, kf.Keyfunc)
+	return &c, err
+}
+
+func writeKey(t *testing.T, dir, alg string, mtime time.Time) *nas.SigningKey {
+	t.Helper()
+	k, err := nas.GenerateKey(alg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := k.MarshalPEM()
+	p := filepath.Join(dir, k.KID+".pem")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func kidOf(t *testing.T, tok string) string {
+	t.Helper()
+	parsed, _, err := jwt.NewParser().ParseUnverified(tok, jwt.MapClaims{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parsed.Header["kid"].(string)
+}
+
+// TestKeysRotation walks the documented procedure: the next key is published
+// before it signs, so a verifier that fetched the JWKS after publication
+// accepts the first token signed with it.
+func TestKeysRotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := time.Now().Add(-time.Hour)
+	current := writeKey(t, dir, nas.AlgEdDSA, base)
+	ring, err := nas.OpenKeyRing(dir, nas.AlgEdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ring.Current().JWKS()
+	if kid := kidOf(t, mint(t, ring)); kid != current.KID {
+		t.Fatalf("signing kid %s, want %s", kid, current.KID)
+	}
+
+	// Step 1: generate the next key. It is published at once but does not
+	// sign (without an active file the oldest key signs).
+	next := writeKey(t, dir, nas.AlgEdDSA, base.Add(time.Minute))
+	if changed, err := ring.Reload(); err != nil || !changed {
+		t.Fatalf("reload: %v %v", changed, err)
+	}
+	published := ring.Current().JWKS()
+	if kid := kidOf(t, mint(t, ring)); kid != current.KID {
+		t.Fatalf("the next key signs before it is active: %s", kid)
+	}
+	if len(ring.Current().Published) != 2 {
+		t.Fatalf("published %d keys", len(ring.Current().Published))
+	}
+
+	// Step 2: switch the active key.
+	if err := os.WriteFile(filepath.Join(dir, nas.ActiveKeyFile), []byte(next.KID+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := ring.Reload(); err != nil || !changed {
+		t.Fatalf("reload: %v %v", changed, err)
+	}
+	tok := mint(t, ring)
+	if kidOf(t, tok) != next.KID {
+		t.Fatal("the active file did not switch the signing key")
+	}
+	// A verifier holding the JWKS from after publication accepts it; one
+	// holding the JWKS from before does not.
+	if _, err := verifyWith(t, published, tok); err != nil {
+		t.Fatalf("a token of the published next key does not verify: %v", err)
+	}
+	if _, err := verifyWith(t, before, tok); err == nil {
+		t.Fatal("a token of an unpublished key verified")
+	}
+
+	// An unchanged dir is not re-read; a broken one keeps the old set.
+	if changed, err := ring.Reload(); err != nil || changed {
+		t.Fatalf("unchanged reload: %v %v", changed, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, nas.ActiveKeyFile), []byte("no-such-kid"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ring.Reload(); err == nil {
+		t.Fatal("an active file naming no key loaded")
+	}
+	if ring.Current().Active.KID != next.KID {
+		t.Fatal("a failed reload replaced the key set")
+	}
+}
+
+func TestKeySetErrors(t *testing.T) {
+	t.Parallel()
+	ed, _ := nas.GenerateKey(nas.AlgEdDSA)
+	tests := []struct {
+		name   string
+		keys   []*nas.SigningKey
+		active string
+		alg    string
+	}{
+		{name: "no keys", alg: nas.AlgEdDSA},
+		{name: "no key of the algorithm", keys: []*nas.SigningKey{ed}, alg: nas.AlgES256},
+		{name: "active of another algorithm", keys: []*nas.SigningKey{ed}, active: ed.KID, alg: nas.AlgRS256},
+		{name: "unknown active", keys: []*nas.SigningKey{ed}, active: "x", alg: nas.AlgEdDSA},
+	}
+	for _, tt := range tests {
+		if _, err := nas.NewKeySet(tt.keys, tt.active, tt.alg); err == nil {
+			t.Errorf("%s: no error", tt.name)
+		}
+	}
+	if _, err := nas.LoadKeyDir(t.TempDir(), nas.AlgEdDSA); err == nil {
+		t.Error("an empty dir loaded")
+	}
+}

@@ -1,0 +1,160 @@
+package nas_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chronoscron/chronos/agent/fireauth"
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+)
+
+func TestMintClaims(t *testing.T) {
+	t.Parallel()
+	ring, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 6, 18, 12, 34, 56, 700_000_000, time.UTC)
+	fire := contract.FireRequest{JobID: "job", FireAt: contract.NewTime(now.Add(-time.Second)), ScheduleID: "sch", Attempt: 2}
+	body, _ := json.Marshal(fire)
+	m := &nas.Minter{Keys: ring, Issuer: "https://nas.test", TTL: 90 * time.Second}
+	a, err := m.Mint(now, nas.FireToken{InstanceID: "inst", Fire: fire, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := m.Mint(now, nas.FireToken{InstanceID: "inst", Fire: fire, Body: body})
+	var c, d contract.FireClaims
+	tok, _, err := jwt.NewParser().ParseUnverified(a, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, _ = jwt.NewParser().ParseUnverified(b, &d)
+	if tok.Header["typ"] != contract.TokenTypeCronFire || tok.Header["kid"] != ring.Current().Active.KID || tok.Header["alg"] != "EdDSA" {
+		t.Fatalf("header %v", tok.Header)
+	}
+	want := contract.FireClaims{Issuer: "https://nas.test", Audience: "agent:inst", Purpose: "cron_fire", JobID: "job",
+		FireAt: "2026-06-18T12:34:55.7Z", ScheduleID: "sch", Attempt: 2, BodyHash: contract.BodyHash(body)}
+	got := c
+	got.IssuedAt, got.NotBefore, got.ExpiresAt, got.ID = nil, nil, nil, ""
+	if got != want {
+		t.Fatalf("claims\n got %+v\nwant %+v", got, want)
+	}
+	if c.IssuedAt.Unix() != now.Unix() || c.NotBefore.Unix() != now.Unix() || c.ExpiresAt.Unix() != now.Unix()+90 {
+		t.Fatalf("times iat %v nbf %v exp %v", c.IssuedAt, c.NotBefore, c.ExpiresAt)
+	}
+	if c.ID == "" || c.ID == d.ID {
+		t.Fatalf("jti %q %q not unique", c.ID, d.ID)
+	}
+	// The aud is a single string on the wire, not an array.
+	parts := jwt.MapClaims{}
+	_, _, _ = jwt.NewParser().ParseUnverified(a, parts)
+	if _, isString := parts["aud"].(string); !isString {
+		t.Fatalf("aud is %T", parts["aud"])
+	}
+}
+
+// TestMintedTokensMeetTheAgentVerifier runs NAS's tokens through the agent
+// library's verifier: the real token passes, and a token with any one claim
+// or header wrong (re-signed with NAS's own key) is refused.
+func TestMintedTokensMeetTheAgentVerifier(t *testing.T) {
+	t.Parallel()
+	for _, alg := range allAlgs {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			ring, err := nas.NewEphemeralKeyRing(alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			fire := contract.FireRequest{JobID: "job", FireAt: contract.NewTime(now.Truncate(time.Second)), ScheduleID: "sch", Attempt: 1}
+			body, _ := json.Marshal(fire)
+			m := &nas.Minter{Keys: ring, Issuer: "https://nas.test", TTL: 90 * time.Second}
+			good, err := m.Mint(now, nas.FireToken{InstanceID: "inst", Fire: fire, Body: body})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, err := fireauth.NewStatic(ring.Current().JWKS(), fireauth.Config{Issuer: "https://nas.test", Audience: "agent:inst", Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := v.VerifyFire(ctx, good, body, fire); err != nil {
+				t.Fatalf("NAS's token refused: %v", err)
+			}
+			key := ring.Current().Active
+			resign := func(edit func(h map[string]any, c jwt.MapClaims)) string {
+				c := jwt.MapClaims{}
+				tok, _, err := jwt.NewParser().ParseUnverified(good, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nt := jwt.NewWithClaims(key.SigningMethod(), c)
+				for k, v := range tok.Header {
+					nt.Header[k] = v
+				}
+				edit(nt.Header, c)
+				s, err := nt.SignedString(key.Private)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+			cases := map[string]func(h map[string]any, c jwt.MapClaims){
+				"iss":         func(_ map[string]any, c jwt.MapClaims) { c["iss"] = "https://evil.test" },
+				"aud":         func(_ map[string]any, c jwt.MapClaims) { c["aud"] = "agent:other" },
+				"aud array":   func(_ map[string]any, c jwt.MapClaims) { c["aud"] = []string{"agent:inst", "agent:other"} },
+				"purpose":     func(_ map[string]any, c jwt.MapClaims) { c["purpose"] = "login" },
+				"expired":     func(_ map[string]any, c jwt.MapClaims) { c["exp"] = now.Add(-time.Minute).Unix() },
+				"no exp":      func(_ map[string]any, c jwt.MapClaims) { delete(c, "exp") },
+				"long life":   func(_ map[string]any, c jwt.MapClaims) { c["exp"] = now.Add(10 * time.Minute).Unix() },
+				"future nbf":  func(_ map[string]any, c jwt.MapClaims) { c["nbf"] = now.Add(5 * time.Minute).Unix() },
+				"job_id":      func(_ map[string]any, c jwt.MapClaims) { c["job_id"] = "other" },
+				"schedule_id": func(_ map[string]any, c jwt.MapClaims) { c["schedule_id"] = "other" },
+				"attempt":     func(_ map[string]any, c jwt.MapClaims) { c["attempt"] = 9 },
+				"bh":          func(_ map[string]any, c jwt.MapClaims) { c["bh"] = contract.BodyHash([]byte("{}")) },
+				"typ":         func(h map[string]any, _ jwt.MapClaims) { h["typ"] = "JWT" },
+				"no kid":      func(h map[string]any, _ jwt.MapClaims) { delete(h, "kid") },
+				"unknown kid": func(h map[string]any, _ jwt.MapClaims) { h["kid"] = "nope" },
+			}
+			for name, edit := range cases {
+				if err := v.VerifyFire(ctx, resign(edit), body, fire); err == nil {
+					t.Errorf("a token with a wrong %s was accepted", name)
+				}
+			}
+			// And the good token does not fire another body.
+			other := contract.FireRequest{JobID: "other", FireAt: fire.FireAt, ScheduleID: "sch", Attempt: 1}
+			otherBody, _ := json.Marshal(other)
+			if err := v.VerifyFire(ctx, good, otherBody, other); err == nil {
+				t.Error("a captured token fired another job")
+			}
+		})
+	}
+}
+
+// BenchmarkMint measures minting one fire token per algorithm.
+func BenchmarkMint(b *testing.B) {
+	for _, alg := range allAlgs {
+		b.Run(alg, func(b *testing.B) {
+			ring, err := nas.NewEphemeralKeyRing(alg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := &nas.Minter{Keys: ring, Issuer: "https://nas.test", TTL: 90 * time.Second}
+			fire := contract.FireRequest{JobID: "job", FireAt: contract.NewTime(time.Now()), ScheduleID: "sch", Attempt: 1}
+			body, _ := json.Marshal(fire)
+			now := time.Now()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := m.Mint(now, nas.FireToken{InstanceID: "inst", Fire: fire, Body: body}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

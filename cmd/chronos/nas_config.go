@@ -192,10 +192,13 @@ func printNASConfig(cfg nas.Config) ([]byte, error) {
 		if err := val.Encode(v); err != nil {
 			return nil, fmt.Errorf("print config: %s: %w", f.Key, err)
 		}
+		key := &yaml.Node{Kind: yaml.ScalarNode, Value: name}
 		if val.Kind == yaml.SequenceNode {
-			val.Style = yaml.FlowStyle
+			// A flow sequence carries the comment itself.
+			val.Style, val.LineComment = yaml.FlowStyle, f.EnvName()
+		} else {
+			key.LineComment = f.EnvName()
 		}
-		key := &yaml.Node{Kind: yaml.ScalarNode, Value: name, LineComment: f.EnvName()}
 		parent.Content = append(parent.Content, key, val)
 	}
 	var buf bytes.Buffer

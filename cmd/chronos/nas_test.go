@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+	nashttp "github.com/chronoscron/chronos/nas/http"
+	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/memory"
+)
+
+var nasTestSecret = contract.FormatWebhookSecret([]byte("0123456789abcdef0123456789abcdef"))
+
+func nasRunCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func nasEnvFrom(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func TestNASConfigLoading(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "nas.yaml")
+	nasWriteFile(t, cfgPath, "listen: 127.0.0.1:9000\npublic_url: https://nas.example.com\nagents_file: agents.yaml\nlimits:\n  burst: 5\nrelay:\n  dispatchers: 0\n")
+	nasWriteFile(t, filepath.Join(dir, "op"), "  op-secret \n")
+	nasWriteFile(t, filepath.Join(dir, "secrets"), nasTestSecret+"\n\n# old one\n")
+	cfg, err := loadNASConfig(cfgPath, nasEnvFrom(map[string]string{
+		"CHRONOS_NAS_LIMITS_BURST":            "9",
+		"CHRONOS_NAS_OPERATOR_TOKEN_FILE":     filepath.Join(dir, "op"),
+		"CHRONOS_NAS_RELAY_SECRETS_FILE":      filepath.Join(dir, "secrets"),
+		"CHRONOS_NAS_CALLBACK_ALLOWLIST":      "10.0.0.0/8, agents.internal",
+		"CHRONOS_NAS_DELIVERY_TIMEOUT":        "12s",
+		"CHRONOS_NAS_ALLOW_PRIVATE_CALLBACKS": "true",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case cfg.Listen != "127.0.0.1:9000", cfg.Limits.Burst != 9, cfg.OperatorToken != "op-secret",
+		len(cfg.Relay.Secrets) != 1, len(cfg.CallbackAllowlist) != 2, cfg.DeliveryTimeout != 12*time.Second,
+		!cfg.AllowPrivateCallbacks, *cfg.Relay.Dispatchers != 0, cfg.Limits.MaxArmedPerAgent != 1000:
+		t.Fatalf("config %+v", cfg)
+	}
+	// Env alone is enough; relay secrets are comma separated.
+	cfg, err = loadNASConfig("", nasEnvFrom(map[string]string{
+		"CHRONOS_NAS_PUBLIC_URL": "https://nas.example.com", "CHRONOS_NAS_AGENTS_FILE": "a.yaml",
+		"CHRONOS_NAS_RELAY_SECRETS": nasTestSecret + "," + nasTestSecret, "CHRONOS_NAS_RELAY_DISPATCHERS": "3",
+	}))
+	if err != nil || len(cfg.Relay.Secrets) != 2 || *cfg.Relay.Dispatchers != 3 {
+		t.Fatalf("env config: %+v %v", cfg, err)
+	}
+	// Every key has its own variable.
+	seen := map[string]bool{}
+	for _, f := range nasConfigFields(&cfg) {
+		if seen[f.EnvName()] {
+			t.Errorf("variable %s names two keys", f.EnvName())
+		}
+		seen[f.EnvName()] = true
+	}
+	for _, bad := range []string{"listen: [", "no_such_key: 1\n"} {
+		nasWriteFile(t, cfgPath, bad)
+		if _, err := loadNASConfig(cfgPath, nasEnvFrom(nil)); err == nil {
+			t.Errorf("config %q loaded", bad)
+		}
+	}
+	if _, err := loadNASConfig("", nasEnvFrom(map[string]string{"CHRONOS_NAS_LIMITS_BURST": "many"})); err == nil || !strings.Contains(err.Error(), "CHRONOS_NAS_LIMITS_BURST") {
+		t.Errorf("bad env value: %v", err)
+	}
+}
+
+func nasWriteFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNASPrintConfig is the config reference check: every key of nas.Config
+// is printed with its variable, and secrets never are.
+func TestNASPrintConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "nas.yaml")
+	nasWriteFile(t, cfgPath, fmt.Sprintf("public_url: https://nas.example.com\nagents_file: a.yaml\noperator_token: topsecret\nrelay:\n  secrets: [%s]\n", nasTestSecret))
+	code, out, errOut := nasRunCLI(t, "nas", "--config", cfgPath, "--print-config")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "topsecret") || strings.Contains(out, nasTestSecret) {
+		t.Fatal("a secret was printed")
+	}
+	var cfg nas.Config
+	for _, f := range nasConfigFields(&cfg) {
+		leaf := f.Key[strings.LastIndex(f.Key, ".")+1:]
+		if !strings.Contains(out, leaf+":") || !strings.Contains(out, f.EnvName()) {
+			t.Errorf("key %s (%s) missing from --print-config", f.Key, f.EnvName())
+		}
+	}
+	if code, _, _ := nasRunCLI(t, "nas", "--config", filepath.Join(dir, "missing.yaml")); code != exitUsage {
+		t.Errorf("missing config: exit %d", code)
+	}
+}
+
+func TestKeysGenerateCLI(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "keys")
+	for _, alg := range []string{"EdDSA", "ES256", "RS256"} {
+		code, out, errOut := nasRunCLI(t, "keys", "generate", "--out", dir, "--alg", alg)
+		if code != 0 {
+			t.Fatalf("%s: exit %d %s", alg, code, errOut)
+		}
+		kid := strings.TrimSpace(out)
+		info, err := os.Stat(filepath.Join(dir, kid+".pem"))
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: key file %v %v", alg, info, err)
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, kid+".pem"))
+		k, err := nas.ParseKeyPEM(data)
+		if err != nil || k.KID != kid || k.Alg != alg {
+			t.Fatalf("%s: parsed %+v %v", alg, k, err)
+		}
+	}
+	code, out, _ := nasRunCLI(t, "keys", "list", "--dir", dir)
+	if code != 0 || strings.Count(out, "\n") != 4 || !strings.Contains(out, "signing") {
+		t.Fatalf("keys list: %d %q", code, out)
+	}
+	_, out, _ = nasRunCLI(t, "keys", "generate", "--out", dir, "--alg", "ES256")
+	next := strings.TrimSpace(out)
+	if code, _, errOut := nasRunCLI(t, "keys", "activate", "--dir", dir, next); code != 0 {
+		t.Fatalf("activate: %s", errOut)
+	}
+	set, err := nas.LoadKeyDir(dir, "ES256")
+	if err != nil || set.Active.KID != next || len(set.Published) != 4 {
+		t.Fatalf("after activate: %v %v", set, err)
+	}
+	for _, args := range [][]string{
+		{"keys", "generate"},
+		{"keys", "generate", "--out", dir, "--alg", "HS256"},
+		{"keys", "activate", "--dir", dir, "nope"},
+		{"keys", "nope"},
+	} {
+		if code, _, _ := nasRunCLI(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// nasOperatorServer serves NAS's internal handler with one dead letter.
+func nasOperatorServer(t *testing.T) (url, scheduleID string, eng *memory.Engine) {
+	t.Helper()
+	eng = memory.New(memory.Options{})
+	t.Cleanup(func() { _ = eng.Close() })
+	keys, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents, _ := nas.NewStaticAgents(nil)
+	svc, err := nas.New(nas.Options{
+		Config: nas.Config{PublicURL: "https://nas.test", OperatorToken: "op", Relay: nas.RelayConfig{Secrets: []string{nasTestSecret}}},
+		Engine: eng, Verifier: agents, Keys: keys, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(nashttp.NewServer(svc, nashttp.Options{}).InternalHandler())
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	res, err := eng.Arm(ctx, relay.ArmRequest{AgentID: "agent-a", InstanceID: "i", JobID: "nightly", FireAt: time.Now().Add(-time.Second), CallbackURL: "https://agent.example.com", ScheduleID: "sch-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := eng.Claim(ctx, 1, time.Minute)
+	if err != nil || len(leases) != 1 {
+		t.Fatalf("claim %v", err)
+	}
+	if err := eng.Kill(ctx, leases[0], "agent answered 404"); err != nil {
+		t.Fatal(err)
+	}
+	return srv.URL, res.OneShot.ScheduleID, eng
+}
+
+func TestDLQCLI(t *testing.T) {
+	t.Parallel()
+	url, sch, eng := nasOperatorServer(t)
+	code, out, errOut := nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", "op", "--json")
+	if code != 0 {
+		t.Fatalf("list: %d %s", code, errOut)
+	}
+	var entries []contract.DeadLetter
+	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].ScheduleID != sch {
+		t.Fatalf("list --json: %q %v", out, err)
+	}
+	code, out, _ = nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", "op", "--agent", "agent-a")
+	if code != 0 || !strings.Contains(out, sch) || !strings.Contains(out, "agent answered 404") {
+		t.Fatalf("list: %d %q", code, out)
+	}
+	code, out, _ = nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", "op", "--agent", "nobody")
+	if code != 0 || !strings.Contains(out, "empty") {
+		t.Fatalf("list of nobody: %d %q", code, out)
+	}
+	if code, out, errOut = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", "op", sch); code != 0 || out != "replayed 1\n" {
+		t.Fatalf("replay: %d %q %s", code, out, errOut)
+	}
+	if _, err := eng.Get(context.Background(), "agent-a", "nightly"); err != nil {
+		t.Fatalf("replayed job not armed: %v", err)
+	}
+	if code, out, _ = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", "op", "--agent", "agent-a"); code != 0 || out != "replayed 0\n" {
+		t.Fatalf("replay --agent: %d %q", code, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"dlq", "list", "--operator-token", "op"}, exitUsage},                     // no URL
+		{[]string{"dlq", "list", "--nas-url", url}, exitUsage},                             // no token
+		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", "op"}, exitUsage}, // nothing to replay
+		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", "op", "--agent", "a", "x"}, exitUsage},
+		{[]string{"dlq", "list", "--nas-url", url, "--operator-token", "wrong"}, exitFailure}, // 403
+	} {
+		if code, _, _ := nasRunCLI(t, tc.args...); code != tc.code {
+			t.Errorf("%v: exit %d, want %d", tc.args, code, tc.code)
+		}
+	}
+}
+
+func nasFreeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestNASCommandRuns starts `chronos nas` in process with a keys dir, an
+// agents file and a dispatcher, arms a fire for a fake agent, sees it
+// delivered, and shuts down cleanly when the context ends.
+func TestNASCommandRuns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if code, _, errOut := nasRunCLI(t, "keys", "generate", "--out", filepath.Join(dir, "keys"), "--alg", "ES256"); code != 0 {
+		t.Fatal(errOut)
+	}
+	nasWriteFile(t, filepath.Join(dir, "agents.yaml"), "- agent_id: a\n  instance_id: i\n  token_sha256: "+nas.TokenSHA256("tok")+"\n")
+	fired := make(chan string, 1)
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fired <- string(body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(agent.Close)
+	listen, internal := nasFreeAddr(t), nasFreeAddr(t)
+	nasWriteFile(t, filepath.Join(dir, "nas.yaml"), fmt.Sprintf(`listen: %s
+relay_listen: %s
+public_url: http://%s
+signing_keys_dir: %s
+signing_alg: ES256
+agents_file: %s
+allow_private_callbacks: true
+relay:
+  secrets: [%s]
+  dispatchers: 1
+`, listen, internal, listen, filepath.Join(dir, "keys"), filepath.Join(dir, "agents.yaml"), nasTestSecret))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var logs bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"nas", "--config", filepath.Join(dir, "nas.yaml")}, io.Discard, &nasLockedWriter{w: &logs})
+	}()
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client.Get("http://" + listen + contract.PathReadyz)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nas never became ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	at := contract.FormatTime(time.Now().Add(100 * time.Millisecond))
+	body := fmt.Sprintf(`{"job_id":"j","fire_at":%q,"agent_callback_url":%q,"dedup_key":"j:%s"}`, at, agent.URL, at)
+	req, _ := http.NewRequest("POST", "http://"+listen+contract.PathProvision, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("provision: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	select {
+	case b := <-fired:
+		if !strings.Contains(b, `"job_id":"j"`) {
+			t.Fatalf("fire body %s", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fire never arrived")
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("nas exited %d", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("nas did not shut down")
+	}
+}

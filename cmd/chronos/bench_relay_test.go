@@ -1,0 +1,72 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/internal/redistest"
+)
+
+// TestBenchRelaySmall runs `chronos bench relay` end to end at a small size on
+// both stores: every fire arrives, every token verifies, nothing is left.
+func TestBenchRelaySmall(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) string
+		extra []string
+	}{
+		{"memory burst", func(*testing.T) string { return "memory" }, []string{"--n", "300"}},
+		{"redis burst", func(t *testing.T) string { return redistest.Start(t, redistest.Options{}).URL() }, []string{"--n", "300"}},
+		{"redis rate", func(t *testing.T) string { return redistest.Start(t, redistest.Options{}).URL() + "?shards=2" },
+			[]string{"--rate", "400/s", "--duration", "500ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"bench", "relay", "--store", tc.store(t), "--at", "+300ms",
+				"--agents", "10", "--json"}, tc.extra...)
+			if code := run(ctx, args, &stdout, &stderr); code != exitOK {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+			}
+			var res benchRelayResult
+			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+				t.Fatalf("result %q: %v", stdout.String(), err)
+			}
+			if res.Delivered != res.Fires || res.Lost != 0 || res.Failed != 0 || res.Verified < int64(res.Fires) {
+				t.Fatalf("result %+v: want every fire delivered and verified", res)
+			}
+			if res.LeftInStore != 0 {
+				t.Errorf("%d one-shots left in the store after the run", res.LeftInStore)
+			}
+			if res.LagP50Ms < 0 || res.LagP99Ms < res.LagP50Ms || res.LagMaxMs < res.LagP99Ms {
+				t.Errorf("lags out of order: %+v", res)
+			}
+			if res.Store == "redis" && res.BytesPerArmed <= 0 {
+				t.Errorf("no bytes per armed one-shot reported for a redis store")
+			}
+		})
+	}
+}
+
+func TestBenchRelayUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"bench", "relay", "--at", "soon"},
+		{"bench", "relay", "--rate", "fast"},
+		{"bench", "relay", "--rate", "10/h"},
+		{"bench", "relay", "--n", "5", "--rate", "10/s"},
+		{"bench", "relay", "--n", "0"},
+		{"bench", "relay", "--rate", "10/s", "--duration", "0s"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr.String())
+		}
+	}
+}

@@ -333,3 +333,20 @@ relay:
 		t.Fatal("nas did not shut down")
 	}
 }
+
+// TestNASExampleConfig keeps testdata/nas/nas.yaml loadable.
+func TestNASExampleConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadNASConfig(filepath.Join("..", "..", "testdata", "nas", "nas.yaml"), nasEnvFrom(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join("..", "..", cfg.AgentsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents, err := nas.ParseAgents(data)
+	if err != nil || len(agents) != 1 || agents[0].TokenSHA256 != nas.TokenSHA256("dev-agent-token") {
+		t.Fatalf("example agents %+v %v", agents, err)
+	}
+}

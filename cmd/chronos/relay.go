@@ -23,6 +23,7 @@ func newRelayCmd() *cobra.Command {
 		configPath  string
 		listen      string
 		dispatchers int
+		lease       time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "relay",
@@ -49,17 +50,27 @@ relay.secrets, relay.nas_url and relay.dispatchers. With --listen it serves
 			if *cfg.Relay.Dispatchers < 1 {
 				return usagef("relay: relay.dispatchers is %d; a relay process needs at least 1", *cfg.Relay.Dispatchers)
 			}
-			return runRelay(cmd.Context(), cfg, listen, cmd.ErrOrStderr())
+			if lease != 0 && lease < 100*time.Millisecond {
+				return usagef("relay: --lease %s is shorter than 100ms", lease)
+			}
+			return runRelay(cmd.Context(), cfg, relayRunOptions{listen: listen, lease: lease}, cmd.ErrOrStderr())
 		},
 	}
 	c.Flags().StringVar(&configPath, "config", "", "YAML config file, the one chronos nas reads (keys may also come from CHRONOS_NAS_* variables)")
 	c.Flags().StringVar(&listen, "listen", "", "address for /healthz, /readyz and /metrics (empty: none)")
 	c.Flags().IntVar(&dispatchers, "dispatchers", 0, "dispatchers to run (overrides relay.dispatchers)")
+	c.Flags().DurationVar(&lease, "lease", 0, "lease per claim: how soon the fires of a crashed relay are retried (default 30s)")
 	return c
 }
 
+// relayRunOptions are the command-line settings of `chronos relay`.
+type relayRunOptions struct {
+	listen string        // health and metrics address; "" for none
+	lease  time.Duration // lease per claim; 0 for the dispatcher's default
+}
+
 // runRelay runs the dispatchers until ctx ends, then drains them.
-func runRelay(ctx context.Context, cfg nas.Config, listen string, stderr io.Writer) error {
+func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.Writer) error {
 	log := newNASLogger(stderr, cfg.LogLevel)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -77,8 +88,8 @@ func runRelay(ctx context.Context, cfg nas.Config, listen string, stderr io.Writ
 
 	var wg sync.WaitGroup
 	errc := make(chan error, *cfg.Relay.Dispatchers+1)
-	if listen != "" {
-		ln, err := net.Listen("tcp", listen)
+	if o.listen != "" {
+		ln, err := net.Listen("tcp", o.listen)
 		if err != nil {
 			return fmt.Errorf("relay: listen: %w", err)
 		}
@@ -97,7 +108,7 @@ func runRelay(ctx context.Context, cfg nas.Config, listen string, stderr io.Writ
 	}
 	log.Info("relay started", "store", storeKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
 	for range *cfg.Relay.Dispatchers {
-		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics})
+		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics, LeaseFor: o.lease})
 		wg.Go(func() { errc <- d.Run(ctx) })
 	}
 	var firstErr error

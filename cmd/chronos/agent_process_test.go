@@ -156,37 +156,37 @@ func listenerFile(tb testing.TB) (*net.TCPListener, *os.File) {
 	return ln.(*net.TCPListener), f
 }
 
-// waitConnection blocks until a connection is pending on ln, without
-// accepting it: what systemd does before starting a socket-activated service.
-func waitConnection(ctx context.Context, ln *net.TCPListener) error {
-	rc, err := ln.SyscallConn()
+// waitConnection blocks until a connection is pending on the listening
+// socket f, without accepting it: what systemd does before starting a
+// socket-activated service. A listening socket is readable when a connection
+// waits in its backlog.
+func waitConnection(ctx context.Context, f *os.File) error {
+	rc, err := f.SyscallConn()
 	if err != nil {
 		return err
 	}
-	type result struct{ err error }
-	res := make(chan result, 1)
-	go func() {
-		first := true
-		// RawConn.Read calls f, and while f returns false waits until the
-		// descriptor is readable: a listening socket is readable when a
-		// connection waits in its backlog.
-		err := rc.Read(func(uintptr) bool {
-			if first {
-				first = false
-				return false
-			}
-			return true
+	for {
+		var (
+			n    int
+			serr error
+		)
+		err := rc.Control(func(fd uintptr) {
+			var set syscall.FdSet
+			set.Bits[fd/64] |= 1 << (fd % 64)
+			tv := syscall.Timeval{Usec: 100_000} // to notice ctx
+			n, serr = syscall.Select(int(fd)+1, &set, nil, nil, &tv)
 		})
-		res <- result{err}
-	}()
-	select {
-	case r := <-res:
-		return r.err
-	case <-ctx.Done():
-		_ = ln.SetDeadline(time.Now()) // unblocks the read
-		<-res
-		_ = ln.SetDeadline(time.Time{})
-		return ctx.Err()
+		switch {
+		case err != nil:
+			return err
+		case serr != nil && serr != syscall.EINTR:
+			return serr
+		case n > 0:
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 }
 

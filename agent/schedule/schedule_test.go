@@ -119,6 +119,8 @@ func TestNextForms(t *testing.T) {
 		{"leap day skips 2100", "0 0 29 2 *", "", "2096-03-01T00:00:00Z", []string{"2104-02-29T00:00:00Z"}},
 		{"feb 29 on a sunday", "0 0 29 2 */7", "", jan1, []string{"2032-02-29T00:00:00Z", "2060-02-29T00:00:00Z", "2088-02-29T00:00:00Z", "2128-02-29T00:00:00Z", "2156-02-29T00:00:00Z"}},
 		{"fifth sunday of february", "0 0 * 2 0#5", "", "2088-03-01T00:00:00Z", []string{"2128-02-29T00:00:00Z"}},
+		{"fifth monday of february", "0 0 0 * 2 1#5", "", jan1, []string{"2044-02-29T00:00:00Z", "2072-02-29T00:00:00Z"}},
+		{"last day or fifth friday", "0 0 0 L 2 5#5", "", jan1, []string{"2026-02-28T00:00:00Z", "2027-02-28T00:00:00Z", "2028-02-29T00:00:00Z", "2029-02-28T00:00:00Z"}},
 		{"31st skips short months", "0 0 31 * *", "", jan1, []string{"2026-01-31T00:00:00Z", "2026-03-31T00:00:00Z", "2026-05-31T00:00:00Z", "2026-07-31T00:00:00Z", "2026-08-31T00:00:00Z"}},
 		{"30th skips february", "0 0 30 * *", "", jan1, []string{"2026-01-30T00:00:00Z", "2026-03-30T00:00:00Z"}},
 
@@ -260,6 +262,8 @@ func TestParseErrors(t *testing.T) {
 		{"0 0 30,31 2 *", ErrNeverFires, "never fires"},
 		{"0 0 30 2 */7", ErrNeverFires, "never fires"},
 		{"CRON_TZ=America/New_York * 2 * 3 0#2", ErrNeverFires, "daylight-saving"},
+		{"0 0 0 */31 2 1#5", ErrNeverFires, "never fires"},
+		{"0 0 */31 * 1L", ErrNeverFires, "never fires"},
 		{"* * * *", ErrInvalid, "4 fields"},
 		{"* * * * * * *", ErrInvalid, "7 fields"},
 		{"60 * * * *", ErrInvalid, "out of range"},

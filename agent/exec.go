@@ -114,17 +114,9 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 				runCtx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
 				defer cancel()
 			}
-			renewCtx, stopRenew := context.WithCancel(ctx)
-			renewDone := make(chan struct{})
-			go func() {
-				defer close(renewDone)
-				rt.renew(renewCtx, r, j.ID, c)
-			}()
 			cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
 			log.Info("run started")
 			res = rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw})
-			stopRenew()
-			<-renewDone
 			if res.Err != nil && runCtx.Err() != nil {
 				res.Err = fmt.Errorf("%w (%w)", res.Err, context.Cause(runCtx))
 			}
@@ -143,12 +135,12 @@ func openOutput(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 }
 
-// renew extends the claim's lease every third of the TTL while the run
-// lives; if the claim is gone (lease lost, replaced, job removed) the run is
-// stopped.
-func (rt *Runtime) renew(ctx context.Context, r *activeRun, jobID string, c Claim) {
-	every := rt.cfg.LeaseTTL / 3
-	t := time.NewTicker(every)
+// renewLoop extends the leases of all runs of this process every third of
+// the lease TTL, in one store update; a run whose claim is gone (lease lost,
+// replaced, job removed) is stopped.
+func (rt *Runtime) renewLoop(ctx context.Context) {
+	defer rt.watchWG.Done()
+	t := time.NewTicker(rt.cfg.LeaseTTL / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -156,30 +148,48 @@ func (rt *Runtime) renew(ctx context.Context, r *activeRun, jobID string, c Clai
 			return
 		case <-t.C:
 		}
-		held := false
+		if rt.InFlight() == 0 {
+			continue
+		}
+		var lost []*activeRun
 		err := rt.store.Update(ctx, func(st *store.State) error {
-			held = false
-			j := st.Job(jobID)
-			if j == nil {
-				return nil
+			rt.mu.Lock()
+			live := make(map[string]*activeRun, len(rt.runs))
+			for id, r := range rt.runs {
+				live[id] = r
 			}
-			i := j.ClaimIndex(c.RunID)
-			if i < 0 || j.Claims[i].Token != c.Token {
-				return nil
+			rt.mu.Unlock()
+			held := map[string]bool{}
+			until := rt.now().Add(rt.cfg.LeaseTTL).UTC()
+			for _, r := range live {
+				j := st.Job(r.jobID)
+				if j == nil {
+					continue
+				}
+				for i := range j.Claims {
+					c := &j.Claims[i]
+					if lr, ok := live[c.RunID]; ok && lr.token == c.Token {
+						c.LeaseUntil = until
+						held[c.RunID] = true
+					}
+				}
 			}
-			held = true
-			j.Claims[i].LeaseUntil = rt.now().Add(rt.cfg.LeaseTTL).UTC()
+			lost = lost[:0]
+			for id, r := range live {
+				if !held[id] {
+					lost = append(lost, r)
+				}
+			}
 			return nil
 		})
 		if err != nil {
 			if ctx.Err() == nil {
-				rt.log.Warn("lease renewal failed", "job_id", jobID, "run_id", c.RunID, "error", err)
+				rt.log.Warn("lease renewal failed", "error", err)
 			}
 			continue
 		}
-		if !held {
+		for _, r := range lost {
 			r.cancel(errLeaseLost)
-			return
 		}
 	}
 }

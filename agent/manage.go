@@ -154,7 +154,13 @@ func (rt *Runtime) Wait(ctx context.Context, runID string, since time.Time) (led
 			if r.RunID == runID {
 				found = true
 				if r.State.Terminal() {
-					return r, nil
+					owed, err := rt.owed(ctx, r.JobID, runID)
+					if err != nil {
+						return ledger.Run{}, err
+					}
+					if !owed {
+						return r, nil
+					}
 				}
 			}
 		}
@@ -167,6 +173,24 @@ func (rt *Runtime) Wait(ctx context.Context, runID string, since time.Time) (led
 		case <-t.C:
 		}
 	}
+}
+
+// owed reports whether run runID of job is still pending or claimed (an
+// interrupted run waiting for its retry).
+func (rt *Runtime) owed(ctx context.Context, jobID, runID string) (bool, error) {
+	owed := false
+	err := rt.store.View(ctx, func(st *store.State) error {
+		j := st.Job(jobID)
+		if j == nil {
+			return nil
+		}
+		for _, q := range j.Pending {
+			owed = owed || q.RunID == runID
+		}
+		owed = owed || j.ClaimIndex(runID) >= 0
+		return nil
+	})
+	return owed, err
 }
 
 // runDoneOr returns the local run's done channel, or a closed channel.

@@ -171,8 +171,9 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	wctx, stop := context.WithCancel(context.Background())
 	rt.stop = stop
-	rt.watchWG.Add(1)
+	rt.watchWG.Add(2)
 	go rt.watch(wctx)
+	go rt.renewLoop(wctx)
 	return rt, nil
 }
 

@@ -294,8 +294,10 @@ func (j *Job) ClaimIndex(runID string) int {
 
 // State is the decoded jobs.json.
 type State struct {
-	Version int    `json:"version"`
-	Jobs    []*Job `json:"jobs"`
+	Version int `json:"version"`
+	// Generation counts the writes of the file; it only grows.
+	Generation uint64 `json:"generation"`
+	Jobs       []*Job `json:"jobs"`
 
 	index map[string]int
 }

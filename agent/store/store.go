@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,6 +54,12 @@ type Store struct {
 
 	mu   sync.Mutex // serialises this process's users of the lock fd
 	lock *os.File
+
+	// The last version read or written by this process, reused while the
+	// file on disk is provably the same (same fingerprint and generation).
+	cache   *State
+	cacheFP Fingerprint
+	raw     []byte
 }
 
 // Open opens (creating if needed) the store in home.
@@ -166,13 +174,29 @@ func (s *Store) Update(ctx context.Context, fn func(st *State) error) error {
 		return err
 	}
 	if err := fn(st); err != nil {
+		s.drop()
 		return err
 	}
-	return s.write(st, raw)
+	if err := s.write(st, raw); err != nil {
+		s.drop()
+		return err
+	}
+	return nil
 }
 
-// read loads jobs.json; a missing file is an empty state.
+// read loads jobs.json; a missing file is an empty state. The state of the
+// previous read or write is reused when the file is unchanged; callers that
+// fail after mutating it must call s.drop.
 func (s *Store) read() (*State, []byte, error) {
+	if s.cache != nil {
+		fp, err := s.Fingerprint()
+		if err == nil && fp == s.cacheFP && fp != (Fingerprint{}) {
+			if gen, ok := readGeneration(s.Path()); ok && gen == s.cache.Generation {
+				return s.cache, s.raw, nil
+			}
+		}
+		s.drop()
+	}
 	raw, err := os.ReadFile(s.Path())
 	if errors.Is(err, fs.ErrNotExist) {
 		st := &State{Version: FormatVersion}
@@ -207,7 +231,45 @@ func (s *Store) read() (*State, []byte, error) {
 		seen[j.ID] = true
 	}
 	st.reindex()
+	s.remember(st, raw)
 	return st, raw, nil
+}
+
+// remember caches st as the content of the file now on disk.
+func (s *Store) remember(st *State, raw []byte) {
+	fp, err := s.Fingerprint()
+	if err != nil {
+		s.drop()
+		return
+	}
+	s.cache, s.cacheFP, s.raw = st, fp, raw
+}
+
+func (s *Store) drop() { s.cache, s.cacheFP, s.raw = nil, Fingerprint{}, nil }
+
+// readGeneration reads the generation from the head of the file, where
+// encode puts it.
+func readGeneration(path string) (uint64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	var head [96]byte
+	n, _ := io.ReadFull(f, head[:])
+	h := string(head[:n])
+	const key = `"generation":`
+	i := strings.Index(h, key)
+	if i < 0 {
+		return 0, false
+	}
+	h = h[i+len(key):]
+	end := strings.IndexAny(h, ",}")
+	if end < 0 {
+		return 0, false
+	}
+	g, err := strconv.ParseUint(strings.TrimSpace(h[:end]), 10, 64)
+	return g, err == nil
 }
 
 // corrupt keeps a copy of the undecodable file and returns ErrCorrupt.
@@ -227,17 +289,15 @@ func (s *Store) write(st *State, old []byte) error {
 	st.Version = FormatVersion
 	sort.Slice(st.Jobs, func(a, b int) bool { return st.Jobs[a].ID < st.Jobs[b].ID })
 	st.reindex()
-	if st.Jobs == nil {
-		st.Jobs = []*Job{}
-	}
-	b, err := json.MarshalIndent(st, "", " ")
+	body, err := encodeJobs(st)
 	if err != nil {
-		return fmt.Errorf("store: encode: %w", err)
+		return err
 	}
-	b = append(b, '\n')
-	if old != nil && bytes.Equal(b, old) {
-		return nil
+	if i := bytes.IndexByte(old, '['); old != nil && i >= 0 && bytes.Equal(old[i+1:], body) {
+		return nil // nothing changed
 	}
+	st.Generation++
+	b := append([]byte(fmt.Sprintf("{\"version\":%d,\"generation\":%d,\"jobs\":[", st.Version, st.Generation)), body...)
 	tmp := fmt.Sprintf("%s.tmp-%d", s.Path(), os.Getpid())
 	if err := writeFileSync(tmp, b); err != nil {
 		_ = os.Remove(tmp)
@@ -250,7 +310,28 @@ func (s *Store) write(st *State, old []byte) error {
 	if err := syncDir(s.home); err != nil {
 		return fmt.Errorf("store: sync directory: %w", err)
 	}
+	s.remember(st, b)
 	return nil
+}
+
+// encodeJobs encodes the jobs array after its opening bracket, one job per
+// line. The file is the header {"version":V,"generation":G,"jobs":[ followed
+// by this, so the generation can be read from the head of the file.
+func encodeJobs(st *State) ([]byte, error) {
+	var buf bytes.Buffer
+	for i, j := range st.Jobs {
+		jb, err := json.Marshal(j)
+		if err != nil {
+			return nil, fmt.Errorf("store: encode job %s: %w", j.ID, err)
+		}
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('\n')
+		buf.Write(jb)
+	}
+	buf.WriteString("\n]}\n")
+	return buf.Bytes(), nil
 }
 
 func writeFileSync(path string, b []byte) error {

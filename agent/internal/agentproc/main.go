@@ -1,0 +1,153 @@
+// Command agentproc is a small agent process driven by the agent package's
+// multi-process tests. It is not part of the product.
+//
+//	agentproc race  -home H -job J -last T -out F   claim every slot of J up to T, log wins to F
+//	agentproc serve -home H                          run the built-in timer until SIGTERM
+//	agentproc add   -home H -id J -schedule S -- CMD add a shell job
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/runner"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "agentproc: mode required")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "race":
+		err = race(os.Args[2:])
+	case "serve":
+		err = serve(os.Args[2:])
+	case "add":
+		err = add(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown mode %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentproc:", err)
+		os.Exit(1)
+	}
+}
+
+// noop succeeds at once.
+type noop struct{}
+
+func (noop) Validate(runner.Payload) error { return nil }
+func (noop) Run(context.Context, runner.Request) runner.Result {
+	return runner.Result{}
+}
+
+// clock is a settable clock: each slot is claimed "at" its own time.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+func race(args []string) error {
+	fs := flag.NewFlagSet("race", flag.ContinueOnError)
+	home := fs.String("home", "", "home")
+	job := fs.String("job", "", "job id")
+	lastS := fs.String("last", "", "last slot")
+	out := fs.String("out", "", "wins file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	last, err := time.Parse(time.RFC3339, *lastS)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	c := &clock{}
+	rt, err := agent.Open(ctx, agent.Config{Home: *home, Now: c.now, LeaseTTL: 24 * time.Hour,
+		LockTimeout: time.Minute, Runners: map[string]runner.Runner{"noop": noop{}}, Retention: -1})
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var wins strings.Builder
+	for {
+		j, err := rt.Job(ctx, *job)
+		if err != nil {
+			return err
+		}
+		if j.NextRunAt == nil || j.NextRunAt.After(last) {
+			break
+		}
+		slot := *j.NextRunAt
+		c.set(slot)
+		res, err := rt.Fire(ctx, *job, slot, agent.TriggerScheduled)
+		if err != nil {
+			return err
+		}
+		if res.Status == agent.FireAccepted && !res.Skipped {
+			fmt.Fprintf(&wins, "%s %s\n", slot.UTC().Format(time.RFC3339), res.RunID)
+		}
+	}
+	if _, err := f.WriteString(wins.String()); err != nil {
+		return err
+	}
+	return rt.Close(ctx)
+}
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	home := fs.String("home", "", "home")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready", os.Getpid())
+	if err := rt.RunTimer(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return rt.Close(cctx)
+}
+
+func add(args []string) error {
+	fs := flag.NewFlagSet("add", flag.ContinueOnError)
+	home := fs.String("home", "", "home")
+	id := fs.String("id", "", "job id")
+	sched := fs.String("schedule", "", "schedule")
+	onInt := fs.String("on-interrupt", "", "policy")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(ctx)
+	_, _, err = rt.AddJob(ctx, agent.JobSpec{ID: *id, Schedule: *sched, OnInterrupt: *onInt,
+		Retry:   agent.Retry{Backoff: 0},
+		Payload: runner.Payload{Kind: runner.KindShell, Shell: &runner.Shell{Command: strings.Join(fs.Args(), " ")}}})
+	return err
+}

@@ -61,7 +61,7 @@ func TestNASRelay(t *testing.T) {
 			rec := b.do(b.public, request{method: "POST", path: contract.PathProvision, token: tokenA, body: p})
 			resp := decodeBody[contract.ProvisionResponse](t, rec)
 			return b.signedRelay("d-1", time.Now(), relayBody(t, agentA, "job-down", resp.ScheduleID, fireAt, 1))
-		}, want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "1"}},
+		}, want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "0"}},
 		{name: "cancelled job is dropped", prepare: func(t *testing.T, b *bundle, sch string, fireAt time.Time) request {
 			b.do(b.public, request{method: "POST", path: contract.PathCancel, token: tokenA, body: contract.CancelRequest{JobID: "job-1"}})
 			return b.signedRelay("d-1", time.Now(), relayBody(t, agentA, "job-1", sch, fireAt, 1))
@@ -158,7 +158,7 @@ func TestNASRelay(t *testing.T) {
 			} else if code := errCode(t, rec); code != tt.want.code {
 				t.Fatalf("error %s, want %s", rec.Body, tt.want.code)
 			}
-			if ra := rec.Header().Get("Retry-After"); tt.want.retryAfter != "" && ra != tt.want.retryAfter {
+			if ra := rec.Header().Get("Retry-After"); ra != tt.want.retryAfter {
 				t.Fatalf("Retry-After %q, want %q", ra, tt.want.retryAfter)
 			}
 			if fired := len(b.agent.received()) > before; fired != tt.want.fired {
@@ -234,5 +234,46 @@ func TestNASRelayToken(t *testing.T) {
 				t.Fatalf("fire body %+v", f.Body)
 			}
 		})
+	}
+}
+
+// TestNASRelayRefusalsChangeNothing sends forged, altered and stale calls,
+// then the genuine one with the same delivery id: the refusals called no
+// agent, left the row as it was and did not use up the delivery id.
+func TestNASRelayRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fireAt := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	var sch string
+	b.armAt(t, "job-1", fireAt, &sch)
+	before, err := b.engine.Get(context.Background(), agentA, "job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine := relayBody(t, agentA, "job-1", sch, fireAt, 1)
+	forged := contract.WebhookHeaders([][]byte{[]byte("not-the-relay-secret-at-all-!!!!")}, "d-1", time.Now(), genuine)
+	altered := b.signedRelay("d-1", time.Now(), genuine)
+	altered.body = relayBody(t, agentA, "job-1", sch, fireAt, 7)
+	refusals := []request{
+		{method: "POST", path: contract.PathRelay, body: genuine, header: forged},
+		altered,
+		b.signedRelay("d-1", time.Now().Add(-10*time.Minute), genuine),
+		b.signedRelay("d-1", time.Now().Add(10*time.Minute), genuine),
+	}
+	for i, r := range refusals {
+		if rec := b.do(b.internal, r); rec.Code != 401 {
+			t.Fatalf("refusal %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	if n := len(b.agent.received()); n != 0 {
+		t.Fatalf("refused calls reached the agent %d times", n)
+	}
+	after, err := b.engine.Get(context.Background(), agentA, "job-1")
+	if err != nil || after != before {
+		t.Fatalf("row changed: %+v -> %+v (%v)", before, after, err)
+	}
+	rec := b.do(b.internal, b.signedRelay("d-1", time.Now(), genuine))
+	if got := decodeBody[contract.RelayResponse](t, rec); rec.Code != 200 || got.Status != contract.RelayDelivered {
+		t.Fatalf("genuine call after refusals: %d %+v", rec.Code, got)
 	}
 }

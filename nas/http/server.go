@@ -190,8 +190,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
 		ce = contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
 	}
+	// A 503 always says when to come back. A waking agent that gave no delay
+	// is "0": the relay then retries on its fast cold-start ladder.
 	if ce.HTTPStatus() == http.StatusServiceUnavailable && ce.RetryAfter <= 0 {
-		ce.RetryAfter = time.Second
+		if ce.Code != contract.CodeAgentUnavailable {
+			ce.RetryAfter = time.Second
+		} else {
+			c.Response().Header().Set(contract.HeaderRetryAfter, "0")
+		}
 	}
 	contract.WriteError(c.Response(), ce)
 }

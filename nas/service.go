@@ -75,6 +75,9 @@ func New(opts Options) (*Service, error) {
 	if opts.Engine == nil || opts.Verifier == nil || opts.Keys == nil || opts.Keys.Current() == nil {
 		return nil, errors.New("nas: engine, verifier and keys are required")
 	}
+	if alg := opts.Keys.Current().Active.Alg; alg != cfg.SigningAlg {
+		return nil, fmt.Errorf("nas: the signing key is %s but signing_alg is %s", alg, cfg.SigningAlg)
+	}
 	secrets := make([][]byte, 0, len(cfg.Relay.Secrets))
 	for _, s := range cfg.Relay.Secrets {
 		k, err := contract.ParseWebhookSecret(s)

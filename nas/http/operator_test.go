@@ -2,6 +2,7 @@ package nashttp_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,8 @@ func TestNASOperator(t *testing.T) {
 		{name: "stop with a wrong token", req: request{method: "POST", path: stop, token: "guess"}, status: 403, code: contract.CodeForbidden},
 		{name: "an agent token is not an operator token", req: request{method: "POST", path: start, token: tokenA}, status: 403, code: contract.CodeForbidden},
 		{name: "stop with the store down", opts: []setupOpt{withBrokenEngine}, req: request{method: "POST", path: stop, token: opToken}, status: 500, code: contract.CodeServerError},
+		{name: "stop with an overlong id", req: request{method: "POST", path: "/api/operator/instances/" + strings.Repeat("i", 300) + "/stop", token: opToken, invalid: true}, status: 400, code: contract.CodeInvalidRequest},
+		{name: "cancel all with an overlong id", req: request{method: "POST", path: "/api/operator/agents/" + strings.Repeat("a", 300) + "/cancel-all", token: opToken, invalid: true}, status: 400, code: contract.CodeInvalidRequest},
 		{name: "cancel all", req: request{method: "POST", path: cancelAll, token: opToken}, status: 200, check: func(t *testing.T, b *bundle, _ string) {
 			if _, err := b.engine.Get(context.Background(), agentA, "live"); err == nil {
 				t.Fatal("job survived cancel-all")

@@ -277,3 +277,24 @@ func TestNASRelayRefusalsChangeNothing(t *testing.T) {
 		t.Fatalf("genuine call after refusals: %d %+v", rec.Code, got)
 	}
 }
+
+// TestNASRelaySecretRotation: NAS verifies with every configured secret, so
+// a relay still signing with the old one (or only the new one) is accepted.
+func TestNASRelaySecretRotation(t *testing.T) {
+	t.Parallel()
+	oldKey := []byte("the-old-relay-secret-32-bytes!!!")
+	b := setup(t, func(c *nas.Config, _ *nas.Options) {
+		c.Relay.Secrets = []string{relaySecret, contract.FormatWebhookSecret(oldKey)}
+	})
+	fireAt := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	var sch string
+	b.armAt(t, "job-1", fireAt, &sch)
+	for i, key := range [][]byte{oldKey, b.secret} {
+		body := relayBody(t, agentA, "job-1", sch, fireAt, i+1)
+		h := contract.WebhookHeaders([][]byte{key}, fmt.Sprintf("d-%d", i), time.Now(), body)
+		rec := b.do(b.internal, request{method: "POST", path: contract.PathRelay, body: body, header: h})
+		if rec.Code != 200 {
+			t.Fatalf("secret %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+}

@@ -215,9 +215,11 @@ var agentAccessMethods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "
 func NewJWTAgents(ctx context.Context, issuer, audience, jwksURL string) (*JWTAgents, error) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: cappedTransport{base: http.DefaultTransport, limit: 1 << 20}}
 	kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{jwksURL}, keyfunc.Override{
-		Client:            client,
-		HTTPTimeout:       10 * time.Second,
-		RefreshInterval:   time.Hour,
+		Client:      client,
+		HTTPTimeout: 10 * time.Second,
+		// A JWKS that was down at start is loaded at the next refresh; until
+		// then readiness reports the keys missing.
+		RefreshInterval:   5 * time.Minute,
 		RefreshUnknownKID: rate.NewLimiter(rate.Every(30*time.Second), 2),
 	})
 	if err != nil {

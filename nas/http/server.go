@@ -101,7 +101,6 @@ func NewHTTPServer(h http.Handler, writeTimeout time.Duration) *http.Server {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    32 << 10,
-		ErrorLog:          nil,
 	}
 }
 

@@ -48,9 +48,10 @@ type Server struct {
 	port   int
 	dir    string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has been waited for
+	mu      sync.Mutex
+	started bool // it ran once: its port is fixed from now on
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when cmd has been waited for
 }
 
 // Start launches a dedicated redis-server for t with opts and stops it at the
@@ -158,7 +159,8 @@ func (s *Server) start() error {
 	// A free port found by listening may be taken again before redis binds
 	// it; try a few times with a new port when none was fixed.
 	for try := 0; try < 5; try++ {
-		if s.opts.Port == 0 && (s.port == 0 || try > 0) {
+		// A restart keeps its port: clients hold its address.
+		if s.opts.Port == 0 && !s.started && (s.port == 0 || try > 0) {
 			p, err := freePort()
 			if err != nil {
 				return err
@@ -167,9 +169,10 @@ func (s *Server) start() error {
 		}
 		lastErr = s.launch()
 		if lastErr == nil {
+			s.started = true
 			return nil
 		}
-		if s.opts.Port != 0 {
+		if s.opts.Port != 0 || s.started {
 			break
 		}
 	}

@@ -1,0 +1,244 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func open(t *testing.T, home string) *Store {
+	t.Helper()
+	s, err := Open(home, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func addJob(t *testing.T, s *Store, id string) {
+	t.Helper()
+	err := s.Update(context.Background(), func(st *State) error {
+		return st.Add(&Job{ID: id, Schedule: "@daily", Enabled: true})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUpdatePersistsAndReads(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s := open(t, home)
+	addJob(t, s, "b")
+	addJob(t, s, "a")
+	if err := s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "a"}) }); !errors.Is(err, ErrExists) {
+		t.Fatalf("duplicate add: %v", err)
+	}
+	// A second store on the same home (another process) sees both, ordered.
+	jobs, err := open(t, home).List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs[0].ID != "a" || jobs[1].ID != "b" {
+		t.Fatalf("jobs %+v", jobs)
+	}
+	raw, _ := os.ReadFile(filepath.Join(home, JobsFile))
+	if !strings.HasPrefix(string(raw), `{"version":1,"generation":2,"jobs":[`) {
+		t.Fatalf("file head %.60q", raw)
+	}
+	if _, err := s.Get(context.Background(), "zz"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get unknown: %v", err)
+	}
+	// A failed update writes nothing.
+	boom := errors.New("boom")
+	if err := s.Update(context.Background(), func(st *State) error {
+		st.Job("a").Name = "changed"
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(filepath.Join(home, JobsFile))
+	if string(after) != string(raw) {
+		t.Fatal("failed update changed the file")
+	}
+	if j, _ := s.Get(context.Background(), "a"); j.Name != "" {
+		t.Fatalf("failed update leaked into the cache: %q", j.Name)
+	}
+	// An update that changes nothing does not rewrite the file.
+	fp, _ := s.Fingerprint()
+	if err := s.Update(context.Background(), func(*State) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fp2, _ := s.Fingerprint(); fp2 != fp {
+		t.Fatal("no-op update rewrote the file")
+	}
+}
+
+func TestCorruptFileIsKeptAside(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, content, want string
+	}{
+		{"truncated", `{"version":1,"jobs":[{"id":"a"`, "unexpected EOF"},
+		{"not json", "hello", "invalid character"},
+		{"no version", `{"jobs":[]}`, "missing version"},
+		{"duplicate ids", `{"version":1,"jobs":[{"id":"a"},{"id":"a"}]}`, "appears twice"},
+		{"trailing data", `{"version":1,"jobs":[]} {}`, "trailing data"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			path := filepath.Join(home, JobsFile)
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s := open(t, home)
+			err := s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "new"}) })
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want ErrCorrupt with %q", err, tc.want)
+			}
+			if _, err := s.List(context.Background()); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("list: %v", err)
+			}
+			if b, _ := os.ReadFile(path); string(b) != tc.content {
+				t.Fatal("corrupt file was overwritten")
+			}
+			copies, _ := filepath.Glob(path + ".corrupt-*")
+			if len(copies) != 1 {
+				t.Fatalf("copies %v, want one", copies)
+			}
+			if b, _ := os.ReadFile(copies[0]); string(b) != tc.content {
+				t.Fatal("copy differs")
+			}
+		})
+	}
+}
+
+func TestNewerVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	os.WriteFile(filepath.Join(home, JobsFile), []byte(`{"version":9,"jobs":[]}`), 0o600)
+	_, err := open(t, home).List(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "format version 9") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// TestUpdatesSerialise: stores opened separately on one home (separate lock
+// descriptors, as separate processes have) never lose an increment.
+func TestUpdatesSerialise(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	addJob(t, open(t, home), "counter")
+	const workers, each = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		s := open(t, home)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				err := s.Update(context.Background(), func(st *State) error {
+					st.Job("counter").Repeat.Completed++
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	j, err := open(t, home).Get(context.Background(), "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Repeat.Completed != workers*each {
+		t.Fatalf("count %d, want %d", j.Repeat.Completed, workers*each)
+	}
+}
+
+func TestLockTimeout(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	holder := open(t, home)
+	waiter, err := Open(home, Options{LockTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	held := make(chan struct{})
+	release := make(chan struct{})
+	go holder.Update(context.Background(), func(*State) error {
+		close(held)
+		<-release
+		return nil
+	})
+	<-held
+	err = waiter.Update(context.Background(), func(*State) error { return nil })
+	close(release)
+	if !errors.Is(err, ErrLockTimeout) {
+		t.Fatalf("err %v, want ErrLockTimeout", err)
+	}
+}
+
+func TestOwners(t *testing.T) {
+	t.Parallel()
+	self := Owner{Host: "h", PID: os.Getpid(), ID: "me"}
+	tests := []struct {
+		owner string
+		want  Liveness
+	}{
+		{self.String(), OwnerSelf},
+		{fmt.Sprintf("h:%d:earlier", os.Getpid()), OwnerGone},
+		{"other:1:x", OwnerUnknown},
+		{"h:1:x", OwnerUnknown}, // pid 1 is alive: the lease decides
+		{"garbage", OwnerUnknown},
+		{"h:2147483646:x", OwnerGone},
+	}
+	for _, tc := range tests {
+		if got := Judge(tc.owner, self); got != tc.want {
+			t.Errorf("Judge(%q) = %v, want %v", tc.owner, got, tc.want)
+		}
+	}
+	if o, err := ParseOwner("host:with:colons:42:abc"); err != nil || o.Host != "host:with:colons" || o.PID != 42 || o.ID != "abc" {
+		t.Fatalf("ParseOwner: %+v %v", o, err)
+	}
+}
+
+func TestClaimSlotIsACompareAndSet(t *testing.T) {
+	t.Parallel()
+	slot := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	j := &Job{ID: "a", NextRunAt: &slot}
+	if _, ok := j.ClaimSlot(slot.Add(-time.Minute), Claim{RunID: "old"}); ok {
+		t.Fatal("claimed a slot that is not next_run_at")
+	}
+	c, ok := j.ClaimSlot(slot, Claim{RunID: "r1"})
+	if !ok || c.Token != 1 {
+		t.Fatalf("claim %+v %v", c, ok)
+	}
+	c2 := j.AddClaim(Claim{RunID: "r2"})
+	if c2.Token != 2 {
+		t.Fatalf("token %d, want 2", c2.Token)
+	}
+	if j.DropClaim("r1", 2) {
+		t.Fatal("dropped a claim with the wrong token")
+	}
+	if !j.DropClaim("r1", 1) || j.DropClaim("r1", 1) {
+		t.Fatal("drop is not exactly once")
+	}
+}

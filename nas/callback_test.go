@@ -172,9 +172,14 @@ func TestAgentCallerAnswers(t *testing.T) {
 			_, _ = io.WriteString(w, `{"status":"accepted","pad":"`+strings.Repeat("x", 1<<20)+`"}`)
 		}, want{outcome: nas.OutcomeDelivered}},
 		{"timeout", func(w http.ResponseWriter, r *http.Request) {
-			// Once the body is read, the server notices the client hang up.
+			// Answer only after the caller's deadline has passed: the caller
+			// must have given up by then. The bound keeps the test server's
+			// Close from waiting on a hang-up it may not notice.
 			_, _ = io.Copy(io.Discard, r.Body)
-			<-r.Context().Done()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(3 * time.Second):
+			}
 		}, want{outcome: nas.OutcomeRetry}},
 	}
 	for _, tt := range tests {
@@ -191,7 +196,10 @@ func TestAgentCallerAnswers(t *testing.T) {
 				}
 				tt.handler(w, r)
 			}))
-			t.Cleanup(srv.Close)
+			t.Cleanup(func() {
+				srv.CloseClientConnections()
+				srv.Close()
+			})
 			c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, 300*time.Millisecond)
 			res := c.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok", []byte(`{"job_id":"j"}`))
 			if res.Outcome != tt.want.outcome || res.AgentStatus != tt.want.agentStatus || res.ColdStart != tt.want.cold || res.RetryAfter != tt.want.retryAfter {

@@ -419,7 +419,7 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		*p = plan{}
 		now := rt.now()
-		for _, j := range st.Jobs {
+		for _, j := range st.All() {
 			rt.reap(j, now, p)
 			if err := rt.drain(j, now, p); err != nil {
 				return err

@@ -17,7 +17,7 @@ func (rt *Runtime) Desired(ctx context.Context) ([]Desired, error) {
 	err := rt.store.View(ctx, func(st *store.State) error {
 		now := rt.now()
 		out = out[:0]
-		for _, j := range st.Jobs {
+		for _, j := range st.All() {
 			if j.Enabled && j.FinishedAt == nil && j.NextRunAt != nil && j.NextRunAt.After(now) {
 				out = append(out, Desired{JobID: j.ID, FireAt: *j.NextRunAt})
 			}
@@ -37,7 +37,7 @@ func (rt *Runtime) NextDue(ctx context.Context) (time.Time, bool, error) {
 	var best time.Time
 	found := false
 	err := rt.store.View(ctx, func(st *store.State) error {
-		for _, j := range st.Jobs {
+		for _, j := range st.All() {
 			if j.Enabled && j.NextRunAt != nil && (!found || j.NextRunAt.Before(best)) {
 				best, found = *j.NextRunAt, true
 			}
@@ -70,7 +70,7 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 				w.at, w.ok = t, true
 			}
 		}
-		for _, j := range st.Jobs {
+		for _, j := range st.All() {
 			for _, c := range j.Claims {
 				if store.Judge(c.Owner, rt.self) == store.OwnerSelf {
 					continue

@@ -292,34 +292,66 @@ func (j *Job) ClaimIndex(runID string) int {
 	return -1
 }
 
-// State is the decoded jobs.json.
+// State is the decoded jobs.json, handed to View and Update callbacks.
+//
+// Jobs are reached through Job, All and Add, which also tell the store which
+// jobs a callback may have changed: only those are re-encoded when the file
+// is written.
 type State struct {
-	Version int `json:"version"`
+	// Version is the file format version.
+	Version int
 	// Generation counts the writes of the file; it only grows.
-	Generation uint64 `json:"generation"`
-	Jobs       []*Job `json:"jobs"`
+	Generation uint64
 
-	index map[string]int
+	jobs     []*Job
+	index    map[string]int
+	dirty    map[*Job]bool
+	allDirty bool
+	reshaped bool // jobs added or removed
 }
 
-// Job returns the job with id, or nil.
+// fileState is the JSON form of State.
+type fileState struct {
+	Version    int    `json:"version"`
+	Generation uint64 `json:"generation"`
+	Jobs       []*Job `json:"jobs"`
+}
+
+// Job returns the job with id for reading or changing, or nil.
 func (s *State) Job(id string) *Job {
 	if s.index == nil {
 		s.reindex()
 	}
-	if i, ok := s.index[id]; ok && i < len(s.Jobs) && s.Jobs[i].ID == id {
-		return s.Jobs[i]
+	i, ok := s.index[id]
+	if !ok || i >= len(s.jobs) || s.jobs[i].ID != id {
+		return nil
 	}
-	return nil
+	j := s.jobs[i]
+	s.touch(j)
+	return j
 }
+
+// All returns every job, ordered by id, for reading or changing.
+func (s *State) All() []*Job {
+	s.allDirty = true
+	return s.jobs
+}
+
+// Len returns the number of jobs.
+func (s *State) Len() int { return len(s.jobs) }
 
 // Add appends a job; an existing id is an error.
 func (s *State) Add(j *Job) error {
-	if s.Job(j.ID) != nil {
+	if s.index == nil {
+		s.reindex()
+	}
+	if _, ok := s.index[j.ID]; ok {
 		return fmt.Errorf("%w: %q", ErrExists, j.ID)
 	}
-	s.Jobs = append(s.Jobs, j)
-	s.index[j.ID] = len(s.Jobs) - 1
+	s.jobs = append(s.jobs, j)
+	s.index[j.ID] = len(s.jobs) - 1
+	s.touch(j)
+	s.reshaped = true
 	return nil
 }
 
@@ -329,14 +361,26 @@ func (s *State) Remove(id string) bool {
 		return false
 	}
 	i := s.index[id]
-	s.Jobs = append(s.Jobs[:i], s.Jobs[i+1:]...)
+	s.jobs = append(s.jobs[:i], s.jobs[i+1:]...)
 	s.reindex()
+	s.reshaped = true
 	return true
 }
 
+func (s *State) touch(j *Job) {
+	if s.dirty == nil {
+		s.dirty = map[*Job]bool{}
+	}
+	s.dirty[j] = true
+}
+
+func (s *State) clean() {
+	s.dirty, s.allDirty, s.reshaped = nil, false, false
+}
+
 func (s *State) reindex() {
-	s.index = make(map[string]int, len(s.Jobs))
-	for i, j := range s.Jobs {
+	s.index = make(map[string]int, len(s.jobs))
+	for i, j := range s.jobs {
 		s.index[j.ID] = i
 	}
 }

@@ -59,7 +59,7 @@ type Store struct {
 	// file on disk is provably the same (same fingerprint and generation).
 	cache   *State
 	cacheFP Fingerprint
-	raw     []byte
+	enc     map[*Job][]byte // each cached job's line in the file
 }
 
 // Open opens (creating if needed) the store in home.
@@ -144,7 +144,8 @@ func (s *Store) release() {
 	_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
 }
 
-// View reads the current state under a shared lock. fn must not keep st.
+// View reads the current state under a shared lock. fn must neither keep
+// nor change st (the state may be cached for the next call).
 func (s *Store) View(ctx context.Context, fn func(st *State) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -152,10 +153,11 @@ func (s *Store) View(ctx context.Context, fn func(st *State) error) error {
 		return err
 	}
 	defer s.release()
-	st, _, err := s.read()
+	st, err := s.read()
 	if err != nil {
 		return err
 	}
+	defer st.clean()
 	return fn(st)
 }
 
@@ -169,7 +171,7 @@ func (s *Store) Update(ctx context.Context, fn func(st *State) error) error {
 		return err
 	}
 	defer s.release()
-	st, raw, err := s.read()
+	st, err := s.read()
 	if err != nil {
 		return err
 	}
@@ -177,7 +179,7 @@ func (s *Store) Update(ctx context.Context, fn func(st *State) error) error {
 		s.drop()
 		return err
 	}
-	if err := s.write(st, raw); err != nil {
+	if err := s.write(st); err != nil {
 		s.drop()
 		return err
 	}
@@ -187,12 +189,13 @@ func (s *Store) Update(ctx context.Context, fn func(st *State) error) error {
 // read loads jobs.json; a missing file is an empty state. The state of the
 // previous read or write is reused when the file is unchanged; callers that
 // fail after mutating it must call s.drop.
-func (s *Store) read() (*State, []byte, error) {
+func (s *Store) read() (*State, error) {
 	if s.cache != nil {
 		fp, err := s.Fingerprint()
 		if err == nil && fp == s.cacheFP && fp != (Fingerprint{}) {
 			if gen, ok := readGeneration(s.Path()); ok && gen == s.cache.Generation {
-				return s.cache, s.raw, nil
+				s.cache.clean()
+				return s.cache, nil
 			}
 		}
 		s.drop()
@@ -201,51 +204,71 @@ func (s *Store) read() (*State, []byte, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		st := &State{Version: FormatVersion}
 		st.reindex()
-		return st, nil, nil
+		s.cache, s.cacheFP, s.enc = nil, Fingerprint{}, nil
+		return st, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("store: read %s: %w", s.Path(), err)
+		return nil, fmt.Errorf("store: read %s: %w", s.Path(), err)
 	}
-	st := &State{}
+	var fst fileState
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(st); err != nil {
-		return nil, nil, s.corrupt(raw, err)
+	if err := dec.Decode(&fst); err != nil {
+		return nil, s.corrupt(raw, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, nil, s.corrupt(raw, errors.New("trailing data after the jobs object"))
+		return nil, s.corrupt(raw, errors.New("trailing data after the jobs object"))
 	}
-	if st.Version == 0 {
-		return nil, nil, s.corrupt(raw, errors.New("missing version"))
+	if fst.Version == 0 {
+		return nil, s.corrupt(raw, errors.New("missing version"))
 	}
-	if st.Version > FormatVersion {
-		return nil, nil, fmt.Errorf("store: %s has format version %d, this build reads up to %d", s.Path(), st.Version, FormatVersion)
+	if fst.Version > FormatVersion {
+		return nil, fmt.Errorf("store: %s has format version %d, this build reads up to %d", s.Path(), fst.Version, FormatVersion)
 	}
-	seen := make(map[string]bool, len(st.Jobs))
-	for i, j := range st.Jobs {
+	seen := make(map[string]bool, len(fst.Jobs))
+	for i, j := range fst.Jobs {
 		if j == nil {
-			return nil, nil, s.corrupt(raw, fmt.Errorf("job %d is null", i))
+			return nil, s.corrupt(raw, fmt.Errorf("job %d is null", i))
 		}
 		if seen[j.ID] {
-			return nil, nil, s.corrupt(raw, fmt.Errorf("job id %q appears twice", j.ID))
+			return nil, s.corrupt(raw, fmt.Errorf("job id %q appears twice", j.ID))
 		}
 		seen[j.ID] = true
 	}
+	st := &State{Version: fst.Version, Generation: fst.Generation, jobs: fst.Jobs}
 	st.reindex()
-	s.remember(st, raw)
-	return st, raw, nil
+	s.remember(st, splitLines(raw, st.jobs))
+	return st, nil
 }
 
-// remember caches st as the content of the file now on disk.
-func (s *Store) remember(st *State, raw []byte) {
+// splitLines maps each job to its line in raw when raw has the layout
+// encode writes (a header line, one job per line, a closing line); nil
+// otherwise. A line holds a valid encoding of its job, so it can be written
+// back unchanged while the job is not touched.
+func splitLines(raw []byte, jobs []*Job) map[*Job][]byte {
+	lines := bytes.Split(raw, []byte("\n"))
+	if len(lines) != len(jobs)+3 || !bytes.HasSuffix(lines[0], []byte(`"jobs":[`)) || string(lines[len(lines)-2]) != "]}" {
+		return nil
+	}
+	enc := make(map[*Job][]byte, len(jobs))
+	for i, j := range jobs {
+		enc[j] = bytes.TrimSuffix(lines[i+1], []byte(","))
+	}
+	return enc
+}
+
+// remember caches st (with each job's encoded line) as the content of the
+// file now on disk.
+func (s *Store) remember(st *State, enc map[*Job][]byte) {
 	fp, err := s.Fingerprint()
 	if err != nil {
 		s.drop()
 		return
 	}
-	s.cache, s.cacheFP, s.raw = st, fp, raw
+	st.clean()
+	s.cache, s.cacheFP, s.enc = st, fp, enc
 }
 
-func (s *Store) drop() { s.cache, s.cacheFP, s.raw = nil, Fingerprint{}, nil }
+func (s *Store) drop() { s.cache, s.cacheFP, s.enc = nil, Fingerprint{}, nil }
 
 // readGeneration reads the generation from the head of the file, where
 // encode puts it.
@@ -283,21 +306,52 @@ func (s *Store) corrupt(raw []byte, cause error) error {
 	return fmt.Errorf("store: %w: %s: %w (left untouched; copy kept at %s)", ErrCorrupt, s.Path(), cause, aside)
 }
 
-// write encodes st and replaces jobs.json atomically; unchanged content is
-// not rewritten.
-func (s *Store) write(st *State, old []byte) error {
+// write encodes st and replaces jobs.json atomically. Only jobs the
+// callback touched are encoded again; if none changed, nothing is written.
+func (s *Store) write(st *State) error {
 	st.Version = FormatVersion
-	sort.Slice(st.Jobs, func(a, b int) bool { return st.Jobs[a].ID < st.Jobs[b].ID })
-	st.reindex()
-	body, err := encodeJobs(st)
-	if err != nil {
-		return err
+	if st.reshaped {
+		sort.Slice(st.jobs, func(a, b int) bool { return st.jobs[a].ID < st.jobs[b].ID })
+		st.reindex()
 	}
-	if i := bytes.IndexByte(old, '['); old != nil && i >= 0 && bytes.Equal(old[i+1:], body) {
-		return nil // nothing changed
+	old := s.enc
+	if s.cache != st {
+		old = nil
+	}
+	enc := make(map[*Job][]byte, len(st.jobs))
+	changed := st.reshaped || old == nil
+	size := 64
+	for _, j := range st.jobs {
+		line, ok := old[j]
+		if !ok || st.allDirty || st.dirty[j] {
+			b, err := json.Marshal(j)
+			if err != nil {
+				return fmt.Errorf("store: encode job %s: %w", j.ID, err)
+			}
+			if !ok || !bytes.Equal(b, line) {
+				changed = true
+			}
+			line = b
+		}
+		enc[j] = line
+		size += len(line) + 2
+	}
+	if !changed {
+		st.clean()
+		return nil
 	}
 	st.Generation++
-	b := append([]byte(fmt.Sprintf("{\"version\":%d,\"generation\":%d,\"jobs\":[", st.Version, st.Generation)), body...)
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	fmt.Fprintf(buf, "{\"version\":%d,\"generation\":%d,\"jobs\":[", st.Version, st.Generation)
+	for i, j := range st.jobs {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteByte('\n')
+		buf.Write(enc[j])
+	}
+	buf.WriteString("\n]}\n")
+	b := buf.Bytes()
 	tmp := fmt.Sprintf("%s.tmp-%d", s.Path(), os.Getpid())
 	if err := writeFileSync(tmp, b); err != nil {
 		_ = os.Remove(tmp)
@@ -310,53 +364,8 @@ func (s *Store) write(st *State, old []byte) error {
 	if err := syncDir(s.home); err != nil {
 		return fmt.Errorf("store: sync directory: %w", err)
 	}
-	s.remember(st, b)
+	s.remember(st, enc)
 	return nil
-}
-
-// encodeJobs encodes the jobs array after its opening bracket, one job per
-// line. The file is the header {"version":V,"generation":G,"jobs":[ followed
-// by this, so the generation can be read from the head of the file.
-func encodeJobs(st *State) ([]byte, error) {
-	var buf bytes.Buffer
-	for i, j := range st.Jobs {
-		jb, err := json.Marshal(j)
-		if err != nil {
-			return nil, fmt.Errorf("store: encode job %s: %w", j.ID, err)
-		}
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteByte('\n')
-		buf.Write(jb)
-	}
-	buf.WriteString("\n]}\n")
-	return buf.Bytes(), nil
-}
-
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Get returns a copy of the job with id.
@@ -377,8 +386,8 @@ func (s *Store) Get(ctx context.Context, id string) (Job, error) {
 func (s *Store) List(ctx context.Context) ([]Job, error) {
 	var out []Job
 	err := s.View(ctx, func(st *State) error {
-		out = make([]Job, 0, len(st.Jobs))
-		for _, j := range st.Jobs {
+		out = make([]Job, 0, len(st.jobs))
+		for _, j := range st.jobs {
 			out = append(out, j.Clone())
 		}
 		return nil
@@ -410,4 +419,29 @@ func (s *Store) Fingerprint() (Fingerprint, error) {
 		fp.Ino = uint64(sys.Ino)
 	}
 	return fp, nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -145,6 +145,12 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	k := key{req.AgentID, req.JobID}
 	old := e.rows[k]
 	if old != nil && old.shot.FireAt.Equal(req.FireAt) {
+		// The same fire: keep its schedule id, but follow an agent that
+		// moved its callback URL or instance.
+		old.shot.CallbackURL = req.CallbackURL
+		if req.InstanceID != "" {
+			old.shot.InstanceID = req.InstanceID
+		}
 		return relay.ArmResult{OneShot: old.shot}, nil
 	}
 	if old == nil && req.MaxArmed > 0 && len(e.jobs[req.AgentID]) >= req.MaxArmed {

@@ -13,6 +13,8 @@ import (
 	"github.com/chronoscron/chronos/agent/provider"
 )
 
+func init() { afterJobChange = reconcileAfterJobChange }
+
 // cliReconcileTimeout bounds the reconcile a job change makes from the CLI.
 const cliReconcileTimeout = 30 * time.Second
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
@@ -49,6 +51,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if procBin != "" {
 		os.RemoveAll(filepath.Dir(procBin))
+	}
+	if code == 0 {
+		// Every Runtime was closed: none of its goroutines may remain.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }

@@ -172,7 +172,8 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	wctx, stop := context.WithCancel(context.Background())
 	rt.stop = stop
 	rt.watchWG.Add(2)
-	go rt.watch(wctx)
+	last, _ := st.Fingerprint()
+	go rt.watch(wctx, last)
 	go rt.renewLoop(wctx)
 	return rt, nil
 }
@@ -230,9 +231,8 @@ func (rt *Runtime) signal() {
 }
 
 // watch signals when jobs.json changes on disk (any process).
-func (rt *Runtime) watch(ctx context.Context) {
+func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
 	defer rt.watchWG.Done()
-	last, _ := rt.store.Fingerprint()
 	t := time.NewTicker(rt.cfg.WatchInterval)
 	defer t.Stop()
 	for {

@@ -255,7 +255,7 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, slot time.Time, trig 
 					fmt.Sprintf("overlap replace: replaced by run %s", runID))
 				e.Owner, e.Token, e.Attempt = c.Owner, c.Token, c.Attempt
 				p.lines = append(p.lines, e)
-				if store.Judge(c.Owner, rt.self) == store.OwnerSelf {
+				if rt.judge(c.Owner) == store.OwnerSelf {
 					p.cancels = append(p.cancels, c.RunID)
 				}
 			}
@@ -322,7 +322,7 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 	kept := make([]Claim, 0, len(j.Claims))
 	for _, c := range j.Claims {
 		var why string
-		switch store.Judge(c.Owner, rt.self) {
+		switch rt.judge(c.Owner) {
 		case store.OwnerSelf:
 			if rt.isActive(c.RunID, c.Token) {
 				kept = append(kept, c)

@@ -154,3 +154,29 @@ func TestChangesSignalsOtherProcesses(t *testing.T) {
 		t.Fatal("change by another handle not signalled within a second")
 	}
 }
+
+// TestTwoRuntimesInOneProcess: a second Runtime of the same process does not
+// take the first one's live claim for a dead owner (same pid, other uuid).
+func TestTwoRuntimesInOneProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.add(t, JobSpec{ID: "two", Schedule: "every 1h"})
+	b.clock.Set(*j.NextRunAt)
+	res := b.fire(t, "two", *j.NextRunAt)
+	id := b.started(t)
+	second, err := Open(t.Context(), Config{Home: b.home, Now: b.clock.Now, Retention: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close(context.Background())
+	if err := second.CatchUp(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.job(t, "two"); len(got.Claims) != 1 {
+		t.Fatalf("live claim taken: %+v", got.Claims)
+	}
+	b.gate.finish(id, nil)
+	if r := b.wait(t, res.RunID); r.State != ledger.StateSucceeded || len(r.States) != 3 {
+		t.Fatalf("run %+v", r)
+	}
+}

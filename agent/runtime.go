@@ -101,6 +101,25 @@ func (c Config) validate() error {
 	return nil
 }
 
+// liveOwners holds the owner ids of the Runtimes open in this process, so
+// that one Runtime never takes another's live claim for an earlier life of
+// this pid.
+var liveOwners sync.Map
+
+// judge tells whether a claim's owner is this Runtime, provably gone, or
+// unknown (the lease decides).
+func (rt *Runtime) judge(owner string) store.Liveness {
+	l := store.Judge(owner, rt.self)
+	if l == store.OwnerGone {
+		if o, err := store.ParseOwner(owner); err == nil && o.Host == rt.self.Host && o.PID == rt.self.PID {
+			if _, live := liveOwners.Load(o.ID); live {
+				return store.OwnerUnknown
+			}
+		}
+	}
+	return l
+}
+
 // Runtime runs the jobs of one home directory. It is safe for concurrent use.
 type Runtime struct {
 	cfg     Config
@@ -169,6 +188,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 			rt.log.Warn("ledger retention failed", "error", err)
 		}
 	}
+	liveOwners.Store(rt.self.ID, struct{}{})
 	wctx, stop := context.WithCancel(context.Background())
 	rt.stop = stop
 	rt.watchWG.Add(2)
@@ -293,6 +313,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.stop()
 	rt.watchWG.Wait()
+	liveOwners.Delete(rt.self.ID)
 	if cerr := rt.store.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("agent: close: %w", cerr)
 	}

@@ -72,10 +72,10 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 		}
 		for _, j := range st.All() {
 			for _, c := range j.Claims {
-				if store.Judge(c.Owner, rt.self) == store.OwnerSelf {
+				if rt.judge(c.Owner) == store.OwnerSelf {
 					continue
 				}
-				if store.Judge(c.Owner, rt.self) == store.OwnerGone || !c.LeaseUntil.After(now) {
+				if rt.judge(c.Owner) == store.OwnerGone || !c.LeaseUntil.After(now) {
 					w.sweep = true
 				}
 				consider(c.LeaseUntil.Add(time.Millisecond))

@@ -218,4 +218,7 @@ func TestAgentScaleToZeroE2E(t *testing.T) {
 	if st := e.status(t); st.InSync == nil || !*st.InSync || len(st.Desired) != 1 {
 		t.Fatalf("after pausing: status %+v", st)
 	}
+	if text := e.cli(t, "agent", "status"); !strings.Contains(text, "desired 1, armed 1: in sync") || !strings.Contains(text, "tick") {
+		t.Fatalf("status:\n%s", text)
+	}
 }

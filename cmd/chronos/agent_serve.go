@@ -261,19 +261,20 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 		}
 	}
 
-	// Drain: new fires get 503 (NAS retries), requests in progress finish,
-	// runs in progress get the drain timeout, then the loops stop.
+	// Drain: new fires get 503 (NAS retries) and requests in progress
+	// finish; the reconcile and timer loops stop (every claim already re-armed
+	// its job); runs in progress get the drain timeout.
 	srv.Drain()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	_ = httpSrv.Shutdown(shutdownCtx)
 	cancel()
+	stopRun()
+	wg.Wait()
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.drain)
 	if err := rt.Close(closeCtx); err != nil {
 		log.Warn("closing the runtime", "error", err)
 	}
 	cancel()
-	stopRun()
-	wg.Wait()
 	agentState(true)
 	log.Info("agent stopped", "uptime", time.Since(started).Round(time.Millisecond).String())
 	return result

@@ -78,6 +78,7 @@ type Reconciler struct {
 	kick chan struct{}
 
 	inSync   atomic.Bool
+	gen      atomic.Int64 // bumped by every change; a reconcile that saw an older one is not in sync
 	failures atomic.Int64
 	runs     atomic.Int64
 }
@@ -109,7 +110,8 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 }
 
 // InSync reports whether the last reconcile succeeded and no change has
-// arrived since: NAS holds what the agent wants, so the process may stop.
+// arrived since (through Kick or Run's changes channel): NAS holds what the
+// agent wants, so the process may stop.
 func (r *Reconciler) InSync() bool { return r.inSync.Load() }
 
 // Failures returns how many reconciles of this process failed.
@@ -118,8 +120,11 @@ func (r *Reconciler) Failures() int64 { return r.failures.Load() }
 // Reconciles returns how many reconciles this process ran.
 func (r *Reconciler) Reconciles() int64 { return r.runs.Load() }
 
-// Kick asks Run for a reconcile soon; it never blocks.
+// Kick records a change and asks Run for a reconcile soon; it never blocks.
+// InSync is false from the moment of the call until a reconcile that
+// started after it succeeds.
 func (r *Reconciler) Kick() {
+	r.gen.Add(1)
 	r.inSync.Store(false)
 	select {
 	case r.kick <- struct{}{}:
@@ -166,6 +171,7 @@ func (r *Reconciler) Run(ctx context.Context, changes <-chan struct{}) error {
 		case <-ctx.Done():
 			return nil
 		case <-changes:
+			r.gen.Add(1)
 			r.inSync.Store(false)
 			once()
 		case <-r.kick:
@@ -298,6 +304,7 @@ func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing) (ob
 func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	gen := r.gen.Load()
 	r.inSync.Store(false)
 	r.runs.Add(1)
 	start := r.cfg.Now()
@@ -350,7 +357,9 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 		}
 	}
 	if err == nil {
-		r.inSync.Store(true)
+		// A change that arrived meanwhile keeps it out of sync until the
+		// reconcile it asked for.
+		r.inSync.Store(r.gen.Load() == gen)
 		r.cfg.Logger.Info("reconciled", "desired", res.Desired, "armed", res.Armed,
 			"provisioned", len(res.Provisioned), "cancelled", len(res.Cancelled), "delivering", len(res.Delivering))
 		return res, nil

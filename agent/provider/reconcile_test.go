@@ -534,3 +534,46 @@ func TestObserveChangesNothing(t *testing.T) {
 		t.Fatalf("calls %v", calls)
 	}
 }
+
+// blockingNAS holds List until released, to change jobs mid-reconcile.
+type blockingNAS struct {
+	*fakeNAS
+	listing chan struct{}
+	release chan struct{}
+}
+
+func (n *blockingNAS) List(ctx context.Context) (nasclient.Listing, error) {
+	n.listing <- struct{}{}
+	<-n.release
+	return n.fakeNAS.List(ctx)
+}
+
+// A change that arrives during a reconcile keeps the reconciler out of sync
+// (so an idle agent does not exit) until a reconcile that saw it.
+func TestChangeDuringReconcileIsNotInSync(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	nas := &blockingNAS{fakeNAS: b.nas, listing: make(chan struct{}), release: make(chan struct{})}
+	rec, err := provider.NewReconciler(provider.ReconcilerConfig{Source: b.rt, NAS: nas, CallbackURL: callback, Now: b.clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := rec.Reconcile(context.Background()); done <- err }()
+	<-nas.listing
+	rec.Kick()
+	close(nas.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rec.InSync() {
+		t.Fatal("in sync although a change arrived during the reconcile")
+	}
+	go func() { <-nas.listing }()
+	if _, err := rec.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.InSync() {
+		t.Fatal("not in sync after a reconcile that saw the change")
+	}
+}

@@ -187,8 +187,10 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 	}
 	agentState(false)
 
-	// Fan the runtime's change signal out to the reconciler and the idle clock.
-	reconcileCh, activity := make(chan struct{}, 1), make(chan struct{}, 1)
+	// Fan the runtime's change signal out to the reconciler and the idle
+	// clock. Kick marks the reconciler out of sync at once, so an idle check
+	// never sees a change that is still on its way.
+	activity := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -196,7 +198,9 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 			case <-runCtx.Done():
 				return
 			case <-rt.Changes():
-				agentNotify(reconcileCh)
+				if rec != nil {
+					rec.Kick()
+				}
 				agentNotify(activity)
 			case <-srv.Activity():
 				agentNotify(activity)
@@ -204,7 +208,7 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 		}
 	})
 	if rec != nil {
-		wg.Go(func() { _ = rec.Run(runCtx, reconcileCh) })
+		wg.Go(func() { _ = rec.Run(runCtx, nil) })
 		wg.Go(func() {
 			if verifier.WaitReady(runCtx) == nil {
 				log.Info("NAS's key set loaded", "keys", verifier.Health(runCtx).Keys, "after", time.Since(started).Round(time.Millisecond).String())

@@ -134,8 +134,8 @@ func TestWaitIdle(t *testing.T) {
 		}()
 		var last time.Time
 		for range 5 {
-			activity <- struct{}{} // accepted only while WaitIdle still waits
-			last = time.Now()
+			last = time.Now() // before the send: the wait restarts after it
+			activity <- struct{}{}
 			time.Sleep(after / 3)
 		}
 		if end := <-done; end.Sub(last) < after {

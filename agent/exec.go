@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
@@ -117,15 +119,15 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 			cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
 			log.Info("run started")
 			res = rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw})
-			if res.Err != nil && runCtx.Err() != nil {
-				res.Err = fmt.Errorf("%w (%w)", res.Err, context.Cause(runCtx))
+			if cause := context.Cause(runCtx); res.Err != nil && cause != nil && !strings.Contains(res.Err.Error(), cause.Error()) {
+				res.Err = fmt.Errorf("%w (%w)", res.Err, cause)
 			}
 		}
 		if cerr := out.Close(); cerr != nil && res.Err == nil {
 			res.Err = fmt.Errorf("output: %w", cerr)
 		}
 	}
-	rt.finish(log, r, j, c, rel, res, context.Cause(ctx))
+	rt.finish(log, j, c, rel, res, context.Cause(ctx))
 }
 
 func openOutput(path string) (*os.File, error) {
@@ -199,10 +201,7 @@ var errLeaseLost = errors.New("claim lost: lease expired or taken over")
 // finish records a run's outcome. Only the holder of the current fencing
 // token updates the job; any other completion is discarded and the ledger
 // says so.
-func (rt *Runtime) finish(log interface {
-	Info(string, ...any)
-	Error(string, ...any)
-}, r *activeRun, j Job, c Claim, rel string, res runner.Result, cause error) {
+func (rt *Runtime) finish(log *slog.Logger, j Job, c Claim, rel string, res runner.Result, cause error) {
 	state := ledger.StateSucceeded
 	reason := ""
 	if res.Err != nil {

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +180,48 @@ func TestTwoRuntimesInOneProcess(t *testing.T) {
 	b.gate.finish(id, nil)
 	if r := b.wait(t, res.RunID); r.State != ledger.StateSucceeded || len(r.States) != 3 {
 		t.Fatalf("run %+v", r)
+	}
+}
+
+// TestShellRunThroughTheRuntime: output lands in output/<job>/<run>.log and
+// a timeout fails the run with its reason.
+func TestShellRunThroughTheRuntime(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		command   string
+		timeout   time.Duration
+		wantState ledger.State
+		reason    string
+		output    string
+	}{
+		{"succeeds", `echo "run $CHRONOS_RUN_ID"`, 0, ledger.StateSucceeded, "", "run "},
+		{"fails", "echo bad; exit 4", 0, ledger.StateFailed, "exit status 4", "bad\n"},
+		{"times out", "echo started; exec sleep 10", 300 * time.Millisecond, ledger.StateFailed, "timeout after 300ms", "started\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.add(t, JobSpec{ID: "sh", Schedule: "@daily", Timeout: tc.timeout,
+				Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: tc.command}}})
+			start := time.Now()
+			res, err := b.rt.RunNow(t.Context(), "sh", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := b.wait(t, res.RunID)
+			if r.State != tc.wantState || !strings.Contains(r.Reason, tc.reason) || time.Since(start) > 5*time.Second {
+				t.Fatalf("run %+v after %s", r, time.Since(start))
+			}
+			out, err := os.ReadFile(filepath.Join(b.home, r.Output))
+			if err != nil || !strings.HasPrefix(string(out), tc.output) {
+				t.Fatalf("output %q %v", out, err)
+			}
+			j := b.job(t, "sh")
+			if j.LastStatus != string(tc.wantState) || (tc.wantState == ledger.StateFailed) != (j.FailureStreak == 1) {
+				t.Fatalf("job status %s streak %d", j.LastStatus, j.FailureStreak)
+			}
+		})
 	}
 }

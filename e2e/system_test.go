@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/redistest"
 )
 
@@ -119,6 +120,11 @@ operator_token_file: operator-token
 allow_private_callbacks: true
 `, nasPort, relayPort, s.publicURL, store, keyCheck, dispatchers))
 
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.dump()
+		}
+	})
 	s.nas = startProc(t, "nas", s.dir, nil, "nas", "--config", "nas.yaml")
 	waitReady(t, s.nas, s.publicURL+"/readyz", 30*time.Second)
 	for i := range o.Relays {
@@ -148,6 +154,26 @@ allow_private_callbacks: true
 	return s
 }
 
+// dump logs the ledger and the fires the proxy saw, to explain a failure.
+func (s *system) dump() {
+	var b strings.Builder
+	names := map[string]string{}
+	for n, id := range s.ids {
+		names[id] = n
+	}
+	for _, l := range readLedger(s.t, s.home) {
+		fmt.Fprintf(&b, "  %s %-8s %-10s slot %s %-11s %-9s attempt %d owner %s %s\n", l.Time.Format("15:04:05.000"), names[l.JobID], l.RunID, l.Slot.Format("15:04:05"), l.State, l.Trigger, l.Attempt, l.Owner, l.Reason)
+	}
+	s.t.Logf("---- ledger:\n%s", b.String())
+	b.Reset()
+	if s.proxy != nil {
+		for _, f := range s.proxy.records() {
+			fmt.Fprintf(&b, "  %s %-8s fire_at %s attempt %d kid %.8s → %s %d %s\n", f.at.Format("15:04:05.000"), names[f.job], f.fireAt.Format("15:04:05"), f.attempt, f.kid, f.backend, f.status, f.answer)
+		}
+		s.t.Logf("---- fires through the proxy:\n%s", b.String())
+	}
+}
+
 // agentConfig is the agent.yaml of a replica listening on addr.
 func (s *system) agentConfig(addr string) string {
 	return fmt.Sprintf(`home: %s
@@ -175,25 +201,19 @@ func (s *system) mustCLI(args ...string) string {
 	return mustChronos(s.t, s.dir, nil, args...)
 }
 
-// addJob adds a shell job named name through the CLI with the first agent's
-// config and returns the id the agent gave it.
+// addJob adds a shell job with id name to the agents' home through the CLI
+// (the running agents see the change and arm it) and returns its id.
 func (s *system) addJob(name, schedule string, extra ...string) string {
 	s.t.Helper()
-	args := []string{"jobs", "add", "--config", "agent-1.yaml", "--name", name, "--schedule", schedule}
+	args := []string{"jobs", "add", "--home", s.home, "--id", name, "--schedule", schedule}
 	args = append(args, extra...)
-	args = append(args, "--", "sh", "-c", "echo $CHRONOS_JOB_ID $CHRONOS_FIRE_AT")
+	args = append(args, "--", `echo "$CHRONOS_JOB_ID $CHRONOS_FIRE_AT"`)
 	out := s.mustCLI(args...)
-	id := ""
-	for _, j := range readJobs(s.t, s.home) {
-		if strings.Contains(out, j.ID) && j.Schedule == schedule {
-			id = j.ID
-		}
+	if _, ok := readJobs(s.t, s.home)[name]; !ok || !strings.Contains(out, name) {
+		s.t.Fatalf("jobs add did not store job %s:\n%s", name, out)
 	}
-	if id == "" {
-		s.t.Fatalf("jobs add printed no id of a stored job:\n%s", out)
-	}
-	s.ids[name] = id
-	return id
+	s.ids[name] = name
+	return name
 }
 
 // jobID returns the id of the job the test named name.
@@ -204,6 +224,64 @@ func (s *system) jobID(name string) string {
 		s.t.Fatalf("no job named %s", name)
 	}
 	return id
+}
+
+// armed returns NAS's armed one-shot of job, as the agent lists it.
+func (s *system) armed(job string) contract.ArmedJob {
+	s.t.Helper()
+	var found *contract.ArmedJob
+	eventually(s.t, 10*time.Second, "NAS to hold an armed fire of "+job, func() (bool, string) {
+		code, body := httpGet(s.publicURL+contract.PathList, "Authorization", "Bearer "+s.agentToken)
+		var list contract.ListResponse
+		if code != 200 || json.Unmarshal([]byte(body), &list) != nil {
+			return false, fmt.Sprintf("list: %d %s", code, body)
+		}
+		for _, a := range list.Armed {
+			if a.JobID == job {
+				found = &a
+				return true, ""
+			}
+		}
+		return false, body
+	})
+	return *found
+}
+
+// relayCall is the body of a relay call for an armed one-shot.
+func (s *system) relayCall(a contract.ArmedJob, attempt int) []byte {
+	body, err := json.Marshal(contract.RelayRequest{ScheduleID: a.ScheduleID, AgentID: agentID, JobID: a.JobID, FireAt: a.FireAt, Attempt: attempt})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return body
+}
+
+// postRelay signs body as delivery id with the relay secret, as a
+// dispatcher does, POSTs it to NAS's relay route and returns the answer.
+func (s *system) postRelay(id string, body []byte) string {
+	data, err := os.ReadFile(filepath.Join(s.dir, "relay-secrets"))
+	if err != nil {
+		s.t.Error(err)
+		return ""
+	}
+	key, err := contract.ParseWebhookSecret(strings.TrimSpace(string(data)))
+	if err != nil {
+		s.t.Error(err)
+		return ""
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.internalURL+contract.PathRelay, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range contract.WebhookHeaders([][]byte{key}, id, time.Now(), body) {
+		req.Header.Set(k, v)
+	}
+	resp, err := proxyClient.Do(req)
+	if err != nil {
+		s.t.Error(err)
+		return ""
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(answer)))
 }
 
 // ---- the ledger ----

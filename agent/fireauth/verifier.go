@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
@@ -35,6 +36,9 @@ const (
 	DefaultLoadBackoffMax  = 30 * time.Second
 	// notReadyRetryAfter is the Retry-After sent while the keys are loading.
 	notReadyRetryAfter = 5 * time.Second
+	// keysDownRetryAfter is the Retry-After sent for an unknown kid while
+	// the key set cannot be fetched.
+	keysDownRetryAfter = 30 * time.Second
 )
 
 // DefaultMethods are the signing algorithms accepted unless Config.Methods
@@ -295,6 +299,12 @@ func countKeys(ctx context.Context, kf keyfunc.Keyfunc) int {
 	return len(keys)
 }
 
+func (v *JWTVerifier) fetchFailures() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.health.Failures
+}
+
 func (v *JWTVerifier) setLoaded(kf keyfunc.Keyfunc) {
 	v.kf.Store(&kf)
 	v.mu.Lock()
@@ -390,6 +400,7 @@ func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte,
 		return reject("no token")
 	}
 	keys := (*kfp).KeyfuncCtx(ctx)
+	failuresBefore := v.fetchFailures()
 	claims := &contract.FireClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
@@ -401,6 +412,15 @@ func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte,
 		return keys(t)
 	})
 	if err != nil {
+		if errors.Is(err, jwkset.ErrKeyNotFound) && v.fetchFailures() > failuresBefore {
+			// The kid is unknown and fetching the key set to look for it
+			// failed: NAS may have rotated while its key set is unreachable.
+			// Ask for a retry rather than refusing a fire that may be good.
+			v.cfg.Logger.Warn("fireauth: unknown kid while the key set is unreachable", "job_id", req.JobID, "error", err)
+			e := contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, "cannot fetch NAS's signing keys to find the token's kid")
+			e.RetryAfter = keysDownRetryAfter
+			return e
+		}
 		reason := parseReason(err)
 		v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason, "error", err)
 		return reject(reason)

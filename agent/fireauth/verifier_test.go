@@ -392,3 +392,41 @@ func TestKeySetFetchTimesOut(t *testing.T) {
 		t.Fatal("ready without keys")
 	}
 }
+
+// An unknown kid while the key set cannot be fetched is a 503 (retry), not a
+// 401 that would dead-letter a good fire; once NAS is back, the key is found.
+func TestUnknownKIDWhileKeySetIsDown(t *testing.T) {
+	t.Parallel()
+	k1 := mustKey(t, "EdDSA", "k1")
+	srv := newJWKSServer(t, k1)
+	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, rate.NewLimiter(rate.Inf, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	waitReady(t, v)
+
+	k2 := mustKey(t, "EdDSA", "k2")
+	f := newFire()
+	token, err := fireauthtest.Mint(k2, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.fail(http.StatusBadGateway)
+	ce := wantStatus(t, v.VerifyFire(context.Background(), token, f.Body, f.Request), http.StatusServiceUnavailable)
+	if ce.RetryAfter <= 0 {
+		t.Fatal("503 without a retry delay")
+	}
+	// Known keys still verify meanwhile.
+	good, err := fireauthtest.Mint(k1, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.VerifyFire(context.Background(), good, f.Body, f.Request); err != nil {
+		t.Fatalf("known key while the key set is down: %v", err)
+	}
+	srv.set(t, k1, k2)
+	if err := v.VerifyFire(context.Background(), token, f.Body, f.Request); err != nil {
+		t.Fatalf("rotated key after recovery: %v", err)
+	}
+}

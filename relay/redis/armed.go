@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/chronoscron/chronos/relay"
 )
 
@@ -68,19 +70,25 @@ func (e *Engine) Cancel(ctx context.Context, agentID, jobID string) (bool, error
 	return n > 0, nil
 }
 
-// Get implements relay.Armed.
+// Get implements relay.Armed. It reads the row with one HGET and decodes it
+// here: Get is on the path of every delivery.
 func (e *Engine) Get(ctx context.Context, agentID, jobID string) (relay.OneShot, error) {
 	s := e.k.shardOf(agentID)
-	v, err := e.run(ctx, scriptGet, []string{e.k.rows(s, agentID)}, e.nowArg(), jobID)
-	if err != nil {
-		return relay.OneShot{}, fmt.Errorf("redis: get: %w", err)
-	}
-	f, err := array(v)
-	if err != nil {
-		return relay.OneShot{}, fmt.Errorf("redis: get: %w", err)
-	}
-	if len(f) == 0 {
+	var packed []byte
+	err := e.retry(ctx, func(ctx context.Context) error {
+		var err error
+		packed, err = e.c.HGet(ctx, e.k.rows(s, agentID), jobID).Bytes()
+		return err
+	})
+	if errors.Is(err, goredis.Nil) {
 		return relay.OneShot{}, fmt.Errorf("redis: get %s/%s: %w", agentID, jobID, relay.ErrNotFound)
+	}
+	if err != nil {
+		return relay.OneShot{}, fmt.Errorf("redis: get: %w", err)
+	}
+	f, err := unpackArray(packed)
+	if err != nil {
+		return relay.OneShot{}, fmt.Errorf("redis: get %s/%s: %w", agentID, jobID, err)
 	}
 	o, err := decodeRow(agentID, jobID, f)
 	if err != nil {

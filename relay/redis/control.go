@@ -2,8 +2,13 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chronoscron/chronos/relay"
 )
@@ -35,20 +40,46 @@ func (e *Engine) InstanceStopped(ctx context.Context, instanceID string) (bool, 
 }
 
 // FirstDelivery implements relay.Control. The record expires by the engine's
-// clock after ttl (and is removed by Redis then).
+// clock after ttl. Each call writes a nonce of its own, so when the reply to
+// a call that did record the id is lost, the retry still answers true.
 func (e *Engine) FirstDelivery(ctx context.Context, deliveryID string, ttl time.Duration) (bool, error) {
 	if ttl <= 0 {
 		ttl = time.Millisecond
 	}
-	v, err := e.run(ctx, scriptFirstDelivery, []string{e.k.delivery(deliveryID)}, e.nowArg(), durMs(ttl))
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	nonce := hex.EncodeToString(b[:])
+	key := e.k.delivery(deliveryID)
+	if e.opts.Now != nil {
+		v, err := e.run(ctx, scriptFirstDelivery, []string{key}, e.nowArg(), durMs(ttl), nonce)
+		if err != nil {
+			return false, fmt.Errorf("redis: first delivery: %w", err)
+		}
+		n, err := integer(v)
+		if err != nil {
+			return false, fmt.Errorf("redis: first delivery: %w", err)
+		}
+		return n == 1, nil
+	}
+	// On Redis's clock one command does it: SET NX with GET returns the
+	// value it found, or nil when it wrote ours.
+	var first bool
+	err := e.retry(ctx, func(ctx context.Context) error {
+		old, err := e.c.SetArgs(ctx, key, nonce, goredis.SetArgs{Mode: "NX", TTL: ttl, Get: true}).Result()
+		switch {
+		case errors.Is(err, goredis.Nil):
+			first = true
+			return nil
+		case err != nil:
+			return err
+		}
+		first = old == nonce
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("redis: first delivery: %w", err)
 	}
-	n, err := integer(v)
-	if err != nil {
-		return false, fmt.Errorf("redis: first delivery: %w", err)
-	}
-	return n == 1, nil
+	return first, nil
 }
 
 // CancelAgent implements relay.Control.

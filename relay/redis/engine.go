@@ -59,6 +59,7 @@ type Engine struct {
 	opts   Options
 	log    *slog.Logger
 	rr     atomic.Uint32 // round-robin start shard of claims
+	ackers []acker       // per shard
 	closed chan struct{}
 
 	wakeOnce sync.Once
@@ -97,6 +98,7 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 		log:    opts.Logger,
 		closed: make(chan struct{}),
 		wake:   make(chan struct{}, 1),
+		ackers: make([]acker, opts.Shards),
 	}
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err

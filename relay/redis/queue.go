@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/chronoscron/chronos/relay"
@@ -189,12 +190,116 @@ func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Durati
 	return out, nil
 }
 
-// Ack implements relay.Queue.
+// Ack implements relay.Queue. Acks of one shard are group-committed: while
+// one script call is in flight, the acks that arrive queue up and go out
+// together in the next call, so a burst costs a few round trips, not one per
+// fire, and a lone ack waits for nobody.
 func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
 	s := e.k.shardOf(l.AgentID)
-	v, err := e.run(ctx, scriptAck, []string{e.k.rows(s, l.AgentID), e.k.lease(s)},
-		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
-	return fencedResult("ack", l, v, err)
+	a := &e.ackers[s]
+	req := &ackReq{l: l, done: make(chan error, 1)}
+	a.mu.Lock()
+	a.pending = append(a.pending, req)
+	if a.busy {
+		a.mu.Unlock()
+		select {
+		case err := <-req.done:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("redis: ack: %w", ctx.Err())
+		}
+	}
+	a.busy = true
+	a.mu.Unlock()
+	e.flushAcks(ctx, s, true)
+	return <-req.done
+}
+
+// ackBatch bounds the acks of one script call.
+const ackBatch = 256
+
+// ackReq is one Ack waiting for its batch.
+type ackReq struct {
+	l    relay.Lease
+	done chan error
+}
+
+// acker queues the acks of one shard.
+type acker struct {
+	mu      sync.Mutex
+	pending []*ackReq
+	busy    bool // a flush is running
+}
+
+// flushAcks sends queued acks of shard s until none is left. The caller has
+// set busy. With handOff, once the caller's own batch is done a goroutine
+// takes over what queued meanwhile, so no caller waits for others' acks.
+func (e *Engine) flushAcks(ctx context.Context, s int, handOff bool) {
+	a := &e.ackers[s]
+	// Other callers' acks ride on this call: do not let this caller's
+	// cancellation fail them.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.ackTimeout())
+	defer cancel()
+	for {
+		a.mu.Lock()
+		if len(a.pending) == 0 {
+			a.busy = false
+			a.mu.Unlock()
+			return
+		}
+		n := min(len(a.pending), ackBatch)
+		batch := a.pending[:n:n]
+		a.pending = a.pending[n:]
+		if len(a.pending) == 0 {
+			a.pending = nil
+		}
+		a.mu.Unlock()
+		e.ackMany(ctx, s, batch)
+		if handOff {
+			a.mu.Lock()
+			more := len(a.pending) > 0
+			if !more {
+				a.busy = false
+			}
+			a.mu.Unlock()
+			if more {
+				go e.flushAcks(context.Background(), s, false)
+			}
+			return
+		}
+	}
+}
+
+// ackTimeout bounds one batch of acks, retries included.
+func (e *Engine) ackTimeout() time.Duration {
+	return max(e.opts.RetryFor, 0) + 10*time.Second
+}
+
+// ackMany runs one batch of acks and answers each caller.
+func (e *Engine) ackMany(ctx context.Context, s int, batch []*ackReq) {
+	keys := make([]string, 1, 1+len(batch))
+	keys[0] = e.k.lease(s)
+	args := make([]any, 1, 1+4*len(batch))
+	args[0] = e.nowArg()
+	for _, r := range batch {
+		keys = append(keys, e.k.rows(s, r.l.AgentID))
+		args = append(args, r.l.JobID, member(r.l.AgentID, r.l.JobID), r.l.ScheduleID, r.l.Token)
+	}
+	v, err := e.run(ctx, scriptAckMany, keys, args...)
+	var res []any
+	if err == nil {
+		res, err = array(v)
+		if err == nil && len(res) != len(batch) {
+			err = fmt.Errorf("%w: %d results for %d acks", errReply, len(res), len(batch))
+		}
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.done <- fmt.Errorf("redis: ack: %w", err)
+			continue
+		}
+		r.done <- fencedResult("ack", r.l, res[i], nil)
+	}
 }
 
 // Nack implements relay.Queue.

@@ -17,12 +17,18 @@ import goredis "github.com/redis/go-redis/v9"
 // A dead letter is {agent, job, <the ten row fields>, reason, failed ms}.
 //
 // Every script takes ARGV[1] = the current time in ms from an injected clock,
-// or "" to use Redis's own clock (production).
+// or "" to use Redis's own clock (production): clock() rounds TIME down,
+// clockUp() rounds it up.
 const prelude = `
 local function clock(arg)
   if arg ~= '' then return tonumber(arg) end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function clockUp(arg)
+  if arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 end
 local function split(m)
   local i = string.find(m, ':', 1, true)
@@ -187,20 +193,6 @@ redis.call('ZADD', KEYS[2], untilms, ARGV[3])
 return {untilms, unpack(r)}
 `)
 
-// scriptAck removes a delivered one-shot and its lease.
-//
-// KEYS[1] rows of the agent, KEYS[2] lease
-// ARGV[1] now (unused), ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token
-//
-// Returns 1, or 0 when the lease is lost.
-var scriptAck = script(`
-local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
-if not r then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[2])
-redis.call('ZREM', KEYS[2], ARGV[3])
-return 1
-`)
-
 // scriptNack returns a leased one-shot to armed, due after a delay.
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
@@ -209,10 +201,10 @@ return 1
 //
 // Returns 1, or 0 when the lease is lost.
 var scriptNack = script(`
-local now = clock(ARGV[1])
 local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
 if not r then return 0 end
-local due = now + tonumber(ARGV[6])
+-- Rounded up: a retry is never due before the full delay has passed.
+local due = clockUp(ARGV[1]) + tonumber(ARGV[6])
 r[7] = 0
 r[8] = due - r[3]
 r[10] = ARGV[7]
@@ -441,17 +433,47 @@ return 1
 `)
 
 // scriptFirstDelivery records a delivery id unless it is already recorded
-// and not yet expired by the engine's clock.
+// and not yet expired by the engine's clock. The record holds the caller's
+// nonce, so a retry of a call whose reply was lost is still told "first".
 //
 // KEYS[1] the delivery's record
-// ARGV[1] now, ARGV[2] ttl ms
+// ARGV[1] now, ARGV[2] ttl ms, ARGV[3] nonce of this call
 //
 // Returns 1 the first time, else 0.
 var scriptFirstDelivery = script(`
 local now = clock(ARGV[1])
 local ttl = tonumber(ARGV[2])
 local v = redis.call('GET', KEYS[1])
-if v and tonumber(v) >= now then return 0 end
-redis.call('SET', KEYS[1], now + ttl, 'PX', ttl)
+if v then
+  local sp = string.find(v, ' ', 1, true)
+  if string.sub(v, sp + 1) == ARGV[3] then return 1 end
+  if tonumber(string.sub(v, 1, sp - 1)) >= now then return 0 end
+end
+redis.call('SET', KEYS[1], (now + ttl) .. ' ' .. ARGV[3], 'PX', ttl)
 return 1
+`)
+
+// scriptAckMany removes delivered one-shots and their leases: the acks that
+// concurrent callers made while the previous batch was in flight.
+//
+// KEYS[1] lease, KEYS[1+i] rows of the agent of ack i
+// ARGV[1] now (unused), then for ack i: ARGV[4i-2] job, ARGV[4i-1] member,
+// ARGV[4i] schedule id, ARGV[4i+1] token
+//
+// Returns {1 | 0 (lease lost), ...}, one per ack.
+var scriptAckMany = script(`
+local out = {}
+for i = 1, #KEYS - 1 do
+  local b = 4 * i - 2
+  local job, m = ARGV[b], ARGV[b + 1]
+  local r = fenced(redis.call('HGET', KEYS[1 + i], job), ARGV[b + 2], tonumber(ARGV[b + 3]))
+  if r then
+    redis.call('HDEL', KEYS[1 + i], job)
+    redis.call('ZREM', KEYS[1], m)
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
 `)

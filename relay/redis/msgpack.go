@@ -1,0 +1,116 @@
+package redis
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// errPack is a packed row this engine did not write.
+var errPack = errors.New("redis: malformed packed row")
+
+// unpackArray decodes the MessagePack the scripts write for a row (cmsgpack:
+// one array of strings and integers) into the shapes of a script reply:
+// strings and int64s. It reads only that subset.
+func unpackArray(b []byte) ([]any, error) {
+	if len(b) == 0 {
+		return nil, errPack
+	}
+	var n int
+	switch c := b[0]; {
+	case c >= 0x90 && c <= 0x9f:
+		n, b = int(c&0x0f), b[1:]
+	case c == 0xdc && len(b) >= 3:
+		n, b = int(binary.BigEndian.Uint16(b[1:3])), b[3:]
+	default:
+		return nil, fmt.Errorf("%w: no array", errPack)
+	}
+	out := make([]any, 0, n)
+	for range n {
+		v, rest, err := unpackValue(b)
+		if err != nil {
+			return nil, err
+		}
+		out, b = append(out, v), rest
+	}
+	return out, nil
+}
+
+// unpackValue decodes one string or integer.
+func unpackValue(b []byte) (any, []byte, error) {
+	if len(b) == 0 {
+		return nil, nil, errPack
+	}
+	c := b[0]
+	b = b[1:]
+	take := func(n int) ([]byte, bool) {
+		if len(b) < n {
+			return nil, false
+		}
+		v := b[:n]
+		b = b[n:]
+		return v, true
+	}
+	str := func(n int) (any, []byte, error) {
+		s, ok := take(n)
+		if !ok {
+			return nil, nil, errPack
+		}
+		return string(s), b, nil
+	}
+	switch {
+	case c <= 0x7f:
+		return int64(c), b, nil
+	case c >= 0xe0:
+		return int64(int8(c)), b, nil
+	case c >= 0xa0 && c <= 0xbf:
+		return str(int(c & 0x1f))
+	}
+	size := 0
+	switch c {
+	case 0xd9, 0xcc, 0xd0:
+		size = 1
+	case 0xda, 0xcd, 0xd1:
+		size = 2
+	case 0xdb, 0xce, 0xd2:
+		size = 4
+	case 0xcf, 0xd3, 0xcb:
+		size = 8
+	default:
+		return nil, nil, fmt.Errorf("%w: type 0x%02x", errPack, c)
+	}
+	raw, ok := take(size)
+	if !ok {
+		return nil, nil, errPack
+	}
+	var u uint64
+	for _, x := range raw {
+		u = u<<8 | uint64(x)
+	}
+	switch c {
+	case 0xd9, 0xda, 0xdb:
+		return str(int(u))
+	case 0xcc, 0xcd, 0xce:
+		return int64(u), b, nil
+	case 0xcf:
+		if u > math.MaxInt64 {
+			return nil, nil, errPack
+		}
+		return int64(u), b, nil
+	case 0xd0:
+		return int64(int8(u)), b, nil
+	case 0xd1:
+		return int64(int16(u)), b, nil
+	case 0xd2:
+		return int64(int32(u)), b, nil
+	case 0xd3:
+		return int64(u), b, nil
+	default: // 0xcb: a float64 holding an integer
+		f := math.Float64frombits(u)
+		if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			return nil, nil, fmt.Errorf("%w: non-integer number", errPack)
+		}
+		return int64(f), b, nil
+	}
+}

@@ -294,11 +294,11 @@ func metricValue(page, sample string) float64 {
 	return 0
 }
 
-// TestAgentStoppedPastItsRetriesCatchesUpByPolicy: the agent is stopped
-// across several slots of three jobs, one per misfire policy, and comes back.
-// Every overdue slot gets a ledger line that says what the policy did: skip
-// records them missed, run_once runs one and records the rest missed,
-// run_all runs each as a catch_up run.
+// TestAgentStoppedPastItsRetriesCatchesUpByPolicy: the agent is killed
+// across several slots of three jobs, one per misfire policy (grace 1 s), and
+// comes back. Every overdue slot gets a ledger line that says what the policy
+// did: skip records them missed, run_once runs one and records the rest
+// missed, run_all runs each (up to its bound) as a catch_up run.
 func TestAgentStoppedPastItsRetriesCatchesUpByPolicy(t *testing.T) {
 	t.Parallel()
 	s := newSystem(t, systemOptions{})
@@ -321,9 +321,17 @@ func TestAgentStoppedPastItsRetriesCatchesUpByPolicy(t *testing.T) {
 		return true, ""
 	})
 	agent := s.agents[0]
+	// The outage: four or five slots of each job pass while the relay keeps
+	// retrying the first. In the soak form it outlasts the relay's retries
+	// (10 attempts, about a minute), so NAS dead-letters that fire and
+	// reports it to the agent when it comes back.
+	outage := 9 * time.Second
+	if soak() {
+		outage = 80 * time.Second
+	}
 	agent.kill()
 	down := time.Now()
-	time.Sleep(9 * time.Second) // the outage: four or five slots of each job pass
+	time.Sleep(outage)
 	agent.restart()
 	waitReady(t, agent, s.agentURLs[0]+"/readyz", 30*time.Second)
 	up := time.Now()
@@ -391,8 +399,10 @@ func TestAgentStoppedPastItsRetriesCatchesUpByPolicy(t *testing.T) {
 				t.Errorf("run_once recorded %d missed of %d overdue slots: %v", len(missed), len(overdue), missed)
 			}
 		case "runall":
-			if len(ran) != len(overdue) {
-				t.Errorf("run_all ran %d of %d overdue slots: %v; missed %v", len(ran), len(overdue), ran, missed)
+			// run_all catches up at most 10 slots (the runtime's bound) and
+			// records the rest missed.
+			if want := min(len(overdue), 10); len(ran) != want || len(missed) != len(overdue)-want {
+				t.Errorf("run_all ran %d and missed %d of %d overdue slots, want %d runs: %v; missed %v", len(ran), len(missed), len(overdue), want, ran, missed)
 			}
 			catchUp := 0
 			for _, r := range ran {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -60,10 +61,14 @@ func BenchmarkClaimLedger10k(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	if fi, err := os.Stat(rt.Store().Path()); err == nil {
+		b.ReportMetric(float64(fi.Size()), "store-bytes")
+	}
 	close(g.all)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := rt.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
+	close(g.started) // every run has ended: stop the drain
 }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -121,20 +120,6 @@ func (p *proc) running() bool {
 	}
 }
 
-// stop sends SIGTERM and waits for the process to end (SIGKILL after 15 s).
-func (p *proc) stop() {
-	if !p.running() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.t.Errorf("%s did not stop within 15 s of SIGTERM; killing it", p.name)
-		p.kill()
-	}
-}
-
 // kill ends the process with SIGKILL, as a crash would, and waits for it.
 func (p *proc) kill() {
 	if p.cmd == nil || p.cmd.Process == nil || !p.running() {
@@ -142,20 +127,6 @@ func (p *proc) kill() {
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
-}
-
-// output returns everything the process wrote so far.
-func (p *proc) output() string { return p.out.String() }
-
-// waitOutput waits until the process's output contains s.
-func (p *proc) waitOutput(s string, within time.Duration) {
-	p.t.Helper()
-	eventually(p.t, within, p.name+" to log "+s, func() (bool, string) {
-		if !p.running() {
-			p.t.Fatalf("%s ended (%v) before logging %q", p.name, p.err, s)
-		}
-		return strings.Contains(p.output(), s), ""
-	})
 }
 
 func tail(s string, n int) string {

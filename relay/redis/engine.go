@@ -183,6 +183,42 @@ func (e *Engine) run(ctx context.Context, s *goredis.Script, keys []string, args
 	return v, err
 }
 
+// runShards runs script once per shard in one pipeline (one round trip on
+// a single node; one per node on a Cluster): keys(s) and args(s) give the
+// KEYS and ARGV of shard s. A script Redis no longer knows (after a restart)
+// is loaded and the pipeline sent again.
+func (e *Engine) runShards(ctx context.Context, sc *goredis.Script, keys func(s int) []string, args func(s int) []any) ([]any, error) {
+	out := make([]any, e.k.shards)
+	err := e.retry(ctx, func(ctx context.Context) error {
+		for try := 0; ; try++ {
+			cmds, err := e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for s := range e.k.shards {
+					sc.EvalSha(ctx, p, keys(s), args(s)...)
+				}
+				return nil
+			})
+			if err != nil && try == 0 && goredis.HasErrorPrefix(err, "NOSCRIPT") {
+				if lerr := sc.Load(ctx, e.c).Err(); lerr != nil {
+					return lerr
+				}
+				continue
+			}
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				return err
+			}
+			for i, c := range cmds {
+				v, err := c.(*goredis.Cmd).Result()
+				if err != nil && !errors.Is(err, goredis.Nil) {
+					return err
+				}
+				out[i] = v
+			}
+			return nil
+		}
+	})
+	return out, err
+}
+
 // retry calls f until it succeeds, fails with an error that a retry cannot
 // fix, ctx ends, or Options.RetryFor has passed; it backs off with jitter
 // between tries.

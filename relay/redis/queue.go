@@ -20,21 +20,45 @@ const claimTries = 4
 // reapBatch is how many expired leases one reap step handles.
 const reapBatch = 256
 
-// Claim implements relay.Queue. It visits the shards round-robin, starting
-// at a different shard on every call, until it has max leases or every shard
-// has no due one-shot left. Leases of one shard come in due order.
+// Claim implements relay.Queue. One pipelined read finds the due heads of
+// every shard; then the shards with due one-shots are claimed round-robin,
+// starting at a different shard on every call, until there are max leases.
+// Leases of one shard come in due order.
 func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
 	if max <= 0 {
 		return nil, nil
 	}
 	leaseMs := durMs(leaseFor)
+	now := e.nowArg()
+	var heads []any
+	if e.k.shards > 1 {
+		var err error
+		heads, err = e.runShards(ctx, scriptPeek,
+			func(s int) []string { return []string{e.k.due(s)} },
+			func(int) []any { return []any{now, max * peekFactor, "due"} })
+		if err != nil {
+			return nil, fmt.Errorf("redis: claim: %w", err)
+		}
+	}
 	start := int(e.rr.Add(1))
 	var out []relay.Lease
 	for i := range e.k.shards {
 		s := (start + i) % e.k.shards
+		var cands []any
+		if heads != nil {
+			c, err := array(heads[s])
+			if err != nil {
+				return out, fmt.Errorf("redis: claim: %w", err)
+			}
+			if len(c) == 0 {
+				continue
+			}
+			cands = c
+		}
 		for try := 0; try < claimTries && len(out) < max; try++ {
 			want := max - len(out)
-			got, peeked, err := e.claimShard(ctx, s, want, leaseMs)
+			got, peeked, err := e.claimShard(ctx, s, want, leaseMs, cands)
+			cands = nil // later tries read the shard again
 			if err != nil {
 				return out, err
 			}
@@ -52,16 +76,18 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 	return out, nil
 }
 
-// claimShard peeks at shard s's due head and leases up to want of it.
-func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64) ([]relay.Lease, int, error) {
+// claimShard leases up to want of shard s's due candidates: cands when
+// given (already peeked), else a fresh peek at the shard's due head.
+func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, cands []any) ([]relay.Lease, int, error) {
 	now := e.nowArg()
-	v, err := e.run(ctx, scriptPeek, []string{e.k.due(s)}, now, want*peekFactor, "due")
-	if err != nil {
-		return nil, 0, fmt.Errorf("redis: claim: %w", err)
-	}
-	cands, err := array(v)
-	if err != nil {
-		return nil, 0, fmt.Errorf("redis: claim: %w", err)
+	if cands == nil {
+		v, err := e.run(ctx, scriptPeek, []string{e.k.due(s)}, now, want*peekFactor, "due")
+		if err != nil {
+			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+		}
+		if cands, err = array(v); err != nil {
+			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+		}
 	}
 	if len(cands) == 0 {
 		return nil, 0, nil
@@ -82,7 +108,7 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64) ([]
 		keys = append(keys, e.k.rows(s, agent))
 		args = append(args, m)
 	}
-	v, err = e.run(ctx, scriptClaim, keys, args...)
+	v, err := e.run(ctx, scriptClaim, keys, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("redis: claim: %w", err)
 	}
@@ -133,16 +159,19 @@ func decodeLease(v any) (relay.Lease, error) {
 	return relay.Lease{OneShot: o, Token: tok, Until: ms(until)}, nil
 }
 
-// NextDue implements relay.Queue: the earliest due entry over all shards,
-// judged by Redis's clock.
+// NextDue implements relay.Queue: the earliest due entry over all shards
+// (read in one pipeline), judged by Redis's clock.
 func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	now := e.nowArg()
+	replies, err := e.runShards(ctx, scriptHead,
+		func(s int) []string { return []string{e.k.due(s)} },
+		func(int) []any { return []any{now} })
+	if err != nil {
+		return 0, false, fmt.Errorf("redis: next due: %w", err)
+	}
 	best := int64(-1)
 	var redisNow time.Time
-	for s := range e.k.shards {
-		v, err := e.run(ctx, scriptHead, []string{e.k.due(s)}, e.nowArg())
-		if err != nil {
-			return 0, false, fmt.Errorf("redis: next due: %w", err)
-		}
+	for _, v := range replies {
 		a, err := array(v)
 		if err != nil || len(a) != 3 {
 			return 0, false, fmt.Errorf("redis: next due: %w", errReply)
@@ -161,11 +190,10 @@ func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	if best < 0 {
 		return 0, false, nil
 	}
-	now := redisNow
 	if e.opts.Now != nil {
-		now = e.opts.Now()
+		redisNow = e.opts.Now()
 	}
-	return max(ms(best).Sub(now), 0), true, nil
+	return max(ms(best).Sub(redisNow), 0), true, nil
 }
 
 // Extend implements relay.Queue.

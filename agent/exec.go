@@ -256,7 +256,7 @@ func (rt *Runtime) finish(log *slog.Logger, j Job, c Claim, rel string, res runn
 	ctx, cancel := context.WithTimeout(context.Background(), 2*rt.cfg.LeaseTTL)
 	defer cancel()
 	var err error
-	for attempt := 0; ; attempt++ {
+	for {
 		err = rt.store.Update(ctx, update)
 		if err == nil || !errors.Is(err, store.ErrLockTimeout) || ctx.Err() != nil {
 			break

@@ -79,8 +79,15 @@ type startReq struct {
 	claim Claim
 }
 
-// Fire claims slot of job jobID. See the package documentation; it never
-// runs the job in the caller's goroutine.
+// Fire claims slot of job jobID: under the store lock it checks that the
+// job's next_run_at equals slot, applies the job's policies, records the
+// claim and advances next_run_at, then starts the run in the background and
+// returns. It answers FireAccepted (with the run id; Skipped or Queued when a
+// policy held the slot back, with the reason), FireDuplicate when the slot
+// was already claimed or has passed, FireGone for an unknown job and FireBusy
+// with RetryAfter when it cannot claim now (store busy, shutting down, job
+// paused). A slot equal to the wake time of a pending run (see Desired)
+// starts that run instead. Every outcome but FireBusy is in the ledger.
 func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigger Trigger) (FireResult, error) {
 	if trigger == "" {
 		trigger = TriggerScheduled
@@ -105,7 +112,22 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 			res = FireResult{Status: FireBusy, RetryAfter: time.Minute, Reason: pausedReason(j)}
 			return nil
 		}
+		// Owed runs go first (a retry after its backoff, a queued slot whose
+		// blocker died).
 		if j.NextRunAt == nil || !j.NextRunAt.Equal(slot) {
+			if q := pendingAt(j, slot); q != nil {
+				// A fire armed for a pending run (see Desired) wakes it.
+				if q.NotBefore.After(now) {
+					q.NotBefore = now.UTC()
+				}
+				runID := q.RunID
+				if err := rt.drain(j, now, p); err != nil {
+					return err
+				}
+				res = FireResult{Status: FireAccepted, RunID: runID, Queued: j.ClaimIndex(runID) < 0,
+					Reason: "woke pending run " + runID}
+				return nil
+			}
 			why := "the job has no next slot"
 			if j.FinishedAt != nil {
 				why = "the job has finished"
@@ -117,6 +139,9 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 				"slot already claimed or passed: "+why))
 			res = FireResult{Status: FireDuplicate, RunID: runID, Reason: "slot already claimed or passed: " + why}
 			return nil
+		}
+		if err := rt.drain(j, now, p); err != nil {
+			return err
 		}
 		sched, err := parseSchedule(j, rt.cfg.Location)
 		if err != nil {
@@ -374,6 +399,16 @@ func (rt *Runtime) drain(j *Job, now time.Time, p *plan) error {
 		}
 		j.Pending = append(j.Pending[:i:i], j.Pending[i+1:]...)
 		return rt.claim(j, Claim{RunID: q.RunID, Slot: q.Slot, Trigger: q.Trigger, Attempt: q.Attempt, Forced: q.Forced}, now, q.Reason, p)
+	}
+	return nil
+}
+
+// pendingAt returns the pending run of j whose wake time is slot, or nil.
+func pendingAt(j *Job, slot time.Time) *Pending {
+	for i := range j.Pending {
+		if !j.Pending[i].NotBefore.IsZero() && j.Pending[i].NotBefore.Equal(slot) {
+			return &j.Pending[i]
+		}
 	}
 	return nil
 }

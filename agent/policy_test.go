@@ -412,3 +412,36 @@ func TestRecordMissedIsIdempotent(t *testing.T) {
 		t.Fatalf("next_run_at %v, want past the missed slot", j.NextRunAt)
 	}
 }
+
+// TestRetryWakesThroughDesired: a retry waiting out its backoff is listed by
+// Desired at its wake time, so a stopped agent is called back for it, and a
+// fire at that time runs it.
+func TestRetryWakesThroughDesired(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.add(t, JobSpec{ID: "w", Schedule: "every 1h", OnInterrupt: "retry", Retry: Retry{Backoff: store.Duration(30 * time.Second)}})
+	slot := t0.Add(time.Hour)
+	b.plantClaim(t, "w", "elsewhere:1:x", slot.Add(time.Minute))
+	b.clock.Set(slot.Add(2 * time.Minute))
+	if err := b.rt.CatchUp(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	wake := slot.Add(2*time.Minute + 30*time.Second)
+	d, err := b.rt.Desired(t.Context())
+	if err != nil || len(d) != 1 || !d[0].FireAt.Equal(wake) {
+		t.Fatalf("desired %v %v, want the retry's wake at %s", d, err, wake)
+	}
+	b.clock.Set(wake)
+	res := b.fire(t, "w", wake)
+	if res.Status != FireAccepted || res.RunID != "planted" || res.Queued {
+		t.Fatalf("wake fire %+v", res)
+	}
+	b.drainRuns(t, 1)
+	r := b.wait(t, "planted")
+	if r.State != ledger.StateSucceeded || r.Token != 2 || r.Attempt != 2 {
+		t.Fatalf("retried run %+v", r)
+	}
+	if d, _ := b.rt.Desired(t.Context()); len(d) != 1 || !d[0].FireAt.Equal(slot.Add(time.Hour)) {
+		t.Fatalf("desired after the retry %v, want the next slot", d)
+	}
+}

@@ -9,17 +9,31 @@ import (
 	"github.com/chronoscron/chronos/agent/store"
 )
 
-// Desired lists the fires the agent wants armed: every enabled, unfinished
-// job with a next_run_at after now, ordered by job id. A provider reconciles
-// NAS against it.
+// Desired lists the fires the agent wants armed, one per job, ordered by job
+// id: for every enabled job, its next_run_at if it is after now, or earlier
+// the wake time of a pending run (a retry waiting out its backoff), so that
+// an agent stopped between fires is woken for it. A provider reconciles NAS
+// against it; past times are never listed.
 func (rt *Runtime) Desired(ctx context.Context) ([]Desired, error) {
 	var out []Desired
 	err := rt.store.View(ctx, func(st *store.State) error {
 		now := rt.now()
 		out = out[:0]
 		for _, j := range st.All() {
-			if j.Enabled && j.FinishedAt == nil && j.NextRunAt != nil && j.NextRunAt.After(now) {
-				out = append(out, Desired{JobID: j.ID, FireAt: *j.NextRunAt})
+			if !j.Enabled {
+				continue
+			}
+			var at time.Time
+			if j.FinishedAt == nil && j.NextRunAt != nil && j.NextRunAt.After(now) {
+				at = *j.NextRunAt
+			}
+			for _, q := range j.Pending {
+				if q.NotBefore.After(now) && (at.IsZero() || q.NotBefore.Before(at)) {
+					at = q.NotBefore
+				}
+			}
+			if !at.IsZero() {
+				out = append(out, Desired{JobID: j.ID, FireAt: at})
 			}
 		}
 		return nil

@@ -158,6 +158,9 @@ func (r *Run) apply(e Entry) {
 	if e.Token != 0 {
 		r.Token = e.Token
 	}
+	if e.Attempt > r.Attempt {
+		r.Attempt = e.Attempt
+	}
 	if e.Output != "" {
 		r.Output = e.Output
 	}

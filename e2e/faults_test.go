@@ -390,8 +390,8 @@ func TestAgentStoppedPastItsRetriesCatchesUpByPolicy(t *testing.T) {
 				t.Errorf("skip ran overdue slots: %v", ran)
 			}
 			for _, why := range missed {
-				if !strings.Contains(why, "skip") {
-					t.Errorf("skip: missed without the policy's reason: %q", why)
+				if !strings.Contains(why, "skip") && !strings.Contains(why, "failed upstream") {
+					t.Errorf("skip: missed without the policy's (or NAS's) reason: %q", why)
 				}
 			}
 		case "runonce":

@@ -228,3 +228,30 @@ func TestJobsHomeFromEnvironment(t *testing.T) {
 		t.Fatalf("CHRONOS_HOME not used: %v", err)
 	}
 }
+
+func TestJobsRunFailureAndPausedAdd(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	mustCLI(t, "jobs", "add", "--home", home, "--id", "bad", "--schedule", "@daily", "--", "sh", "-c", "echo nope; exit 7")
+	code, out, errOut := cli(t, "jobs", "run", "--home", home, "bad")
+	if code != exitFailure || !strings.Contains(out, "failed") || !strings.Contains(out, "exit status 7") || !strings.Contains(errOut, "failed") {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	var j jobJSON
+	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, "bad", "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Payload.Shell.Argv) != 3 || j.LastStatus != "failed" || j.FailureStreak != 1 {
+		t.Fatalf("job %+v", j)
+	}
+	out = mustCLI(t, "jobs", "add", "--home", home, "--id", "later", "--schedule", "@daily", "--paused", "--", "true")
+	if !strings.Contains(out, "paused") {
+		t.Fatalf("paused add: %s", out)
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, "later", "--json")), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.State != "paused" || j.NextRunAt != nil {
+		t.Fatalf("paused job %+v", j)
+	}
+}

@@ -219,3 +219,22 @@ func TestReadmeMakeDemo(t *testing.T) {
 		t.Errorf("make demo printed no summary:\n%s", out)
 	}
 }
+
+// TestReadmeLinksResolve checks that every relative link of the README and of
+// the docs it owns points at a file or directory of the repository.
+func TestReadmeLinksResolve(t *testing.T) {
+	t.Parallel()
+	link := regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
+	for _, doc := range []string{"README.md", "docs/states.md", "docs/operations.md"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(data), -1) {
+			target := filepath.Join(repoRoot, filepath.Dir(doc), m[1])
+			if _, err := os.Stat(target); err != nil {
+				t.Errorf("%s links to %s, which does not exist", doc, m[1])
+			}
+		}
+	}
+}

@@ -85,3 +85,42 @@ func BenchmarkClaimAck(b *testing.B) {
 
 // atomicAdd returns the next value of a shared counter.
 func atomicAdd(p *int64) int64 { return atomic.AddInt64(p, 1) }
+
+// BenchmarkClaimAckConcurrent is BenchmarkClaimAck with the acks of each
+// batch made concurrently, as dispatchers make them (they group-commit).
+func BenchmarkClaimAckConcurrent(b *testing.B) {
+	e := benchEngine(b)
+	ctx := context.Background()
+	past := time.Now().Add(-time.Second)
+	for i := range b.N {
+		_, err := e.Arm(ctx, relay.ArmRequest{
+			AgentID: fmt.Sprintf("agent-%d", i%100), InstanceID: "inst", JobID: fmt.Sprintf("job-%d", i),
+			FireAt: past, CallbackURL: "https://agent.example", ScheduleID: fmt.Sprintf("sch_%032x", i),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	done := 0
+	errs := make(chan error, 64)
+	for done < b.N {
+		ls, err := e.Claim(ctx, 64, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ls) == 0 {
+			b.Fatalf("claimed nothing with %d of %d left", b.N-done, b.N)
+		}
+		for _, l := range ls {
+			go func() { errs <- e.Ack(ctx, l) }()
+		}
+		for range ls {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		done += len(ls)
+	}
+}

@@ -266,7 +266,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return demoSummary(out, rt, home, time.Since(start))
+	return demoSummary(out, rt, home, o.Home != "", time.Since(start))
 }
 
 // demoStart waits for the agent's key set and adds the sample jobs.
@@ -331,7 +331,7 @@ func runDetail(rt *agent.Runtime, home, jobID, runID string) string {
 }
 
 // demoSummary prints, per job, what the ledger says happened.
-func demoSummary(out io.Writer, rt *agent.Runtime, home string, ran time.Duration) error {
+func demoSummary(out io.Writer, rt *agent.Runtime, home string, kept bool, ran time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	runs, err := rt.Ledger().Runs(ctx, ledger.Filter{})
@@ -372,7 +372,11 @@ func demoSummary(out io.Writer, rt *agent.Runtime, home string, ran time.Duratio
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	fmt.Fprintf(out, "\nSummary after %s (from the run ledger in %s):\n", roundDur(ran), filepath.Join(home, "runs"))
+	where := "from the run ledger, removed with the temporary home"
+	if kept {
+		where = "from the run ledger in " + filepath.Join(home, "runs") + "; chronos runs list --home " + home + " shows every run"
+	}
+	fmt.Fprintf(out, "\nSummary after %s (%s):\n", roundDur(ran), where)
 	fmt.Fprintf(out, "  %-8s %6s %10s %7s %11s %15s %13s %13s\n", "JOB", "FIRES", "SUCCEEDED", "FAILED", "DUPLICATES", "MISSED/SKIPPED", "LATENESS p50", "LATENESS max")
 	total := stats{}
 	for _, id := range ids {

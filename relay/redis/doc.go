@@ -24,7 +24,9 @@
 // A one-shot is in exactly one of due and lease; its row and its entry there
 // are written together by one Lua script, so there is never a row without its
 // fire or the reverse. Every state transition is one script (scripts.go);
-// each declares every key it touches in KEYS. Where a transition needs keys
+// each declares every key it touches in KEYS. Reads of one key (Get is one
+// HGET, decoded in Go) and the first-delivery record (one SET NX GET with a
+// nonce of the caller) are single commands, atomic by themselves. Where a transition needs keys
 // it can only learn by reading (a claim touches the rows of the agents whose
 // fires are due), a read-only step first finds the candidates and the
 // transition then re-checks each one atomically.
@@ -39,6 +41,8 @@
 // # Failures
 //
 // Every call retries a lost connection with backoff for Options.RetryFor.
+// Acks of one shard are group-committed: those that arrive while one is in
+// flight go out together in the next script call.
 // Scripts are atomic, so a retry never half-applies a transition; a retried
 // arm is an idempotent upsert, and a claim whose reply was lost leaves leases
 // that the reaper returns to armed when they expire.

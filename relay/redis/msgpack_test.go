@@ -65,3 +65,16 @@ func TestUnpackMatchesLua(t *testing.T) {
 		}
 	}
 }
+
+// scriptGet reads the one-shot of (agent, job), decoded by Lua: the oracle
+// of the Go decoder.
+//
+// KEYS[1] rows of the agent
+// ARGV[1] now (unused), ARGV[2] job
+//
+// Returns the row, or an empty array.
+var scriptGet = script(`
+local v = redis.call('HGET', KEYS[1], ARGV[2])
+if not v then return {} end
+return cmsgpack.unpack(v)
+`)

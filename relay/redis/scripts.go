@@ -95,18 +95,6 @@ redis.call('ZREM', KEYS[3], ARGV[3])
 return n
 `)
 
-// scriptGet reads the one-shot of (agent, job).
-//
-// KEYS[1] rows of the agent
-// ARGV[1] now (unused), ARGV[2] job
-//
-// Returns the row, or an empty array.
-var scriptGet = script(`
-local v = redis.call('HGET', KEYS[1], ARGV[2])
-if not v then return {} end
-return cmsgpack.unpack(v)
-`)
-
 // scriptList pages an agent's one-shots in job id order.
 //
 // KEYS[1] rows of the agent

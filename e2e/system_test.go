@@ -129,7 +129,7 @@ allow_private_callbacks: true
 	waitReady(t, s.nas, s.publicURL+"/readyz", 30*time.Second)
 	for i := range o.Relays {
 		health := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		r := startProc(t, fmt.Sprintf("relay-%d", i+1), s.dir, nil, "relay", "--config", "nas.yaml", "--dispatchers", "2", "--listen", health)
+		r := startProc(t, fmt.Sprintf("relay-%d", i+1), s.dir, nil, "relay", "--config", "nas.yaml", "--dispatchers", "2", "--lease", "3s", "--listen", health)
 		waitReady(t, r, "http://"+health+"/readyz", 30*time.Second)
 		s.relays = append(s.relays, r)
 	}

@@ -48,7 +48,7 @@ is a terminal or with --explain; stdout carries only the times.`,
 		Example: `  chronos schedule next '0 9 * * 1-5' --tz Europe/Paris -n 3
   chronos schedule next 'CRON_TZ=America/New_York 30 2 * * *' --after 2026-03-07T00:00:00Z
   chronos schedule next 'every monday 9am' --explain`,
-		Args: cobra.MinimumNArgs(1),
+		Args: oneExpr,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sched, after, err := f.parse(args)
 			if err != nil {
@@ -70,7 +70,7 @@ func newScheduleExplainCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "explain EXPR",
 		Short: "Say how a schedule is understood and print its next fire times",
-		Args:  cobra.MinimumNArgs(1),
+		Args:  oneExpr,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sched, after, err := f.parse(args)
 			if err != nil {
@@ -89,7 +89,22 @@ func newScheduleExplainCmd() *cobra.Command {
 	return c
 }
 
-// parse validates the flags and the expression (all of args joined by spaces).
+// oneExpr accepts exactly one argument, the schedule expression: words left
+// unquoted would otherwise be read as a different schedule (a trailing "0"
+// turns a 5-field line into a 6-field one).
+func oneExpr(cmd *cobra.Command, args []string) error {
+	switch len(args) {
+	case 0:
+		return usagef("%s: missing EXPR (quote the schedule: '*/15 * * * *')", "schedule "+cmd.Name())
+	case 1:
+		return nil
+	default:
+		return usagef("%s: want one EXPR argument, got %d (quote the schedule: '%s')", "schedule "+cmd.Name(), len(args), strings.Join(args, " "))
+	}
+}
+
+// parse validates the flags and the expression, and checks that the schedule
+// fires at least once after the start instant.
 func (f *scheduleFlags) parse(args []string) (*schedule.Schedule, time.Time, error) {
 	if f.count < 1 || f.count > maxScheduleCount {
 		return nil, time.Time{}, usagef("-n must be between 1 and %d, got %d", maxScheduleCount, f.count)
@@ -110,9 +125,12 @@ func (f *scheduleFlags) parse(args []string) (*schedule.Schedule, time.Time, err
 		}
 		after = t
 	}
-	sched, err := schedule.Parse(strings.Join(args, " "), schedule.Options{Location: loc, Anchor: after})
+	sched, err := schedule.Parse(args[0], schedule.Options{Location: loc, Anchor: after})
 	if err != nil {
 		return nil, time.Time{}, asUsage(err)
+	}
+	if _, ok := sched.Next(after); !ok {
+		return nil, time.Time{}, usagef("schedule %q never fires after %s", args[0], after.Format(time.RFC3339Nano))
 	}
 	return sched, after, nil
 }

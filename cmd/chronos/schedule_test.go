@@ -33,7 +33,7 @@ func TestScheduleNext(t *testing.T) {
 			"2026-03-08T03:00:00-04:00\n2026-03-09T02:30:00-04:00\n"},
 		{"fall back fixed-time", []string{"schedule", "next", "30 1 * * *", "--tz", "America/New_York", "-n", "2", "--after", "2026-11-01T00:00:00-04:00"},
 			"2026-11-01T01:30:00-04:00\n2026-11-02T01:30:00-05:00\n"},
-		{"expression in several arguments", []string{"schedule", "next", "every", "monday", "9am", "-n", "1", "--after", "2026-01-01T00:00:00Z"},
+		{"phrase", []string{"schedule", "next", "every monday 9am", "-n", "1", "--after", "2026-01-01T00:00:00Z"},
 			"2026-01-05T09:00:00Z\n"},
 		{"interval anchored at --after", []string{"schedule", "next", "every 90s", "-n", "2", "--after", "2026-01-01T00:00:00Z"},
 			"2026-01-01T00:01:30Z\n2026-01-01T00:03:00Z\n"},
@@ -41,8 +41,8 @@ func TestScheduleNext(t *testing.T) {
 			"2026-01-01T01:00:00.25Z\n"},
 		{"one-shot prints one line", []string{"schedule", "next", "in 30m", "--after", "2026-01-01T00:00:00Z"},
 			"2026-01-01T00:30:00Z\n"},
-		{"passed one-shot prints nothing", []string{"schedule", "next", "2025-06-18T09:00:00Z", "--after", "2026-01-01T00:00:00Z"},
-			""},
+		{"one-shot after --after", []string{"schedule", "next", "2026-06-18 09:00", "--tz", "Europe/Paris", "--after", "2026-01-01T00:00:00Z"},
+			"2026-06-18T09:00:00+02:00\n"},
 		{"leap day far away", []string{"schedule", "next", "0 0 29 2 */7", "-n", "2", "--after", "2088-03-01T00:00:00Z"},
 			"2128-02-29T00:00:00Z\n2156-02-29T00:00:00Z\n"},
 	}
@@ -104,7 +104,12 @@ func TestScheduleNextErrors(t *testing.T) {
 		{"zero count", []string{"schedule", "next", "@daily", "-n", "0"}, "-n"},
 		{"negative count", []string{"schedule", "next", "@daily", "-n", "-3"}, "-n"},
 		{"count not a number", []string{"schedule", "next", "@daily", "-n", "many"}, "invalid argument"},
-		{"no expression", []string{"schedule", "next"}, "requires at least 1 arg"},
+		{"no expression", []string{"schedule", "next"}, "missing EXPR"},
+		{"extra argument", []string{"schedule", "next", "*/5 * * * *", "0"}, "want one EXPR argument, got 2"},
+		{"unquoted expression", []string{"schedule", "next", "every", "monday", "9am"}, "want one EXPR argument, got 3"},
+		{"passed one-shot", []string{"schedule", "next", "2025-06-18T09:00:00Z", "--after", "2026-01-01T00:00:00Z"}, "never fires after 2026-01-01T00:00:00Z"},
+		{"explain passed one-shot", []string{"schedule", "explain", "2025-06-18T09:00:00Z", "--after", "2026-01-01T00:00:00Z"}, "never fires after"},
+		{"explain extra argument", []string{"schedule", "explain", "@daily", "x"}, "want one EXPR argument"},
 		{"unknown subcommand", []string{"schedule", "later"}, ""},
 	}
 	for _, tc := range cases {

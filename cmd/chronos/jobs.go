@@ -26,28 +26,70 @@ var afterJobChange func(ctx context.Context, home string) error
 // envHome names the agent's home directory when --home is not given.
 const envHome = "CHRONOS_HOME"
 
-// resolveHome returns --home, else $CHRONOS_HOME, else ~/.chronos.
+// resolveHome returns the home directory of the jobs and runs commands; see
+// resolveTarget.
 func resolveHome(flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
-	}
-	if h := os.Getenv(envHome); h != "" {
-		return h, nil
-	}
-	dir, err := os.UserHomeDir()
-	if err != nil {
-		return "", usagef("home: no --home, no $%s and no user home directory: %v", envHome, err)
-	}
-	return filepath.Join(dir, ".chronos"), nil
+	home, _, err := resolveTarget(flag, os.LookupEnv)
+	return home, err
 }
 
-// openRuntime opens the agent runtime of home for one CLI command.
+// resolveTarget returns the home directory and the default zone of the jobs
+// and runs commands. The home is --home, else $CHRONOS_HOME, else the home of
+// the agent config named by $CHRONOS_AGENT_CONFIG, else ~/.chronos. The zone
+// of jobs that name none is the agent's configured zone (its config's
+// timezone, or $CHRONOS_TIMEZONE), else UTC; a config for another home than
+// --home names its own agent's zone, not this one's, and is not used.
+func resolveTarget(flag string, lookup func(string) (string, bool)) (string, *time.Location, error) {
+	lk := lookup
+	if flag != "" {
+		agentCfg, _, err := loadAgentConfig("", lookup)
+		if err != nil {
+			return "", nil, err
+		}
+		if !sameDir(flag, agentCfg.Home) {
+			lk = hideEnv(lk, envAgentConfig)
+		}
+		lk = withEnv(lk, envHome, flag)
+	}
+	cfg, _, err := loadAgentConfig("", lk)
+	if err != nil {
+		return "", nil, err
+	}
+	loc, err := cfg.Location()
+	if err != nil {
+		return "", nil, asUsage(err)
+	}
+	return cfg.Home, loc, nil
+}
+
+// hideEnv returns lookup without the variable name.
+func hideEnv(lookup func(string) (string, bool), name string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		if k == name {
+			return "", false
+		}
+		return lookup(k)
+	}
+}
+
+// withEnv returns lookup with the variable name set to value.
+func withEnv(lookup func(string) (string, bool), name, value string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		if k == name {
+			return value, true
+		}
+		return lookup(k)
+	}
+}
+
+// openRuntime opens the agent runtime of home for one CLI command, with the
+// agent's default zone for jobs that name none.
 func openRuntime(ctx context.Context, homeFlag string) (*agent.Runtime, string, error) {
-	home, err := resolveHome(homeFlag)
+	home, loc, err := resolveTarget(homeFlag, os.LookupEnv)
 	if err != nil {
 		return nil, "", err
 	}
-	rt, err := agent.Open(ctx, agent.Config{Home: home})
+	rt, err := agent.Open(ctx, agent.Config{Home: home, Location: loc})
 	if err != nil {
 		return nil, "", err
 	}
@@ -87,7 +129,7 @@ func newJobsCmd() *cobra.Command {
 		newJobsRmCmd(&home),
 		newJobsRunCmd(&home),
 	)
-	c.PersistentFlags().StringVar(&home, "home", "", "agent home directory (default $CHRONOS_HOME, else ~/.chronos)")
+	c.PersistentFlags().StringVar(&home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
 	return c
 }
 
@@ -165,7 +207,7 @@ directly) or an HTTP request (--http-url and the other --http-* flags).`,
 	}
 	f := c.Flags()
 	f.StringVar(&o.spec.Schedule, "schedule", "", "when to run: cron line, 'every 90s', 'in 30m', a timestamp or a phrase (required)")
-	f.StringVar(&o.spec.Timezone, "tz", "", "IANA time zone of the schedule (default UTC)")
+	f.StringVar(&o.spec.Timezone, "tz", "", "IANA time zone of the schedule (default the agent's timezone, else UTC)")
 	f.StringVar(&o.spec.Name, "name", "", "human name of the job")
 	f.StringVar(&o.spec.ID, "id", "", "job id (default generated): letters, digits, . _ -")
 	f.IntVar(&o.spec.Repeat, "repeat", 0, "stop after this many runs (0: no limit)")

@@ -14,7 +14,7 @@ import (
 func newRunsCmd() *cobra.Command {
 	var home string
 	c := groupCmd("runs", "Read the run ledger", newRunsListCmd(&home))
-	c.PersistentFlags().StringVar(&home, "home", "", "agent home directory (default $CHRONOS_HOME, else ~/.chronos)")
+	c.PersistentFlags().StringVar(&home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
 	return c
 }
 

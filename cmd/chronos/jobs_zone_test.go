@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestResolveTarget pins where the jobs CLI finds its home and the zone of
+// jobs that name none: --home, $CHRONOS_HOME, the agent config's home, then
+// ~/.chronos; the agent's configured zone, else UTC.
+func TestResolveTarget(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	agentHome := filepath.Join(dir, "agent-home")
+	cfgPath := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(cfgPath, []byte("home: "+agentHome+"\ntimezone: Asia/Tokyo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noZoneCfg := filepath.Join(dir, "nozone.yaml")
+	if err := os.WriteFile(noZoneCfg, []byte("home: "+agentHome+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other")
+	userHome, err := os.UserHomeDir()
+	if err != nil {
+		t.Skip("no user home directory")
+	}
+	cases := []struct {
+		name     string
+		flag     string
+		env      map[string]string
+		wantHome string
+		wantZone string
+	}{
+		{"nothing set", "", nil, filepath.Join(userHome, ".chronos"), "UTC"},
+		{"CHRONOS_HOME", "", map[string]string{envHome: other}, other, "UTC"},
+		{"CHRONOS_TIMEZONE alone", "", map[string]string{"CHRONOS_TIMEZONE": "Europe/Paris"}, filepath.Join(userHome, ".chronos"), "Europe/Paris"},
+		{"agent config names home and zone", "", map[string]string{envAgentConfig: cfgPath}, agentHome, "Asia/Tokyo"},
+		{"--home is the agent's home", agentHome, map[string]string{envAgentConfig: cfgPath}, agentHome, "Asia/Tokyo"},
+		{"environment zone wins over the file", "", map[string]string{envAgentConfig: cfgPath, "CHRONOS_TIMEZONE": "America/New_York"}, agentHome, "America/New_York"},
+		{"config without zone", "", map[string]string{envAgentConfig: noZoneCfg}, agentHome, "UTC"},
+		{"--home of another agent ignores the config", other, map[string]string{envAgentConfig: cfgPath}, other, "UTC"},
+		{"--home wins over CHRONOS_HOME", other, map[string]string{envHome: agentHome}, other, "UTC"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			lookup := func(k string) (string, bool) {
+				v, ok := tc.env[k]
+				return v, ok
+			}
+			home, loc, err := resolveTarget(tc.flag, lookup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if home != tc.wantHome || loc.String() != tc.wantZone {
+				t.Errorf("got home %q zone %q, want %q %q", home, loc, tc.wantHome, tc.wantZone)
+			}
+		})
+	}
+}
+
+// TestJobsAddUsesAgentZone adds a job without --tz while the agent config
+// names a zone: the job records that zone, not UTC.
+func TestJobsAddUsesAgentZone(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	cfgPath := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(cfgPath, []byte("home: "+home+"\ntimezone: Europe/Berlin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envAgentConfig, cfgPath)
+	t.Setenv(envHome, "")
+	os.Unsetenv(envHome)
+	t.Setenv("CHRONOS_TIMEZONE", "")
+	os.Unsetenv("CHRONOS_TIMEZONE")
+
+	mustCLI(t, "jobs", "add", "--id", "berlin", "--schedule", "0 9 * * *", "--", "true")
+	mustCLI(t, "jobs", "add", "--id", "explicit", "--tz", "UTC", "--schedule", "0 9 * * *", "--", "true")
+	for id, zone := range map[string]string{"berlin": "Europe/Berlin", "explicit": "UTC"} {
+		var j jobJSON
+		if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, id, "--json")), &j); err != nil {
+			t.Fatal(err)
+		}
+		if j.Timezone != zone {
+			t.Errorf("job %s: timezone %q, want %q", id, j.Timezone, zone)
+		}
+	}
+
+	t.Setenv("CHRONOS_TIMEZONE", "Mars/Olympus")
+	code, out, errOut := cli(t, "jobs", "add", "--id", "mars", "--schedule", "@daily", "--", "true")
+	if code != exitUsage || out != "" {
+		t.Fatalf("bad CHRONOS_TIMEZONE: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+}

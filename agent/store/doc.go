@@ -9,7 +9,8 @@
 // number of processes sharing the directory therefore see one sequence of
 // versions of the file. A file that cannot be decoded is never overwritten:
 // Update and View fail with ErrCorrupt and a copy is kept beside it as
-// jobs.json.corrupt-<timestamp> for the operator.
+// jobs.json.corrupt-<timestamp> for the operator (one copy per distinct
+// content; a later corruption never replaces an earlier copy).
 //
 // The job model (Job, its policies and its claim state) lives here because it
 // is what the file holds; package agent re-exports it and holds the rules

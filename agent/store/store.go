@@ -295,15 +295,44 @@ func readGeneration(path string) (uint64, bool) {
 	return g, err == nil
 }
 
-// corrupt keeps a copy of the undecodable file and returns ErrCorrupt.
+// corrupt keeps a copy of the undecodable file and returns ErrCorrupt. A
+// content already kept aside is not copied again; a new content never
+// replaces an older copy, even one named for the same second.
 func (s *Store) corrupt(raw []byte, cause error) error {
-	aside := fmt.Sprintf("%s.corrupt-%s", s.Path(), s.opts.Now().UTC().Format("20060102T150405Z"))
-	if old, err := os.ReadFile(aside); err != nil || !bytes.Equal(old, raw) {
-		if err := writeFileSync(aside, raw); err != nil {
-			return fmt.Errorf("store: %w (%w); copying it aside failed: %w", ErrCorrupt, cause, err)
-		}
+	aside, err := s.keepAside(raw)
+	if err != nil {
+		return fmt.Errorf("store: %w: %s: %w (left untouched; copying it aside failed: %w)", ErrCorrupt, s.Path(), cause, err)
 	}
 	return fmt.Errorf("store: %w: %s: %w (left untouched; copy kept at %s)", ErrCorrupt, s.Path(), cause, aside)
+}
+
+// keepAside returns the path of a copy of raw next to jobs.json, writing one
+// unless an earlier copy holds the same bytes.
+func (s *Store) keepAside(raw []byte) (string, error) {
+	prefix := s.Path() + ".corrupt-"
+	if old, err := filepath.Glob(prefix + "*"); err == nil {
+		for _, p := range old {
+			if b, err := os.ReadFile(p); err == nil && bytes.Equal(b, raw) {
+				return p, nil
+			}
+		}
+	}
+	base := prefix + s.opts.Now().UTC().Format("20060102T150405Z")
+	for i := 1; i <= 1000; i++ {
+		name := base
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		err := writeNewFileSync(name, raw)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return name, syncDir(filepath.Dir(name))
+	}
+	return "", fmt.Errorf("too many copies named %s-*", base)
 }
 
 // write encodes st and replaces jobs.json atomically. Only jobs the
@@ -421,8 +450,19 @@ func (s *Store) Fingerprint() (Fingerprint, error) {
 	return fp, nil
 }
 
+// writeFileSync writes b to path, replacing any content, and fsyncs it.
 func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	return writeSync(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, b)
+}
+
+// writeNewFileSync is writeFileSync for a file that must not exist yet
+// (fs.ErrExist if it does).
+func writeNewFileSync(path string, b []byte) error {
+	return writeSync(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, b)
+}
+
+func writeSync(path string, flag int, b []byte) error {
+	f, err := os.OpenFile(path, flag, 0o600)
 	if err != nil {
 		return err
 	}

@@ -92,10 +92,31 @@ func ParseConfig(data []byte) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("provider: config: %w", err)
+		return Config{}, fmt.Errorf("provider: config: %w", oneLineError{err})
 	}
 	return c, nil
 }
+
+// oneLineError shows a multi-line error (the YAML decoder lists each problem
+// on its own line) on one line, so a command reports it as one line.
+type oneLineError struct{ err error }
+
+func (e oneLineError) Error() string {
+	var b strings.Builder
+	for i, l := range strings.Split(strings.TrimSpace(e.err.Error()), "\n") {
+		if i > 0 {
+			if strings.HasSuffix(b.String(), ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(strings.TrimSpace(l))
+	}
+	return b.String()
+}
+
+func (e oneLineError) Unwrap() error { return e.err }
 
 // EnvAccessToken is the environment variable holding the access token.
 const EnvAccessToken = "CHRONOS_ACCESS_TOKEN"
@@ -161,11 +182,13 @@ func (c Config) Validate() error {
 	if c.Listen == "" {
 		errs = append(errs, errors.New("listen: required"))
 	}
-	if _, err := c.Location(); err != nil {
-		errs = append(errs, fmt.Errorf("timezone: %w", err))
+	if c.Timezone != "" {
+		if _, err := time.LoadLocation(c.Timezone); err != nil {
+			errs = append(errs, fmt.Errorf("timezone %q: %w", c.Timezone, err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("provider: config: %w", err)
+		return fmt.Errorf("provider: config: %w", oneLineError{err})
 	}
 	return nil
 }

@@ -143,3 +143,33 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigErrorsAreOneLine pins that a bad config is reported on one line,
+// naming the key, so the CLI's "one clear line" holds.
+func TestConfigErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		{"unknown keys", "cron:\n  provider: chronos\n  chronos:\n    portal: x\n    jwks: y\n", "portal"},
+		{"bad timezone", "home: /h\nlisten: :1\ntimezone: Mars/Olympus\n", `timezone "Mars/Olympus"`},
+		{"several missing", "timezone: Mars/Olympus\n", "home: required"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := provider.ParseConfig([]byte(tc.yaml))
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, tc.want) {
+				t.Fatalf("error %q: want one line naming %q", msg, tc.want)
+			}
+		})
+	}
+}

@@ -269,6 +269,9 @@ func (j *Job) Clone() Job {
 	c.FinishedAt = cloneTime(j.FinishedAt)
 	c.Claims = append([]Claim(nil), j.Claims...)
 	c.Pending = append([]Pending(nil), j.Pending...)
+	// Decode into a fresh value: json.Unmarshal reuses the pointers it finds,
+	// which would write through into j's payload.
+	c.Payload = Payload{}
 	b, _ := json.Marshal(j.Payload)
 	_ = json.Unmarshal(b, &c.Payload)
 	return c

@@ -271,7 +271,7 @@ func (j *Job) Clone() Job {
 	c.Pending = append([]Pending(nil), j.Pending...)
 	// Decode into a fresh value: json.Unmarshal reuses the pointers it finds,
 	// which would write through into j's payload.
-	c.Payload = Payload{}
+	c.Payload = runner.Payload{}
 	b, _ := json.Marshal(j.Payload)
 	_ = json.Unmarshal(b, &c.Payload)
 	return c

@@ -147,7 +147,9 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	if old != nil && old.shot.FireAt.Equal(req.FireAt) {
 		// The same fire: keep its schedule id, but follow an agent that
 		// moved its callback URL or instance.
-		old.shot.CallbackURL = req.CallbackURL
+		if req.CallbackURL != "" {
+			old.shot.CallbackURL = req.CallbackURL
+		}
 		if req.InstanceID != "" {
 			old.shot.InstanceID = req.InstanceID
 		}

@@ -62,6 +62,13 @@ local replaced = ''
 if old then
   local r = cmsgpack.unpack(old)
   if r[3] == fms and r[4] == fns then
+    -- The same fire: keep its schedule id, but follow an agent that moved
+    -- its callback URL or instance.
+    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) then
+      if ARGV[8] ~= '' then r[5] = ARGV[8] end
+      if ARGV[5] ~= '' then r[2] = ARGV[5] end
+      redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
+    end
     return {0, '', unpack(r)}
   end
   replaced = r[1]

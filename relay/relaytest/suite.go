@@ -53,6 +53,7 @@ var realTests = []struct {
 	{"ArmUpsert", testArmUpsert},
 	{"ArmReplaceLosesLease", testArmReplaceLosesLease},
 	{"ArmSameWhileLeased", testArmSameWhileLeased},
+	{"ArmSameMovesCallback", testArmSameMovesCallback},
 	{"Quota", testQuota},
 	{"Cancel", testCancel},
 	{"Get", testGet},
@@ -133,6 +134,25 @@ func testArmSameWhileLeased(t *testing.T, e relay.Engine) {
 	equal(t, again.Changed, false, "arm of the leased instant changed")
 	equal(t, again.OneShot.ScheduleID, first.OneShot.ScheduleID, "schedule id")
 	noErr(t, e.Ack(ctxT(t), l), "ack of the lease after a no-op arm")
+}
+
+// testArmSameMovesCallback: arming the same instant again keeps the schedule
+// id but follows an agent that moved its callback URL or instance.
+func testArmSameMovesCallback(t *testing.T, e relay.Engine) {
+	ctx := ctxT(t)
+	at := now().Add(time.Hour)
+	first := arm(t, e, "a1", "job", at)
+	again, err := e.Arm(ctx, relay.ArmRequest{
+		AgentID: "a1", InstanceID: "inst-moved", JobID: "job",
+		FireAt: at, CallbackURL: "https://moved.example/cb", ScheduleID: newID(),
+	})
+	noErr(t, err, "arm with a new callback")
+	equal(t, again.OneShot.ScheduleID, first.OneShot.ScheduleID, "schedule id")
+	got, err := e.Get(ctx, "a1", "job")
+	noErr(t, err, "get")
+	equal(t, got.CallbackURL, "https://moved.example/cb", "callback url")
+	equal(t, got.InstanceID, "inst-moved", "instance id")
+	equal(t, got.ScheduleID, first.OneShot.ScheduleID, "schedule id after get")
 }
 
 func testQuota(t *testing.T, e relay.Engine) {

@@ -17,7 +17,9 @@
 //
 // Every failure is a *contract.Error: 401 invalid_token with a short reason
 // that never echoes expected values, or 503 temporarily_unavailable (with a
-// retry delay) while the key set has not been loaded yet, or when a token's
+// retry delay) while the key set has not been loaded yet and the token passes
+// every check that needs no key (one that fails such a check is a 401 at
+// once), or when a token's
 // kid is unknown and fetching the key set to look for it fails (NAS may have
 // rotated while its key set is unreachable; NAS retries). Readiness waits for
 // the first successful load of the key set, which is retried with backoff and

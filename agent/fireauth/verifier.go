@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,11 +180,13 @@ type Health struct {
 }
 
 // JWTVerifier is the default fire-token verifier. It is safe for concurrent
-// use; its methods may be called before the key set is loaded (they answer
-// 503 until then).
+// use; its methods may be called before the key set is loaded (they refuse a
+// token that fails a check needing no key with 401, and answer 503 for the
+// others until then).
 type JWTVerifier struct {
-	cfg    Config
-	parser *jwt.Parser
+	cfg       Config
+	parser    *jwt.Parser
+	validator *jwt.Validator
 
 	kf     atomic.Pointer[keyfunc.Keyfunc]
 	ready  chan struct{}
@@ -239,6 +242,14 @@ func newVerifier(cfg Config) *JWTVerifier {
 		ready: make(chan struct{}),
 		parser: jwt.NewParser(
 			jwt.WithValidMethods(cfg.Methods),
+			jwt.WithExpirationRequired(),
+			jwt.WithIssuedAt(),
+			jwt.WithLeeway(cfg.Leeway),
+			jwt.WithIssuer(cfg.Issuer),
+			jwt.WithAudience(cfg.Audience),
+			jwt.WithTimeFunc(cfg.Now),
+		),
+		validator: jwt.NewValidator(
 			jwt.WithExpirationRequired(),
 			jwt.WithIssuedAt(),
 			jwt.WithLeeway(cfg.Leeway),
@@ -390,14 +401,20 @@ var (
 // *contract.Error when the token is refused, and a 503 *contract.Error while
 // the key set is not loaded yet.
 func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error {
+	if token == "" {
+		return reject("no token")
+	}
 	kfp := v.kf.Load()
 	if kfp == nil {
+		// Without the keys only the signature is in doubt: a token that
+		// fails any other check is refused now, not retried.
+		if reason := v.refuseUnsigned(token, body, req); reason != "" {
+			v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason)
+			return reject(reason)
+		}
 		e := contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, "the agent has not loaded NAS's signing keys yet")
 		e.RetryAfter = notReadyRetryAfter
 		return e
-	}
-	if token == "" {
-		return reject("no token")
 	}
 	keys := (*kfp).KeyfuncCtx(ctx)
 	failuresBefore := v.fetchFailures()
@@ -430,6 +447,33 @@ func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte,
 		return reject(reason)
 	}
 	return nil
+}
+
+// refuseUnsigned applies every check that needs no key to token, unverified:
+// its form, algorithm, kid and typ headers, time and issuer claims, and the
+// checks of checkClaims. It returns the reason of the first failure, or ""
+// when only the signature is left to check.
+func (v *JWTVerifier) refuseUnsigned(token string, body []byte, req contract.FireRequest) string {
+	claims := &contract.FireClaims{}
+	t, _, err := jwt.NewParser().ParseUnverified(token, claims)
+	switch {
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "signature or algorithm not accepted" // an algorithm golang-jwt does not know
+	case err != nil:
+		return parseReason(err)
+	case !slices.Contains(v.cfg.Methods, t.Method.Alg()):
+		return "signature or algorithm not accepted"
+	}
+	if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
+		return parseReason(errNoKID)
+	}
+	if typ, _ := t.Header["typ"].(string); typ != contract.TokenTypeCronFire {
+		return parseReason(errBadTyp)
+	}
+	if err := v.validator.Validate(claims); err != nil {
+		return parseReason(err)
+	}
+	return v.checkClaims(claims, body, req)
 }
 
 // checkClaims applies the checks golang-jwt does not: returns "" when the

@@ -51,6 +51,9 @@ func parseDuration(text string) (int64, error) {
 			k++
 		}
 		unit, ok := durationUnits[in[j:k]]
+		if !ok && j == k {
+			return 0, fmt.Errorf("duration %q: want a whole number followed by a unit (s, m, h, d or w)", text)
+		}
 		if !ok {
 			return 0, fmt.Errorf("duration %q: unknown unit %q (want s, m, h, d or w)", text, in[j:k])
 		}

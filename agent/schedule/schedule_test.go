@@ -284,6 +284,8 @@ func TestParseErrors(t *testing.T) {
 		{"TZ=Europe/Paris", ErrInvalid, "nothing after"},
 		{"every 0s", ErrInvalid, "positive"},
 		{"every 5 fortnights", ErrInvalid, "unknown unit"},
+		{"every 1.5h", ErrInvalid, "want a whole number followed by a unit"},
+		{"in 30", ErrInvalid, "want a whole number followed by a unit"},
 		{"every fortnight", ErrInvalid, "cannot read"},
 		{"in 0m", ErrInvalid, "positive"},
 		{"in soon", ErrInvalid, "duration"},

@@ -118,6 +118,7 @@ func TestAddJobRejectsBadInput(t *testing.T) {
 		{"bad window", JobSpec{Schedule: "@hourly", Window: "monthly"}, "window"},
 		{"bad interrupt", JobSpec{Schedule: "@hourly", OnInterrupt: "panic"}, "on-interrupt"},
 		{"bad zone", JobSpec{Schedule: "@hourly", Timezone: "Mars/Base"}, "zone"},
+		{"zone conflicts with the prefix", JobSpec{Schedule: "CRON_TZ=Asia/Tokyo 0 9 * * *", Timezone: "Europe/Paris"}, "conflicts"},
 		{"bad id", JobSpec{ID: "a b", Schedule: "@hourly"}, "job id"},
 		{"bad payload kind", JobSpec{Schedule: "@hourly", Payload: payloadKind("nope")}, "unknown payload kind"},
 		{"negative repeat", JobSpec{Schedule: "@hourly", Repeat: -1}, "repeat"},

@@ -169,6 +169,10 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 		return nil, nil, bad("%v", err)
 	}
 	j.Kind = string(sched.Kind())
+	if j.Timezone != "" && sched.Location().String() != j.Timezone {
+		// The job's zone also sets its idempotency windows: one job, one zone.
+		return nil, nil, bad("time zone %q conflicts with the schedule's own zone %q; give one of them", j.Timezone, sched.Location().String())
+	}
 	if j.Timezone == "" {
 		j.Timezone = sched.Location().String()
 	}

@@ -162,6 +162,7 @@ func TestJobsBadInput(t *testing.T) {
 		{"bad window", add("--schedule", "@daily", "--window", "yearly", "--", "true"), "window"},
 		{"bad on-interrupt", add("--schedule", "@daily", "--on-interrupt", "ignore", "--", "true"), "on-interrupt"},
 		{"bad zone", add("--schedule", "@daily", "--tz", "Nowhere/City", "--", "true"), "zone"},
+		{"zone conflicts with CRON_TZ", add("--schedule", "CRON_TZ=Asia/Tokyo 0 9 * * *", "--tz", "Europe/Paris", "--", "true"), "conflicts"},
 		{"bad timeout", add("--schedule", "@daily", "--timeout", "soon", "--", "true"), "timeout"},
 		{"negative repeat", add("--schedule", "@daily", "--repeat", "-2", "--", "true"), "repeat"},
 		{"taken id", add("--id", "keep", "--schedule", "@daily", "--", "true"), "exists"},

@@ -399,7 +399,7 @@ func newJobsResumeCmd(home *string) *cobra.Command {
 			}
 			next := "none (finished)"
 			if j.NextRunAt != nil {
-				next = j.NextRunAt.Format(time.RFC3339)
+				next = jobTime(&j, j.NextRunAt)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "resumed job %s; next fire %s\n", j.ID, next)
 			return changed(cmd.Context(), h)

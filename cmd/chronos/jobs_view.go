@@ -48,11 +48,17 @@ func jobsJSON(w io.Writer, v any) error {
 	return nil
 }
 
-func jobsTime(t *time.Time) string {
+// jobTime formats t in j's zone, the zone its schedule is read in, so a
+// 09:00 Paris job shows 09:00+01:00 as jobs add printed it.
+func jobTime(j *agent.Job, t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format(time.RFC3339)
+	loc, err := time.LoadLocation(j.Timezone)
+	if err != nil || j.Timezone == "" {
+		loc = time.UTC
+	}
+	return t.In(loc).Format(time.RFC3339)
 }
 
 func jobsDash(s string) string {
@@ -72,7 +78,7 @@ func writeJobTable(w io.Writer, jobs []agent.Job) error {
 			state += " (" + j.PausedReason + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, jobsDash(j.Name), j.Schedule, state,
-			jobsTime(j.NextRunAt), jobsTime(j.LastRunAt), jobsDash(j.LastStatus))
+			jobTime(j, j.NextRunAt), jobTime(j, j.LastRunAt), jobsDash(j.LastStatus))
 	}
 	return tw.Flush()
 }
@@ -107,14 +113,14 @@ func writeJobDetail(w io.Writer, rt *agent.Runtime, j *agent.Job) error {
 	if j.OnInterrupt == agent.InterruptRetry {
 		row("retry", fmt.Sprintf("%d attempts, backoff %s up to %s", j.Retry.MaxAttempts, j.Retry.Backoff.Std(), j.Retry.MaxBackoff.Std()))
 	}
-	row("next run", jobsTime(j.NextRunAt))
-	row("last run", jobsTime(j.LastRunAt))
+	row("next run", jobTime(j, j.NextRunAt))
+	row("last run", jobTime(j, j.LastRunAt))
 	row("last status", jobsDash(j.LastStatus))
 	if j.LastError != "" {
 		row("last error", j.LastError)
 	}
 	row("failure streak", jobsCount(j.FailureStreak))
-	row("created", jobsTime(&j.CreatedAt))
+	row("created", jobTime(j, &j.CreatedAt))
 	for _, c := range j.Claims {
 		row("running", fmt.Sprintf("run %s slot %s owner %s token %d lease until %s", c.RunID, c.Slot.Format(time.RFC3339), c.Owner, c.Token, c.LeaseUntil.Format(time.RFC3339)))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +94,25 @@ func TestJobsAddUsesAgentZone(t *testing.T) {
 	code, out, errOut := cli(t, "jobs", "add", "--id", "mars", "--schedule", "@daily", "--", "true")
 	if code != exitUsage || out != "" {
 		t.Fatalf("bad CHRONOS_TIMEZONE: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+}
+
+// TestJobsShowTimesInTheJobsZone pins that list, show and resume print a
+// zoned job's times in its zone, as jobs add does.
+func TestJobsShowTimesInTheJobsZone(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	out := mustCLI(t, "jobs", "add", "--home", home, "--id", "paris", "--tz", "Europe/Paris", "--schedule", "0 9 * * *", "--", "true")
+	if !strings.Contains(out, "T09:00:00+0") {
+		t.Fatalf("add output not in the job's zone:\n%s", out)
+	}
+	for _, args := range [][]string{
+		{"jobs", "list", "--home", home},
+		{"jobs", "show", "--home", home, "paris"},
+		{"jobs", "resume", "--home", home, "paris"},
+	} {
+		if out := mustCLI(t, args...); !strings.Contains(out, "T09:00:00+0") {
+			t.Errorf("%s: next fire not shown at 09:00 Paris time:\n%s", strings.Join(args[:2], " "), out)
+		}
 	}
 }

@@ -207,8 +207,11 @@ func NewAgentCaller(policy CallbackPolicy, timeout time.Duration) *AgentCaller {
 			return guarded.DialContext(ctx, network, addr)
 		},
 		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   8,
+		// Relay dispatchers deliver many fires at once, often to agents
+		// behind one host: keep enough idle connections per host that a
+		// burst reuses them instead of opening (and TIME_WAITing) new ones.
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: timeout,

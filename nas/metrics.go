@@ -19,6 +19,12 @@ type Metrics struct {
 	retries    prometheus.Counter
 	requests   *prometheus.CounterVec
 
+	// byOutcome holds the deliveries counter of each outcome, bound once:
+	// a label lookup per fire hashes and locks for nothing.
+	byOutcome map[string]prometheus.Counter
+	// byRoute caches the requests counter of each route and code seen.
+	byRoute sync.Map // routeCode → prometheus.Counter
+
 	relayOnce sync.Once
 	relay     *relayMetrics
 }
@@ -55,8 +61,9 @@ func newMetrics(stats func(context.Context) (relay.Stats, error)) *Metrics {
 			Help: "Agent API calls by route and status code.",
 		}, []string{"route", "code"}),
 	}
+	m.byOutcome = make(map[string]prometheus.Counter)
 	for _, o := range []string{deliveryDelivered, deliveryRejected, deliveryRetry, deliveryDropped, deliveryDuplicate, deliveryInstanceStopped} {
-		m.deliveries.WithLabelValues(o)
+		m.byOutcome[o] = m.deliveries.WithLabelValues(o)
 	}
 	reg.MustRegister(m.fireLag, m.deliveries, m.retries, m.requests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -64,9 +71,30 @@ func newMetrics(stats func(context.Context) (relay.Stats, error)) *Metrics {
 	return m
 }
 
+// countDelivery counts one relayed fire by outcome.
+func (m *Metrics) countDelivery(outcome string) {
+	if c, ok := m.byOutcome[outcome]; ok {
+		c.Inc()
+		return
+	}
+	m.deliveries.WithLabelValues(outcome).Inc()
+}
+
+// routeCode keys the cached requests counters.
+type routeCode struct {
+	route string
+	code  int
+}
+
 // ObserveRequest counts one API call.
 func (m *Metrics) ObserveRequest(route string, code int) {
-	m.requests.WithLabelValues(route, itoa(code)).Inc()
+	k := routeCode{route, code}
+	if c, ok := m.byRoute.Load(k); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c, _ := m.byRoute.LoadOrStore(k, m.requests.WithLabelValues(route, itoa(code)))
+	c.(prometheus.Counter).Inc()
 }
 
 func itoa(n int) string {
@@ -134,7 +162,13 @@ func (m *Metrics) Relay() relay.Metrics {
 				Name: "chronos_relay_dead_lettered_total",
 				Help: "Fires moved to the dead letter by dispatchers.",
 			}),
+			byKind: make(map[relay.OutcomeKind]prometheus.Counter),
 		}
+		for _, k := range []relay.OutcomeKind{relay.Done, relay.Retry, relay.Dead} {
+			r.byKind[k] = r.outcomes.WithLabelValues(k.String())
+		}
+		r.cold = r.retries.WithLabelValues("true")
+		r.warm = r.retries.WithLabelValues("false")
 		m.Registry.MustRegister(r.lag, r.outcomes, r.retries, r.dead)
 		m.relay = r
 	})
@@ -146,15 +180,27 @@ type relayMetrics struct {
 	outcomes *prometheus.CounterVec
 	retries  *prometheus.CounterVec
 	dead     prometheus.Counter
+
+	// Counters bound once to their labels.
+	byKind     map[relay.OutcomeKind]prometheus.Counter
+	cold, warm prometheus.Counter
 }
 
 var _ relay.Metrics = (*relayMetrics)(nil)
 
 func (r *relayMetrics) ObserveFireLag(lag time.Duration) { r.lag.Observe(max(lag.Seconds(), 0)) }
 func (r *relayMetrics) CountOutcome(kind relay.OutcomeKind) {
+	if c, ok := r.byKind[kind]; ok {
+		c.Inc()
+		return
+	}
 	r.outcomes.WithLabelValues(kind.String()).Inc()
 }
 func (r *relayMetrics) CountRetry(cold bool) {
-	r.retries.WithLabelValues(map[bool]string{true: "true", false: "false"}[cold]).Inc()
+	if cold {
+		r.cold.Inc()
+		return
+	}
+	r.warm.Inc()
 }
 func (r *relayMetrics) CountDeadLetter() { r.dead.Inc() }

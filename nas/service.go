@@ -448,8 +448,15 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 	if e := checkJobID(req.JobID); e != nil {
 		return contract.RelayResponse{}, e
 	}
-	log := s.log.With("agent_id", req.AgentID, "job_id", req.JobID, "schedule_id", req.ScheduleID,
-		"fire_at", req.FireAt.String(), "attempt", req.Attempt)
+	// The fire's attributes are built only for records that are written:
+	// a logger.With per fire costs a handler clone even when the level is off.
+	logFire := func(level slog.Level, msg string, args ...any) {
+		if !s.log.Enabled(ctx, level) {
+			return
+		}
+		s.log.Log(ctx, level, msg, append([]any{"agent_id", req.AgentID, "job_id", req.JobID, "schedule_id", req.ScheduleID,
+			"fire_at", req.FireAt.String(), "attempt", req.Attempt}, args...)...)
+	}
 	if req.Attempt > 1 {
 		s.metrics.retries.Inc()
 	}
@@ -460,18 +467,18 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
 	}
 	if !first {
-		s.metrics.deliveries.WithLabelValues(deliveryDuplicate).Inc()
-		log.InfoContext(ctx, "relay duplicate")
+		s.metrics.countDelivery(deliveryDuplicate)
+		logFire(slog.LevelInfo, "relay duplicate")
 		return contract.RelayResponse{Status: contract.RelayDuplicate}, nil
 	}
 	row, err := s.engine.Get(ctx, req.AgentID, req.JobID)
 	if errors.Is(err, relay.ErrNotFound) || (err == nil && row.ScheduleID != req.ScheduleID) {
-		s.metrics.deliveries.WithLabelValues(deliveryDropped).Inc()
+		s.metrics.countDelivery(deliveryDropped)
 		reason := "job is no longer armed"
 		if err == nil {
 			reason = "job was re-armed"
 		}
-		log.InfoContext(ctx, "fire dropped", "reason", reason)
+		logFire(slog.LevelInfo, "fire dropped", "reason", reason)
 		return contract.RelayResponse{Status: contract.RelayDropped, Reason: reason}, nil
 	}
 	if err != nil {
@@ -482,8 +489,8 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
 	}
 	if stopped {
-		s.metrics.deliveries.WithLabelValues(deliveryInstanceStopped).Inc()
-		log.InfoContext(ctx, "fire dropped: instance stopped", "instance_id", row.InstanceID)
+		s.metrics.countDelivery(deliveryInstanceStopped)
+		logFire(slog.LevelInfo, "fire dropped: instance stopped", "instance_id", row.InstanceID)
 		return contract.RelayResponse{Status: contract.RelayInstanceStopped}, nil
 	}
 	fire := contract.FireRequest{JobID: row.JobID, FireAt: contract.NewTime(row.FireAt), ScheduleID: row.ScheduleID, Attempt: req.Attempt}
@@ -500,8 +507,8 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 	case OutcomeDelivered:
 		lag := s.now().Sub(row.FireAt)
 		s.metrics.fireLag.Observe(max(lag.Seconds(), 0))
-		s.metrics.deliveries.WithLabelValues(deliveryDelivered).Inc()
-		log.InfoContext(ctx, "fire delivered", "agent_status", res.AgentStatus, "run_id", res.RunID, "lag_ms", lag.Milliseconds())
+		s.metrics.countDelivery(deliveryDelivered)
+		logFire(slog.LevelInfo, "fire delivered", "agent_status", res.AgentStatus, "run_id", res.RunID, "lag_ms", lag.Milliseconds())
 		resp := contract.RelayResponse{Status: contract.RelayDelivered}
 		switch res.AgentStatus {
 		case contract.FireAccepted, contract.FireDuplicate, contract.FireGone:
@@ -509,12 +516,12 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 		}
 		return resp, nil
 	case OutcomeRejected:
-		s.metrics.deliveries.WithLabelValues(deliveryRejected).Inc()
-		log.WarnContext(ctx, "fire rejected", "reason", res.Reason, "status", res.HTTPStatus)
+		s.metrics.countDelivery(deliveryRejected)
+		logFire(slog.LevelWarn, "fire rejected", "reason", res.Reason, "status", res.HTTPStatus)
 		return contract.RelayResponse{Status: contract.RelayRejected, Reason: res.Reason}, nil
 	default:
-		s.metrics.deliveries.WithLabelValues(deliveryRetry).Inc()
-		log.WarnContext(ctx, "fire not taken; relay retries", "reason", res.Reason, "status", res.HTTPStatus, "cold_start", res.ColdStart)
+		s.metrics.countDelivery(deliveryRetry)
+		logFire(slog.LevelWarn, "fire not taken; relay retries", "reason", res.Reason, "status", res.HTTPStatus, "cold_start", res.ColdStart)
 		status := http.StatusBadGateway
 		if res.ColdStart || res.HTTPStatus == http.StatusTooManyRequests {
 			status = http.StatusServiceUnavailable

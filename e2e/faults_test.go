@@ -215,6 +215,27 @@ func TestEveryFireOfAWindowRunsExactlyOnce(t *testing.T) {
 			t.Logf("a replica deferred a fire of %s (503, NAS retries): %s", f.job, f.answer)
 		}
 	}
+	// The operator's view, chronos runs list, says the same as the ledger.
+	var listed []struct {
+		RunID string `json:"run_id"`
+		JobID string `json:"job_id"`
+		State string `json:"state"`
+	}
+	out := s.mustCLI("runs", "list", "--home", s.home, "--limit", "0", "--json")
+	if err := json.Unmarshal([]byte(out), &listed); err != nil {
+		t.Fatalf("runs list --json: %v\n%s", err, out)
+	}
+	seen := map[string]string{}
+	for _, r := range listed {
+		seen[r.RunID] = r.State
+	}
+	for _, r := range foldRuns(readLedger(t, s.home)) {
+		if st, ok := seen[r.id]; !ok && r.slot.Before(horizon) {
+			t.Errorf("runs list does not show run %s of %s", r.id, r.job)
+		} else if ok && st != r.state && r.state != "claimed" && r.state != "running" {
+			t.Errorf("runs list says run %s is %s; the ledger says %s", r.id, st, r.state)
+		}
+	}
 	t.Logf("%d slots over %s, each run exactly once, by %d replicas", total, end.Sub(start).Round(time.Second), len(owners))
 }
 

@@ -1,11 +1,15 @@
 package nas
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -57,6 +61,9 @@ func (m *Minter) Mint(now time.Time, f FireToken) (string, error) {
 		Attempt:    f.Fire.Attempt,
 		BodyHash:   contract.BodyHash(f.Body),
 	}
+	if priv, ok := set.Active.Private.(ed25519.PrivateKey); ok && set.Active.Alg == AlgEdDSA {
+		return mintEdDSA(set.Active.KID, priv, claims), nil
+	}
 	tok := jwt.NewWithClaims(set.Active.SigningMethod(), claims)
 	tok.Header["kid"] = set.Active.KID
 	tok.Header["typ"] = contract.TokenTypeCronFire
@@ -65,4 +72,85 @@ func (m *Minter) Mint(now time.Time, f FireToken) (string, error) {
 		return "", fmt.Errorf("mint: %w", err)
 	}
 	return s, nil
+}
+
+// mintEdDSA builds and signs the compact JWS of an EdDSA fire token by hand:
+// the same header ({"alg","kid","typ"}, in golang-jwt's sorted key order),
+// the same claims in contract.FireClaims field order and the same encoding
+// as jwt.NewWithClaims(...).SignedString, byte for byte, without the maps,
+// reflection and intermediate strings of the generic path.
+func mintEdDSA(kid string, priv ed25519.PrivateKey, c *contract.FireClaims) string {
+	hdr := make([]byte, 0, 96)
+	hdr = append(hdr, `{"alg":"EdDSA","kid":`...)
+	hdr = appendJSONString(hdr, kid)
+	hdr = append(hdr, `,"typ":`...)
+	hdr = appendJSONString(hdr, contract.TokenTypeCronFire)
+	hdr = append(hdr, '}')
+
+	cl := make([]byte, 0, 512)
+	cl = append(cl, `{"iss":`...)
+	cl = appendJSONString(cl, c.Issuer)
+	cl = append(cl, `,"aud":`...)
+	cl = appendJSONString(cl, c.Audience)
+	cl = append(cl, `,"purpose":`...)
+	cl = appendJSONString(cl, c.Purpose)
+	cl = append(cl, `,"iat":`...)
+	cl = appendNumericDate(cl, c.IssuedAt)
+	cl = append(cl, `,"nbf":`...)
+	cl = appendNumericDate(cl, c.NotBefore)
+	cl = append(cl, `,"exp":`...)
+	cl = appendNumericDate(cl, c.ExpiresAt)
+	cl = append(cl, `,"jti":`...)
+	cl = appendJSONString(cl, c.ID)
+	cl = append(cl, `,"job_id":`...)
+	cl = appendJSONString(cl, c.JobID)
+	cl = append(cl, `,"fire_at":`...)
+	cl = appendJSONString(cl, c.FireAt)
+	cl = append(cl, `,"schedule_id":`...)
+	cl = appendJSONString(cl, c.ScheduleID)
+	cl = append(cl, `,"attempt":`...)
+	cl = strconv.AppendInt(cl, int64(c.Attempt), 10)
+	cl = append(cl, `,"bh":`...)
+	cl = appendJSONString(cl, c.BodyHash)
+	cl = append(cl, '}')
+
+	enc := base64.RawURLEncoding
+	hl, cln := enc.EncodedLen(len(hdr)), enc.EncodedLen(len(cl))
+	out := make([]byte, hl+1+cln, hl+1+cln+1+enc.EncodedLen(ed25519.SignatureSize))
+	enc.Encode(out, hdr)
+	out[hl] = '.'
+	enc.Encode(out[hl+1:], cl)
+	sig := ed25519.Sign(priv, out)
+	out = append(out, '.')
+	out = enc.AppendEncode(out, sig)
+	return string(out)
+}
+
+// appendNumericDate appends a NumericDate as golang-jwt marshals it at its
+// default whole-second precision, or null.
+func appendNumericDate(b []byte, d *jwt.NumericDate) []byte {
+	if d == nil {
+		return append(b, "null"...)
+	}
+	if jwt.TimePrecision != time.Second {
+		v, _ := d.MarshalJSON()
+		return append(b, v...)
+	}
+	return strconv.AppendInt(b, d.Truncate(time.Second).Unix(), 10)
+}
+
+// appendJSONString appends s as encoding/json quotes it. Printable ASCII
+// without the characters json escapes is copied as is; anything else goes
+// through encoding/json so the bytes stay identical.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			v, _ := json.Marshal(s)
+			return append(b, v...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

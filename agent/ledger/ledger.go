@@ -88,9 +88,17 @@ func (l *Ledger) Append(ctx context.Context, e Entry) error {
 		return fmt.Errorf("ledger: encode: %w", err)
 	}
 	b = append(b, '\n')
-	f, err := os.OpenFile(l.dayFile(e.Time), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(l.dayFile(e.Time), os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("ledger: open: %w", err)
+	}
+	if torn, err := endsTorn(f); err != nil {
+		f.Close()
+		return fmt.Errorf("ledger: append: %w", err)
+	} else if torn {
+		// A crash left a line without its newline: end it, so this line
+		// stays whole (readers skip the torn one).
+		b = append([]byte{'\n'}, b...)
 	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
@@ -281,8 +289,47 @@ func (l *Ledger) days() ([]string, error) {
 	return days, nil
 }
 
-// readDay reads one day file. A torn last line (a crash mid-write on a
-// filesystem that allowed it) is ignored; a bad line elsewhere is an error.
+// endsTorn reports whether f is not empty and does not end with a newline.
+func endsTorn(f *os.File) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return false, err
+	}
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], fi.Size()-1); err != nil {
+		return false, err
+	}
+	return last[0] != '\n', nil
+}
+
+// lineStart is how every line Append writes begins.
+var lineStart = []byte(`{"time":`)
+
+// decodeLine decodes one ledger line. A line torn by a crash mid-write is
+// skipped (ok false): it is a cut-off JSON object, alone on its line, or, in
+// files written before appends ended torn lines, followed on the same line
+// by a whole line, which is recovered.
+func decodeLine(raw []byte) (e Entry, ok bool, err error) {
+	err = json.Unmarshal(raw, &e)
+	if err == nil {
+		return e, true, nil
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) && se.Offset >= int64(len(raw)) && (bytes.HasPrefix(raw, lineStart) || bytes.HasPrefix(lineStart, raw)) {
+		return Entry{}, false, nil // cut off: unexpected end of JSON input
+	}
+	if i := bytes.LastIndex(raw, lineStart); i > 0 && bytes.HasPrefix(raw, lineStart) {
+		var whole Entry
+		if json.Unmarshal(raw[i:], &whole) == nil {
+			return whole, true, nil
+		}
+	}
+	return Entry{}, false, err
+}
+
+// readDay reads one day file. A torn line (a crash mid-write on a filesystem
+// that allowed it) is ignored, as decodeLine says; any other bad line is an
+// error.
 func readDay(path string) ([]Entry, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -301,14 +348,16 @@ func readDay(path string) ([]Entry, error) {
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
-		var e Entry
-		if err := json.Unmarshal(raw, &e); err != nil {
+		e, ok, err := decodeLine(raw)
+		if err != nil {
 			if !bytes.HasSuffix(b, []byte("\n")) && bytes.HasSuffix(b, raw) {
 				break
 			}
 			return nil, fmt.Errorf("ledger: %s line %d: %w", path, line, err)
 		}
-		out = append(out, e)
+		if ok {
+			out = append(out, e)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("ledger: read %s: %w", path, err)

@@ -536,7 +536,14 @@ func (rt *Runtime) misfire(j *Job, sched *schedule.Schedule, now time.Time, p *p
 				}
 				continue
 			}
-			missed(s, fmt.Sprintf("misfire skip: overdue by %s, beyond the grace of %s", now.Sub(s).Round(time.Second), grace))
+			// Only the latest slot may still run, and only within the grace;
+			// an earlier one within the grace is superseded by it.
+			late := now.Sub(s)
+			if late > grace {
+				missed(s, fmt.Sprintf("misfire skip: overdue by %s, beyond the grace of %s", late.Round(time.Second), grace))
+				continue
+			}
+			missed(s, fmt.Sprintf("misfire skip: overdue by %s; superseded by slot %s", late.Round(time.Second), latest.Format(time.RFC3339)))
 		}
 	case MisfireRunAll:
 		for i, s := range slots {

@@ -88,6 +88,34 @@ func TestMisfirePolicies(t *testing.T) {
 	}
 }
 
+// TestMisfireSkipReasons pins the reason of each slot skip records: an
+// earlier slot still within the grace is superseded by the latest one (which
+// runs), not "beyond the grace".
+func TestMisfireSkipReasons(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.add(t, JobSpec{ID: "m", Schedule: "every 1m", Misfire: "skip"}) // grace 2m
+	b.clock.Set(t0.Add(2*time.Minute + 30*time.Second))
+	if err := b.rt.CatchUp(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.drainRuns(t, 1)
+	want := map[time.Duration]string{
+		time.Minute:     "misfire skip: overdue by 1m30s; superseded by slot " + t0.Add(2*time.Minute).Format(time.RFC3339),
+		2 * time.Minute: "",
+	}
+	runs := b.runs(t, "m")
+	if len(runs) != len(want) {
+		t.Fatalf("runs %+v, want %d", runs, len(want))
+	}
+	for _, r := range runs {
+		reason, ok := want[r.Slot.Sub(t0)]
+		if !ok || r.Reason != reason {
+			t.Errorf("slot %s: %s %q, want reason %q", r.Slot, r.State, r.Reason, reason)
+		}
+	}
+}
+
 func TestGraceDefaults(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

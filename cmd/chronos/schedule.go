@@ -129,7 +129,7 @@ func (f *scheduleFlags) parse(args []string) (*schedule.Schedule, time.Time, err
 	if err != nil {
 		return nil, time.Time{}, asUsage(err)
 	}
-	if _, ok := sched.Next(after); !ok {
+	if _, ok := nextPrintable(sched, after); !ok {
 		return nil, time.Time{}, usagef("schedule %q never fires after %s", args[0], after.Format(time.RFC3339Nano))
 	}
 	return sched, after, nil
@@ -141,7 +141,7 @@ func writeFires(w io.Writer, s *schedule.Schedule, after time.Time, n int) error
 	var b strings.Builder
 	t := after
 	for range n {
-		next, ok := s.Next(t)
+		next, ok := nextPrintable(s, t)
 		if !ok {
 			break
 		}
@@ -153,6 +153,16 @@ func writeFires(w io.Writer, s *schedule.Schedule, after time.Time, n int) error
 		return fmt.Errorf("write fire times: %w", err)
 	}
 	return nil
+}
+
+// nextPrintable is s.Next(t), ending at the last instant RFC 3339 can write
+// (its years have four digits).
+func nextPrintable(s *schedule.Schedule, t time.Time) (time.Time, bool) {
+	next, ok := s.Next(t)
+	if !ok || next.UTC().Year() > 9999 || next.Year() > 9999 {
+		return time.Time{}, false
+	}
+	return next, true
 }
 
 // isTerminal reports whether w is a character device such as a terminal.

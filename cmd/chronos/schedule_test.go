@@ -43,6 +43,8 @@ func TestScheduleNext(t *testing.T) {
 			"2026-01-01T00:30:00Z\n"},
 		{"one-shot after --after", []string{"schedule", "next", "2026-06-18 09:00", "--tz", "Europe/Paris", "--after", "2026-01-01T00:00:00Z"},
 			"2026-06-18T09:00:00+02:00\n"},
+		{"stops at the last year RFC 3339 can write", []string{"schedule", "next", "@yearly", "--after", "9997-06-01T00:00:00Z"},
+			"9998-01-01T00:00:00Z\n9999-01-01T00:00:00Z\n"},
 		{"leap day far away", []string{"schedule", "next", "0 0 29 2 */7", "-n", "2", "--after", "2088-03-01T00:00:00Z"},
 			"2128-02-29T00:00:00Z\n2156-02-29T00:00:00Z\n"},
 	}
@@ -109,6 +111,7 @@ func TestScheduleNextErrors(t *testing.T) {
 		{"unquoted expression", []string{"schedule", "next", "every", "monday", "9am"}, "want one EXPR argument, got 3"},
 		{"passed one-shot", []string{"schedule", "next", "2025-06-18T09:00:00Z", "--after", "2026-01-01T00:00:00Z"}, "never fires after 2026-01-01T00:00:00Z"},
 		{"explain passed one-shot", []string{"schedule", "explain", "2025-06-18T09:00:00Z", "--after", "2026-01-01T00:00:00Z"}, "never fires after"},
+		{"first fire past year 9999", []string{"schedule", "next", "@yearly", "--after", "9999-06-01T00:00:00Z"}, "never fires after"},
 		{"explain extra argument", []string{"schedule", "explain", "@daily", "x"}, "want one EXPR argument"},
 		{"unknown subcommand", []string{"schedule", "later"}, ""},
 	}

@@ -462,33 +462,26 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 	}
 	// The key carries the attempt: an exact replay of a signed call repeats
 	// both, while each new attempt is a new delivery.
-	first, err := s.engine.FirstDelivery(ctx, "relay:"+h.ID+":"+strconv.Itoa(req.Attempt), deliveryTTL)
+	info, err := s.lookupDelivery(ctx, "relay:"+h.ID+":"+strconv.Itoa(req.Attempt), req)
 	if err != nil {
 		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
 	}
-	if !first {
+	if !info.First {
 		s.metrics.countDelivery(deliveryDuplicate)
 		logFire(slog.LevelInfo, "relay duplicate")
 		return contract.RelayResponse{Status: contract.RelayDuplicate}, nil
 	}
-	row, err := s.engine.Get(ctx, req.AgentID, req.JobID)
-	if errors.Is(err, relay.ErrNotFound) || (err == nil && row.ScheduleID != req.ScheduleID) {
+	row := info.Row
+	if !info.Found || row.ScheduleID != req.ScheduleID {
 		s.metrics.countDelivery(deliveryDropped)
 		reason := "job is no longer armed"
-		if err == nil {
+		if info.Found {
 			reason = "job was re-armed"
 		}
 		logFire(slog.LevelInfo, "fire dropped", "reason", reason)
 		return contract.RelayResponse{Status: contract.RelayDropped, Reason: reason}, nil
 	}
-	if err != nil {
-		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
-	}
-	stopped, err := s.engine.InstanceStopped(ctx, row.InstanceID)
-	if err != nil {
-		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
-	}
-	if stopped {
+	if info.Stopped {
 		s.metrics.countDelivery(deliveryInstanceStopped)
 		logFire(slog.LevelInfo, "fire dropped: instance stopped", "instance_id", row.InstanceID)
 		return contract.RelayResponse{Status: contract.RelayInstanceStopped}, nil
@@ -530,6 +523,34 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 		e.RetryAfter = res.RetryAfter
 		return contract.RelayResponse{}, e
 	}
+}
+
+// lookupDelivery records a delivery id and, the first time it is seen, reads
+// the fire's row and whether its instance is stopped: in one call on an
+// engine that offers relay.DeliveryLookup, else in up to three.
+func (s *Service) lookupDelivery(ctx context.Context, id string, req contract.RelayRequest) (relay.DeliveryInfo, error) {
+	if lk, ok := s.engine.(relay.DeliveryLookup); ok {
+		return lk.LookupDelivery(ctx, id, deliveryTTL, req.AgentID, req.JobID)
+	}
+	var info relay.DeliveryInfo
+	first, err := s.engine.FirstDelivery(ctx, id, deliveryTTL)
+	if err != nil || !first {
+		return info, err
+	}
+	info.First = true
+	row, err := s.engine.Get(ctx, req.AgentID, req.JobID)
+	switch {
+	case errors.Is(err, relay.ErrNotFound):
+		return info, nil
+	case err != nil:
+		return relay.DeliveryInfo{}, err
+	}
+	info.Found, info.Row = true, row
+	if row.ScheduleID != req.ScheduleID {
+		return info, nil // re-armed: dropped whatever the instance
+	}
+	info.Stopped, err = s.engine.InstanceStopped(ctx, row.InstanceID)
+	return info, err
 }
 
 // ---- operator ----

@@ -168,6 +168,27 @@ type Control interface {
 	CancelAgent(ctx context.Context, agentID string) (int, error)
 }
 
+// DeliveryLookup is an optional fast path of an engine for NAS's relay
+// route. LookupDelivery does what FirstDelivery(deliveryID, ttl) followed,
+// for a first delivery, by Get(agentID, jobID) and InstanceStopped of the
+// row's instance do, in as few round trips as the engine can: an engine on a
+// server implements it so a fire costs one round trip there, not three.
+type DeliveryLookup interface {
+	LookupDelivery(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (DeliveryInfo, error)
+}
+
+// DeliveryInfo is what LookupDelivery found.
+type DeliveryInfo struct {
+	// First is FirstDelivery's answer; the other fields are set only when
+	// it is true.
+	First bool
+	// Found says whether (agentID, jobID) is armed; Row is its one-shot.
+	Found bool
+	Row   OneShot
+	// Stopped says whether the row's instance is stopped (when Found).
+	Stopped bool
+}
+
 // Stats are gauges for metrics.
 type Stats struct {
 	Armed      int64 // one-shots armed or leased

@@ -82,6 +82,111 @@ func (e *Engine) FirstDelivery(ctx context.Context, deliveryID string, ttl time.
 	return first, nil
 }
 
+var _ relay.DeliveryLookup = (*Engine)(nil)
+
+// LookupDelivery implements relay.DeliveryLookup: the first-delivery record,
+// the row read and the size of the stopped-instance set go out in one
+// pipeline (one round trip on a single node); only when some instance is
+// stopped does a second call ask about the row's instance.
+func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
+	if e.opts.Now != nil {
+		// A test clock needs the scripted FirstDelivery: take the long way.
+		return e.lookupDeliverySlow(ctx, deliveryID, ttl, agentID, jobID)
+	}
+	if ttl <= 0 {
+		ttl = time.Millisecond
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	nonce := hex.EncodeToString(b[:])
+	key := e.k.delivery(deliveryID)
+	rows := e.k.rows(e.k.shardOf(agentID), agentID)
+	var (
+		info     relay.DeliveryInfo
+		packed   []byte
+		nStopped int64
+	)
+	err := e.retry(ctx, func(ctx context.Context) error {
+		var set *goredis.StatusCmd
+		var get *goredis.StringCmd
+		var card *goredis.IntCmd
+		_, err := e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			set = p.SetArgs(ctx, key, nonce, goredis.SetArgs{Mode: "NX", TTL: ttl, Get: true})
+			get = p.HGet(ctx, rows, jobID)
+			card = p.SCard(ctx, e.k.stopped())
+			return nil
+		})
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		// As in FirstDelivery: nil means ours was written; our own nonce
+		// means a retry after a lost reply to the call that wrote it.
+		switch old, err := set.Result(); {
+		case errors.Is(err, goredis.Nil):
+			info.First = true
+		case err != nil:
+			return err
+		default:
+			info.First = old == nonce
+		}
+		switch v, err := get.Bytes(); {
+		case errors.Is(err, goredis.Nil):
+			info.Found, packed = false, nil
+		case err != nil:
+			return err
+		default:
+			info.Found, packed = true, v
+		}
+		n, err := card.Result()
+		nStopped = n
+		return err
+	})
+	if err != nil {
+		return relay.DeliveryInfo{}, fmt.Errorf("redis: lookup delivery: %w", err)
+	}
+	if !info.First {
+		return relay.DeliveryInfo{}, nil
+	}
+	if !info.Found {
+		return info, nil
+	}
+	f, err := unpackArray(packed)
+	if err != nil {
+		return relay.DeliveryInfo{}, fmt.Errorf("redis: lookup delivery %s/%s: %w", agentID, jobID, err)
+	}
+	if info.Row, err = decodeRow(agentID, jobID, f); err != nil {
+		return relay.DeliveryInfo{}, fmt.Errorf("redis: lookup delivery: %w", err)
+	}
+	if nStopped > 0 {
+		if info.Stopped, err = e.InstanceStopped(ctx, info.Row.InstanceID); err != nil {
+			return relay.DeliveryInfo{}, err
+		}
+	}
+	return info, nil
+}
+
+// lookupDeliverySlow is LookupDelivery as its three separate calls.
+func (e *Engine) lookupDeliverySlow(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
+	var info relay.DeliveryInfo
+	first, err := e.FirstDelivery(ctx, deliveryID, ttl)
+	if err != nil || !first {
+		return info, err
+	}
+	info.First = true
+	row, err := e.Get(ctx, agentID, jobID)
+	switch {
+	case errors.Is(err, relay.ErrNotFound):
+		return info, nil
+	case err != nil:
+		return relay.DeliveryInfo{}, err
+	}
+	info.Found, info.Row = true, row
+	if info.Stopped, err = e.InstanceStopped(ctx, row.InstanceID); err != nil {
+		return relay.DeliveryInfo{}, err
+	}
+	return info, nil
+}
+
 // CancelAgent implements relay.Control.
 func (e *Engine) CancelAgent(ctx context.Context, agentID string) (int, error) {
 	s := e.k.shardOf(agentID)

@@ -44,7 +44,9 @@ func TestNASRelay(t *testing.T) {
 		{name: "agent 429 retries", answer: answer(429, `{"error":"rate_limited"}`, "3"),
 			want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "3", fired: true}},
 		{name: "agent 500 retries", answer: answer(500, `oops`, ""),
-			want: want{status: 502, code: contract.CodeAgentUnavailable, fired: true}},
+			want: want{status: 502, code: contract.CodeAgentUnavailable, retryAfter: "0", fired: true}},
+		{name: "agent 502 retries with its Retry-After", answer: answer(502, `bad gateway`, "9"),
+			want: want{status: 502, code: contract.CodeAgentUnavailable, retryAfter: "9", fired: true}},
 		{name: "agent redirect is not followed", answer: func(w http.ResponseWriter) {
 			w.Header().Set("Location", "http://169.254.169.254/")
 			w.WriteHeader(http.StatusFound)

@@ -189,10 +189,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
 		ce = contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
 	}
-	// A 503 always says when to come back. A waking agent that gave no delay
-	// is "0": the relay then retries on its fast cold-start ladder.
-	if ce.HTTPStatus() == http.StatusServiceUnavailable && ce.RetryAfter <= 0 {
-		if ce.Code != contract.CodeAgentUnavailable {
+	// A 503, and a 502 for an agent that failed, always say when to come
+	// back. An agent that gave no delay is "0": the relay then retries on its
+	// own ladder (the fast cold-start one for a waking agent).
+	status := ce.HTTPStatus()
+	agentDown := ce.Code == contract.CodeAgentUnavailable
+	if (status == http.StatusServiceUnavailable || (status == http.StatusBadGateway && agentDown)) && ce.RetryAfter <= 0 {
+		if !agentDown {
 			ce.RetryAfter = time.Second
 		} else {
 			c.Response().Header().Set(contract.HeaderRetryAfter, "0")

@@ -1,11 +1,19 @@
 package agenthttp_test
 
 import (
+	"bytes"
+	"context"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/fireauth/fireauthtest"
+	agenthttp "github.com/chronoscron/chronos/agent/http"
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/apitest"
 )
 
 // TestFireSeedStyleBody sends the body the seed contract's NAS sends, with
@@ -67,4 +75,52 @@ func TestFireSeedStyleBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFireWithoutProvider pins the answers of an agent on the built-in timer
+// (no verifier): a call without a bearer token is 401 like anywhere else; a
+// call with one is 503 with Retry-After, since the agent may be switched to
+// the chronos provider; nothing runs either way.
+func TestFireWithoutProvider(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		token  string
+		status int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a token", "x.y.z", http.StatusServiceUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			firer := &countingFirer{}
+			h := apitest.New(t, agenthttp.New(agenthttp.Config{Firer: firer, Logger: quiet}))
+			f := fireFor("job-1", slot)
+			req := httptest.NewRequest(http.MethodPost, contract.PathFire, bytes.NewReader(f.Body))
+			req.Header.Set("Content-Type", "application/json")
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+			if tc.status == http.StatusServiceUnavailable && rec.Header().Get("Retry-After") == "" {
+				t.Fatal("503 without Retry-After")
+			}
+			if firer.calls.Load() != 0 {
+				t.Fatal("the firer was called")
+			}
+		})
+	}
+}
+
+// countingFirer counts Fire calls and answers accepted.
+type countingFirer struct{ calls atomic.Int32 }
+
+func (c *countingFirer) Fire(context.Context, string, time.Time, agent.Trigger) (agent.FireResult, error) {
+	c.calls.Add(1)
+	return agent.FireResult{Status: agent.FireAccepted, RunID: "r"}, nil
 }

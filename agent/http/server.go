@@ -166,14 +166,14 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 		contract.WriteError(w, unavailable(drainingRetry, "the agent is shutting down"))
 		return
 	}
-	if s.cfg.Verifier == nil {
-		contract.WriteError(w, unavailable(noProviderRetry, "the chronos provider is not in use on this agent"))
-		return
-	}
 	token, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
 		contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "missing bearer token"))
+		return
+	}
+	if s.cfg.Verifier == nil {
+		contract.WriteError(w, unavailable(noProviderRetry, "the chronos provider is not in use on this agent"))
 		return
 	}
 	if e := contract.CheckJSONContentType(r.Header.Get(contract.HeaderContentType)); e != nil {

@@ -420,6 +420,7 @@ func TestRoutes(t *testing.T) {
 	f := fireFor("job-1", slot)
 	req := httptest.NewRequest(http.MethodPost, contract.PathFire, bytes.NewReader(f.Body))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer x")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusServiceUnavailable {

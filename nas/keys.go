@@ -328,14 +328,20 @@ func (r *KeyRing) Reload() (bool, error) {
 	return true, nil
 }
 
-// NewEphemeralKeyRing generates one key of alg in memory: for development
-// and in-process demos, where tokens need not outlive the process.
+// NewEphemeralKeyRing generates keys of alg in memory: for development and
+// in-process demos, where tokens need not outlive the process. Like a keys
+// dir in rotation, it publishes two keys: the current one, which signs, and
+// a next one, which does not.
 func NewEphemeralKeyRing(alg string) (*KeyRing, error) {
-	k, err := GenerateKey(alg)
+	current, err := GenerateKey(alg)
 	if err != nil {
 		return nil, err
 	}
-	set, err := NewKeySet([]*SigningKey{k}, "", alg)
+	next, err := GenerateKey(alg)
+	if err != nil {
+		return nil, err
+	}
+	set, err := NewKeySet([]*SigningKey{current, next}, current.KID, alg)
 	if err != nil {
 		return nil, err
 	}

@@ -199,3 +199,36 @@ func TestKeySetErrors(t *testing.T) {
 		t.Error("an empty dir loaded")
 	}
 }
+
+// TestEphemeralKeyRingPublishesNext pins that a NAS without a keys dir still
+// publishes a current and a next key, and signs with the current one only.
+func TestEphemeralKeyRingPublishesNext(t *testing.T) {
+	t.Parallel()
+	for _, alg := range allAlgs {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			ring, err := nas.NewEphemeralKeyRing(alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set := ring.Current()
+			if len(set.Published) != 2 || set.Published[0].KID == set.Published[1].KID {
+				t.Fatalf("published %d keys, want a current and a next one", len(set.Published))
+			}
+			var jwks contract.JWKS
+			if err := json.Unmarshal(set.JWKS(), &jwks); err != nil {
+				t.Fatal(err)
+			}
+			kids := map[string]bool{}
+			for _, k := range jwks.Keys {
+				if k.Alg != alg {
+					t.Fatalf("JWK %s is %s, want %s", k.Kid, k.Alg, alg)
+				}
+				kids[k.Kid] = true
+			}
+			if len(kids) != 2 || !kids[set.Active.KID] || set.Active.Alg != alg {
+				t.Fatalf("JWKS %s does not hold the signing key %s", set.JWKS(), set.Active.KID)
+			}
+		})
+	}
+}

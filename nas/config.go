@@ -22,8 +22,10 @@ const (
 // Config is the configuration of one NAS process. Every key can be set in the
 // YAML file or from the environment as CHRONOS_NAS_<KEY> with dots turned into
 // underscores (relay.secrets → CHRONOS_NAS_RELAY_SECRETS, lists comma
-// separated). Field comments state each default; WithDefaults fills them and
-// Validate checks the result with messages that name the key.
+// separated). A relative file path in the YAML file is relative to that
+// file's directory; one from the environment, to the working directory. Field
+// comments state each default; WithDefaults fills them and Validate checks the
+// result with messages that name the key.
 type Config struct {
 	// Listen is the address of the agent-facing listener (API, JWKS,
 	// health). Default ":8080".

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -107,6 +108,17 @@ func setFromString(v reflect.Value, s string) error {
 	return nil
 }
 
+// resolveNASPaths makes the relative file paths a config file names relative
+// to the file's directory, so a config works from any working directory.
+// Paths from the environment stay relative to the working directory.
+func resolveNASPaths(cfg *nas.Config, dir string) {
+	for _, p := range []*string{&cfg.AgentsFile, &cfg.SigningKeysDir, &cfg.Relay.SecretsFile, &cfg.OperatorTokenFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}
+
 // loadNASConfig reads the YAML file at path (optional: "" reads none), then
 // the environment (CHRONOS_NAS_<KEY>), then secrets from *_file keys, and
 // returns the config with defaults applied and validated.
@@ -122,6 +134,7 @@ func loadNASConfig(path string, getenv func(string) (string, bool)) (nas.Config,
 		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 			return nas.Config{}, fmt.Errorf("config %s: %w", path, err)
 		}
+		resolveNASPaths(&cfg, filepath.Dir(path))
 	}
 	for _, f := range nasConfigFields(&cfg) {
 		s, ok := getenv(f.EnvName())

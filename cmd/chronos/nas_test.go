@@ -341,12 +341,58 @@ func TestNASExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join("..", "..", cfg.AgentsFile))
+	data, err := os.ReadFile(cfg.AgentsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	agents, err := nas.ParseAgents(data)
 	if err != nil || len(agents) != 1 || agents[0].TokenSHA256 != nas.TokenSHA256("dev-agent-token") {
 		t.Fatalf("example agents %+v %v", agents, err)
+	}
+}
+
+// TestNASConfigPathsRelativeToTheFile pins that the file paths of a config
+// file are read next to it whatever the working directory, while paths from
+// the environment keep the working directory.
+func TestNASConfigPathsRelativeToTheFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "conf", "nas.yaml")
+	if err := os.MkdirAll(filepath.Dir(cfgPath), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	nasWriteFile(t, cfgPath, "public_url: https://nas.example.com\nagents_file: agents.yaml\nsigning_keys_dir: keys\noperator_token_file: secret/op\nrelay:\n  secrets_file: /abs/secrets\n")
+	if err := os.MkdirAll(filepath.Join(dir, "conf", "secret"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	nasWriteFile(t, filepath.Join(dir, "conf", "secret", "op"), " op-token\n")
+	nasWriteFile(t, filepath.Join(dir, "secrets"), nasTestSecret+"\n")
+
+	cfg, err := loadNASConfig(cfgPath, nasEnvFrom(map[string]string{
+		"CHRONOS_NAS_RELAY_SECRETS_FILE": filepath.Join(dir, "secrets"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "conf")
+	tests := []struct{ key, got, want string }{
+		{"agents_file", cfg.AgentsFile, filepath.Join(conf, "agents.yaml")},
+		{"signing_keys_dir", cfg.SigningKeysDir, filepath.Join(conf, "keys")},
+		{"operator_token_file", cfg.OperatorTokenFile, filepath.Join(conf, "secret", "op")},
+		{"operator_token", cfg.OperatorToken, "op-token"},
+		{"relay.secrets_file (env)", cfg.Relay.SecretsFile, filepath.Join(dir, "secrets")},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s = %q, want %q", tt.key, tt.got, tt.want)
+		}
+	}
+	// An environment path is not moved next to the config file.
+	cfg, err = loadNASConfig(cfgPath, nasEnvFrom(map[string]string{
+		"CHRONOS_NAS_AGENTS_FILE":        "rel/agents.yaml",
+		"CHRONOS_NAS_RELAY_SECRETS_FILE": filepath.Join(dir, "secrets"),
+	}))
+	if err != nil || cfg.AgentsFile != "rel/agents.yaml" {
+		t.Fatalf("agents_file from the environment = %q (%v)", cfg.AgentsFile, err)
 	}
 }

@@ -1,6 +1,7 @@
 package nas
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -438,8 +439,8 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 		s.log.WarnContext(ctx, "relay call refused", "reason", err.Error())
 		return contract.RelayResponse{}, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidSignature, "relay signature does not verify")
 	}
-	var req contract.RelayRequest
-	if e := contract.DecodeBytes(body, &req); e != nil {
+	req, e := decodeRelayRequest(body)
+	if e != nil {
 		return contract.RelayResponse{}, e
 	}
 	if req.ScheduleID == "" || req.AgentID == "" || req.FireAt.IsZero() || req.Attempt < 1 {
@@ -523,6 +524,26 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 		e.RetryAfter = res.RetryAfter
 		return contract.RelayResponse{}, e
 	}
+}
+
+// decodeRelayRequest decodes a relay call's body as contract.DecodeBytes
+// does. Dispatchers send exactly json.Marshal of the request, and a body that
+// decodes and encodes back to the same bytes is one the strict decoder
+// accepts with the same result (each key once, spelled as the wire spells
+// it, nothing unknown, nothing null, a valid fire_at): that common case skips
+// the strict decoder's token walk. Anything else gets its exact verdict.
+func decodeRelayRequest(body []byte) (contract.RelayRequest, *contract.Error) {
+	var req contract.RelayRequest
+	if json.Unmarshal(body, &req) == nil {
+		if again, err := json.Marshal(req); err == nil && bytes.Equal(again, body) {
+			return req, nil
+		}
+	}
+	req = contract.RelayRequest{}
+	if e := contract.DecodeBytes(body, &req); e != nil {
+		return contract.RelayRequest{}, e
+	}
+	return req, nil
 }
 
 // lookupDelivery records a delivery id and, the first time it is seen, reads

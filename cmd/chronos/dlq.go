@@ -28,30 +28,60 @@ type operatorClient struct {
 
 // operatorFlags are the connection flags shared by the dlq commands.
 type operatorFlags struct {
-	nasURL, token string
+	nasURL, token, config string
+	// getenv reads the environment; nil is os.LookupEnv.
+	getenv func(string) (string, bool)
 }
 
 func (f *operatorFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.nasURL, "nas-url", "", "base URL of NAS's internal listener (env CHRONOS_NAS_URL)")
-	c.Flags().StringVar(&f.token, "operator-token", "", "the operator token (env CHRONOS_OPERATOR_TOKEN)")
+	c.Flags().StringVar(&f.token, "operator-token", "", "the operator token (env CHRONOS_OPERATOR_TOKEN or CHRONOS_NAS_OPERATOR_TOKEN)")
+	c.Flags().StringVar(&f.config, "config", "", "NAS's config file: the URL and token default to its relay.nas_url and operator_token")
 }
 
+// client resolves the NAS URL and the operator token: a flag first, then the
+// environment (CHRONOS_NAS_URL; CHRONOS_OPERATOR_TOKEN, then NAS's own
+// CHRONOS_NAS_OPERATOR_TOKEN), then NAS's config file given with --config.
 func (f *operatorFlags) client() (*operatorClient, error) {
+	getenv := f.getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	env := func(names ...string) string {
+		for _, n := range names {
+			if v, ok := getenv(n); ok && strings.TrimSpace(v) != "" {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
 	base, token := f.nasURL, f.token
 	if base == "" {
-		base = os.Getenv("CHRONOS_NAS_URL")
+		base = env("CHRONOS_NAS_URL")
 	}
 	if token == "" {
-		token = os.Getenv("CHRONOS_OPERATOR_TOKEN")
+		token = env("CHRONOS_OPERATOR_TOKEN", nasEnvPrefix+"OPERATOR_TOKEN")
+	}
+	if f.config != "" && (base == "" || token == "") {
+		cfg, err := loadNASConfig(f.config, getenv)
+		if err != nil {
+			return nil, asUsage(err)
+		}
+		if base == "" {
+			base = cfg.Relay.NASURL
+		}
+		if token == "" {
+			token = cfg.OperatorToken
+		}
 	}
 	if base == "" {
-		return nil, usagef("--nas-url or CHRONOS_NAS_URL is required")
+		return nil, usagef("--nas-url, CHRONOS_NAS_URL or --config is required")
 	}
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usagef("--nas-url %q is not an http(s) URL", base)
 	}
 	if token == "" {
-		return nil, usagef("--operator-token or CHRONOS_OPERATOR_TOKEN is required")
+		return nil, usagef("--operator-token, CHRONOS_OPERATOR_TOKEN or a --config with operator_token is required")
 	}
 	return &operatorClient{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}, nil
 }

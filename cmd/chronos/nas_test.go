@@ -237,7 +237,13 @@ func TestDLQCLI(t *testing.T) {
 		{[]string{"dlq", "list", "--nas-url", url}, exitUsage},                             // no token
 		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", "op"}, exitUsage}, // nothing to replay
 		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", "op", "--agent", "a", "x"}, exitUsage},
-		{[]string{"dlq", "list", "--nas-url", url, "--operator-token", "wrong"}, exitFailure}, // 403
+		{[]string{"dlq", "list", "--nas-url", url, "--operator-token", "wrong"}, exitFailure},                            // 403
+		{[]string{"dlq", "list", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", "op"}, exitFailure},        // unreachable
+		{[]string{"dlq", "replay", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", "op", sch}, exitFailure}, // unreachable
+		{[]string{"dlq", "list", "--nas-url", "ftp://x", "--operator-token", "op"}, exitUsage},
+		{[]string{"dlq", "list", "--config", "/nonexistent/nas.yaml"}, exitUsage},
+		{[]string{"dlq", "list", "--bogus"}, exitUsage},
+		{[]string{"dlq", "list", "extra"}, exitUsage},
 	} {
 		if code, _, _ := nasRunCLI(t, tc.args...); code != tc.code {
 			t.Errorf("%v: exit %d, want %d", tc.args, code, tc.code)
@@ -394,5 +400,29 @@ func TestNASConfigPathsRelativeToTheFile(t *testing.T) {
 	}))
 	if err != nil || cfg.AgentsFile != "rel/agents.yaml" {
 		t.Fatalf("agents_file from the environment = %q (%v)", cfg.AgentsFile, err)
+	}
+}
+
+// TestDLQCLIReadsNASConfig pins that `chronos dlq --config nas.yaml` finds
+// the internal listener and the operator token in NAS's own config file.
+func TestDLQCLIReadsNASConfig(t *testing.T) {
+	t.Parallel()
+	base, sch, _ := nasOperatorServer(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "nas.yaml")
+	nasWriteFile(t, filepath.Join(dir, "op"), "op\n")
+	nasWriteFile(t, cfgPath, fmt.Sprintf("listen: 127.0.0.1:0\nrelay_listen: %s\npublic_url: https://nas.example.com\nagents_file: agents.yaml\noperator_token_file: op\nrelay:\n  secrets: [%s]\n",
+		strings.TrimPrefix(base, "http://"), nasTestSecret))
+	code, out, errOut := nasRunCLI(t, "dlq", "list", "--config", cfgPath, "--json")
+	if code != 0 {
+		t.Fatalf("dlq list --config: exit %d: %s", code, errOut)
+	}
+	var entries []contract.DeadLetter
+	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].ScheduleID != sch {
+		t.Fatalf("dlq list --config: %q %v", out, err)
+	}
+	// A flag still wins over the file.
+	if code, _, _ := nasRunCLI(t, "dlq", "list", "--config", cfgPath, "--operator-token", "wrong"); code != exitFailure {
+		t.Fatalf("--operator-token over --config: exit %d, want %d", code, exitFailure)
 	}
 }

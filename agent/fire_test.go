@@ -120,6 +120,8 @@ func TestAddJobRejectsBadInput(t *testing.T) {
 		{"bad zone", JobSpec{Schedule: "@hourly", Timezone: "Mars/Base"}, "zone"},
 		{"zone conflicts with the prefix", JobSpec{Schedule: "CRON_TZ=Asia/Tokyo 0 9 * * *", Timezone: "Europe/Paris"}, "conflicts"},
 		{"bad id", JobSpec{ID: "a b", Schedule: "@hourly"}, "job id"},
+		{"dot-dot id", JobSpec{ID: "..", Schedule: "@hourly"}, "names a directory"},
+		{"dot id", JobSpec{ID: ".", Schedule: "@hourly"}, "names a directory"},
 		{"bad payload kind", JobSpec{Schedule: "@hourly", Payload: payloadKind("nope")}, "unknown payload kind"},
 		{"negative repeat", JobSpec{Schedule: "@hourly", Repeat: -1}, "repeat"},
 	}

@@ -17,10 +17,15 @@ const FormatVersion = 1
 // jobIDPattern is the job id syntax of the wire contract.
 var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 
-// ValidJobID reports whether id may be used as a job id.
+// ValidJobID reports whether id may be used as a job id: the wire
+// contract's syntax, except "." and "..", which would name a directory other
+// than the job's own under output/.
 func ValidJobID(id string) error {
 	if !jobIDPattern.MatchString(id) {
 		return fmt.Errorf("job id %q must match %s", id, jobIDPattern)
+	}
+	if id == "." || id == ".." {
+		return fmt.Errorf("job id %q names a directory; use a name with a letter or digit", id)
 	}
 	return nil
 }

@@ -137,13 +137,15 @@ func TestNASOperatorDisabled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *nas.Config, _ *nas.Options) { c.OperatorToken = "" })
 	// Without an operator token the routes do not exist at all: any token is
-	// a 404 (checked on the bare handler; the description documents the
-	// routes as they exist when enabled).
+	// a 404, as the description documents.
 	for _, r := range []request{
 		{method: "POST", path: "/api/operator/instances/x/stop", token: opToken},
+		{method: "POST", path: "/api/operator/instances/x/start", token: opToken},
+		{method: "POST", path: "/api/operator/agents/a/cancel-all", token: opToken},
 		{method: "GET", path: contract.PathOperatorDLQ},
+		{method: "POST", path: contract.PathOperatorDLQReplay, token: opToken, body: contract.DLQReplayRequest{AgentID: "a"}},
 	} {
-		rec := b.do(b.srv.InternalHandler(), r)
+		rec := b.do(b.internal, r)
 		if rec.Code != 404 || errCode(t, rec) != contract.CodeNotFound {
 			t.Fatalf("%s: %d %s", r.path, rec.Code, rec.Body)
 		}

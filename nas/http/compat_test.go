@@ -88,9 +88,20 @@ func seedVerifier(t *testing.T, portal, audience string) func(string, []byte) (*
 	}
 }
 
+// TestNASSeedCompatibility runs an agent written to the seed's contract
+// against NAS signing with each algorithm such an agent's verifier accepts.
 func TestNASSeedCompatibility(t *testing.T) {
 	t.Parallel()
-	l := startLive(t, nas.AlgES256, relay.RetryPolicy{Base: 10 * time.Millisecond, MaxAttempts: 3})
+	for _, alg := range []string{nas.AlgES256, nas.AlgRS256} {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			testSeedCompatibility(t, alg)
+		})
+	}
+}
+
+func testSeedCompatibility(t *testing.T, alg string) {
+	l := startLive(t, alg, relay.RetryPolicy{Base: 10 * time.Millisecond, MaxAttempts: 3})
 	agent := newFakeAgentVerifying(t, seedVerifier(t, l.publicURL, contract.Audience(instanceA)))
 	c := &seedClient{t: t, portal: l.publicURL, token: tokenA, http: l.client}
 

@@ -12,11 +12,19 @@ import (
 )
 
 // jobJSON is a job as the CLI prints it in JSON: the stored job plus its
-// state and how its schedule is understood.
+// state and how its schedule is understood. The fields a reader looks for
+// are always present (empty or null until they have a value), while
+// jobs.json leaves them out.
 type jobJSON struct {
 	agent.Job
-	State    string `json:"state"`
-	Describe string `json:"describe,omitempty"`
+	Name         string     `json:"name"`
+	PausedReason string     `json:"paused_reason"`
+	LastRunAt    *time.Time `json:"last_run_at"`
+	LastStatus   string     `json:"last_status"`
+	LastError    string     `json:"last_error"`
+	FinishedAt   *time.Time `json:"finished_at"`
+	State        string     `json:"state"`
+	Describe     string     `json:"describe,omitempty"`
 }
 
 func jobState(j *agent.Job) string {
@@ -32,7 +40,9 @@ func jobState(j *agent.Job) string {
 }
 
 func jobView(rt *agent.Runtime, j *agent.Job) jobJSON {
-	v := jobJSON{Job: *j, State: jobState(j)}
+	v := jobJSON{Job: *j, State: jobState(j),
+		Name: j.Name, PausedReason: j.PausedReason, LastRunAt: j.LastRunAt,
+		LastStatus: j.LastStatus, LastError: j.LastError, FinishedAt: j.FinishedAt}
 	if s, err := rt.Schedule(j); err == nil {
 		v.Describe = s.Describe()
 	}

@@ -116,3 +116,26 @@ func TestJobsShowTimesInTheJobsZone(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsJSONKeysAlwaysPresent pins the keys of a job in --json output: a
+// new job that never ran still has name, paused_reason, last_run_at,
+// last_status, last_error and finished_at, empty or null.
+func TestJobsJSONKeysAlwaysPresent(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	mustCLI(t, "jobs", "add", "--home", home, "--id", "fresh", "--schedule", "@daily", "--", "true")
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "list", "--home", home, "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Fatalf("list %v", list)
+	}
+	for _, k := range []string{"id", "name", "schedule", "kind", "timezone", "enabled", "paused_reason", "repeat",
+		"payload", "misfire", "overlap", "window", "on_interrupt", "next_run_at", "last_run_at", "last_status",
+		"last_error", "failure_streak", "created_at", "finished_at", "state"} {
+		if _, ok := list[0][k]; !ok {
+			t.Errorf("key %q missing from %v", k, list[0])
+		}
+	}
+}

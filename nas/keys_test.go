@@ -232,3 +232,48 @@ func TestEphemeralKeyRingPublishesNext(t *testing.T) {
 		})
 	}
 }
+
+// TestKeysAlgorithmChange follows docs/key-rotation.md for a new signing_alg:
+// a key of the new algorithm is published at once, a reload that makes it
+// active under the old signing_alg keeps the previous keys, and a ring opened
+// with the new signing_alg (the restart) signs with it.
+func TestKeysAlgorithmChange(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := time.Now().Add(-time.Hour)
+	old := writeKey(t, dir, nas.AlgEdDSA, base)
+	ring, err := nas.OpenKeyRing(dir, nas.AlgEdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := writeKey(t, dir, nas.AlgES256, base.Add(time.Minute))
+	if _, err := ring.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ring.Current().Published); n != 2 {
+		t.Fatalf("published %d keys, want the EdDSA and the ES256 one", n)
+	}
+	if kid := kidOf(t, mint(t, ring)); kid != old.KID {
+		t.Fatalf("signing kid %s, want %s", kid, old.KID)
+	}
+	if err := os.WriteFile(filepath.Join(dir, nas.ActiveKeyFile), []byte(next.KID+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ring.Reload(); err == nil {
+		t.Fatal("an ES256 active key loaded under signing_alg EdDSA")
+	}
+	if kid := kidOf(t, mint(t, ring)); kid != old.KID {
+		t.Fatalf("a refused reload changed the signing key to %s", kid)
+	}
+	restarted, err := nas.OpenKeyRing(dir, nas.AlgES256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := mint(t, restarted)
+	if kidOf(t, tok) != next.KID {
+		t.Fatal("the restart with signing_alg ES256 does not sign with the new key")
+	}
+	if _, err := verifyWith(t, ring.Current().JWKS(), tok); err != nil {
+		t.Fatalf("the new key's token does not verify against the JWKS published before the switch: %v", err)
+	}
+}

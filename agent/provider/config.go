@@ -45,7 +45,8 @@ type Config struct {
 
 // CronConfig is the cron section.
 type CronConfig struct {
-	// Provider is "chronos" to use NAS, or empty for the built-in timer.
+	// Provider is "chronos" to use NAS, or empty (or "builtin") for the
+	// built-in timer.
 	Provider string `yaml:"provider"`
 	// Chronos configures the chronos provider.
 	Chronos ChronosConfig `yaml:"chronos"`
@@ -222,9 +223,11 @@ func Decide(c Config) Decision {
 	switch c.Cron.Provider {
 	case "":
 		return Decision{Provider: Builtin, Reasons: []string{"cron.provider is empty: the built-in timer is used"}}
+	case Builtin:
+		return Decision{Provider: Builtin, Reasons: []string{"cron.provider is builtin: the built-in timer is used"}}
 	case Chronos:
 	default:
-		return Decision{Provider: Builtin, Reasons: []string{fmt.Sprintf("cron.provider %q is not known (want %q or empty)", c.Cron.Provider, Chronos)}}
+		return Decision{Provider: Builtin, Reasons: []string{fmt.Sprintf("cron.provider %q is not known (want %q, %q or empty)", c.Cron.Provider, Chronos, Builtin)}}
 	}
 	ch := c.Cron.Chronos
 	var why []string

@@ -103,6 +103,7 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "complete", edit: func(*provider.Config) {}},
 		{name: "provider empty", edit: func(c *provider.Config) { c.Cron.Provider = "" }, want: []string{"cron.provider is empty"}},
+		{name: "provider builtin", edit: func(c *provider.Config) { c.Cron.Provider = "builtin" }, want: []string{"cron.provider is builtin: the built-in timer is used"}},
 		{name: "provider unknown", edit: func(c *provider.Config) { c.Cron.Provider = "cronos" }, want: []string{`cron.provider "cronos" is not known`}},
 		{name: "portal missing", edit: func(c *provider.Config) { c.Cron.Chronos.PortalURL = "" }, want: []string{"cron.chronos.portal_url is missing"}},
 		{name: "callback relative", edit: func(c *provider.Config) { c.Cron.Chronos.CallbackURL = "agent.example" }, want: []string{"cron.chronos.callback_url \"agent.example\" is not an absolute"}},

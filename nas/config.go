@@ -34,8 +34,9 @@ type Config struct {
 	// relay route, the operator routes and /metrics. Empty: they are served on
 	// Listen. Default "".
 	RelayListen string `yaml:"relay_listen"`
-	// PublicURL is NAS's public base URL: the `iss` of fire tokens, and JWKS
-	// is at {public_url}/.well-known/jwks.json. Required.
+	// PublicURL is NAS's public base URL: the `iss` of fire tokens, exactly
+	// as written (agents compare it with their portal_url), and JWKS is at
+	// {public_url}/.well-known/jwks.json. Required.
 	PublicURL string `yaml:"public_url"`
 	// Store is "memory" (the embedded engine) or a redis:// URL. Default "memory".
 	Store string `yaml:"store"`

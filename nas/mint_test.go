@@ -12,6 +12,8 @@ import (
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/memory"
 )
 
 func TestMintClaims(t *testing.T) {
@@ -154,6 +156,66 @@ func BenchmarkMint(b *testing.B) {
 				if _, err := m.Mint(now, nas.FireToken{InstanceID: "inst", Fire: fire, Body: body}); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// capturingCaller records the token of each fire and answers 202.
+type capturingCaller struct{ tokens chan string }
+
+func (c capturingCaller) Fire(_ context.Context, _, token string, _ []byte) nas.FireResult {
+	c.tokens <- token
+	return nas.FireResult{Outcome: nas.OutcomeDelivered, HTTPStatus: 202}
+}
+
+// TestFireTokenIssuerIsPublicURL pins that `iss` is public_url exactly as
+// configured, so an agent whose portal_url is the same string accepts it,
+// trailing slash or not.
+func TestFireTokenIssuerIsPublicURL(t *testing.T) {
+	t.Parallel()
+	for _, publicURL := range []string{"https://nas.example.com", "https://nas.example.com/", "https://example.com/nas/"} {
+		t.Run(publicURL, func(t *testing.T) {
+			t.Parallel()
+			eng := memory.New(memory.Options{})
+			t.Cleanup(func() { _ = eng.Close() })
+			ring, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			agents, err := nas.NewStaticAgents([]nas.AgentEntry{{AgentID: "a", InstanceID: "i", TokenSHA256: nas.TokenSHA256("t")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			secret := contract.FormatWebhookSecret([]byte("0123456789abcdef0123456789abcdef"))
+			caller := capturingCaller{tokens: make(chan string, 1)}
+			svc, err := nas.New(nas.Options{
+				Config: nas.Config{PublicURL: publicURL, Relay: nas.RelayConfig{Secrets: []string{secret}}},
+				Engine: eng, Verifier: agents, Keys: ring, Caller: caller, Logger: slog.New(slog.DiscardHandler),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fireAt := time.Now().Add(time.Hour).Truncate(time.Second)
+			res, err := eng.Arm(context.Background(), relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: "j", FireAt: fireAt, CallbackURL: "https://agent.example.com", ScheduleID: "sch-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := json.Marshal(contract.RelayRequest{ScheduleID: res.OneShot.ScheduleID, AgentID: "a", JobID: "j", FireAt: contract.NewTime(fireAt), Attempt: 1})
+			key, _ := contract.ParseWebhookSecret(secret)
+			h := contract.WebhookHeaders([][]byte{key}, "d-1", time.Now(), body)
+			out, err := svc.Relay(context.Background(), nas.RelayHeaders{
+				ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp], Signature: h[contract.HeaderWebhookSignature],
+			}, body)
+			if err != nil || out.Status != contract.RelayDelivered {
+				t.Fatalf("relay: %+v %v", out, err)
+			}
+			var c contract.FireClaims
+			if _, _, err := jwt.NewParser().ParseUnverified(<-caller.tokens, &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Issuer != publicURL {
+				t.Fatalf("iss %q, want public_url %q", c.Issuer, publicURL)
 			}
 		})
 	}

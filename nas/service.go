@@ -113,7 +113,9 @@ func New(opts Options) (*Service, error) {
 	if cfg.OperatorToken != "" {
 		s.operator = []byte(cfg.OperatorToken)
 	}
-	s.minter = &Minter{Keys: opts.Keys, Issuer: strings.TrimRight(cfg.PublicURL, "/"), TTL: cfg.FireTokenTTL}
+	// iss is public_url exactly as configured: the agents compare it with
+	// their portal_url, which operators copy from the same place.
+	s.minter = &Minter{Keys: opts.Keys, Issuer: cfg.PublicURL, TTL: cfg.FireTokenTTL}
 	s.metrics = newMetrics(opts.Engine.Stats)
 	return s, nil
 }

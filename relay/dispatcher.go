@@ -274,11 +274,18 @@ func (r *run) op() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.ops, r.cfg.OpTimeout)
 }
 
-// room is how many one-shots may be claimed now.
+// room is how many one-shots may be claimed now. While deliveries are in
+// flight it waits for a quarter of a batch to be free (deliveries finishing
+// signal freed): during a backlog, refilling each freed slot with its own
+// claim would cost Redis a peek and a claim per fire.
 func (r *run) room() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
+	n := max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
+	if r.inFlight > 0 && n < max(1, min(r.cfg.Batch, r.cfg.Concurrency)/4) {
+		return 0
+	}
+	return n
 }
 
 // loop claims and dispatches until ctx ends.

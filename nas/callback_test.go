@@ -134,7 +134,6 @@ func TestAgentCallerRefusesPrivateAddresses(t *testing.T) {
 	if res.Outcome != nas.OutcomeRejected || hits.Load() != 0 {
 		t.Fatalf("localhost callback: %+v", res)
 	}
-	// A proxy in the environment is not used: the transport has none.
 	t.Run("allowlisted", func(t *testing.T) {
 		allow, _ := nas.ParseAllowlist([]string{"127.0.0.1"})
 		c := nas.NewAgentCaller(nas.CallbackPolicy{Allow: allow}, time.Second)
@@ -227,5 +226,31 @@ func reply(status int, body, retryAfter string) http.HandlerFunc {
 		}
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, body)
+	}
+}
+
+// TestAgentCallerIgnoresProxyEnvironment pins that a proxy named in the
+// environment is never used: it would dial the agent on NAS's behalf and
+// bypass the dial-time address check. Not parallel: it sets the environment
+// before any parallel test can read it.
+func TestAgentCallerIgnoresProxyEnvironment(t *testing.T) {
+	var hits atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(proxy.Close)
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		t.Setenv(k, proxy.URL)
+	}
+	t.Setenv("NO_PROXY", "")
+	t.Setenv("no_proxy", "")
+	// An allowlisted name that does not resolve: through the (reachable)
+	// proxy it would be delivered; without one it cannot be reached.
+	allow, _ := nas.ParseAllowlist([]string{"agent.invalid", "127.0.0.1"})
+	c := nas.NewAgentCaller(nas.CallbackPolicy{Allow: allow}, 2*time.Second)
+	res := c.Fire(context.Background(), "http://agent.invalid/api/cron/fire", "tok", []byte(`{}`))
+	if hits.Load() != 0 || res.Outcome == nas.OutcomeDelivered {
+		t.Fatalf("the call went through the proxy: %+v, %d proxy hits", res, hits.Load())
 	}
 }

@@ -39,10 +39,18 @@ route, operator routes and metrics on relay_listen (or on listen when it is
 empty); and relay.dispatchers dispatchers on the same store.
 
 Every config key can also be set in the environment as CHRONOS_NAS_<KEY>
-(dots become underscores; lists are comma separated). --print-config prints
+(dots become underscores; lists are comma separated); a CHRONOS_NAS_ variable
+that names no key is an error. A relative path in the config file is relative
+to the file. --config defaults to CHRONOS_NAS_CONFIG. --print-config prints
 the effective configuration with each key's variable, secrets redacted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkNASEnv(os.Environ()); err != nil {
+				return asUsage(err)
+			}
+			if configPath == "" {
+				configPath = os.Getenv(nasEnvPrefix + "CONFIG")
+			}
 			cfg, err := loadNASConfig(configPath, os.LookupEnv)
 			if err != nil {
 				return asUsage(err)
@@ -58,7 +66,7 @@ the effective configuration with each key's variable, secrets redacted.`,
 			return runNAS(cmd.Context(), cfg, cmd.ErrOrStderr())
 		},
 	}
-	c.Flags().StringVar(&configPath, "config", "", "YAML config file (keys may also come from CHRONOS_NAS_* variables)")
+	c.Flags().StringVar(&configPath, "config", "", "YAML config file (env CHRONOS_NAS_CONFIG; keys may also come from CHRONOS_NAS_* variables)")
 	c.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration and exit")
 	return c
 }

@@ -108,6 +108,29 @@ func setFromString(v reflect.Value, s string) error {
 	return nil
 }
 
+// nasEnvNotKeys are CHRONOS_NAS_ variables that are not config keys: the
+// config file's path and the base URL the dlq commands call.
+var nasEnvNotKeys = map[string]bool{nasEnvPrefix + "CONFIG": true, nasEnvPrefix + "URL": true}
+
+// checkNASEnv reports every CHRONOS_NAS_ variable of environ (KEY=value
+// pairs) that names no config key: a misspelt variable must not silently
+// leave a setting at its default.
+func checkNASEnv(environ []string) error {
+	known := map[string]bool{}
+	var cfg nas.Config
+	for _, f := range nasConfigFields(&cfg) {
+		known[f.EnvName()] = true
+	}
+	var errs []error
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, nasEnvPrefix) && !known[name] && !nasEnvNotKeys[name] {
+			errs = append(errs, fmt.Errorf("config: environment variable %s names no config key (see chronos nas --help)", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // resolveNASPaths makes the relative file paths a config file names relative
 // to the file's directory, so a config works from any working directory.
 // Paths from the environment stay relative to the working directory.

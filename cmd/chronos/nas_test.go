@@ -426,3 +426,33 @@ func TestDLQCLIReadsNASConfig(t *testing.T) {
 		t.Fatalf("--operator-token over --config: exit %d, want %d", code, exitFailure)
 	}
 }
+
+// TestNASEnvTypos pins that a CHRONOS_NAS_ variable naming no config key is
+// an error naming it, while every key's own variable and the two variables
+// that are not keys pass.
+func TestNASEnvTypos(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		environ []string
+		bad     string // a variable the error must name; "" for no error
+	}{
+		{name: "keys", environ: []string{"CHRONOS_NAS_OPERATOR_TOKEN=x", "CHRONOS_NAS_RELAY_SECRETS=y", "CHRONOS_NAS_LIMITS_PAST_SKEW=10s", "PATH=/bin"}},
+		{name: "not keys but known", environ: []string{"CHRONOS_NAS_URL=http://127.0.0.1:8081", "CHRONOS_NAS_CONFIG=nas.yaml", "CHRONOS_HOME=/tmp"}},
+		{name: "typo", environ: []string{"CHRONOS_NAS_OPERATOR_TOKN=x"}, bad: "CHRONOS_NAS_OPERATOR_TOKN"},
+		{name: "section without key", environ: []string{"CHRONOS_NAS_LIMITS=1"}, bad: "CHRONOS_NAS_LIMITS"},
+		{name: "empty value still counts", environ: []string{"CHRONOS_NAS_SIGNING_ALGO="}, bad: "CHRONOS_NAS_SIGNING_ALGO"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := checkNASEnv(tt.environ)
+			switch {
+			case tt.bad == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)):
+				t.Fatalf("error %v does not name %s", err, tt.bad)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chronoscron/chronos/contract"
 )
@@ -167,16 +168,7 @@ func (h *HTTPDeliverer) Close() {
 
 // Deliver implements Deliverer.
 func (h *HTTPDeliverer) Deliver(ctx context.Context, l Lease) Outcome {
-	body, err := json.Marshal(contract.RelayRequest{
-		ScheduleID: l.ScheduleID,
-		AgentID:    l.AgentID,
-		JobID:      l.JobID,
-		FireAt:     contract.NewTime(l.FireAt),
-		Attempt:    l.Attempt,
-	})
-	if err != nil {
-		return Outcome{Kind: Dead, Reason: fmt.Sprintf("relay request: %v", err)}
-	}
+	body := relayBody(l)
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
@@ -187,7 +179,14 @@ func (h *HTTPDeliverer) Deliver(ctx context.Context, l Lease) Outcome {
 	for k, v := range contract.WebhookHeaders(h.keys, DeliveryID(l), h.now(), body) {
 		req.Header.Set(k, v)
 	}
-	resp, err := h.client.Do(req)
+	var resp *http.Response
+	if h.transport != nil {
+		// Our own client follows no redirect and its timeout is ctx's: the
+		// transport alone does the same without the client's bookkeeping.
+		resp, err = h.transport.RoundTrip(req)
+	} else {
+		resp, err = h.client.Do(req)
+	}
 	if err != nil {
 		return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay call: %v", err)}
 	}
@@ -203,6 +202,42 @@ func (h *HTTPDeliverer) Deliver(ctx context.Context, l Lease) Outcome {
 			"schedule_id", l.ScheduleID, "agent_id", l.AgentID, "job_id", l.JobID, "retry_in", out.RetryAfter)
 	}
 	return out
+}
+
+// relayBody is json.Marshal of l's contract.RelayRequest, byte for byte,
+// built without reflection.
+func relayBody(l Lease) []byte {
+	b := make([]byte, 0, 128+len(l.ScheduleID)+len(l.AgentID)+len(l.JobID))
+	b = append(b, `{"schedule_id":`...)
+	b = appendJSONString(b, l.ScheduleID)
+	b = append(b, `,"agent_id":`...)
+	b = appendJSONString(b, l.AgentID)
+	b = append(b, `,"job_id":`...)
+	b = appendJSONString(b, l.JobID)
+	b = append(b, `,"fire_at":`...)
+	if l.FireAt.IsZero() {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, contract.FormatTime(l.FireAt))
+	}
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(l.Attempt), 10)
+	return append(b, '}')
+}
+
+// appendJSONString appends s quoted as encoding/json quotes it: printable
+// ASCII without the characters json escapes is copied as is; anything else
+// goes through encoding/json so the bytes stay identical.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			v, _ := json.Marshal(s)
+			return append(b, v...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // classify maps NAS's answer to an Outcome.

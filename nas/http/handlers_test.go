@@ -100,6 +100,10 @@ func TestNASProvision(t *testing.T) {
 			return request{method: "POST", path: contract.PathProvision, token: tokenA, invalid: true,
 				body: `{"job_id":"` + strings.Repeat("x", 70<<10) + `"}`}
 		}},
+		{name: "too large, chunked", status: 413, code: contract.CodeBodyTooLarge, req: func(b *bundle) request {
+			return request{method: "POST", path: contract.PathProvision, token: tokenA, invalid: true, chunked: true,
+				body: `{"job_id":"` + strings.Repeat("x", 70<<10) + `"}`}
+		}},
 		{name: "wrong content type", status: 415, code: contract.CodeUnsupportedMediaType, req: func(b *bundle) request {
 			return request{method: "POST", path: contract.PathProvision, token: tokenA, invalid: true, body: valid(b),
 				header: map[string]string{"Content-Type": "text/plain"}}
@@ -121,6 +125,10 @@ func TestNASProvision(t *testing.T) {
 			rec := b.do(b.public, tt.req(b))
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			// A refused bearer token names the scheme (RFC 6750 §3).
+			if wa := rec.Header().Get("WWW-Authenticate"); (tt.status == 401) != strings.HasPrefix(wa, "Bearer ") {
+				t.Fatalf("WWW-Authenticate %q on a %d", wa, tt.status)
 			}
 			if tt.code != "" {
 				if got := errCode(t, rec); got != tt.code {

@@ -123,6 +123,11 @@ func TestNASRelay(t *testing.T) {
 			r.invalid = true
 			return r
 		}, want: want{status: 413, code: contract.CodeBodyTooLarge}},
+		{name: "too large, chunked", prepare: func(t *testing.T, b *bundle, sch string, fireAt time.Time) request {
+			r := b.signedRelay("d-1", time.Now(), []byte(`{"schedule_id":"`+strings.Repeat("x", 70<<10)+`"}`))
+			r.invalid, r.chunked = true, true
+			return r
+		}, want: want{status: 413, code: contract.CodeBodyTooLarge}},
 		{name: "store down", opts: []setupOpt{withBrokenEngine}, prepare: func(t *testing.T, b *bundle, sch string, fireAt time.Time) request {
 			return b.signedRelay("d-1", time.Now(), relayBody(t, agentA, "job-1", "sch-1", fireAt, 1))
 		}, want: want{status: 500, code: contract.CodeServerError}},

@@ -201,6 +201,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 			c.Response().Header().Set(contract.HeaderRetryAfter, "0")
 		}
 	}
+	// A refused bearer token says which scheme is expected (RFC 6750 §3).
+	switch ce.Code {
+	case contract.CodeUnauthenticated:
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos"`)
+	case contract.CodeInvalidToken:
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos", error="invalid_token"`)
+	}
 	contract.WriteError(c.Response(), ce)
 }
 

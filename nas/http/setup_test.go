@@ -107,6 +107,7 @@ type request struct {
 	body                any // string is sent as is, []byte too, anything else as JSON
 	header              map[string]string
 	invalid             bool // the request deliberately breaks the description
+	chunked             bool // send the body with no Content-Length, as a chunked upload
 }
 
 func (b *bundle) do(h http.Handler, r request) *httptest.ResponseRecorder {
@@ -138,6 +139,10 @@ func (b *bundle) do(h http.Handler, r request) *httptest.ResponseRecorder {
 		} else {
 			req.Header.Set(k, v)
 		}
+	}
+	if r.chunked {
+		req.ContentLength = -1
+		req.TransferEncoding = []string{"chunked"}
 	}
 	if r.invalid {
 		req = apitest.ExpectInvalid(req)

@@ -131,6 +131,55 @@ func checkNASEnv(environ []string) error {
 	return errors.Join(errs...)
 }
 
+// decodeNASYAML decodes a config file strictly: unknown keys are errors.
+func decodeNASYAML(data []byte, cfg *nas.Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// listsFromScalars turns a single value written for a list key (relay.secrets:
+// whsec_…) into a one-element list, as the environment reads it. It reports
+// whether it changed anything.
+func listsFromScalars(doc *yaml.Node, cfg *nas.Config) bool {
+	changed := false
+	lists := map[string]bool{}
+	for _, f := range nasConfigFields(cfg) {
+		if f.Value.Kind() == reflect.Slice {
+			lists[f.Key] = true
+		}
+	}
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		if n.Kind == yaml.DocumentNode {
+			for _, c := range n.Content {
+				walk(c, prefix)
+			}
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			key := prefix + k.Value
+			switch {
+			case v.Kind == yaml.MappingNode:
+				walk(v, key+".")
+			case lists[key] && v.Kind == yaml.ScalarNode && v.Tag != "!!null":
+				item := *v
+				*v = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle, Content: []*yaml.Node{&item}}
+				changed = true
+			}
+		}
+	}
+	walk(doc, "")
+	return changed
+}
+
 // resolveNASPaths makes the relative file paths a config file names relative
 // to the file's directory, so a config works from any working directory.
 // Paths from the environment stay relative to the working directory.
@@ -152,10 +201,18 @@ func loadNASConfig(path string, getenv func(string) (string, bool)) (nas.Config,
 		if err != nil {
 			return nas.Config{}, fmt.Errorf("config: %w", err)
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-			return nas.Config{}, fmt.Errorf("config %s: %w", path, err)
+		if err := decodeNASYAML(data, &cfg); err != nil {
+			// A single value for a list key is read as a one-element list;
+			// any other error is reported against the file as written.
+			var doc yaml.Node
+			if yaml.Unmarshal(data, &doc) != nil || !listsFromScalars(&doc, &cfg) {
+				return nas.Config{}, fmt.Errorf("config %s: %w", path, err)
+			}
+			fixed, merr := yaml.Marshal(&doc)
+			cfg = nas.Config{}
+			if merr != nil || decodeNASYAML(fixed, &cfg) != nil {
+				return nas.Config{}, fmt.Errorf("config %s: %w", path, err)
+			}
 		}
 		resolveNASPaths(&cfg, filepath.Dir(path))
 	}

@@ -456,3 +456,51 @@ func TestNASEnvTypos(t *testing.T) {
 		})
 	}
 }
+
+// TestNASConfigYAMLStrictness pins how a config file is read: unknown keys
+// (top level or nested) are errors naming the key and its line, a single
+// value for a list key is a one-element list, and an empty file is no keys.
+func TestNASConfigYAMLStrictness(t *testing.T) {
+	t.Parallel()
+	base := "public_url: https://nas.example.com\nagents_file: agents.yaml\n"
+	secrets := fmt.Sprintf("relay:\n  secrets: [%s]\n", nasTestSecret)
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr []string // substrings of the error; none for success
+		check   func(nas.Config) bool
+	}{
+		{name: "typo at the top", yaml: base + secrets + "\n\noperator_tokn: x\n", wantErr: []string{"operator_tokn", "line 7"}},
+		{name: "typo in a section", yaml: base + secrets + "limits:\n  max_armd: 3\n", wantErr: []string{"max_armd"}},
+		{name: "duplicate key", yaml: base + secrets + "agents_file: b.yaml\n", wantErr: []string{"agents_file"}},
+		{name: "typo next to a single secret", yaml: base + "relay:\n  secrets: " + nasTestSecret + "\nbogus: 1\n", wantErr: []string{"bogus", "line 5"}},
+		{name: "single secret", yaml: base + "relay:\n  secrets: " + nasTestSecret + "\ncallback_allowlist: 10.0.0.0/8\n",
+			check: func(c nas.Config) bool {
+				return len(c.Relay.Secrets) == 1 && c.Relay.Secrets[0] == nasTestSecret && len(c.CallbackAllowlist) == 1
+			}},
+		{name: "lists", yaml: base + secrets + "callback_allowlist: [10.0.0.0/8, agents.internal]\n",
+			check: func(c nas.Config) bool { return len(c.Relay.Secrets) == 1 && len(c.CallbackAllowlist) == 2 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "nas.yaml")
+			nasWriteFile(t, path, tt.yaml)
+			cfg, err := loadNASConfig(path, nasEnvFrom(nil))
+			if len(tt.wantErr) > 0 {
+				if err == nil {
+					t.Fatal("loaded")
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Fatalf("error %q does not mention %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil || !tt.check(cfg) {
+				t.Fatalf("config %+v %v", cfg, err)
+			}
+		})
+	}
+}

@@ -305,3 +305,27 @@ func TestNASRelaySecretRotation(t *testing.T) {
 		}
 	}
 }
+
+// panickingCaller stands for a bug below the handler.
+type panickingCaller struct{}
+
+func (panickingCaller) Fire(context.Context, string, string, []byte) nas.FireResult {
+	panic("caller bug")
+}
+
+// TestNASPanicIsAnErrorBody pins that a panic below a handler is answered
+// as a documented 500 with the error body, not a dropped connection.
+func TestNASPanicIsAnErrorBody(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(_ *nas.Config, o *nas.Options) { o.Caller = panickingCaller{} })
+	fireAt := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	var sch string
+	b.armAt(t, "job-1", fireAt, &sch)
+	rec := b.do(b.internal, b.signedRelay("d-1", time.Now(), relayBody(t, agentA, "job-1", sch, fireAt, 1)))
+	if rec.Code != http.StatusInternalServerError || errCode(t, rec) != contract.CodeServerError {
+		t.Fatalf("panic answered %d %s", rec.Code, rec.Body)
+	}
+	if strings.Contains(rec.Body.String(), "caller bug") {
+		t.Fatalf("the panic's text leaked: %s", rec.Body)
+	}
+}

@@ -7,6 +7,7 @@ package nashttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -157,11 +158,11 @@ func (s *Server) routes(e *echo.Echo, agentAPI, internal bool) {
 	}
 }
 
-// observe turns a handler error into its answer here, so the status is known
-// for the request counter.
+// observe turns a handler error, or a panic, into its answer here, so the
+// status is known for the request counter and every answer has the error body.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := next(c); err != nil {
+		if err := recoverCall(next, c); err != nil {
 			c.Error(err)
 		}
 		route := c.Path()
@@ -171,6 +172,20 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		s.svc.Metrics().ObserveRequest(route, c.Response().Status)
 		return nil
 	}
+}
+
+// recoverCall runs h, turning a panic into an error (logged and answered as a
+// 500 by handleError). http.ErrAbortHandler keeps its meaning.
+func recoverCall(h echo.HandlerFunc, c echo.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
+			}
+			err = fmt.Errorf("handler panic: %v", r)
+		}
+	}()
+	return h(c)
 }
 
 // handleError is the one place that maps errors to statuses and bodies.

@@ -519,8 +519,14 @@ func TestNASSplitListeners(t *testing.T) {
 	if rec := b.do(b.internal, b.signedRelay("d-1", time.Now(), body)); rec.Code != 200 {
 		t.Fatalf("internal relay: %d %s", rec.Code, rec.Body)
 	}
-	if rec := b.do(b.srv.InternalHandler(), request{method: "GET", path: contract.PathList, token: tokenA}); rec.Code != 404 {
-		t.Fatalf("internal list: %d", rec.Code)
+	for _, r := range []request{
+		{method: "GET", path: contract.PathList, token: tokenA},
+		{method: "POST", path: contract.PathProvision, token: tokenA, body: b.provisionBody("job-1", time.Now().Add(time.Hour))},
+		{method: "GET", path: contract.PathJWKS},
+	} {
+		if rec := b.do(b.internal, r); rec.Code != 404 || errCode(t, rec) != contract.CodeNotFound {
+			t.Fatalf("internal %s: %d", r.path, rec.Code)
+		}
 	}
 	if rec := b.do(b.internal, request{method: "GET", path: contract.PathMetrics}); rec.Code != 200 {
 		t.Fatalf("internal metrics: %d", rec.Code)

@@ -225,6 +225,9 @@ func loadNASConfig(path string, getenv func(string) (string, bool)) (nas.Config,
 			return nas.Config{}, fmt.Errorf("config: %s (%s): %w", f.EnvName(), f.Key, err)
 		}
 	}
+	// A bearer token never has surrounding white space: a stray newline in a
+	// variable or the file must not lock the operator out.
+	cfg.OperatorToken = strings.TrimSpace(cfg.OperatorToken)
 	if cfg.OperatorTokenFile != "" {
 		data, err := os.ReadFile(cfg.OperatorTokenFile)
 		if err != nil {

@@ -63,12 +63,14 @@ func TestNASConfigLoading(t *testing.T) {
 		!cfg.AllowPrivateCallbacks, *cfg.Relay.Dispatchers != 0, cfg.Limits.MaxArmedPerAgent != 1000:
 		t.Fatalf("config %+v", cfg)
 	}
-	// Env alone is enough; relay secrets are comma separated.
+	// Env alone is enough; relay secrets are comma separated; the operator
+	// token is trimmed.
 	cfg, err = loadNASConfig("", nasEnvFrom(map[string]string{
 		"CHRONOS_NAS_PUBLIC_URL": "https://nas.example.com", "CHRONOS_NAS_AGENTS_FILE": "a.yaml",
 		"CHRONOS_NAS_RELAY_SECRETS": nasTestSecret + "," + nasTestSecret, "CHRONOS_NAS_RELAY_DISPATCHERS": "3",
+		"CHRONOS_NAS_OPERATOR_TOKEN": " op-env\n",
 	}))
-	if err != nil || len(cfg.Relay.Secrets) != 2 || *cfg.Relay.Dispatchers != 3 {
+	if err != nil || len(cfg.Relay.Secrets) != 2 || *cfg.Relay.Dispatchers != 3 || cfg.OperatorToken != "op-env" {
 		t.Fatalf("env config: %+v %v", cfg, err)
 	}
 	// Every key has its own variable.

@@ -213,8 +213,10 @@ func (c Config) validate(requireCredentials bool) error {
 		bad("listen: %q is not host:port", c.Listen)
 	}
 	if c.RelayListen != "" {
-		if _, _, err := net.SplitHostPort(c.RelayListen); err != nil {
+		if _, port, err := net.SplitHostPort(c.RelayListen); err != nil {
 			bad("relay_listen: %q is not host:port", c.RelayListen)
+		} else if c.RelayListen == c.Listen && port != "0" {
+			bad("relay_listen: %q is also listen; the internal listener needs its own address", c.RelayListen)
 		}
 	}
 	if c.PublicURL == "" {

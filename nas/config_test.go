@@ -64,6 +64,7 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"public_url", func(c *nas.Config) { c.PublicURL = "nas.example.com" }},
 		{"listen", func(c *nas.Config) { c.Listen = "8080" }},
 		{"relay_listen", func(c *nas.Config) { c.RelayListen = "nope" }},
+		{"relay_listen", func(c *nas.Config) { c.Listen, c.RelayListen = "127.0.0.1:8080", "127.0.0.1:8080" }},
 		{"store", func(c *nas.Config) { c.Store = "postgres://x" }},
 		{"signing_alg", func(c *nas.Config) { c.SigningAlg = "HS256" }},
 		{"fire_token_ttl", func(c *nas.Config) { c.FireTokenTTL = 10 * time.Minute }},

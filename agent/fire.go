@@ -147,6 +147,13 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		if err != nil {
 			return fmt.Errorf("agent: job %s: %w", j.ID, err)
 		}
+		if after, ok := sched.Next(slot); ok && !after.After(now) {
+			// Later slots have passed too (NAS delivers this one late, after
+			// the agent was down): the misfire policy decides every overdue
+			// slot, this one included, so none is dropped unrecorded.
+			res, err = rt.fireOverdue(j, sched, slot, now, p)
+			return err
+		}
 		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == MisfireSkip && late > Grace(j, sched) {
 			runID := missedRunID(j.ID, slot)
 			reason := fmt.Sprintf("misfire skip: fired %s late, beyond the grace of %s", late.Round(time.Millisecond), Grace(j, sched))
@@ -173,6 +180,24 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		return FireResult{}, fmt.Errorf("agent: fire %s: %w", jobID, err)
 	}
 	rt.apply(ctx, p)
+	return res, nil
+}
+
+// fireOverdue answers a fire for slot, j's next_run_at, when later slots are
+// overdue as well: it applies j's misfire policy to all of them, as CatchUp
+// would, and reports what became of slot. The caller holds the store lock.
+func (rt *Runtime) fireOverdue(j *Job, sched *schedule.Schedule, slot, now time.Time, p *plan) (FireResult, error) {
+	before := len(p.lines)
+	if err := rt.misfire(j, sched, now, p); err != nil {
+		return FireResult{}, err
+	}
+	res := FireResult{Status: FireAccepted, Reason: fmt.Sprintf("overdue with later slots: misfire %s", j.Misfire)}
+	for _, e := range p.lines[before:] {
+		if e.Slot.Equal(slot) {
+			res.RunID, res.Reason = e.RunID, e.Reason
+			res.Skipped = e.State == ledger.StateMissed || e.State == ledger.StateSkipped
+		}
+	}
 	return res, nil
 }
 

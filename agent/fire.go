@@ -87,7 +87,9 @@ type startReq struct {
 // was already claimed or has passed, FireGone for an unknown job and FireBusy
 // with RetryAfter when it cannot claim now (store busy, shutting down, job
 // paused). A slot equal to the wake time of a pending run (see Desired)
-// starts that run instead. Every outcome but FireBusy is in the ledger.
+// starts that run instead. A slot delivered after later slots have passed
+// too is decided with them by the job's misfire policy, as CatchUp does.
+// Every outcome but FireBusy is in the ledger.
 func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigger Trigger) (FireResult, error) {
 	if trigger == "" {
 		trigger = TriggerScheduled

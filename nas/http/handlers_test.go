@@ -338,6 +338,22 @@ func TestNASList(t *testing.T) {
 			t.Fatalf("%s: %s, want %s", tt.name, rec.Body, tt.code)
 		}
 	}
+	// A limit too large for an int is clamped like any large one; a
+	// negative one is refused.
+	for _, tt := range []struct {
+		limit  string
+		status int
+	}{{"99999999999999999999999", 200}, {"-99999999999999999999999", 400}, {"0", 400}, {"101", 200}} {
+		rec := b.do(b.public, request{method: "GET", path: contract.PathList + "?limit=" + tt.limit, token: tokenA, invalid: true})
+		if rec.Code != tt.status {
+			t.Fatalf("limit=%s: status %d, want %d: %s", tt.limit, rec.Code, tt.status, rec.Body)
+		}
+		if tt.status == 200 {
+			if page := decodeBody[contract.ListResponse](t, rec); len(page.Armed) != contract.MaxListLimit || page.NextCursor == nil {
+				t.Fatalf("limit=%s: %d jobs, next %v", tt.limit, len(page.Armed), page.NextCursor)
+			}
+		}
+	}
 	// The store failing is a 500.
 	broken := setup(t, withBrokenEngine)
 	rec := broken.do(broken.public, request{method: "GET", path: contract.PathList, token: tokenA})

@@ -317,6 +317,10 @@ func pageParams(c echo.Context) (int, string, error) {
 	limit := 0
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v[0])
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v[0], "-") {
+			// A limit too large for an int is clamped like any large one.
+			n, err = contract.MaxListLimit, nil
+		}
 		if err != nil || n < 1 {
 			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "limit must be a positive integer")
 		}

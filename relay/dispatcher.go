@@ -257,6 +257,8 @@ type run struct {
 	held     int
 	tracked  map[*tracked]struct{}
 
+	lastClaim time.Time // when the loop last claimed; only the loop uses it
+
 	freed chan struct{} // a delivery finished or a waiting lease went away
 	kick  chan struct{} // the reaper returned leases
 }
@@ -274,18 +276,27 @@ func (r *run) op() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.ops, r.cfg.OpTimeout)
 }
 
+// refillPause is how long after a claim a dispatcher with deliveries in
+// flight waits before claiming less than a quarter of a batch.
+const refillPause = 10 * time.Millisecond
+
 // room is how many one-shots may be claimed now. While deliveries are in
-// flight it waits for a quarter of a batch to be free (deliveries finishing
-// signal freed): during a backlog, refilling each freed slot with its own
-// claim would cost Redis a peek and a claim per fire.
-func (r *run) room() int {
+// flight and the last claim is recent, it waits for a quarter of a batch to
+// be free (deliveries finishing signal freed): during a backlog, refilling
+// each freed slot with its own claim would cost a peek and a claim per fire,
+// while slow deliveries still get a freed slot refilled within refillPause.
+// Only the loop calls it; deferred > 0 says there is room that waits for
+// that long at most.
+func (r *run) room() (n int, deferred time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
-	if r.inFlight > 0 && n < max(1, min(r.cfg.Batch, r.cfg.Concurrency)/4) {
-		return 0
+	n = max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
+	if n > 0 && r.inFlight > 0 && n < max(1, min(r.cfg.Batch, r.cfg.Concurrency)/4) {
+		if since := time.Since(r.lastClaim); since < refillPause {
+			return 0, refillPause - since
+		}
 	}
-	return n
+	return n, 0
 }
 
 // loop claims and dispatches until ctx ends.
@@ -308,9 +319,10 @@ func (r *run) loop(ctx context.Context) {
 		pause(errDelay)
 	}
 	for ctx.Err() == nil {
-		room := r.room()
+		room, deferred := r.room()
 		if room > 0 {
 			octx, cancel := r.op()
+			r.lastClaim = time.Now()
 			leases, err := r.q.Claim(octx, room, r.cfg.LeaseFor)
 			cancel()
 			if err != nil {
@@ -339,6 +351,9 @@ func (r *run) loop(ctx context.Context) {
 			wake = r.q.Wake()
 		} else {
 			freed = r.freed // full: wait for a slot, not for new fires
+			if deferred > 0 {
+				wait = deferred
+			}
 		}
 		timer.Reset(wait)
 		select {

@@ -39,9 +39,11 @@ func (f *operatorFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.config, "config", "", "NAS's config file: the URL and token default to its relay.nas_url and operator_token")
 }
 
-// client resolves the NAS URL and the operator token: a flag first, then the
-// environment (CHRONOS_NAS_URL; CHRONOS_OPERATOR_TOKEN, then NAS's own
-// CHRONOS_NAS_OPERATOR_TOKEN), then NAS's config file given with --config.
+// client resolves the NAS URL and the operator token: --nas-url and
+// --operator-token first, then NAS's config file given with --config (read
+// as NAS reads it, environment included), then the environment
+// (CHRONOS_NAS_URL; CHRONOS_OPERATOR_TOKEN, then NAS's own
+// CHRONOS_NAS_OPERATOR_TOKEN).
 func (f *operatorFlags) client() (*operatorClient, error) {
 	getenv := f.getenv
 	if getenv == nil {
@@ -56,12 +58,6 @@ func (f *operatorFlags) client() (*operatorClient, error) {
 		return ""
 	}
 	base, token := f.nasURL, f.token
-	if base == "" {
-		base = env("CHRONOS_NAS_URL")
-	}
-	if token == "" {
-		token = env("CHRONOS_OPERATOR_TOKEN", nasEnvPrefix+"OPERATOR_TOKEN")
-	}
 	if f.config != "" && (base == "" || token == "") {
 		cfg, err := loadNASConfig(f.config, getenv)
 		if err != nil {
@@ -73,6 +69,12 @@ func (f *operatorFlags) client() (*operatorClient, error) {
 		if token == "" {
 			token = cfg.OperatorToken
 		}
+	}
+	if base == "" {
+		base = env("CHRONOS_NAS_URL")
+	}
+	if token == "" {
+		token = env("CHRONOS_OPERATOR_TOKEN", nasEnvPrefix+"OPERATOR_TOKEN")
 	}
 	if base == "" {
 		return nil, usagef("--nas-url, CHRONOS_NAS_URL or --config is required")

@@ -506,3 +506,41 @@ func TestNASConfigYAMLStrictness(t *testing.T) {
 		})
 	}
 }
+
+// TestDLQConnectionPrecedence pins where the dlq commands find NAS: flags,
+// then the config file named with --config, then the environment.
+func TestDLQConnectionPrecedence(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "nas.yaml")
+	nasWriteFile(t, cfgPath, fmt.Sprintf("listen: 127.0.0.1:8080\nrelay_listen: 127.0.0.1:8081\npublic_url: https://nas.example.com\nagents_file: a.yaml\noperator_token: from-file\nrelay:\n  secrets: [%s]\n", nasTestSecret))
+	env := map[string]string{"CHRONOS_NAS_URL": "http://env.example:1", "CHRONOS_OPERATOR_TOKEN": "from-env"}
+	tests := []struct {
+		name             string
+		flags            operatorFlags
+		env              map[string]string
+		wantURL, wantTok string
+	}{
+		{name: "flags win", flags: operatorFlags{nasURL: "http://flag.example:2", token: "from-flag", config: cfgPath}, env: env,
+			wantURL: "http://flag.example:2", wantTok: "from-flag"},
+		{name: "config over environment", flags: operatorFlags{config: cfgPath}, env: env,
+			wantURL: "http://127.0.0.1:8081", wantTok: "from-file"},
+		{name: "environment alone", env: env, wantURL: "http://env.example:1", wantTok: "from-env"},
+		{name: "NAS's own token variable", env: map[string]string{"CHRONOS_NAS_URL": "http://env.example:1", "CHRONOS_NAS_OPERATOR_TOKEN": "nas-env"},
+			wantURL: "http://env.example:1", wantTok: "nas-env"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := tt.flags
+			f.getenv = nasEnvFrom(tt.env)
+			c, err := f.client()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.base != tt.wantURL || c.token != tt.wantTok {
+				t.Fatalf("url %q token %q, want %q %q", c.base, c.token, tt.wantURL, tt.wantTok)
+			}
+		})
+	}
+}

@@ -329,3 +329,37 @@ func TestNASPanicIsAnErrorBody(t *testing.T) {
 		t.Fatalf("the panic's text leaked: %s", rec.Body)
 	}
 }
+
+// TestNASMetricNames pins the documented metric names: fire lag, deliveries
+// by outcome, retries, and from the store the dead letter size, the armed
+// count and the due backlog.
+func TestNASMetricNames(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.provision(tokenA, "later", time.Now().Add(time.Hour))
+	fireAt := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	var sch string
+	b.armAt(t, "job-1", fireAt, &sch)
+	if rec := b.do(b.internal, b.signedRelay("d-1", time.Now(), relayBody(t, agentA, "job-1", sch, fireAt, 2))); rec.Code != 200 {
+		t.Fatalf("relay: %d %s", rec.Code, rec.Body)
+	}
+	rec := b.do(b.internal, request{method: "GET", path: contract.PathMetrics})
+	if rec.Code != 200 {
+		t.Fatalf("metrics: %d", rec.Code)
+	}
+	text := rec.Body.String()
+	for _, want := range []string{
+		"chronos_nas_fire_lag_seconds_bucket{",
+		"chronos_nas_fire_lag_seconds_count 1",
+		`chronos_nas_deliveries_total{outcome="delivered"} 1`,
+		`chronos_nas_deliveries_total{outcome="rejected"} 0`,
+		"chronos_nas_retries_total 1",
+		"chronos_relay_dead_letter 0",
+		"chronos_relay_armed ",
+		"chronos_relay_due_backlog ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

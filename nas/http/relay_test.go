@@ -1,11 +1,16 @@
 package nashttp_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -362,4 +367,54 @@ func TestNASMetricNames(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestNASLogKeys pins the stable keys of the JSON log records of a fire:
+// agent_id, job_id, schedule_id, fire_at and attempt.
+func TestNASLogKeys(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	b := setup(t, func(_ *nas.Config, o *nas.Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	fireAt := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	var sch string
+	b.armAt(t, "job-1", fireAt, &sch)
+	if rec := b.do(b.internal, b.signedRelay("d-1", time.Now(), relayBody(t, agentA, "job-1", sch, fireAt, 1))); rec.Code != 200 {
+		t.Fatalf("relay: %d %s", rec.Code, rec.Body)
+	}
+	want := map[string]any{"agent_id": agentA, "job_id": "job-1", "schedule_id": sch, "fire_at": contract.FormatTime(fireAt), "attempt": float64(1)}
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", sc.Text(), err)
+		}
+		if rec["msg"] != "fire delivered" {
+			continue
+		}
+		for k, v := range want {
+			if rec[k] != v {
+				t.Errorf("log key %s = %v, want %v", k, rec[k], v)
+			}
+		}
+		return
+	}
+	t.Fatalf("no fire delivered record in:\n%s", logs.String())
 }

@@ -618,8 +618,9 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 	slot = slot.UTC()
 	runID := missedRunID(jobID, slot)
 	var line *ledger.Entry
+	overdue := false
 	err := rt.store.Update(ctx, func(st *store.State) error {
-		line = nil
+		line, overdue = nil, false
 		has, err := rt.ledger.Has(ctx, runID, slot.Add(-24*time.Hour))
 		if err != nil {
 			return err
@@ -633,7 +634,15 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 			j = &Job{ID: jobID}
 		} else if j.NextRunAt != nil && j.NextRunAt.Equal(slot) {
 			if sched, err := parseSchedule(j, rt.cfg.Location); err == nil {
-				rt.advance(j, sched, slot, now, false)
+				// Move to the slot after the failed one, not past now: later
+				// slots that are overdue too are the misfire policy's to
+				// decide (CatchUp below), never skipped in silence.
+				rt.advance(j, sched, slot, slot, false)
+				j.UpdatedAt = now.UTC()
+				if j.FinishedAt != nil {
+					j.FinishedAt = utcPtr(now)
+				}
+				overdue = j.Enabled && j.NextRunAt != nil && !j.NextRunAt.After(now)
 			}
 		}
 		e := rt.entry(j, runID, ledger.StateMissed, slot, TriggerScheduled, now, "fire failed upstream: "+strings.TrimSpace(reason))
@@ -648,6 +657,11 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 	}
 	if line != nil {
 		rt.signal()
+	}
+	if overdue {
+		if err := rt.CatchUp(ctx); err != nil {
+			return fmt.Errorf("agent: record missed: %w", err)
+		}
 	}
 	return nil
 }

@@ -441,6 +441,52 @@ func TestRecordMissedIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestRecordMissedLeavesLaterOverdueSlotsToMisfire: when NAS reports a
+// dead-lettered slot and later slots have passed too, those later slots go to
+// the misfire policy instead of being skipped without a ledger line.
+func TestRecordMissedLeavesLaterOverdueSlotsToMisfire(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		misfire string
+		want    map[int]ledger.State // by slot offset in hours
+	}{
+		{"skip", map[int]ledger.State{1: "missed", 2: "missed", 3: "missed", 4: "missed"}},
+		{"run_once", map[int]ledger.State{1: "missed", 2: "missed", 3: "missed", 4: "succeeded"}},
+		{"run_all", map[int]ledger.State{1: "missed", 2: "succeeded", 3: "succeeded", 4: "succeeded"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.misfire, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.add(t, JobSpec{ID: "d", Schedule: "every 1h", Misfire: tc.misfire})
+			b.clock.Set(t0.Add(4*time.Hour + 45*time.Minute))
+			if err := b.rt.RecordMissed(t.Context(), "d", t0.Add(time.Hour), "NAS gave up after 10 attempts"); err != nil {
+				t.Fatal(err)
+			}
+			wantRuns := 0
+			for _, st := range tc.want {
+				if st == ledger.StateSucceeded {
+					wantRuns++
+				}
+			}
+			b.drainRuns(t, wantRuns)
+			got := map[int]ledger.State{}
+			for _, r := range b.runs(t, "d") {
+				got[int(r.Slot.Sub(t0)/time.Hour)] = r.State
+				if r.State == ledger.StateMissed && r.Reason == "" {
+					t.Errorf("missed slot %s has no reason", r.Slot)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("slots %v, want %v", got, tc.want)
+			}
+			if j := b.job(t, "d"); j.NextRunAt == nil || !j.NextRunAt.After(b.clock.Now()) {
+				t.Fatalf("next_run_at %v not in the future", j.NextRunAt)
+			}
+		})
+	}
+}
+
 // TestRetryWakesThroughDesired: a retry waiting out its backoff is listed by
 // Desired at its wake time, so a stopped agent is called back for it, and a
 // fire at that time runs it.

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -91,15 +92,16 @@ func algFor(priv crypto.Signer) (string, error) {
 	}
 }
 
-// KeyID derives a kid from a public key: unpadded base64url of the first 16
-// bytes of SHA-256 over its PKIX DER encoding.
+// KeyID derives a kid from a public key: lowercase hex of the first 16 bytes
+// of SHA-256 over its PKIX DER encoding. Hex keeps a kid usable as a file name
+// and as a command-line argument (a base64url kid may start with "-").
 func KeyID(pub crypto.PublicKey) (string, error) {
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		return "", fmt.Errorf("key id: %w", err)
 	}
 	sum := sha256.Sum256(der)
-	return base64.RawURLEncoding.EncodeToString(sum[:16]), nil
+	return hex.EncodeToString(sum[:16]), nil
 }
 
 // MarshalPEM encodes the private key as a PKCS #8 PEM block.

@@ -440,6 +440,20 @@ func pendingAt(j *Job, slot time.Time) *Pending {
 	return nil
 }
 
+// slotHandled reports whether the ledger holds a line for slot of jobID.
+func (rt *Runtime) slotHandled(ctx context.Context, jobID string, slot time.Time) (bool, error) {
+	es, err := rt.ledger.Entries(ctx, ledger.Filter{JobID: jobID, Since: slot.Add(-24 * time.Hour)})
+	if err != nil {
+		return false, err
+	}
+	for _, e := range es {
+		if e.Slot.Equal(slot) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // missedRunID is the run id of a missed slot: fixed per job and slot, so
 // recording it twice is detectable.
 func missedRunID(jobID string, slot time.Time) string {
@@ -630,9 +644,23 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 		}
 		now := rt.now()
 		j := st.Job(jobID)
+		owed := j != nil && j.NextRunAt != nil && j.NextRunAt.Equal(slot)
+		if j != nil && !owed {
+			// The slot is no longer owed: if this agent already accounted
+			// for it (ran it, or its misfire policy decided it), the
+			// upstream failure adds nothing and a second line would say the
+			// slot was handled twice.
+			handled, err := rt.slotHandled(ctx, jobID, slot)
+			if err != nil {
+				return err
+			}
+			if handled {
+				return nil
+			}
+		}
 		if j == nil {
 			j = &Job{ID: jobID}
-		} else if j.NextRunAt != nil && j.NextRunAt.Equal(slot) {
+		} else if owed {
 			if sched, err := parseSchedule(j, rt.cfg.Location); err == nil {
 				// Move to the slot after the failed one, not past now: later
 				// slots that are overdue too are the misfire policy's to

@@ -487,6 +487,32 @@ func TestRecordMissedLeavesLaterOverdueSlotsToMisfire(t *testing.T) {
 	}
 }
 
+// TestRecordMissedAfterCatchUpAddsNothing: a slot the misfire policy already
+// decided is not recorded a second time when NAS reports its fire failed.
+func TestRecordMissedAfterCatchUpAddsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.add(t, JobSpec{ID: "c", Schedule: "every 1h", Misfire: "run_all"})
+	b.clock.Set(t0.Add(2*time.Hour + 45*time.Minute))
+	if err := b.rt.CatchUp(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.drainRuns(t, 2)
+	if err := b.rt.RecordMissed(t.Context(), "c", t0.Add(time.Hour), "NAS gave up"); err != nil {
+		t.Fatal(err)
+	}
+	perSlot := map[int]int{}
+	for _, r := range b.runs(t, "c") {
+		perSlot[int(r.Slot.Sub(t0)/time.Hour)]++
+		if r.State != ledger.StateSucceeded {
+			t.Errorf("slot %s %s (%s), want succeeded", r.Slot, r.State, r.Reason)
+		}
+	}
+	if perSlot[1] != 1 || perSlot[2] != 1 || len(perSlot) != 2 {
+		t.Fatalf("runs per slot %v, want one each for slots 1 and 2", perSlot)
+	}
+}
+
 // TestRetryWakesThroughDesired: a retry waiting out its backoff is listed by
 // Desired at its wake time, so a stopped agent is called back for it, and a
 // fire at that time runs it.

@@ -259,7 +259,7 @@ func (e *Engine) Get(ctx context.Context, agentID, jobID string) (relay.OneShot,
 // List implements relay.Armed. A cursor is bound to the agent it was issued
 // for; limit <= 0 means 100.
 func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([]relay.OneShot, string, error) {
-	after, err := decodeCursor(cursorArmed, agentID, cursor)
+	after, err := relay.DecodeCursor(relay.CursorArmed, agentID, cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("memory: list: %w", err)
 	}
@@ -285,7 +285,7 @@ func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([
 	}
 	next := ""
 	if i < len(jobs) {
-		next = encodeCursor(cursorArmed, agentID, items[len(items)-1].JobID)
+		next = relay.EncodeCursor(relay.CursorArmed, agentID, items[len(items)-1].JobID)
 	}
 	return items, next, nil
 }
@@ -482,7 +482,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int) ([]relay.DeadLetter, string, error) {
 	var before uint64
 	if cursor != "" {
-		s, err := decodeCursor(cursorDead, agentID, cursor)
+		s, err := relay.DecodeCursor(relay.CursorDead, agentID, cursor)
 		if err != nil {
 			return nil, "", fmt.Errorf("memory: list dead: %w", err)
 		}
@@ -518,7 +518,7 @@ func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int
 			continue
 		}
 		if len(items) == limit {
-			return items, encodeCursor(cursorDead, agentID, fmt.Sprint(last)), nil
+			return items, relay.EncodeCursor(relay.CursorDead, agentID, fmt.Sprint(last)), nil
 		}
 		items = append(items, d.dl)
 		last = d.seq

@@ -100,7 +100,7 @@ func (e *Engine) Get(ctx context.Context, agentID, jobID string) (relay.OneShot,
 // List implements relay.Armed. A cursor is bound to the agent it was issued
 // for; limit <= 0 means 100.
 func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([]relay.OneShot, string, error) {
-	after, err := decodeCursor(cursorArmed, agentID, cursor)
+	after, err := relay.DecodeCursor(relay.CursorArmed, agentID, cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("redis: list: %w", err)
 	}
@@ -138,7 +138,7 @@ func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([
 	}
 	next := ""
 	if more == 1 && len(items) > 0 {
-		next = encodeCursor(cursorArmed, agentID, items[len(items)-1].JobID)
+		next = relay.EncodeCursor(relay.CursorArmed, agentID, items[len(items)-1].JobID)
 	}
 	return items, next, nil
 }

@@ -18,7 +18,7 @@ const replayBatch = 256
 // schedule id, descending), across every shard when agentID is "". A cursor
 // is bound to the filter it was issued for; limit <= 0 means 100.
 func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int) ([]relay.DeadLetter, string, error) {
-	pos, err := decodeCursor(cursorDead, agentID, cursor)
+	pos, err := relay.DecodeCursor(relay.CursorDead, agentID, cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("redis: list dead: %w", err)
 	}
@@ -71,7 +71,7 @@ func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int
 	if len(all) > limit {
 		all = all[:limit]
 		last := all[limit-1]
-		next = encodeCursor(cursorDead, agentID, strconv.FormatInt(last.FailedAt.UnixMilli(), 10)+":"+last.ScheduleID)
+		next = relay.EncodeCursor(relay.CursorDead, agentID, strconv.FormatInt(last.FailedAt.UnixMilli(), 10)+":"+last.ScheduleID)
 	}
 	return all, next, nil
 }

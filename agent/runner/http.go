@@ -58,11 +58,15 @@ func (h *HTTPRunner) Validate(p Payload) error {
 	return nil
 }
 
-func (h *HTTPRunner) transport() http.RoundTripper {
+// transport returns the transport for one run and a function to call when
+// the run is over. A private transport is made per run; its idle
+// connections (and their reader goroutines) are closed at the end rather than
+// left to the idle timeout.
+func (h *HTTPRunner) transport() (http.RoundTripper, func()) {
 	if h.Transport != nil {
-		return h.Transport
+		return h.Transport, func() {}
 	}
-	return &http.Transport{
+	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
@@ -70,6 +74,7 @@ func (h *HTTPRunner) transport() http.RoundTripper {
 		MaxIdleConns:          4,
 		IdleConnTimeout:       30 * time.Second,
 	}
+	return tr, tr.CloseIdleConnections
 }
 
 // Run sends the request and reads (a capped part of) the answer into the
@@ -109,7 +114,9 @@ func (h *HTTPRunner) Run(ctx context.Context, req Request) Result {
 	hreq.Header.Set("X-Chronos-Job-Id", req.JobID)
 	hreq.Header.Set("X-Chronos-Run-Id", req.RunID)
 	hreq.Header.Set("X-Chronos-Fire-At", req.FireAt.UTC().Format(time.RFC3339))
-	client := &http.Client{Transport: h.transport()}
+	tr, release := h.transport()
+	defer release()
+	client := &http.Client{Transport: tr}
 	if !p.FollowRedirects {
 		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}

@@ -168,7 +168,8 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 		"kid", keys.Current().Active.KID, "dispatchers", *cfg.Relay.Dispatchers)
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	// Room for every report: both listeners and each dispatcher send one.
+	errc := make(chan error, 2+*cfg.Relay.Dispatchers)
 	wg.Go(func() { errc <- srv.Serve(ctx, ln) })
 	if relayLn != nil {
 		wg.Go(func() { errc <- srv.ServeInternal(ctx, relayLn) })

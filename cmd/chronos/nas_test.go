@@ -342,6 +342,53 @@ relay:
 	}
 }
 
+// TestNASStopsWithManyDispatchers shuts down `chronos nas` running more
+// in-process dispatchers than it has listeners: every one of them reports
+// when it stops, and none may be left blocked on that report.
+func TestNASStopsWithManyDispatchers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	nasWriteFile(t, filepath.Join(dir, "agents.yaml"), "- agent_id: a\n  instance_id: i\n  token_sha256: "+nas.TokenSHA256("tok")+"\n")
+	listen := nasFreeAddr(t)
+	nasWriteFile(t, filepath.Join(dir, "nas.yaml"), fmt.Sprintf(`listen: %s
+public_url: http://%s
+agents_file: %s
+relay:
+  secrets: [%s]
+  dispatchers: 6
+`, listen, listen, filepath.Join(dir, "agents.yaml"), nasTestSecret))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"nas", "--config", filepath.Join(dir, "nas.yaml")}, io.Discard, io.Discard)
+	}()
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client.Get("http://" + listen + contract.PathReadyz)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nas never became ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("nas exited %d", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("nas did not shut down")
+	}
+}
+
 // TestNASExampleConfig keeps testdata/nas/nas.yaml loadable.
 func TestNASExampleConfig(t *testing.T) {
 	t.Parallel()

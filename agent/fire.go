@@ -65,6 +65,12 @@ type Desired struct {
 // errDraining refuses new claims while Close runs.
 var errDraining = errors.New("agent is shutting down")
 
+// drainingResult is the answer to a fire or manual run that arrives while
+// Close runs: busy, asking the caller to retry in a few seconds.
+func drainingResult() FireResult {
+	return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: errDraining.Error()}
+}
+
 // plan collects what one store update decided; it is carried out after the
 // update is durable.
 type plan struct {
@@ -95,7 +101,7 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		trigger = TriggerScheduled
 	}
 	if rt.closing.Load() {
-		return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: errDraining.Error()}, nil
+		return drainingResult(), nil
 	}
 	slot = slot.UTC()
 	var res FireResult
@@ -177,7 +183,7 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 			return FireResult{Status: FireBusy, RetryAfter: time.Second, Reason: "store busy"}, nil
 		}
 		if errors.Is(err, errDraining) {
-			return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: errDraining.Error()}, nil
+			return drainingResult(), nil
 		}
 		return FireResult{}, fmt.Errorf("agent: fire %s: %w", jobID, err)
 	}
@@ -208,7 +214,7 @@ func (rt *Runtime) fireOverdue(j *Job, sched *schedule.Schedule, slot, now time.
 // move next_run_at. force bypasses the idempotency window.
 func (rt *Runtime) RunNow(ctx context.Context, jobID string, force bool) (FireResult, error) {
 	if rt.closing.Load() {
-		return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: errDraining.Error()}, nil
+		return drainingResult(), nil
 	}
 	var res FireResult
 	p := &plan{}

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -142,4 +144,30 @@ func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 	}
 	c.AddCommand(subs...)
 	return c
+}
+
+// awaitStop waits until ctx ends or one part of a long-running command
+// reports on errc, then cancels the rest with cancel, waits for wg and
+// returns the first failure. A part that ends with context.Canceled has
+// only been told to stop. errc must have room for a report from every part
+// in wg; name prefixes the log messages.
+func awaitStop(ctx context.Context, cancel context.CancelFunc, wg *sync.WaitGroup, errc chan error, log *slog.Logger, name string) error {
+	var firstErr error
+	select {
+	case <-ctx.Done():
+	case firstErr = <-errc:
+		if firstErr != nil {
+			log.Error(name+" stopping", "error", firstErr.Error())
+		}
+	}
+	cancel()
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if firstErr == nil && err != nil && !errors.Is(err, context.Canceled) {
+			firstErr = err
+		}
+	}
+	log.Info(name + " stopped")
+	return firstErr
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -188,24 +187,7 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 			wg.Go(func() { errc <- d.Run(ctx) })
 		}
 	}
-	var firstErr error
-	select {
-	case <-ctx.Done():
-	case firstErr = <-errc:
-		if firstErr != nil {
-			log.Error("nas stopping", "error", firstErr.Error())
-		}
-	}
-	cancel()
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		if firstErr == nil && err != nil && !errors.Is(err, context.Canceled) {
-			firstErr = err
-		}
-	}
-	log.Info("nas stopped")
-	return firstErr
+	return awaitStop(ctx, cancel, &wg, errc, log, "nas")
 }
 
 // newDeliverer builds the dispatchers' client of the relay route.

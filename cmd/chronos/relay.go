@@ -111,24 +111,7 @@ func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.
 		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics, LeaseFor: o.lease})
 		wg.Go(func() { errc <- d.Run(ctx) })
 	}
-	var firstErr error
-	select {
-	case <-ctx.Done():
-	case firstErr = <-errc:
-		if firstErr != nil {
-			log.Error("relay stopping", "error", firstErr.Error())
-		}
-	}
-	cancel()
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		if firstErr == nil && err != nil && !errors.Is(err, context.Canceled) {
-			firstErr = err
-		}
-	}
-	log.Info("relay stopped")
-	return firstErr
+	return awaitStop(ctx, cancel, &wg, errc, log, "relay")
 }
 
 // relayOpsServer serves health, readiness (the store answers) and metrics.

@@ -116,23 +116,26 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		}
 		return ln, err
 	}
-	closeAll := func() {
-		for _, ln := range lns {
-			ln.Close()
+	// Until the servers take them over, the listeners (and, once open, the
+	// runtime) are released here on every early return.
+	serving := false
+	defer func() {
+		if !serving {
+			for _, ln := range lns {
+				ln.Close()
+			}
 		}
-	}
+	}()
 	pubLn, err := listen()
 	if err != nil {
 		return fmt.Errorf("demo: listen: %w", err)
 	}
 	relayLn, err := listen()
 	if err != nil {
-		closeAll()
 		return fmt.Errorf("demo: listen: %w", err)
 	}
 	agentLn, err := listen()
 	if err != nil {
-		closeAll()
 		return fmt.Errorf("demo: listen: %w", err)
 	}
 	publicURL := "http://" + pubLn.Addr().String()
@@ -147,13 +150,11 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	defer engine.Close()
 	keys, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
 	if err != nil {
-		closeAll()
 		return fmt.Errorf("demo: keys: %w", err)
 	}
 	token := randomHex(24)
 	agents, err := nas.NewStaticAgents([]nas.AgentEntry{{AgentID: demoAgentID, InstanceID: demoInstanceID, TokenSHA256: nas.TokenSHA256(token)}})
 	if err != nil {
-		closeAll()
 		return fmt.Errorf("demo: agents: %w", err)
 	}
 	secret := make([]byte, 32)
@@ -167,7 +168,6 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		Engine: engine, Verifier: agents, Keys: keys, Logger: nasLog,
 	})
 	if err != nil {
-		closeAll()
 		return fmt.Errorf("demo: %w", err)
 	}
 	srv := nashttp.NewServer(svc, nashttp.Options{Split: true, Logger: nasLog})
@@ -175,7 +175,6 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	// The relay: a dispatcher calling NAS's relay route, each call logged.
 	httpDeliverer, err := relay.NewHTTPDeliverer(relay.HTTPDelivererConfig{NASURL: relayURL, Keys: [][]byte{secret}, Logger: relayLog, Timeout: 20 * time.Second})
 	if err != nil {
-		closeAll()
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer httpDeliverer.Close()
@@ -192,32 +191,30 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	// The agent: a runtime on the home, the fire endpoint, reconcile.
 	rt, err := agent.Open(ctx, agent.Config{Home: home, Logger: agentLog})
 	if err != nil {
-		closeAll()
 		return fmt.Errorf("demo: %w", err)
 	}
+	defer func() {
+		if !serving {
+			_ = rt.Close(context.Background())
+		}
+	}()
 	dl.ranDetail = func(jobID, runID string) string { return runDetail(rt, home, jobID, runID) }
 	verifier, err := fireauth.New(ctx, fireauth.Config{
 		JWKSURL: publicURL + contract.PathJWKS, Issuer: publicURL,
 		Audience: contract.Audience(demoInstanceID), Logger: agentLog,
 	})
 	if err != nil {
-		closeAll()
-		_ = rt.Close(context.Background())
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer verifier.Close()
 	nc, err := nasclient.New(nasclient.Config{PortalURL: publicURL, AccessToken: token, Logger: agentLog})
 	if err != nil {
-		closeAll()
-		_ = rt.Close(context.Background())
 		return fmt.Errorf("demo: %w", err)
 	}
 	rec, err := provider.NewReconciler(provider.ReconcilerConfig{
 		Source: rt, NAS: nc, CallbackURL: agentURL, Home: home, By: "agent", CatchUp: true, Logger: agentLog,
 	})
 	if err != nil {
-		closeAll()
-		_ = rt.Close(context.Background())
 		return fmt.Errorf("demo: %w", err)
 	}
 	fireSrv := agenthttp.New(agenthttp.Config{
@@ -231,6 +228,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	})
 	agentSrv := agenthttp.NewHTTPServer(fireSrv)
 
+	serving = true
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(ctx, pubLn) })
 	wg.Go(func() { _ = srv.ServeInternal(ctx, relayLn) })

@@ -39,6 +39,11 @@ const (
 	deliveryInstanceStopped = "instance_stopped"
 )
 
+// lagBuckets are the histogram buckets, in seconds, of the lag metrics.
+var lagBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// newMetrics registers NAS's metrics on a new registry; stats feeds the
+// store's gauges at scrape time.
 func newMetrics(stats func(context.Context) (relay.Stats, error)) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
@@ -46,7 +51,7 @@ func newMetrics(stats func(context.Context) (relay.Stats, error)) *Metrics {
 		fireLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chronos_nas_fire_lag_seconds",
 			Help:    "Seconds between a fire's fire_at and its delivery to the agent.",
-			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+			Buckets: lagBuckets,
 		}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chronos_nas_deliveries_total",
@@ -97,6 +102,7 @@ func (m *Metrics) ObserveRequest(route string, code int) {
 	c.(prometheus.Counter).Inc()
 }
 
+// itoa formats an HTTP status code as its label, "other" when out of range.
 func itoa(n int) string {
 	if n >= 100 && n < 600 {
 		return string([]byte{byte('0' + n/100), byte('0' + n/10%10), byte('0' + n%10)})
@@ -117,6 +123,7 @@ var (
 	descUp     = prometheus.NewDesc("chronos_relay_store_up", "1 when the relay store answered the last scrape.", nil, nil)
 )
 
+// Describe implements prometheus.Collector.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descArmed
 	ch <- descDue
@@ -125,6 +132,8 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descUp
 }
 
+// Collect implements prometheus.Collector; a store error reports the store
+// down and leaves the other gauges out.
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -148,7 +157,7 @@ func (m *Metrics) Relay() relay.Metrics {
 			lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 				Name:    "chronos_relay_dispatch_lag_seconds",
 				Help:    "Seconds between a fire's fire_at and the start of its first delivery attempt.",
-				Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+				Buckets: lagBuckets,
 			}),
 			outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 				Name: "chronos_relay_outcomes_total",
@@ -175,6 +184,7 @@ func (m *Metrics) Relay() relay.Metrics {
 	return m.relay
 }
 
+// relayMetrics records what in-process dispatchers observe.
 type relayMetrics struct {
 	lag      prometheus.Histogram
 	outcomes *prometheus.CounterVec
@@ -188,7 +198,10 @@ type relayMetrics struct {
 
 var _ relay.Metrics = (*relayMetrics)(nil)
 
+// ObserveFireLag implements relay.Metrics.
 func (r *relayMetrics) ObserveFireLag(lag time.Duration) { r.lag.Observe(max(lag.Seconds(), 0)) }
+
+// CountOutcome implements relay.Metrics.
 func (r *relayMetrics) CountOutcome(kind relay.OutcomeKind) {
 	if c, ok := r.byKind[kind]; ok {
 		c.Inc()
@@ -196,6 +209,8 @@ func (r *relayMetrics) CountOutcome(kind relay.OutcomeKind) {
 	}
 	r.outcomes.WithLabelValues(kind.String()).Inc()
 }
+
+// CountRetry implements relay.Metrics.
 func (r *relayMetrics) CountRetry(cold bool) {
 	if cold {
 		r.cold.Inc()
@@ -203,4 +218,6 @@ func (r *relayMetrics) CountRetry(cold bool) {
 	}
 	r.warm.Inc()
 }
+
+// CountDeadLetter implements relay.Metrics.
 func (r *relayMetrics) CountDeadLetter() { r.dead.Inc() }

@@ -291,7 +291,7 @@ func (e *Engine) flushAcks(ctx context.Context, s int, handOff bool) {
 			}
 			a.mu.Unlock()
 			if more {
-				go e.flushAcks(context.Background(), s, false)
+				go e.flushAcks(ctx, s, false) // keeps ctx's values, not its end
 			}
 			return
 		}

@@ -182,7 +182,7 @@ func (s *Schedule) read(body string, anchor time.Time) error {
 	if rel, ok := relativeText(lower); ok {
 		d, err := parseDuration(rel)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		at := anchor.Add(time.Duration(d) * time.Second)
 		if at.Year() > maxYear {
@@ -202,7 +202,7 @@ func (s *Schedule) read(body string, anchor time.Time) error {
 func (s *Schedule) readInterval(text string, anchor time.Time) error {
 	d, err := parseDuration(text)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return s.setInterval(d, anchor)
 }
@@ -216,7 +216,7 @@ func (s *Schedule) setInterval(d int64, anchor time.Time) error {
 func (s *Schedule) readCron(line, source string) error {
 	c, err := parseCron(line)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	s.kind, s.cron, s.line, s.source = KindCron, c, strings.Join(strings.Fields(line), " "), source
 	return nil

@@ -160,6 +160,7 @@ type Control interface {
 	// SetInstanceStopped stops or starts an agent instance: fires of a
 	// stopped instance are dropped, not retried.
 	SetInstanceStopped(ctx context.Context, instanceID string, stopped bool) error
+	// InstanceStopped reports whether SetInstanceStopped stopped instanceID.
 	InstanceStopped(ctx context.Context, instanceID string) (bool, error)
 	// FirstDelivery records a delivery id and reports whether it is the first
 	// time it is seen (within ttl).
@@ -193,7 +194,7 @@ type DeliveryInfo struct {
 type Stats struct {
 	Armed      int64 // one-shots armed or leased
 	Due        int64 // armed one-shots already due (backlog)
-	Leased     int64
+	Leased     int64 // one-shots under a lease
 	DeadLetter int64
 }
 
@@ -203,6 +204,8 @@ type Engine interface {
 	Queue
 	DeadLetters
 	Control
+	// Stats reads the gauges of the whole store.
 	Stats(ctx context.Context) (Stats, error)
+	// Close stops the engine's goroutines and closes the connections it opened.
 	Close() error
 }

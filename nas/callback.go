@@ -252,6 +252,8 @@ func (c *AgentCaller) Fire(ctx context.Context, fireURL, token string, body []by
 	return classifyAnswer(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data)
 }
 
+// classifyDialError maps a failed call (no answer from the agent) to a
+// FireResult: an address the guard refused is final, anything else retries.
 func classifyDialError(err error) FireResult {
 	switch {
 	case errors.Is(err, ErrAddressNotAllowed):
@@ -269,6 +271,7 @@ func classifyDialError(err error) FireResult {
 	}
 }
 
+// isTimeout reports whether err is a network timeout.
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()

@@ -318,6 +318,8 @@ type cappedTransport struct {
 	limit int64
 }
 
+// RoundTrip implements http.RoundTripper: a body longer than the limit reads
+// as if it ended there.
 func (t cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
@@ -327,6 +329,7 @@ func (t cappedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// cappedBody reads through a limit and closes the original body.
 type cappedBody struct {
 	io.Reader
 	io.Closer

@@ -91,6 +91,11 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidJob, fmt.Sprintf(format, args...))
 	}
+	// invalid keeps err in the chain, so callers can still ask errors.Is
+	// about the cause.
+	invalid := func(err error) error {
+		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
 	j := &Job{
 		ID:           strings.TrimSpace(spec.ID),
 		Name:         strings.TrimSpace(spec.Name),
@@ -110,7 +115,7 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 		j.ID = newJobID()
 	}
 	if err := store.ValidJobID(j.ID); err != nil {
-		return nil, nil, bad("%v", err)
+		return nil, nil, invalid(err)
 	}
 	if len(j.Name) > 200 {
 		return nil, nil, bad("name is longer than 200 characters")
@@ -129,16 +134,16 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 	}
 	var err error
 	if j.Misfire, err = store.ParseMisfire(spec.Misfire); err != nil {
-		return nil, nil, bad("%v", err)
+		return nil, nil, invalid(err)
 	}
 	if j.Overlap, err = store.ParseOverlap(spec.Overlap); err != nil {
-		return nil, nil, bad("%v", err)
+		return nil, nil, invalid(err)
 	}
 	if j.Window, err = store.ParseWindow(spec.Window); err != nil {
-		return nil, nil, bad("%v", err)
+		return nil, nil, invalid(err)
 	}
 	if j.OnInterrupt, err = store.ParseOnInterrupt(spec.OnInterrupt); err != nil {
-		return nil, nil, bad("%v", err)
+		return nil, nil, invalid(err)
 	}
 	if j.Retry.MaxAttempts < 0 || j.Retry.Backoff < 0 || j.Retry.MaxBackoff < 0 {
 		return nil, nil, bad("retry values must not be negative")
@@ -161,12 +166,12 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 	}
 	if reg != nil {
 		if err := reg.Validate(j.Payload); err != nil {
-			return nil, nil, bad("payload: %v", err)
+			return nil, nil, invalid(fmt.Errorf("payload: %w", err))
 		}
 	}
 	sched, err := parseSchedule(j, defLoc)
 	if err != nil {
-		return nil, nil, bad("%v", err)
+		return nil, nil, invalid(err)
 	}
 	j.Kind = string(sched.Kind())
 	if j.Timezone != "" && sched.Location().String() != j.Timezone {

@@ -43,10 +43,15 @@ const (
 
 // FireResult is the outcome of Fire or RunNow.
 type FireResult struct {
-	Status     FireStatus
-	RunID      string
+	// Status says what became of the slot.
+	Status FireStatus
+	// RunID names the run the slot went to, when there is one.
+	RunID string
+	// RetryAfter is how long to wait before firing again; set with FireBusy.
 	RetryAfter time.Duration
-	Reason     string
+	// Reason explains the status in words (for logs and the ledger); it may
+	// be empty.
+	Reason string
 	// Skipped is set with FireAccepted when the slot was consumed without a
 	// run (overlap skip, idempotency window, misfire skip).
 	Skipped bool
@@ -58,7 +63,9 @@ type FireResult struct {
 // Desired is one fire the agent wants armed: an enabled job's future
 // next_run_at.
 type Desired struct {
-	JobID  string
+	// JobID names the job.
+	JobID string
+	// FireAt is the slot to arm: the job's next_run_at.
 	FireAt time.Time
 }
 

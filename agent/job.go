@@ -65,21 +65,34 @@ var ErrInvalidJob = errors.New("invalid job")
 // take their defaults.
 type JobSpec struct {
 	// ID is optional; empty generates one.
-	ID       string
-	Name     string
+	ID string
+	// Name is a free label of at most 200 characters.
+	Name string
+	// Schedule is the schedule text (see package schedule); required.
 	Schedule string
 	// Timezone is an IANA zone name; empty uses the Runtime's zone.
 	Timezone string
 	// Repeat bounds the number of runs (0: unbounded).
-	Repeat      int
-	Payload     runner.Payload
-	Timeout     time.Duration
-	Misfire     string
-	Grace       time.Duration
-	Overlap     string
-	Window      string
+	Repeat int
+	// Payload is what each run does; its kind's runner validates it.
+	Payload runner.Payload
+	// Timeout bounds each run (0: the job sets none).
+	Timeout time.Duration
+	// Misfire is run_once (default), skip or run_all.
+	Misfire string
+	// Grace is how late a slot may still run as scheduled (0: see the Grace
+	// function).
+	Grace time.Duration
+	// Overlap is skip (default), queue_one, allow or replace.
+	Overlap string
+	// Window is the idempotency window: none (default), hourly, daily or
+	// weekly.
+	Window string
+	// OnInterrupt is record (default) or retry.
 	OnInterrupt string
-	Retry       Retry
+	// Retry bounds re-runs under on_interrupt retry; zero fields take the
+	// Default retry constants.
+	Retry Retry
 	// Paused creates the job paused, with PausedReason.
 	Paused       bool
 	PausedReason string

@@ -100,11 +100,14 @@ func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.
 				errc <- fmt.Errorf("relay: serve: %w", err)
 			}
 		})
-		defer func() {
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Shut the server down when ctx ends: the wait for wg below
+		// includes Serve, which returns only then.
+		wg.Go(func() {
+			<-ctx.Done()
+			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer scancel()
 			_ = srv.Shutdown(sctx)
-		}()
+		})
 	}
 	log.Info("relay started", "store", storeKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
 	for range *cfg.Relay.Dispatchers {

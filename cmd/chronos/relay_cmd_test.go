@@ -5,10 +5,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
 )
 
 // TestRelayCommandRefusesBadSetups checks the usage errors of chronos relay.
@@ -48,5 +54,47 @@ func TestRelayCommandRefusesBadSetups(t *testing.T) {
 				t.Fatalf("stderr %q does not mention %q", stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestRelayStopsWithOpsListener ends a relay that serves health and metrics:
+// the ops server must be shut down before runRelay waits for it.
+func TestRelayStopsWithOpsListener(t *testing.T) {
+	t.Parallel()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	cfg := nas.Config{
+		PublicURL: "http://nas.example",
+		Store:     "memory",
+		Relay:     nas.RelayConfig{Secrets: []string{contract.FormatWebhookSecret(key)}, NASURL: "http://127.0.0.1:1"},
+	}.WithDefaults()
+	listen := nasFreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runRelay(ctx, cfg, relayRunOptions{listen: listen}, io.Discard) }()
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client.Get("http://" + listen + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the relay's ops server never answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("relay: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("relay did not shut down")
 	}
 }

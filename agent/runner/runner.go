@@ -64,7 +64,8 @@ type Request struct {
 }
 
 // Result is how a run ended. Err nil means success; ExitCode is the shell
-// exit status or the HTTP status (0 when not applicable).
+// exit status (-1 when the process could not start or was killed) or the
+// HTTP status (0 when not applicable).
 type Result struct {
 	Err      error
 	ExitCode int

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,7 +47,7 @@ func newRunsListCmd(home *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			lg, err := ledger.Open(hd + "/runs")
+			lg, err := ledger.Open(filepath.Join(hd, "runs"))
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/relay"
 )
 
 // Signing algorithms of the cron_fire token.
@@ -93,6 +94,31 @@ type RelayConfig struct {
 	// http:// + relay_listen, else http:// + listen (a wildcard host becomes
 	// 127.0.0.1).
 	NASURL string `yaml:"nas_url"`
+	// Retry bounds how long dispatchers retry a fire that fails before it
+	// goes to the dead letter.
+	Retry RetryConfig `yaml:"retry"`
+}
+
+// RetryConfig is the dispatchers' retry ladder: exponential backoff with
+// jitter from Base up to MaxDelay per step (an agent's Retry-After is a floor),
+// for at most MaxAttempts deliveries and MaxAge after fire_at. A scale-to-zero
+// agent that may stay down for long wants a larger MaxAttempts; the slots it
+// misses are recorded by its misfire policy when it is back.
+type RetryConfig struct {
+	// MaxAttempts is how many deliveries one fire gets. Default 10.
+	MaxAttempts int `yaml:"max_attempts"`
+	// MaxAge is how long after fire_at a fire is still retried. Default 24h.
+	MaxAge time.Duration `yaml:"max_age"`
+	// Base is the first backoff step. Default 1s.
+	Base time.Duration `yaml:"base"`
+	// MaxDelay caps one backoff step. Default 5m.
+	MaxDelay time.Duration `yaml:"max_delay"`
+}
+
+// Policy returns the relay retry policy these settings describe; unset
+// fields take the relay's defaults.
+func (r RetryConfig) Policy() relay.RetryPolicy {
+	return relay.RetryPolicy{MaxAttempts: r.MaxAttempts, MaxAge: r.MaxAge, Base: r.Base, MaxDelay: r.MaxDelay}.WithDefaults()
 }
 
 // AgentJWTConfig accepts JWT access tokens as agent credentials: `sub` is the
@@ -152,6 +178,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.FireTokenTTL == 0 {
 		c.FireTokenTTL = DefaultFireTokenTTL
+	}
+	if p := c.Relay.Retry.Policy(); c.Relay.Retry.MaxAttempts >= 0 && c.Relay.Retry.MaxAge >= 0 && c.Relay.Retry.Base >= 0 && c.Relay.Retry.MaxDelay >= 0 {
+		c.Relay.Retry = RetryConfig{MaxAttempts: p.MaxAttempts, MaxAge: p.MaxAge, Base: p.Base, MaxDelay: p.MaxDelay}
 	}
 	if c.Relay.Dispatchers == nil {
 		n := DefaultDispatchers
@@ -248,6 +277,16 @@ func (c Config) validate(requireCredentials bool) error {
 	}
 	if c.Relay.Dispatchers != nil && *c.Relay.Dispatchers < 0 {
 		bad("relay.dispatchers: must not be negative")
+	}
+	switch r := c.Relay.Retry; {
+	case r.MaxAttempts < 0:
+		bad("relay.retry.max_attempts: must not be negative")
+	case r.MaxAge < 0, r.Base < 0, r.MaxDelay < 0:
+		bad("relay.retry: durations must not be negative")
+	default:
+		if p := r.Policy(); p.MaxDelay < p.Base {
+			bad("relay.retry.max_delay: %s must be at least relay.retry.base %s", p.MaxDelay, p.Base)
+		}
 	}
 	if u, err := url.Parse(c.Relay.NASURL); c.Relay.NASURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		bad("relay.nas_url: %q is not an absolute http(s) URL", c.Relay.NASURL)

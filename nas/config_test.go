@@ -35,6 +35,7 @@ func TestConfigDefaults(t *testing.T) {
 		"past_skew":           c.Limits.PastSkew == 30*time.Second,
 		"delivery_timeout":    c.DeliveryTimeout == 30*time.Second,
 		"log_level":           c.LogLevel == "info",
+		"relay.retry":         c.Relay.Retry == nas.RetryConfig{MaxAttempts: 10, MaxAge: 24 * time.Hour, Base: time.Second, MaxDelay: 5 * time.Minute},
 	}
 	for k, ok := range checks {
 		if !ok {
@@ -51,6 +52,16 @@ func TestConfigDefaults(t *testing.T) {
 	api.Relay.Dispatchers = &zero
 	if got := *api.WithDefaults().Relay.Dispatchers; got != 0 {
 		t.Errorf("dispatchers 0 became %d", got)
+	}
+}
+
+// TestRetryConfigPolicy: the relay.retry keys become the dispatchers' retry
+// policy; unset keys keep the relay's defaults.
+func TestRetryConfigPolicy(t *testing.T) {
+	t.Parallel()
+	p := nas.RetryConfig{MaxAttempts: 30, MaxAge: 6 * time.Hour}.Policy()
+	if p.MaxAttempts != 30 || p.MaxAge != 6*time.Hour || p.Base != time.Second || p.MaxDelay != 5*time.Minute {
+		t.Fatalf("policy %+v", p)
 	}
 }
 
@@ -78,6 +89,9 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"callback_allowlist", func(c *nas.Config) { c.CallbackAllowlist = []string{"10.0.0.0/99"} }},
 		{"delivery_timeout", func(c *nas.Config) { c.DeliveryTimeout = -time.Second }},
 		{"log_level", func(c *nas.Config) { c.LogLevel = "loud" }},
+		{"relay.retry.max_attempts", func(c *nas.Config) { c.Relay.Retry.MaxAttempts = -1 }},
+		{"relay.retry", func(c *nas.Config) { c.Relay.Retry.MaxAge = -time.Hour }},
+		{"relay.retry.max_delay", func(c *nas.Config) { c.Relay.Retry.Base, c.Relay.Retry.MaxDelay = time.Minute, time.Second }},
 	}
 	for _, tt := range tests {
 		c := validConfig()

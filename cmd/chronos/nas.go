@@ -183,7 +183,7 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 		}
 		defer deliverer.Close()
 		for range n {
-			d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: svc.Metrics().Relay()})
+			d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: svc.Metrics().Relay(), Retry: cfg.Relay.Retry.Policy()})
 			wg.Go(func() { errc <- d.Run(ctx) })
 		}
 	}

@@ -111,7 +111,7 @@ func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.
 	}
 	log.Info("relay started", "store", storeKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
 	for range *cfg.Relay.Dispatchers {
-		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics, LeaseFor: o.lease})
+		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics, LeaseFor: o.lease, Retry: cfg.Relay.Retry.Policy()})
 		wg.Go(func() { errc <- d.Run(ctx) })
 	}
 	return awaitStop(ctx, cancel, &wg, errc, log, "relay")

@@ -23,6 +23,8 @@ import (
 
 type agentServeOptions struct {
 	config   string
+	home     string
+	listen   string
 	idleExit time.Duration
 	logLevel string
 	drain    time.Duration
@@ -47,6 +49,8 @@ nothing is left to do, so systemd starts it again on the next fire.`,
 		},
 	}
 	configFlag(c, &o.config)
+	c.Flags().StringVar(&o.home, "home", "", "the agent's home directory (overrides the config's home and $CHRONOS_HOME)")
+	c.Flags().StringVar(&o.listen, "listen", "", "address of the fire endpoint and health routes (overrides the config's listen)")
 	c.Flags().DurationVar(&o.idleExit, "idle-exit", 0, "exit (status 0) after this long with no request, no run in flight and NAS in sync; under the built-in timer also nothing due within it (0: never)")
 	c.Flags().StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	c.Flags().DurationVar(&o.drain, "drain-timeout", 30*time.Second, "how long runs in progress may finish at shutdown before they are stopped and recorded interrupted")
@@ -90,6 +94,12 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 	cfg, decision, err := loadAgentConfig(o.config, os.LookupEnv)
 	if err != nil {
 		return err
+	}
+	if o.home != "" {
+		cfg.Home = o.home
+	}
+	if o.listen != "" {
+		cfg.Listen = o.listen
 	}
 	log, err := agentLogger(stderr, o.logLevel)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 
 type agentStatusOptions struct {
 	config string
+	home   string
 	json   bool
 	fires  int
 }
@@ -46,6 +47,7 @@ failed are recorded in the ledger as missed, as a reconcile would.`,
 	}
 	configFlag(c, &o.config)
 	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	c.Flags().StringVar(&o.home, "home", "", "the agent's home directory (overrides the config's home and $CHRONOS_HOME)")
 	c.Flags().IntVar(&o.fires, "fires", 10, "how many recent fires to show")
 	return c
 }
@@ -89,6 +91,9 @@ func runAgentStatus(ctx context.Context, o agentStatusOptions, out io.Writer) er
 	cfg, decision, err := loadAgentConfig(o.config, os.LookupEnv)
 	if err != nil {
 		return err
+	}
+	if o.home != "" {
+		cfg.Home = o.home
 	}
 	loc, err := cfg.Location()
 	if err != nil {

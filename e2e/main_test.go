@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/chronoscron/chronos/internal/buildtest"
 	"github.com/chronoscron/chronos/internal/redistest"
 )
 
@@ -28,42 +26,13 @@ func TestMain(m *testing.M) {
 }
 
 func setupAndRun(m *testing.M) (int, error) {
-	root, err := findRoot()
+	// The README's install line is `go build -o <path> ./cmd/chronos`; this
+	// is it, without -race to keep the children fast.
+	b, root, cleanup, err := buildtest.Chronos("chronos-e2e-bin-")
 	if err != nil {
 		return 1, err
 	}
-	repoRoot = root
-	dir, err := os.MkdirTemp("", "chronos-e2e-bin-")
-	if err != nil {
-		return 1, err
-	}
-	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "chronos")
-	// The README's install line is `go build -o <path> ./cmd/chronos`; this is
-	// it, without -race to keep the children fast.
-	build := exec.Command("go", "build", "-o", bin, "./cmd/chronos")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return 1, fmt.Errorf("go build ./cmd/chronos: %w", err)
-	}
+	defer cleanup()
+	bin, repoRoot = b, root
 	return m.Run(), nil
-}
-
-// findRoot walks up from the working directory to the directory of go.mod.
-func findRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
 }

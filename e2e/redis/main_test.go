@@ -1,13 +1,11 @@
 package redise2e
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/chronoscron/chronos/internal/buildtest"
 	"github.com/chronoscron/chronos/internal/redistest"
 )
 
@@ -25,39 +23,11 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRun(m *testing.M) (int, error) {
-	root, err := moduleRoot()
+	b, _, cleanup, err := buildtest.Chronos("chronos-redise2e-")
 	if err != nil {
 		return 1, err
 	}
-	dir, err := os.MkdirTemp("", "chronos-redise2e-")
-	if err != nil {
-		return 1, err
-	}
-	defer os.RemoveAll(dir)
-	bin = filepath.Join(dir, "chronos")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/chronos")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return 1, fmt.Errorf("go build ./cmd/chronos: %w", err)
-	}
+	defer cleanup()
+	bin = b
 	return m.Run(), nil
-}
-
-// moduleRoot walks up from the working directory to go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
 }

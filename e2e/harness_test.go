@@ -12,28 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/buildtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // proc is one chronos process started by a test.
 type proc struct {
@@ -44,7 +27,7 @@ type proc struct {
 	args []string
 
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *buildtest.Buffer
 	done chan struct{}
 	err  error // set when done is closed
 }
@@ -80,7 +63,7 @@ func startProc(t *testing.T, name, dir string, env []string, args ...string) *pr
 
 func (p *proc) launch() {
 	p.t.Helper()
-	p.out = &syncBuffer{}
+	p.out = &buildtest.Buffer{}
 	p.done = make(chan struct{})
 	p.cmd = exec.Command(bin, p.args...)
 	p.cmd.Dir = p.dir

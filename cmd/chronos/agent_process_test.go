@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/buildtest"
 )
 
 // Helpers for tests that run the built binary as processes.
@@ -24,36 +23,18 @@ func buildChronos(tb testing.TB) string {
 	if testing.Short() {
 		tb.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(tb.TempDir(), "chronos")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	bin, _, cleanup, err := buildtest.Chronos("chronos-cmd-")
 	if err != nil {
-		tb.Fatalf("go build: %v\n%s", err, out)
+		tb.Fatal(err)
 	}
+	tb.Cleanup(cleanup)
 	return bin
-}
-
-// lockedBuffer collects a process's output safely.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // proc is a started process with its output.
 type proc struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *buildtest.Buffer
 	done chan struct{}
 	err  error
 }
@@ -63,7 +44,7 @@ type proc struct {
 // if it is still running.
 func startProc(tb testing.TB, bin string, env []string, files []*os.File, args ...string) *proc {
 	tb.Helper()
-	p := &proc{out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &proc{out: &buildtest.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -229,8 +229,11 @@ func TestNASEndToEnd(t *testing.T) {
 	for sch, at := range want {
 		f := got[sch]
 		lag := f.At.Sub(at)
-		if lag < 0 || lag > 100*time.Millisecond {
-			t.Errorf("fire %s (%s) arrived %s after fire_at, want within 100ms and never before", sch, f.Body.JobID, lag)
+		// Never early is exact. The upper bound only tells a woken dispatcher
+		// from one that waited for its 30 s recheck: the lag itself is
+		// measured by the benchmarks, not asserted on a shared machine.
+		if lag < 0 || lag > time.Second {
+			t.Errorf("fire %s (%s) arrived %s after fire_at, want never before and well before the 30 s recheck", sch, f.Body.JobID, lag)
 		}
 		if f.Claims.Audience != contract.Audience(instanceA) || f.Claims.ScheduleID != sch {
 			t.Errorf("claims %+v", f.Claims)

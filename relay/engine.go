@@ -27,12 +27,17 @@ const (
 // OneShot is one armed fire: the armed row of (AgentID, JobID) and its due
 // entry are the same record, written and removed together.
 type OneShot struct {
-	ScheduleID  string
-	AgentID     string
-	InstanceID  string
-	JobID       string
-	FireAt      time.Time // when the agent wants it; never delivered before
-	CallbackURL string
+	ScheduleID string
+	AgentID    string
+	InstanceID string
+	JobID      string
+	FireAt     time.Time // when the agent wants it; never delivered before
+	// FireAtSpelling is how the agent wrote FireAt when that differs from
+	// the canonical RFC 3339 UTC form (contract.Time's Spelling), else "".
+	// Engines keep it with the row, unread, so that NAS reports the fire
+	// back in the agent's own spelling.
+	FireAtSpelling string
+	CallbackURL    string
 	// Attempt counts claims so far (0 before the first); it doubles as the
 	// fencing token of the current lease.
 	Attempt int
@@ -46,11 +51,15 @@ type OneShot struct {
 
 // ArmRequest asks to arm job JobID of AgentID at FireAt (an upsert).
 type ArmRequest struct {
-	AgentID     string
-	InstanceID  string
-	JobID       string
-	FireAt      time.Time
-	CallbackURL string
+	AgentID    string
+	InstanceID string
+	JobID      string
+	FireAt     time.Time
+	// FireAtSpelling is how the agent wrote FireAt, "" for the canonical
+	// form (see OneShot). Arming the same instant in another spelling keeps
+	// the schedule id and takes the new spelling.
+	FireAtSpelling string
+	CallbackURL    string
 	// ScheduleID is the id to use if this arm creates or replaces the
 	// one-shot; callers pass a fresh unique id every time.
 	ScheduleID string
@@ -101,8 +110,9 @@ var (
 // Armed is the part of an engine the NAS API uses: the armed rows of agents.
 type Armed interface {
 	// Arm upserts the one-shot of (AgentID, JobID) and its due entry in one
-	// atomic step: the same FireAt again is a no-op returning the existing
-	// schedule id; a different FireAt replaces it under req.ScheduleID.
+	// atomic step: the same FireAt instant again is a no-op returning the
+	// existing schedule id (it only follows a new callback URL, instance or
+	// spelling); a different FireAt replaces it under req.ScheduleID.
 	Arm(ctx context.Context, req ArmRequest) (ArmResult, error)
 	// Cancel removes the one-shot of (agentID, jobID) and its due entry; it
 	// reports whether there was one. A cancelled one-shot's lease is lost.

@@ -146,7 +146,8 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	old := e.rows[k]
 	if old != nil && old.shot.FireAt.Equal(req.FireAt) {
 		// The same fire: keep its schedule id, but follow an agent that
-		// moved its callback URL or instance.
+		// moved its callback URL or instance, or wrote the instant anew.
+		old.shot.FireAtSpelling = req.FireAtSpelling
 		if req.CallbackURL != "" {
 			old.shot.CallbackURL = req.CallbackURL
 		}
@@ -170,15 +171,16 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	e.seq++
 	ent := &entry{
 		shot: relay.OneShot{
-			ScheduleID:  req.ScheduleID,
-			AgentID:     req.AgentID,
-			InstanceID:  req.InstanceID,
-			JobID:       req.JobID,
-			FireAt:      req.FireAt,
-			CallbackURL: req.CallbackURL,
-			State:       relay.StateArmed,
-			DueAt:       req.FireAt,
-			CreatedAt:   now,
+			ScheduleID:     req.ScheduleID,
+			AgentID:        req.AgentID,
+			InstanceID:     req.InstanceID,
+			JobID:          req.JobID,
+			FireAt:         req.FireAt,
+			FireAtSpelling: req.FireAtSpelling,
+			CallbackURL:    req.CallbackURL,
+			State:          relay.StateArmed,
+			DueAt:          req.FireAt,
+			CreatedAt:      now,
 		},
 		dueMs:   ceilMs(req.FireAt),
 		seq:     e.seq,

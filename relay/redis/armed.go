@@ -25,7 +25,7 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	v, err := e.run(ctx, scriptArm,
 		[]string{e.k.rows(s, req.AgentID), e.k.due(s), e.k.lease(s)},
 		e.nowArg(), req.JobID, member(req.AgentID, req.JobID), req.ScheduleID,
-		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake())
+		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake(), req.FireAtSpelling)
 	if err != nil {
 		return relay.ArmResult{}, fmt.Errorf("redis: arm: %w", err)
 	}

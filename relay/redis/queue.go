@@ -133,7 +133,7 @@ func decodeLease(v any) (relay.Lease, error) {
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	if len(f) != 3+rowFields {
+	if len(f) != 3+rowFields && len(f) != 4+rowFields {
 		return relay.Lease{}, fmt.Errorf("%w: lease of %d fields", errReply, len(f))
 	}
 	agent, err := str(f[0])

@@ -9,12 +9,14 @@ import goredis "github.com/redis/go-redis/v9"
 //	1 schedule id   2 instance id   3 fire_at ms (floor)   4 fire_at ns remainder
 //	5 callback url  6 attempt       7 fencing token (0 when armed)
 //	8 due ms - fire_at ms           9 fire_at ms - created ms
-//	10 last error
+//	10 last error   [11 fire_at as the agent spelt it]
 //
 // (Times 8 and 9 are kept as differences from fire_at: small numbers pack
-// into fewer bytes.)
+// into fewer bytes. Field 11 is present only when the agent's spelling is not
+// the canonical UTC form, so a canonical row costs nothing for it.)
 //
-// A dead letter is {agent, job, <the ten row fields>, reason, failed ms}.
+// A dead letter is {agent, job, <row fields 1 to 10>, reason, failed ms,
+// [spelling]}.
 //
 // Every script takes ARGV[1] = the current time in ms from an injected clock,
 // or "" to use Redis's own clock (production): clock() rounds TIME down,
@@ -50,23 +52,27 @@ func script(body string) *goredis.Script { return goredis.NewScript(prelude + bo
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
 // ARGV[5] instance id, ARGV[6] fire_at ms, ARGV[7] fire_at ns remainder,
-// ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel
+// ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel,
+// ARGV[11] fire_at spelling ("" = canonical)
 //
 // Returns {1 changed | 0 same fire_at | -1 over quota, replaced schedule id, row...}.
 var scriptArm = script(`
 local now = clock(ARGV[1])
 local job, m = ARGV[2], ARGV[3]
 local fms, fns = tonumber(ARGV[6]), tonumber(ARGV[7])
+local spelling = nil
+if ARGV[11] ~= '' then spelling = ARGV[11] end
 local old = redis.call('HGET', KEYS[1], job)
 local replaced = ''
 if old then
   local r = cmsgpack.unpack(old)
   if r[3] == fms and r[4] == fns then
     -- The same fire: keep its schedule id, but follow an agent that moved
-    -- its callback URL or instance.
-    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) then
+    -- its callback URL or instance, or wrote the instant anew.
+    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) or r[11] ~= spelling then
       if ARGV[8] ~= '' then r[5] = ARGV[8] end
       if ARGV[5] ~= '' then r[2] = ARGV[5] end
+      r[11] = spelling
       redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
     end
     return {0, '', unpack(r)}
@@ -80,7 +86,7 @@ else
 end
 local score = fms
 if fns > 0 then score = fms + 1 end
-local r = {ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, ''}
+local r = {ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, '', spelling}
 redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
 redis.call('ZREM', KEYS[3], m)
 redis.call('ZADD', KEYS[2], score, m)
@@ -226,11 +232,7 @@ if not r then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('ZREM', KEYS[3], ARGV[3])
-r[7] = 0
-r[10] = ARGV[6]
-local d = {ARGV[7], ARGV[2], unpack(r)}
-d[#d + 1] = ARGV[6]
-d[#d + 1] = now
+local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], ARGV[6], ARGV[6], now, r[11]}
 redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
 redis.call('ZADD', KEYS[5], now, sid)
 redis.call('ZADD', KEYS[6], now, sid)
@@ -371,7 +373,7 @@ while 2 + 2 * i <= #ARGV do
       redis.call('ZREM', dagent, sid)
       local job = d[2]
       if redis.call('HEXISTS', rows, job) == 0 then
-        local r = {d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12]}
+        local r = {d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12], d[15]}
         redis.call('HSET', rows, job, cmsgpack.pack(r))
         redis.call('ZADD', KEYS[3], now, #agent .. ':' .. agent .. job)
         n = n + 1

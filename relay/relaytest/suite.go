@@ -54,6 +54,7 @@ var realTests = []struct {
 	{"ArmReplaceLosesLease", testArmReplaceLosesLease},
 	{"ArmSameWhileLeased", testArmSameWhileLeased},
 	{"ArmSameMovesCallback", testArmSameMovesCallback},
+	{"FireAtSpelling", testFireAtSpelling},
 	{"Quota", testQuota},
 	{"Cancel", testCancel},
 	{"Get", testGet},
@@ -153,6 +154,73 @@ func testArmSameMovesCallback(t *testing.T, e relay.Engine) {
 	equal(t, got.CallbackURL, "https://moved.example/cb", "callback url")
 	equal(t, got.InstanceID, "inst-moved", "instance id")
 	equal(t, got.ScheduleID, first.OneShot.ScheduleID, "schedule id after get")
+}
+
+// testFireAtSpelling: the agent's spelling of fire_at is kept with the row
+// through every state (armed, leased, dead, replayed); arming the same
+// instant in another spelling keeps the schedule id and takes the new one.
+func testFireAtSpelling(t *testing.T, e relay.Engine) {
+	ctx := ctxT(t)
+	at := now().Add(-time.Second)
+	plus2 := at.In(time.FixedZone("", 2*3600)).Format("2006-01-02T15:04:05.000-07:00")
+	minus5 := at.In(time.FixedZone("", -5*3600)).Format("2006-01-02T15:04:05.000000-07:00")
+	armAs := func(job, spelling string) relay.ArmResult {
+		t.Helper()
+		res, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a1", InstanceID: "inst-a1", JobID: job, FireAt: at,
+			FireAtSpelling: spelling, CallbackURL: "https://a1.example/cb", ScheduleID: newID()})
+		noErr(t, err, "arm "+job)
+		return res
+	}
+	spelt := func(job, want, what string) {
+		t.Helper()
+		got, err := e.Get(ctx, "a1", job)
+		noErr(t, err, "get "+job)
+		equal(t, got.FireAtSpelling, want, what)
+	}
+
+	first := armAs("job", plus2)
+	equal(t, first.OneShot.FireAtSpelling, plus2, "arm result spelling")
+	spelt("job", plus2, "spelling after arm")
+	items, _, err := e.List(ctx, "a1", "", 10)
+	noErr(t, err, "list")
+	equal(t, len(items), 1, "listed")
+	equal(t, items[0].FireAtSpelling, plus2, "listed spelling")
+
+	// The same instant in another spelling, then in the canonical one: the
+	// same fire, spelt as last written.
+	again := armAs("job", minus5)
+	equal(t, again.Changed, false, "respelt arm changed")
+	equal(t, again.OneShot.ScheduleID, first.OneShot.ScheduleID, "respelt schedule id")
+	equal(t, again.OneShot.FireAtSpelling, minus5, "respelt arm result")
+	spelt("job", minus5, "spelling after a respelt arm")
+	canon := armAs("job", "")
+	equal(t, canon.Changed, false, "canonical arm changed")
+	spelt("job", "", "spelling after a canonical arm")
+	armAs("job", plus2)
+	armAs("plain", "")
+	spelt("plain", "", "canonical spelling")
+
+	// Leased, dead-lettered and replayed, it keeps its spelling.
+	var l relay.Lease
+	for _, x := range claim(t, e, 10, time.Minute) {
+		if x.JobID == "job" {
+			l = x
+		} else {
+			noErr(t, e.Ack(ctx, x), "ack")
+		}
+	}
+	equal(t, l.FireAtSpelling, plus2, "leased spelling")
+	spelt("job", plus2, "spelling while leased")
+	noErr(t, e.Kill(ctx, l, "gave up"), "kill")
+	dead, _, err := e.ListDead(ctx, "a1", "", 10)
+	noErr(t, err, "list dead")
+	equal(t, len(dead), 1, "dead letters")
+	equal(t, dead[0].FireAtSpelling, plus2, "dead spelling")
+	n, err := e.Replay(ctx, []string{l.ScheduleID})
+	noErr(t, err, "replay")
+	equal(t, n, 1, "replayed")
+	spelt("job", plus2, "spelling after replay")
+	sameTime(t, claimOne(t, e, time.Minute).FireAt, at, "replayed fire_at")
 }
 
 func testQuota(t *testing.T, e relay.Engine) {

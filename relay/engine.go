@@ -122,10 +122,23 @@ type Armed interface {
 	// List pages agentID's one-shots in job id order; cursor "" starts, a
 	// returned next cursor "" means the last page.
 	List(ctx context.Context, agentID, cursor string, limit int) (items []OneShot, next string, err error)
-	// TakeFailed returns up to max fires of agentID dead-lettered since the
-	// last call and forgets them (they stay in the dead letter).
-	TakeFailed(ctx context.Context, agentID string, max int) ([]DeadLetter, error)
+	// ListFailed returns up to max (<= 0: FailedFeedCap) of agentID's failed
+	// fires, oldest first: its one-shots that were dead-lettered no longer
+	// than keep ago by the engine's clock (keep <= 0: any time), are still in
+	// the dead letter (not replayed) and that the agent has not acknowledged
+	// with AckFailed. Reading consumes nothing; fires older than keep are
+	// forgotten. A fire dead-lettered again after a replay is listed again.
+	ListFailed(ctx context.Context, agentID string, keep time.Duration, max int) ([]DeadLetter, error)
+	// AckFailed forgets agentID's failed fires with the given schedule ids
+	// (they stay in the dead letter) and reports how many of them ListFailed
+	// with the same keep would have returned; other ids (unknown, of another
+	// agent, replayed, expired, acknowledged before) are ignored.
+	AckFailed(ctx context.Context, agentID string, keep time.Duration, scheduleIDs []string) (int, error)
 }
+
+// FailedFeedCap bounds an agent's failed-fire feed: beyond it the oldest
+// entries fall off (they stay in the dead letter).
+const FailedFeedCap = 10000
 
 // Queue is the part of an engine dispatchers use. Lease expiry is judged by
 // the engine's clock, never the caller's.
@@ -146,7 +159,7 @@ type Queue interface {
 	// Nack returns the one-shot to armed, due again after delay, recording reason.
 	Nack(ctx context.Context, l Lease, delay time.Duration, reason string) error
 	// Kill moves the one-shot to the dead letter with reason (its armed row
-	// goes away; the agent learns of it through TakeFailed).
+	// goes away; the agent learns of it through ListFailed).
 	Kill(ctx context.Context, l Lease, reason string) error
 	// Reap returns one-shots whose lease expired to armed, due now; it
 	// reports how many.

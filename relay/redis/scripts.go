@@ -216,7 +216,7 @@ return 1
 `)
 
 // scriptKill moves a leased one-shot to the dead letter and the agent's
-// failed-fire feed.
+// failed-fire feed (at its end, also when it was there before a replay).
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] dead,
 // KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of the agent
@@ -236,8 +236,8 @@ local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], 
 redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
 redis.call('ZADD', KEYS[5], now, sid)
 redis.call('ZADD', KEYS[6], now, sid)
-redis.call('RPUSH', KEYS[7], sid)
-redis.call('LTRIM', KEYS[7], -tonumber(ARGV[8]), -1)
+redis.call('ZADD', KEYS[7], now, sid)
+redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -tonumber(ARGV[8]) - 1)
 return 1
 `)
 
@@ -284,22 +284,69 @@ if h[2] then s = tonumber(h[2]) end
 return {s, tonumber(t[1]), tonumber(t[2])}
 `)
 
-// scriptTakeFailed pops an agent's failed-fire feed.
+// scriptListFailed reads an agent's failed-fire feed, oldest first, without
+// consuming it. It drops the entries older than the retention and those whose
+// dead letter was replayed, and first moves a feed an earlier version kept as
+// a list into the zset.
+//
+// KEYS[1] failed feed of the agent, KEYS[2] dead, KEYS[3] the agent's feed list
+// of earlier versions
+// ARGV[1] now, ARGV[2] retention ms (0 = forever), ARGV[3] max
+//
+// Returns {dead letter, ...}.
+var scriptListFailed = script(`
+local now = clock(ARGV[1])
+local keep, max = tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  for _, sid in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+    local v = redis.call('HGET', KEYS[2], sid)
+    if v then redis.call('ZADD', KEYS[1], 'NX', cmsgpack.unpack(v)[14], sid) end
+  end
+  redis.call('DEL', KEYS[3])
+end
+if keep > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - keep)) end
+local out, gone = {}, {}
+local off = 0
+while #out < max do
+  local page = redis.call('ZRANGE', KEYS[1], off, off + 99)
+  if #page == 0 then break end
+  off = off + #page
+  for _, sid in ipairs(page) do
+    local v = redis.call('HGET', KEYS[2], sid)
+    if v then
+      out[#out + 1] = cmsgpack.unpack(v)
+      if #out >= max then break end
+    else
+      gone[#gone + 1] = sid
+    end
+  end
+end
+for _, sid in ipairs(gone) do redis.call('ZREM', KEYS[1], sid) end
+return out
+`)
+
+// scriptAckFailed removes acknowledged entries from an agent's failed-fire
+// feed.
 //
 // KEYS[1] failed feed of the agent, KEYS[2] dead
-// ARGV[1] now (unused), ARGV[2] max
+// ARGV[1] now, ARGV[2] retention ms (0 = forever), ARGV[3...] schedule ids
 //
-// Returns {dead letter, ...}; ids no longer in the dead letter are skipped.
-var scriptTakeFailed = script(`
-local max = tonumber(ARGV[2])
-local out = {}
-while #out < max do
-  local sid = redis.call('LPOP', KEYS[1])
-  if not sid then break end
-  local v = redis.call('HGET', KEYS[2], sid)
-  if v then out[#out + 1] = cmsgpack.unpack(v) end
+// Returns how many of them were listable: in the feed, not expired, still
+// dead-lettered.
+var scriptAckFailed = script(`
+local now = clock(ARGV[1])
+local keep = tonumber(ARGV[2])
+local n = 0
+for i = 3, #ARGV do
+  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if s then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    if (keep <= 0 or tonumber(s) >= now - keep) and redis.call('HEXISTS', KEYS[2], ARGV[i]) == 1 then
+      n = n + 1
+    end
+  end
 end
-return out
+return n
 `)
 
 // scriptListDead pages dead letters newest first.

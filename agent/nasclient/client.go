@@ -133,6 +133,10 @@ func New(cfg Config) (*Client, error) {
 // the failed-fire acknowledgement reports each failed fire only once anyway.
 var ErrUnsupported = errors.New("nasclient: NAS does not offer this call")
 
+// ErrResponseTooLarge is returned (wrapped) when an answer exceeds
+// Config.MaxResponseBytes.
+var ErrResponseTooLarge = errors.New("answer exceeds the response size limit")
+
 // APIError is an error answer from NAS.
 type APIError struct {
 	// StatusCode is the HTTP status.
@@ -252,13 +256,24 @@ type Listing struct {
 
 // List fetches the whole armed set and the failed fires NAS reports, in one
 // call without a limit: NAS answers every armed job at once. A NAS that pages
-// anyway (it sends a next_cursor) is followed to its last page.
+// anyway (it sends a next_cursor) is followed to its last page, and an armed
+// set too large for one answer (MaxResponseBytes) is read in pages instead.
 func (c *Client) List(ctx context.Context) (Listing, error) {
+	all, err := c.list(ctx, 0)
+	if errors.Is(err, ErrResponseTooLarge) {
+		c.cfg.Logger.Warn("nasclient: the armed set does not fit one answer; listing in pages", "max_response_bytes", c.cfg.MaxResponseBytes)
+		all, err = c.list(ctx, contract.MaxListLimit)
+	}
+	return all, err
+}
+
+// list reads every page of the armed set with limit (0: none).
+func (c *Client) list(ctx context.Context, limit int) (Listing, error) {
 	var all Listing
 	seen := map[string]bool{}
 	cursor := ""
 	for range MaxPages {
-		page, err := c.ListPage(ctx, 0, cursor)
+		page, err := c.ListPage(ctx, limit, cursor)
 		if err != nil {
 			return Listing{}, err
 		}
@@ -400,7 +415,7 @@ func (c *Client) attempt(ctx context.Context, op, method, u string, body []byte,
 		return 0, fmt.Errorf("nasclient: %s: reading the answer: %w", op, err)
 	}
 	if int64(len(data)) > c.cfg.MaxResponseBytes {
-		return -1, fmt.Errorf("nasclient: %s: answer exceeds %d bytes", op, c.cfg.MaxResponseBytes)
+		return -1, fmt.Errorf("nasclient: %s: %w (%d bytes)", op, ErrResponseTooLarge, c.cfg.MaxResponseBytes)
 	}
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(data, out); err != nil {

@@ -343,6 +343,42 @@ func TestListAsksForEverythingAndFollowsPages(t *testing.T) {
 	}
 }
 
+// An armed set too large for one answer is read in pages of 100.
+func TestListFallsBackToPagesWhenTooLarge(t *testing.T) {
+	t.Parallel()
+	const total = 250
+	var limits []string
+	b := setup(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		limits = append(limits, q.Get("limit"))
+		start, _ := strconv.Atoi(strings.TrimPrefix(q.Get("cursor"), "c"))
+		end := total
+		if q.Get("limit") != "" {
+			n, _ := strconv.Atoi(q.Get("limit"))
+			end = min(start+n, total)
+		}
+		page := contract.ListResponse{Armed: []contract.ArmedJob{}, FailedFires: []contract.FailedFire{}}
+		for i := start; i < end; i++ {
+			page.Armed = append(page.Armed, contract.ArmedJob{JobID: fmt.Sprintf("j%03d", i), FireAt: contract.NewTime(slot), ScheduleID: "s", AgentCallbackURL: "https://a.example"})
+		}
+		if end < total {
+			next := fmt.Sprintf("c%d", end)
+			page.NextCursor = &next
+		}
+		contract.WriteJSON(w, http.StatusOK, page)
+	}, func(c *nasclient.Config) { c.MaxResponseBytes = 16 << 10 }) // about 150 entries
+	got, err := b.client.List(context.Background())
+	if err != nil || len(got.Armed) != total {
+		t.Fatalf("list: %d armed, %v", len(got.Armed), err)
+	}
+	if fmt.Sprint(limits) != "[ 100 100 100]" {
+		t.Fatalf("limits sent %q: one unpaged call, then pages of 100", limits)
+	}
+	if _, err := b.client.ListPage(context.Background(), 0, ""); !errors.Is(err, nasclient.ErrResponseTooLarge) {
+		t.Fatalf("unpaged page: %v", err)
+	}
+}
+
 // AckFailedFires posts the ids (at most 1000 per call) and sums what NAS
 // acknowledged; a NAS without the route is ErrUnsupported; refusals are
 // typed errors.

@@ -640,8 +640,11 @@ func (rt *Runtime) misfire(j *Job, sched *schedule.Schedule, now time.Time, p *p
 
 // RecordMissed records a fire NAS reports as failed (dead-lettered) as
 // missed in the ledger, once per job and slot, and moves the job past the
-// slot if it still waits for it.
-func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Time, reason string) error {
+// slot if it still waits for it. It reports whether it wrote the line: false
+// when the slot was recorded before (NAS reported the fire again) or the
+// agent already accounted for it. A nil error means the slot is durably
+// accounted for either way.
+func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Time, reason string) (bool, error) {
 	slot = slot.UTC()
 	runID := missedRunID(jobID, slot)
 	var line *ledger.Entry
@@ -694,15 +697,15 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("agent: record missed: %w", err)
+		return false, fmt.Errorf("agent: record missed: %w", err)
 	}
 	if line != nil {
 		rt.signal()
 	}
 	if overdue {
 		if err := rt.CatchUp(ctx); err != nil {
-			return fmt.Errorf("agent: record missed: %w", err)
+			return line != nil, fmt.Errorf("agent: record missed: %w", err)
 		}
 	}
-	return nil
+	return line != nil, nil
 }

@@ -427,9 +427,13 @@ func TestRecordMissedIsIdempotent(t *testing.T) {
 	b.add(t, JobSpec{ID: "m", Schedule: "every 1h"})
 	slot := t0.Add(time.Hour)
 	b.clock.Set(slot.Add(time.Minute))
-	for range 3 {
-		if err := b.rt.RecordMissed(t.Context(), "m", slot, "dead-lettered after 8 attempts"); err != nil {
+	for i := range 3 {
+		wrote, err := b.rt.RecordMissed(t.Context(), "m", slot, "dead-lettered after 8 attempts")
+		if err != nil {
 			t.Fatal(err)
+		}
+		if wrote != (i == 0) {
+			t.Fatalf("call %d wrote %v", i, wrote)
 		}
 	}
 	runs := b.runs(t, "m")
@@ -460,7 +464,7 @@ func TestRecordMissedLeavesLaterOverdueSlotsToMisfire(t *testing.T) {
 			b := setup(t)
 			b.add(t, JobSpec{ID: "d", Schedule: "every 1h", Misfire: tc.misfire})
 			b.clock.Set(t0.Add(4*time.Hour + 45*time.Minute))
-			if err := b.rt.RecordMissed(t.Context(), "d", t0.Add(time.Hour), "NAS gave up after 10 attempts"); err != nil {
+			if _, err := b.rt.RecordMissed(t.Context(), "d", t0.Add(time.Hour), "NAS gave up after 10 attempts"); err != nil {
 				t.Fatal(err)
 			}
 			wantRuns := 0
@@ -498,8 +502,8 @@ func TestRecordMissedAfterCatchUpAddsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.drainRuns(t, 2)
-	if err := b.rt.RecordMissed(t.Context(), "c", t0.Add(time.Hour), "NAS gave up"); err != nil {
-		t.Fatal(err)
+	if wrote, err := b.rt.RecordMissed(t.Context(), "c", t0.Add(time.Hour), "NAS gave up"); err != nil || wrote {
+		t.Fatalf("record missed wrote %v, %v; want nothing written", wrote, err)
 	}
 	perSlot := map[int]int{}
 	for _, r := range b.runs(t, "c") {

@@ -6,12 +6,15 @@ const (
 	PathCancel    = "/api/agent-cron/cancel"
 	PathList      = "/api/agent-cron/list"
 	PathArmed     = "/api/agent-cron/armed"
-	PathRelay     = "/api/agent-cron/relay"
-	PathJWKS      = "/.well-known/jwks.json"
-	PathFire      = "/api/cron/fire"
-	PathHealthz   = "/healthz"
-	PathReadyz    = "/readyz"
-	PathMetrics   = "/metrics"
+	// PathFailedFiresAck is where an agent acknowledges the failed fires
+	// list reported, so they are no longer listed.
+	PathFailedFiresAck = "/api/agent-cron/failed-fires/ack"
+	PathRelay          = "/api/agent-cron/relay"
+	PathJWKS           = "/.well-known/jwks.json"
+	PathFire           = "/api/cron/fire"
+	PathHealthz        = "/healthz"
+	PathReadyz         = "/readyz"
+	PathMetrics        = "/metrics"
 
 	// Operator routes, served on NAS's internal listener.
 	PathOperatorInstanceStop  = "/api/operator/instances/{instance_id}/stop"
@@ -23,17 +26,23 @@ const (
 
 // Header names used on the wire.
 const (
-	HeaderAuthorization      = "Authorization"
-	HeaderRetryAfter         = "Retry-After"
-	HeaderContentType        = "Content-Type"
-	HeaderWebhookID          = "webhook-id"
-	HeaderWebhookTimestamp   = "webhook-timestamp"
-	HeaderWebhookSignature   = "webhook-signature"
-	MediaTypeJSON            = "application/json"
-	BearerPrefix             = "Bearer "
-	DefaultMaxBodyBytes      = 64 << 10
-	DefaultMaxBulkBodyBytes  = 4 << 20
-	MaxListLimit             = 100
+	HeaderAuthorization     = "Authorization"
+	HeaderRetryAfter        = "Retry-After"
+	HeaderContentType       = "Content-Type"
+	HeaderWebhookID         = "webhook-id"
+	HeaderWebhookTimestamp  = "webhook-timestamp"
+	HeaderWebhookSignature  = "webhook-signature"
+	MediaTypeJSON           = "application/json"
+	BearerPrefix            = "Bearer "
+	DefaultMaxBodyBytes     = 64 << 10
+	DefaultMaxBulkBodyBytes = 4 << 20
+	// MaxListLimit is the largest page of list when a limit is given;
+	// larger limits are clamped to it. Without a limit list answers every
+	// armed job in one page.
+	MaxListLimit = 100
+	// MaxFailedFires is the most failed fires one list answer reports
+	// (oldest first) and the most schedule ids one ack takes.
+	MaxFailedFires           = 1000
 	JobIDPattern             = `^[A-Za-z0-9._-]{1,128}$`
 	DefaultFireAtPastSkewSec = 30
 )

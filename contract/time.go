@@ -8,27 +8,71 @@ import (
 	"time"
 )
 
-// Time is an instant on the wire: strict RFC 3339 (see ParseTime) when read,
-// RFC 3339 in UTC with the shortest exact fraction when written. The zero Time
-// is "absent"; JSON null is refused when reading.
-type Time struct{ time.Time }
+// Time is an instant on the wire. Read, it is strict RFC 3339 (see
+// ParseTime) and remembers the text it was read from; written, it is that
+// text again, byte for byte, so an instant an agent sent comes back in the
+// spelling the agent chose (`2026-12-01T09:00:00+02:00` stays so). A Time made
+// in code (NewTime) is written in RFC 3339 in UTC with the shortest exact
+// fraction (FormatTime). The zero Time is "absent"; JSON null is refused when
+// reading.
+//
+// Compare instants with Equal, never with ==: the same instant spelled in two
+// ways is two different Time values.
+type Time struct {
+	time.Time
+	// text is the spelling t was read from when it differs from
+	// FormatTime(t.Time); "" writes the canonical form.
+	text string
+}
 
-// NewTime returns t as a wire Time.
-func NewTime(t time.Time) Time { return Time{t} }
+// NewTime returns t as a wire Time, written in the canonical form.
+func NewTime(t time.Time) Time { return Time{Time: t} }
 
-// String formats t as RFC 3339 in UTC.
+// NewTimeSpelled returns the instant t as a wire Time written as spelling,
+// when spelling is a strict RFC 3339 text (ParseTime) of exactly that
+// instant; otherwise, and for an empty spelling, as NewTime(t). It restores
+// a spelling kept apart from the instant (see Spelling).
+func NewTimeSpelled(t time.Time, spelling string) Time {
+	if spelling == "" || spelling == FormatTime(t) {
+		return Time{Time: t}
+	}
+	if v, err := ParseTime(spelling); err != nil || !v.Equal(t) {
+		return Time{Time: t}
+	}
+	return Time{Time: t, text: spelling}
+}
+
+// String formats t as RFC 3339 in UTC (the canonical form, for logs); Text
+// is how it is written on the wire.
 func (t Time) String() string { return FormatTime(t.Time) }
 
-// MarshalJSON implements json.Marshaler.
+// Text returns t as it is written on the wire: the text it was read from, or
+// the canonical form.
+func (t Time) Text() string {
+	if t.text != "" {
+		return t.text
+	}
+	return FormatTime(t.Time)
+}
+
+// Spelling returns the text t was read from when that differs from the
+// canonical form, else "": what must be stored beside the instant to write t
+// back as it came (see NewTimeSpelled).
+func (t Time) Spelling() string { return t.text }
+
+// MarshalJSON implements json.Marshaler: the text t was read from, or the
+// canonical form.
 func (t Time) MarshalJSON() ([]byte, error) {
 	if t.IsZero() {
 		return []byte("null"), nil
 	}
-	return []byte(`"` + FormatTime(t.Time) + `"`), nil
+	// Both forms hold only digits, letters T t Z z and - + : . - nothing
+	// JSON escapes.
+	return []byte(`"` + t.Text() + `"`), nil
 }
 
-// UnmarshalJSON implements json.Unmarshaler with ParseTime's strict rules.
-// null and non-strings are refused.
+// UnmarshalJSON implements json.Unmarshaler with ParseTime's strict rules,
+// keeping the text. null and non-strings are refused.
 func (t *Time) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if bytes.Equal(b, []byte("null")) {
@@ -42,7 +86,10 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	t.Time = v
+	t.Time, t.text = v, ""
+	if s != FormatTime(v) {
+		t.text = s
+	}
 	return nil
 }
 

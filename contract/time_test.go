@@ -151,6 +151,75 @@ func TestTimeJSON(t *testing.T) {
 	}
 }
 
+// A Time read from the wire is written back byte for byte; the spelling can
+// be kept apart from the instant and restored.
+func TestTimeKeepsSpelling(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in        string
+		canonical string
+	}{
+		{"2026-12-01T09:00:00+02:00", "2026-12-01T07:00:00Z"},
+		{"2026-12-01T09:00:00-00:00", "2026-12-01T09:00:00Z"},
+		{"2026-12-01T09:00:00+00:00", "2026-12-01T09:00:00Z"},
+		{"2026-12-01T09:00:00.000Z", "2026-12-01T09:00:00Z"},
+		{"2026-12-01T09:00:00.500+05:30", "2026-12-01T03:30:00.5Z"},
+		{"2026-12-01t09:00:00z", "2026-12-01T09:00:00Z"},
+		{"2026-12-01T09:00:00.25Z", "2026-12-01T09:00:00.25Z"},
+		{"2026-12-01T09:00:00Z", "2026-12-01T09:00:00Z"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			var s struct {
+				At contract.Time `json:"at"`
+			}
+			body := `{"at":"` + tc.in + `"}`
+			if err := json.Unmarshal([]byte(body), &s); err != nil {
+				t.Fatal(err)
+			}
+			out, err := json.Marshal(s)
+			if err != nil || string(out) != body {
+				t.Fatalf("Marshal = %s, %v; want %s", out, err, body)
+			}
+			want := ""
+			if tc.in != tc.canonical {
+				want = tc.in
+			}
+			if s.At.Text() != tc.in || s.At.Spelling() != want || s.At.String() != tc.canonical {
+				t.Fatalf("Text %q Spelling %q String %q", s.At.Text(), s.At.Spelling(), s.At.String())
+			}
+			// Kept apart from the instant (as NAS stores it) and restored.
+			back := contract.NewTimeSpelled(s.At.UTC(), s.At.Spelling())
+			if back.Text() != tc.in || !back.Equal(s.At.Time) {
+				t.Fatalf("NewTimeSpelled = %q", back.Text())
+			}
+			// NewTime writes the canonical form whatever the zone.
+			if got := contract.NewTime(s.At.Time).Text(); got != tc.canonical {
+				t.Fatalf("NewTime(...).Text() = %q, want %q", got, tc.canonical)
+			}
+		})
+	}
+
+	// A spelling of another instant, or no RFC 3339 at all, is not used.
+	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	for _, bad := range []string{"2026-12-01T09:00:00+01:00", "tomorrow", "2026-12-01T9:00:00+02:00", `2026-12-01T09:00:00+02:00"`} {
+		if got := contract.NewTimeSpelled(at, bad).Text(); got != "2026-12-01T07:00:00Z" {
+			t.Errorf("NewTimeSpelled(%q) = %q, want the canonical form", bad, got)
+		}
+	}
+
+	// Reading into a Time that held another spelling forgets it.
+	var v contract.Time
+	for _, in := range []string{`"2026-12-01T09:00:00+02:00"`, `"2026-12-01T07:00:00Z"`} {
+		if err := json.Unmarshal([]byte(in), &v); err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := json.Marshal(v); string(out) != in {
+			t.Fatalf("Marshal after Unmarshal(%s) = %s", in, out)
+		}
+	}
+}
+
 // strictRFC3339 is the grammar ParseTime implements, written independently.
 var strictRFC3339 = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})$`)
 

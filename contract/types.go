@@ -37,7 +37,9 @@ type ArmedJob struct {
 }
 
 // FailedFire is a fire NAS gave up on (dead-lettered), reported to the agent
-// through the list endpoint so it can record it in its run ledger.
+// through the list endpoint so it can record it in its run ledger; it is
+// reported on every list until the agent acknowledges it (POST
+// /api/agent-cron/failed-fires/ack) or NAS's retention passes.
 type FailedFire struct {
 	JobID      string `json:"job_id"`
 	FireAt     Time   `json:"fire_at"`
@@ -48,11 +50,27 @@ type FailedFire struct {
 }
 
 // ListResponse is the 200 answer of GET /api/agent-cron/list. NextCursor is
-// null on the last page.
+// null on the last page (always, without a limit). FailedFires is filled on
+// the first page only: the agent's dead-lettered fires it has not
+// acknowledged (FailedFiresAckRequest), oldest first.
 type ListResponse struct {
 	Armed       []ArmedJob   `json:"armed"`
 	NextCursor  *string      `json:"next_cursor"`
 	FailedFires []FailedFire `json:"failed_fires"`
+}
+
+// FailedFiresAckRequest is the body of POST /api/agent-cron/failed-fires/ack:
+// the schedule ids of failed fires the agent has recorded (1 to
+// MaxFailedFires of them).
+type FailedFiresAckRequest struct {
+	ScheduleIDs []string `json:"schedule_ids"`
+}
+
+// FailedFiresAckResponse is the 200 answer of an ack: how many of the ids
+// were failed fires of the caller still listed (others are ignored).
+type FailedFiresAckResponse struct {
+	OK           bool `json:"ok"`
+	Acknowledged int  `json:"acknowledged"`
 }
 
 // DesiredArm is one entry of the bulk PUT /api/agent-cron/armed body.

@@ -76,6 +76,10 @@ type Config struct {
 	OperatorTokenFile string `yaml:"operator_token_file"`
 	// DeliveryTimeout bounds the whole call to an agent. Default 30s.
 	DeliveryTimeout time.Duration `yaml:"delivery_timeout"`
+	// FailedFiresRetention is how long a dead-lettered fire stays in its
+	// agent's failed_fires (on list) when the agent does not acknowledge it.
+	// Default 168h (7 days).
+	FailedFiresRetention time.Duration `yaml:"failed_fires_retention"`
 	// LogLevel is debug, info, warn or error. Default "info".
 	LogLevel string `yaml:"log_level"`
 }
@@ -159,7 +163,9 @@ const (
 	DefaultMaxFuture        = 400 * 24 * time.Hour
 	DefaultPastSkew         = contract.DefaultFireAtPastSkewSec * time.Second
 	DefaultDeliveryTimeout  = 30 * time.Second
-	DefaultLogLevel         = "info"
+	// DefaultFailedFiresRetention is the default of failed_fires_retention.
+	DefaultFailedFiresRetention = 7 * 24 * time.Hour
+	DefaultLogLevel             = "info"
 )
 
 // WithDefaults returns a copy of c with every unset key at its default.
@@ -210,6 +216,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DeliveryTimeout == 0 {
 		c.DeliveryTimeout = DefaultDeliveryTimeout
+	}
+	if c.FailedFiresRetention == 0 {
+		c.FailedFiresRetention = DefaultFailedFiresRetention
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = DefaultLogLevel
@@ -325,6 +334,9 @@ func (c Config) validate(requireCredentials bool) error {
 	}
 	if c.DeliveryTimeout <= 0 {
 		bad("delivery_timeout: must be positive")
+	}
+	if c.FailedFiresRetention <= 0 {
+		bad("failed_fires_retention: must be positive")
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

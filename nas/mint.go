@@ -56,7 +56,7 @@ func (m *Minter) Mint(now time.Time, f FireToken) (string, error) {
 		ExpiresAt:  jwt.NewNumericDate(iat.Add(ttl)),
 		ID:         base64.RawURLEncoding.EncodeToString(jti[:]),
 		JobID:      f.Fire.JobID,
-		FireAt:     f.Fire.FireAt.String(),
+		FireAt:     f.Fire.FireAt.Text(), // as in the body: the agent's own spelling
 		ScheduleID: f.Fire.ScheduleID,
 		Attempt:    f.Fire.Attempt,
 		BodyHash:   contract.BodyHash(f.Body),

@@ -260,8 +260,8 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 	}
 	res, err := s.engine.Arm(ctx, relay.ArmRequest{
 		AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: req.JobID,
-		FireAt: req.FireAt.Time, CallbackURL: cb, ScheduleID: newScheduleID(),
-		MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
+		FireAt: req.FireAt.Time, FireAtSpelling: req.FireAt.Spelling(), CallbackURL: cb,
+		ScheduleID: newScheduleID(), MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
 	})
 	if err != nil {
 		return contract.ProvisionResponse{}, s.engineErr("provision", err)
@@ -270,7 +270,13 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 		s.log.InfoContext(ctx, "armed", "agent_id", id.AgentID, "job_id", req.JobID,
 			"schedule_id", res.OneShot.ScheduleID, "fire_at", contract.FormatTime(res.OneShot.FireAt), "replaced", res.Replaced)
 	}
-	return contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: contract.NewTime(res.OneShot.FireAt), Armed: true}, nil
+	return contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: fireAt(res.OneShot), Armed: true}, nil
+}
+
+// fireAt is a one-shot's fire_at as NAS reports it to the agent: in the
+// spelling the agent provisioned it with, byte for byte.
+func fireAt(o relay.OneShot) contract.Time {
+	return contract.NewTimeSpelled(o.FireAt, o.FireAtSpelling)
 }
 
 // Cancel removes id's job; an unknown job is a no-op.
@@ -288,13 +294,19 @@ func (s *Service) Cancel(ctx context.Context, id Identity, req contract.CancelRe
 	return contract.OKResponse{OK: true}, nil
 }
 
-// List pages id's armed jobs. limit <= 0 means the maximum; a larger limit is
-// clamped to contract.MaxListLimit. The first page also carries the fires
-// dead-lettered since the agent last looked.
+// listChunk is how many armed rows one engine call reads while an unpaged
+// list gathers them all.
+const listChunk = 1000
+
+// List answers id's armed jobs. Without a limit (limit <= 0) it answers every
+// armed job (after cursor, if given) in one page, with no next cursor: at
+// most the agent's quota, unless the quota was lowered after the jobs were
+// armed. With a limit it pages: at most limit jobs, clamped to
+// contract.MaxListLimit, and a next cursor while more remain. The first page
+// (no cursor) also carries the agent's failed fires: those dead-lettered
+// within failed_fires_retention that it has not acknowledged, oldest first,
+// at most contract.MaxFailedFires. Reading consumes nothing.
 func (s *Service) List(ctx context.Context, id Identity, limit int, cursor string) (contract.ListResponse, error) {
-	if limit <= 0 || limit > contract.MaxListLimit {
-		limit = contract.MaxListLimit
-	}
 	engineCursor := ""
 	if cursor != "" {
 		c, ok := s.cursors.Open(id.AgentID, cursor)
@@ -303,9 +315,19 @@ func (s *Service) List(ctx context.Context, id Identity, limit int, cursor strin
 		}
 		engineCursor = c
 	}
-	items, next, err := s.engine.List(ctx, id.AgentID, engineCursor, limit)
-	if err != nil {
-		return contract.ListResponse{}, s.engineErr("list", err)
+	var items []relay.OneShot
+	next := ""
+	if limit > 0 {
+		var err error
+		items, next, err = s.engine.List(ctx, id.AgentID, engineCursor, min(limit, contract.MaxListLimit))
+		if err != nil {
+			return contract.ListResponse{}, s.engineErr("list", err)
+		}
+	} else {
+		var err error
+		if items, err = s.listAll(ctx, id.AgentID, engineCursor); err != nil {
+			return contract.ListResponse{}, err
+		}
 	}
 	resp := contract.ListResponse{Armed: make([]contract.ArmedJob, 0, len(items)), FailedFires: []contract.FailedFire{}}
 	for _, o := range items {
@@ -316,13 +338,13 @@ func (s *Service) List(ctx context.Context, id Identity, limit int, cursor strin
 		resp.NextCursor = &c
 	}
 	if cursor == "" {
-		failed, err := s.engine.TakeFailed(ctx, id.AgentID, contract.MaxListLimit)
+		failed, err := s.engine.ListFailed(ctx, id.AgentID, s.cfg.FailedFiresRetention, contract.MaxFailedFires)
 		if err != nil {
 			return contract.ListResponse{}, s.engineErr("list failed fires", err)
 		}
 		for _, d := range failed {
 			resp.FailedFires = append(resp.FailedFires, contract.FailedFire{
-				JobID: d.JobID, FireAt: contract.NewTime(d.FireAt), ScheduleID: d.ScheduleID,
+				JobID: d.JobID, FireAt: fireAt(d.OneShot), ScheduleID: d.ScheduleID,
 				Attempts: d.Attempt, Reason: d.Reason, FailedAt: contract.NewTime(d.FailedAt),
 			})
 		}
@@ -330,8 +352,54 @@ func (s *Service) List(ctx context.Context, id Identity, limit int, cursor strin
 	return resp, nil
 }
 
+// listAll reads every armed row of agentID after the engine cursor, in
+// chunks, so that no single engine call holds the store for long.
+func (s *Service) listAll(ctx context.Context, agentID, cursor string) ([]relay.OneShot, error) {
+	var all []relay.OneShot
+	for {
+		items, next, err := s.engine.List(ctx, agentID, cursor, listChunk)
+		if err != nil {
+			return nil, s.engineErr("list", err)
+		}
+		all = append(all, items...)
+		if next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
+}
+
+// AckFailedFires forgets the caller's failed fires with the given schedule
+// ids: list no longer reports them (the dead letter keeps them). Ids that are
+// unknown, of another agent, replayed or already acknowledged are ignored;
+// the answer counts the others. 1 to contract.MaxFailedFires non-empty ids of
+// at most 256 bytes; anything else is a 400 and changes nothing.
+func (s *Service) AckFailedFires(ctx context.Context, id Identity, req contract.FailedFiresAckRequest) (contract.FailedFiresAckResponse, error) {
+	switch n := len(req.ScheduleIDs); {
+	case req.ScheduleIDs == nil:
+		return contract.FailedFiresAckResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "schedule_ids is required")
+	case n == 0 || n > contract.MaxFailedFires:
+		return contract.FailedFiresAckResponse{}, contract.BadRequest(contract.CodeInvalidRequest,
+			"schedule_ids must hold 1 to %d ids, not %d", contract.MaxFailedFires, n)
+	}
+	for i, sid := range req.ScheduleIDs {
+		if sid == "" || len(sid) > 256 {
+			return contract.FailedFiresAckResponse{}, contract.BadRequest(contract.CodeInvalidRequest,
+				"schedule_ids[%d]: a schedule id is 1 to 256 bytes", i)
+		}
+	}
+	n, err := s.engine.AckFailed(ctx, id.AgentID, s.cfg.FailedFiresRetention, req.ScheduleIDs)
+	if err != nil {
+		return contract.FailedFiresAckResponse{}, s.engineErr("ack failed fires", err)
+	}
+	if n > 0 {
+		s.log.InfoContext(ctx, "failed fires acknowledged", "agent_id", id.AgentID, "acknowledged", n)
+	}
+	return contract.FailedFiresAckResponse{OK: true, Acknowledged: n}, nil
+}
+
 func armedJob(o relay.OneShot) contract.ArmedJob {
-	return contract.ArmedJob{JobID: o.JobID, FireAt: contract.NewTime(o.FireAt), ScheduleID: o.ScheduleID, AgentCallbackURL: o.CallbackURL}
+	return contract.ArmedJob{JobID: o.JobID, FireAt: fireAt(o), ScheduleID: o.ScheduleID, AgentCallbackURL: o.CallbackURL}
 }
 
 // PutArmed makes id's armed set equal to req: it validates every entry first
@@ -360,20 +428,13 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 		desired[d.JobID] = d
 		callbacks[d.JobID] = cb
 	}
-	existing := map[string]relay.OneShot{}
-	cursor := ""
-	for {
-		items, next, err := s.engine.List(ctx, id.AgentID, cursor, contract.MaxListLimit)
-		if err != nil {
-			return contract.PutArmedResponse{}, s.engineErr("put armed: list", err)
-		}
-		for _, o := range items {
-			existing[o.JobID] = o
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
+	items, err := s.listAll(ctx, id.AgentID, "")
+	if err != nil {
+		return contract.PutArmedResponse{}, fmt.Errorf("put armed: %w", err)
+	}
+	existing := make(map[string]relay.OneShot, len(items))
+	for _, o := range items {
+		existing[o.JobID] = o
 	}
 	resp := contract.PutArmedResponse{Armed: []contract.ArmedJob{}, Created: []string{}, Updated: []string{}, Cancelled: []string{}, Unchanged: []string{}}
 	for jobID := range existing {
@@ -397,8 +458,8 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 		d := desired[jobID]
 		res, err := s.engine.Arm(ctx, relay.ArmRequest{
 			AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: jobID,
-			FireAt: d.FireAt.Time, CallbackURL: callbacks[jobID], ScheduleID: newScheduleID(),
-			MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
+			FireAt: d.FireAt.Time, FireAtSpelling: d.FireAt.Spelling(), CallbackURL: callbacks[jobID],
+			ScheduleID: newScheduleID(), MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
 		})
 		if err != nil {
 			return contract.PutArmedResponse{}, s.engineErr("put armed: arm", err)
@@ -489,7 +550,8 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 		logFire(slog.LevelInfo, "fire dropped: instance stopped", "instance_id", row.InstanceID)
 		return contract.RelayResponse{Status: contract.RelayInstanceStopped}, nil
 	}
-	fire := contract.FireRequest{JobID: row.JobID, FireAt: contract.NewTime(row.FireAt), ScheduleID: row.ScheduleID, Attempt: req.Attempt}
+	// fire_at in the agent's own spelling, in the body and the token alike.
+	fire := contract.FireRequest{JobID: row.JobID, FireAt: fireAt(row), ScheduleID: row.ScheduleID, Attempt: req.Attempt}
 	fireBody, err := json.Marshal(fire)
 	if err != nil {
 		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)

@@ -342,9 +342,9 @@ func TestDispatcherRetriesThenDeadLetters(t *testing.T) {
 	if d.ScheduleID != s.ScheduleID || !strings.Contains(d.Reason, "gave up after 4 attempts") || !strings.Contains(d.Reason, "agent answered 500") {
 		t.Fatalf("dead letter %+v", d)
 	}
-	failed, err := b.engine.TakeFailed(context.Background(), "a1", 10)
+	failed, err := b.engine.ListFailed(context.Background(), "a1", time.Hour, 10)
 	if err != nil || len(failed) != 1 {
-		t.Fatalf("take failed = %v, %v", failed, err)
+		t.Fatalf("list failed = %v, %v", failed, err)
 	}
 	if r, dl := b.metrics.retries.Load(), b.metrics.dead.Load(); r != 3 || dl != 1 {
 		t.Fatalf("metrics: %d retries, %d dead letters; want 3, 1", r, dl)

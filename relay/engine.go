@@ -27,12 +27,17 @@ const (
 // OneShot is one armed fire: the armed row of (AgentID, JobID) and its due
 // entry are the same record, written and removed together.
 type OneShot struct {
-	ScheduleID  string
-	AgentID     string
-	InstanceID  string
-	JobID       string
-	FireAt      time.Time // when the agent wants it; never delivered before
-	CallbackURL string
+	ScheduleID string
+	AgentID    string
+	InstanceID string
+	JobID      string
+	FireAt     time.Time // when the agent wants it; never delivered before
+	// FireAtSpelling is how the agent wrote FireAt when that differs from
+	// the canonical RFC 3339 UTC form (contract.Time's Spelling), else "".
+	// Engines keep it with the row, unread, so that NAS reports the fire
+	// back in the agent's own spelling.
+	FireAtSpelling string
+	CallbackURL    string
 	// Attempt counts claims so far (0 before the first); it doubles as the
 	// fencing token of the current lease.
 	Attempt int
@@ -46,11 +51,15 @@ type OneShot struct {
 
 // ArmRequest asks to arm job JobID of AgentID at FireAt (an upsert).
 type ArmRequest struct {
-	AgentID     string
-	InstanceID  string
-	JobID       string
-	FireAt      time.Time
-	CallbackURL string
+	AgentID    string
+	InstanceID string
+	JobID      string
+	FireAt     time.Time
+	// FireAtSpelling is how the agent wrote FireAt, "" for the canonical
+	// form (see OneShot). Arming the same instant in another spelling keeps
+	// the schedule id and takes the new spelling.
+	FireAtSpelling string
+	CallbackURL    string
 	// ScheduleID is the id to use if this arm creates or replaces the
 	// one-shot; callers pass a fresh unique id every time.
 	ScheduleID string
@@ -101,8 +110,9 @@ var (
 // Armed is the part of an engine the NAS API uses: the armed rows of agents.
 type Armed interface {
 	// Arm upserts the one-shot of (AgentID, JobID) and its due entry in one
-	// atomic step: the same FireAt again is a no-op returning the existing
-	// schedule id; a different FireAt replaces it under req.ScheduleID.
+	// atomic step: the same FireAt instant again is a no-op returning the
+	// existing schedule id (it only follows a new callback URL, instance or
+	// spelling); a different FireAt replaces it under req.ScheduleID.
 	Arm(ctx context.Context, req ArmRequest) (ArmResult, error)
 	// Cancel removes the one-shot of (agentID, jobID) and its due entry; it
 	// reports whether there was one. A cancelled one-shot's lease is lost.
@@ -112,10 +122,23 @@ type Armed interface {
 	// List pages agentID's one-shots in job id order; cursor "" starts, a
 	// returned next cursor "" means the last page.
 	List(ctx context.Context, agentID, cursor string, limit int) (items []OneShot, next string, err error)
-	// TakeFailed returns up to max fires of agentID dead-lettered since the
-	// last call and forgets them (they stay in the dead letter).
-	TakeFailed(ctx context.Context, agentID string, max int) ([]DeadLetter, error)
+	// ListFailed returns up to max (<= 0: FailedFeedCap) of agentID's failed
+	// fires, oldest first: its one-shots that were dead-lettered no longer
+	// than keep ago by the engine's clock (keep <= 0: any time), are still in
+	// the dead letter (not replayed) and that the agent has not acknowledged
+	// with AckFailed. Reading consumes nothing; fires older than keep are
+	// forgotten. A fire dead-lettered again after a replay is listed again.
+	ListFailed(ctx context.Context, agentID string, keep time.Duration, max int) ([]DeadLetter, error)
+	// AckFailed forgets agentID's failed fires with the given schedule ids
+	// (they stay in the dead letter) and reports how many of them ListFailed
+	// with the same keep would have returned; other ids (unknown, of another
+	// agent, replayed, expired, acknowledged before) are ignored.
+	AckFailed(ctx context.Context, agentID string, keep time.Duration, scheduleIDs []string) (int, error)
 }
+
+// FailedFeedCap bounds an agent's failed-fire feed: beyond it the oldest
+// entries fall off (they stay in the dead letter).
+const FailedFeedCap = 10000
 
 // Queue is the part of an engine dispatchers use. Lease expiry is judged by
 // the engine's clock, never the caller's.
@@ -136,7 +159,7 @@ type Queue interface {
 	// Nack returns the one-shot to armed, due again after delay, recording reason.
 	Nack(ctx context.Context, l Lease, delay time.Duration, reason string) error
 	// Kill moves the one-shot to the dead letter with reason (its armed row
-	// goes away; the agent learns of it through TakeFailed).
+	// goes away; the agent learns of it through ListFailed).
 	Kill(ctx context.Context, l Lease, reason string) error
 	// Reap returns one-shots whose lease expired to armed, due now; it
 	// reports how many.

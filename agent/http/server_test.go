@@ -191,6 +191,37 @@ func TestFireAcceptedThenDuplicate(t *testing.T) {
 	}
 }
 
+// A fire whose fire_at NAS writes in the agent's provisioned spelling (an
+// offset, a fraction) is the same slot: verified, accepted and run once; the
+// same slot spelt in UTC again is a duplicate.
+func TestFireWithAnOffsetSpelling(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	spelt := slot.In(time.FixedZone("", 2*3600)).Format("2006-01-02T15:04:05.000-07:00")
+	f := fireauthtest.NewFire(issuer, audience, now, contract.FireRequest{JobID: "job-1", FireAt: contract.NewTimeSpelled(slot, spelt), ScheduleID: "sch_1", Attempt: 1})
+	if !bytes.Contains(f.Body, []byte(`"fire_at":"`+spelt+`"`)) {
+		t.Fatalf("body %s does not carry %q", f.Body, spelt)
+	}
+	rec := b.post(t, b.mint(t, f), f.Body)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	run, err := b.rt.Wait(context.Background(), decode[contract.FireResponse](t, rec).RunID, t0)
+	if err != nil || run.State != ledger.StateSucceeded || !run.Slot.Equal(slot) {
+		t.Fatalf("run %+v, %v", run, err)
+	}
+	again := fireFor("job-1", slot)
+	again.Request.Attempt = 2
+	again = fireauthtest.NewFire(issuer, audience, now, again.Request)
+	rec = b.post(t, b.mint(t, again), again.Body)
+	if rec.Code != http.StatusOK || decode[contract.FireResponse](t, rec).Status != contract.FireDuplicate {
+		t.Fatalf("the same slot in UTC: %d %s", rec.Code, rec.Body)
+	}
+	if n := b.runs.count("job-1"); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
+	}
+}
+
 func TestFireUnknownJobIsGone(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)

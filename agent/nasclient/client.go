@@ -1,9 +1,10 @@
 // Package nasclient is the agent's client for NAS's agent-cron endpoints
-// (hop 1 of the contract): provision, cancel, list and the bulk armed set.
+// (hop 1 of the contract): provision, cancel, list, the bulk armed set and
+// the acknowledgement of failed fires.
 //
 // Every call has a deadline. Transient failures (network errors, 5xx, 429)
 // are retried with exponential backoff and jitter, honouring Retry-After; all
-// four endpoints are idempotent, so a retry after a lost answer is safe.
+// five endpoints are idempotent, so a retry after a lost answer is safe.
 // Refusals come back as typed errors: *UnauthorizedError (401),
 // *ForbiddenError (403), *UnprocessableError (422), *RateLimitedError (429),
 // each unwrapping to an *APIError that carries the `error` code and
@@ -22,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -126,6 +128,15 @@ func New(cfg Config) (*Client, error) {
 	return &Client{base: u, token: strings.TrimSpace(cfg.AccessToken), hc: hc, cfg: cfg}, nil
 }
 
+// ErrUnsupported is returned (wrapped, beside the *APIError) by a call NAS
+// does not offer: it answered 404 or 405 for the route. A NAS that predates
+// the failed-fire acknowledgement reports each failed fire only once anyway.
+var ErrUnsupported = errors.New("nasclient: NAS does not offer this call")
+
+// ErrResponseTooLarge is returned (wrapped) when an answer exceeds
+// Config.MaxResponseBytes.
+var ErrResponseTooLarge = errors.New("answer exceeds the response size limit")
+
 // APIError is an error answer from NAS.
 type APIError struct {
 	// StatusCode is the HTTP status.
@@ -220,7 +231,8 @@ func (c *Client) Cancel(ctx context.Context, jobID string) error {
 }
 
 // ListPage fetches one page of the caller's armed one-shots. An empty cursor
-// asks for the first page; limit 0 lets NAS choose.
+// asks for the first page; limit 0 sends no limit, and NAS answers every
+// armed job (after the cursor) at once.
 func (c *Client) ListPage(ctx context.Context, limit int, cursor string) (contract.ListResponse, error) {
 	q := url.Values{}
 	if limit > 0 {
@@ -234,19 +246,34 @@ func (c *Client) ListPage(ctx context.Context, limit int, cursor string) (contra
 	return out, err
 }
 
-// Listing is everything NAS lists for the agent, all pages together.
+// Listing is everything NAS lists for the agent.
 type Listing struct {
-	Armed       []contract.ArmedJob
+	Armed []contract.ArmedJob
+	// FailedFires are the fires NAS gave up on that the agent has not
+	// acknowledged (AckFailedFires), oldest first.
 	FailedFires []contract.FailedFire
 }
 
-// List fetches every page of the armed set and the failed fires NAS reports.
+// List fetches the whole armed set and the failed fires NAS reports, in one
+// call without a limit: NAS answers every armed job at once. A NAS that pages
+// anyway (it sends a next_cursor) is followed to its last page, and an armed
+// set too large for one answer (MaxResponseBytes) is read in pages instead.
 func (c *Client) List(ctx context.Context) (Listing, error) {
+	all, err := c.list(ctx, 0)
+	if errors.Is(err, ErrResponseTooLarge) {
+		c.cfg.Logger.Warn("nasclient: the armed set does not fit one answer; listing in pages", "max_response_bytes", c.cfg.MaxResponseBytes)
+		all, err = c.list(ctx, contract.MaxListLimit)
+	}
+	return all, err
+}
+
+// list reads every page of the armed set with limit (0: none).
+func (c *Client) list(ctx context.Context, limit int) (Listing, error) {
 	var all Listing
 	seen := map[string]bool{}
 	cursor := ""
 	for range MaxPages {
-		page, err := c.ListPage(ctx, contract.MaxListLimit, cursor)
+		page, err := c.ListPage(ctx, limit, cursor)
 		if err != nil {
 			return Listing{}, err
 		}
@@ -262,6 +289,29 @@ func (c *Client) List(ctx context.Context) (Listing, error) {
 		seen[cursor] = true
 	}
 	return Listing{}, fmt.Errorf("nasclient: list: more than %d pages", MaxPages)
+}
+
+// AckFailedFires tells NAS that the failed fires with these schedule ids are
+// recorded, so it stops listing them; call it only once they are durably
+// written. It sends at most contract.MaxFailedFires ids per call and returns
+// how many NAS acknowledged (ids it no longer lists are not counted). A NAS
+// without the route answers an error wrapping ErrUnsupported.
+func (c *Client) AckFailedFires(ctx context.Context, scheduleIDs []string) (int, error) {
+	total := 0
+	for chunk := range slices.Chunk(scheduleIDs, contract.MaxFailedFires) {
+		var out contract.FailedFiresAckResponse
+		err := c.call(ctx, "ack failed fires", http.MethodPost, contract.PathFailedFiresAck, nil,
+			contract.FailedFiresAckRequest{ScheduleIDs: chunk}, &out)
+		var apiErr *APIError
+		if errors.As(err, &apiErr) && (apiErr.StatusCode == http.StatusNotFound || apiErr.StatusCode == http.StatusMethodNotAllowed) {
+			return total, fmt.Errorf("%w: %w", ErrUnsupported, err)
+		}
+		if err != nil {
+			return total, err
+		}
+		total += out.Acknowledged
+	}
+	return total, nil
 }
 
 // PutArmed replaces the whole armed set with req: NAS arms what is missing or
@@ -365,7 +415,7 @@ func (c *Client) attempt(ctx context.Context, op, method, u string, body []byte,
 		return 0, fmt.Errorf("nasclient: %s: reading the answer: %w", op, err)
 	}
 	if int64(len(data)) > c.cfg.MaxResponseBytes {
-		return -1, fmt.Errorf("nasclient: %s: answer exceeds %d bytes", op, c.cfg.MaxResponseBytes)
+		return -1, fmt.Errorf("nasclient: %s: %w (%d bytes)", op, ErrResponseTooLarge, c.cfg.MaxResponseBytes)
 	}
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(data, out); err != nil {

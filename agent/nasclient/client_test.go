@@ -284,43 +284,150 @@ func TestCancelledContextStopsRetrying(t *testing.T) {
 	}
 }
 
-func TestListFollowsEveryPage(t *testing.T) {
+// List asks for everything in one call (no limit); a NAS that pages anyway
+// is followed to its last page, still without a limit.
+func TestListAsksForEverythingAndFollowsPages(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		pageSize int // what the NAS answers per call; 0 = everything
+		calls    int64
+	}{
+		{"one answer", 0, 1},
+		{"a NAS that pages", 100, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const total = 250
+			b := setup(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				if r.Method != http.MethodGet || r.URL.Path != contract.PathList {
+					t.Errorf("%s %s", r.Method, r.URL.Path)
+				}
+				if _, ok := r.URL.Query()["limit"]; ok {
+					t.Errorf("limit %q sent", r.URL.Query().Get("limit"))
+				}
+				start, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Query().Get("cursor"), "c"))
+				end := total
+				if tc.pageSize > 0 {
+					end = min(start+tc.pageSize, total)
+				}
+				var page contract.ListResponse
+				page.Armed = []contract.ArmedJob{}
+				page.FailedFires = []contract.FailedFire{}
+				for i := start; i < end; i++ {
+					page.Armed = append(page.Armed, contract.ArmedJob{JobID: fmt.Sprintf("j%03d", i), FireAt: contract.NewTime(slot), ScheduleID: "s", AgentCallbackURL: "https://a.example"})
+				}
+				if start == 0 {
+					page.FailedFires = []contract.FailedFire{{JobID: "j007", FireAt: contract.NewTime(slot), ScheduleID: "s", Attempts: 5, Reason: "agent answered 500", FailedAt: contract.NewTime(slot)}}
+				}
+				if end < total {
+					next := fmt.Sprintf("c%d", end)
+					page.NextCursor = &next
+				}
+				contract.WriteJSON(w, http.StatusOK, page)
+			})
+			got, err := b.client.List(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Armed) != total || got.Armed[total-1].JobID != "j249" {
+				t.Fatalf("%d armed", len(got.Armed))
+			}
+			if len(got.FailedFires) != 1 || got.FailedFires[0].Reason != "agent answered 500" {
+				t.Fatalf("failed fires %+v", got.FailedFires)
+			}
+			if n := b.calls.Load(); n != tc.calls {
+				t.Fatalf("%d calls, want %d", n, tc.calls)
+			}
+		})
+	}
+}
+
+// An armed set too large for one answer is read in pages of 100.
+func TestListFallsBackToPagesWhenTooLarge(t *testing.T) {
 	t.Parallel()
 	const total = 250
+	var limits []string
 	b := setup(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.URL.Path != contract.PathList {
-			t.Errorf("%s %s", r.Method, r.URL.Path)
+		q := r.URL.Query()
+		limits = append(limits, q.Get("limit"))
+		start, _ := strconv.Atoi(strings.TrimPrefix(q.Get("cursor"), "c"))
+		end := total
+		if q.Get("limit") != "" {
+			n, _ := strconv.Atoi(q.Get("limit"))
+			end = min(start+n, total)
 		}
-		if r.URL.Query().Get("limit") != "100" {
-			t.Errorf("limit %q", r.URL.Query().Get("limit"))
-		}
-		start, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Query().Get("cursor"), "c"))
-		var page contract.ListResponse
-		page.Armed = []contract.ArmedJob{}
-		for i := start; i < min(start+100, total); i++ {
+		page := contract.ListResponse{Armed: []contract.ArmedJob{}, FailedFires: []contract.FailedFire{}}
+		for i := start; i < end; i++ {
 			page.Armed = append(page.Armed, contract.ArmedJob{JobID: fmt.Sprintf("j%03d", i), FireAt: contract.NewTime(slot), ScheduleID: "s", AgentCallbackURL: "https://a.example"})
 		}
-		if start == 0 {
-			page.FailedFires = []contract.FailedFire{{JobID: "j007", FireAt: contract.NewTime(slot), ScheduleID: "s", Attempts: 5, Reason: "agent answered 500", FailedAt: contract.NewTime(slot)}}
-		}
-		if start+100 < total {
-			next := fmt.Sprintf("c%d", start+100)
+		if end < total {
+			next := fmt.Sprintf("c%d", end)
 			page.NextCursor = &next
 		}
 		contract.WriteJSON(w, http.StatusOK, page)
-	})
+	}, func(c *nasclient.Config) { c.MaxResponseBytes = 16 << 10 }) // about 150 entries
 	got, err := b.client.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(got.Armed) != total {
+		t.Fatalf("list: %d armed, %v", len(got.Armed), err)
 	}
-	if len(got.Armed) != total || got.Armed[total-1].JobID != "j249" {
-		t.Fatalf("%d armed", len(got.Armed))
+	if fmt.Sprint(limits) != "[ 100 100 100]" {
+		t.Fatalf("limits sent %q: one unpaged call, then pages of 100", limits)
 	}
-	if len(got.FailedFires) != 1 || got.FailedFires[0].Reason != "agent answered 500" {
-		t.Fatalf("failed fires %+v", got.FailedFires)
+	if _, err := b.client.ListPage(context.Background(), 0, ""); !errors.Is(err, nasclient.ErrResponseTooLarge) {
+		t.Fatalf("unpaged page: %v", err)
 	}
-	if n := b.calls.Load(); n != 3 {
-		t.Fatalf("%d calls, want 3 pages", n)
+}
+
+// AckFailedFires posts the ids (at most 1000 per call) and sums what NAS
+// acknowledged; a NAS without the route is ErrUnsupported; refusals are
+// typed errors.
+func TestAckFailedFires(t *testing.T) {
+	t.Parallel()
+	var got [][]string
+	b := setup(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != contract.PathFailedFiresAck {
+			t.Errorf("%s %s", r.Method, r.URL.Path)
+		}
+		var req contract.FailedFiresAckRequest
+		if e := contract.DecodeRequest(w, r, 1<<20, &req); e != nil {
+			contract.WriteError(w, e)
+			return
+		}
+		if n == 1 { // a transient failure is retried
+			contract.WriteError(w, contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, "busy"))
+			return
+		}
+		got = append(got, req.ScheduleIDs)
+		contract.WriteJSON(w, http.StatusOK, contract.FailedFiresAckResponse{OK: true, Acknowledged: len(req.ScheduleIDs) - 1})
+	})
+	ids := make([]string, 1500)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("sch_%d", i)
+	}
+	n, err := b.client.AckFailedFires(context.Background(), ids)
+	if err != nil || n != 1498 {
+		t.Fatalf("ack = %d, %v; want 1498", n, err)
+	}
+	if len(got) != 2 || len(got[0]) != 1000 || len(got[1]) != 500 || got[1][499] != "sch_1499" {
+		t.Fatalf("sent %d calls", len(got))
+	}
+
+	for _, tc := range []struct {
+		status      int
+		unsupported bool
+	}{{http.StatusNotFound, true}, {http.StatusMethodNotAllowed, true}, {http.StatusBadRequest, false}, {http.StatusForbidden, false}} {
+		old := setup(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+			contract.WriteError(w, contract.Errorf(tc.status, contract.CodeInvalidRequest, "no"))
+		})
+		_, err := old.client.AckFailedFires(context.Background(), []string{"sch_1"})
+		var apiErr *nasclient.APIError
+		if err == nil || errors.Is(err, nasclient.ErrUnsupported) != tc.unsupported || !errors.As(err, &apiErr) || apiErr.StatusCode != tc.status {
+			t.Fatalf("%d: error %v", tc.status, err)
+		}
+		if n := old.calls.Load(); n != 1 {
+			t.Fatalf("%d: %d calls; a refusal is not retried", tc.status, n)
+		}
 	}
 }
 

@@ -26,8 +26,10 @@ type Source interface {
 	Jobs(ctx context.Context) ([]agent.Job, error)
 	// CatchUp applies the misfire policy to overdue slots.
 	CatchUp(ctx context.Context) error
-	// RecordMissed writes a fire NAS gave up on to the ledger as missed.
-	RecordMissed(ctx context.Context, jobID string, slot time.Time, reason string) error
+	// RecordMissed writes a fire NAS gave up on to the ledger as missed,
+	// once per job and slot; it reports whether it wrote the line (false when
+	// the slot was already accounted for). A nil error means it is durable.
+	RecordMissed(ctx context.Context, jobID string, slot time.Time, reason string) (bool, error)
 }
 
 var _ Source = (*agent.Runtime)(nil)
@@ -37,6 +39,10 @@ type NAS interface {
 	List(ctx context.Context) (nasclient.Listing, error)
 	Provision(ctx context.Context, req contract.ProvisionRequest) (contract.ProvisionResponse, error)
 	Cancel(ctx context.Context, jobID string) error
+	// AckFailedFires tells NAS the failed fires with these schedule ids are
+	// recorded; an error wrapping nasclient.ErrUnsupported means NAS has no
+	// such call (it reports each failed fire once).
+	AckFailedFires(ctx context.Context, scheduleIDs []string) (int, error)
 }
 
 var _ NAS = (*nasclient.Client)(nil)
@@ -296,8 +302,9 @@ func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing) (ob
 	return o, nil
 }
 
-// Reconcile runs one reconcile: list NAS (all pages), record the failed
-// fires it reports, hand overdue slots NAS is not delivering to the misfire
+// Reconcile runs one reconcile: list NAS (one call, everything), record the
+// failed fires it reports and then acknowledge them to NAS, hand overdue
+// slots NAS is not delivering to the misfire
 // policy (when CatchUp is set), then provision and cancel per the plan. Every
 // step is attempted; the error joins the failures. The result and counters
 // are written to the state file.
@@ -380,7 +387,7 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 		}
 		return nil, nil
 	}
-	r.recordFailedFires(ctx, st, res, listing.FailedFires, fail)
+	r.ackFailedFires(ctx, r.recordFailedFires(ctx, st, res, listing.FailedFires, fail), fail)
 
 	o, err := r.observe(ctx, listing)
 	if err != nil {
@@ -456,31 +463,76 @@ func (r *Reconciler) catchUpIfWaiting(ctx context.Context, res *Result, fail fun
 }
 
 // recordFailedFires writes the failed fires NAS reported, and those kept
-// from earlier attempts, to the ledger as missed. NAS reports each once, so
-// any it could not write stay in the state for the next reconcile.
-func (r *Reconciler) recordFailedFires(ctx context.Context, st *State, res *Result, reported []contract.FailedFire, fail func(op, jobID string, err error)) {
+// from earlier attempts, to the ledger as missed, and returns the schedule
+// ids that are now durably accounted for, for NAS to forget. The ledger
+// takes one line per job and slot: a fire NAS reports again (its
+// acknowledgement was lost, or it died again after a replay) adds nothing,
+// and is acknowledged again. A fire that could not be written is not
+// acknowledged (NAS lists it again) and is kept in the state too, for a NAS
+// that reports each failed fire only once.
+func (r *Reconciler) recordFailedFires(ctx context.Context, st *State, res *Result, reported []contract.FailedFire, fail func(op, jobID string, err error)) []string {
 	all := append(st.PendingMissed, reported...)
-	seen := map[string]bool{}
-	var keep []contract.FailedFire
+	// One ledger write per job and slot, acknowledging every schedule id
+	// reported for it.
+	type slotFires struct {
+		fire contract.FailedFire
+		ids  []string
+	}
+	var order []string
+	bySlot := map[string]*slotFires{}
 	for _, f := range all {
 		key := f.JobID + "@" + contract.FormatTime(f.FireAt.Time)
-		if seen[key] {
-			continue
+		sf := bySlot[key]
+		if sf == nil {
+			sf = &slotFires{fire: f}
+			bySlot[key] = sf
+			order = append(order, key)
 		}
-		seen[key] = true
+		if f.ScheduleID != "" && !slices.Contains(sf.ids, f.ScheduleID) {
+			sf.ids = append(sf.ids, f.ScheduleID)
+		}
+	}
+	var keep []contract.FailedFire
+	var ack []string
+	for _, key := range order {
+		f := bySlot[key].fire
 		reason := fmt.Sprintf("NAS gave up after %d attempts: %s", f.Attempts, f.Reason)
-		if err := r.cfg.Source.RecordMissed(ctx, f.JobID, f.FireAt.Time, reason); err != nil {
+		wrote, err := r.cfg.Source.RecordMissed(ctx, f.JobID, f.FireAt.Time, reason)
+		if err != nil {
 			fail("record missed", f.JobID, err)
 			keep = append(keep, f)
 			continue
 		}
-		res.MissedRecorded++
-		r.cfg.Logger.Warn("fire failed at NAS; recorded missed", "job_id", f.JobID, "fire_at", f.FireAt, "schedule_id", f.ScheduleID, "reason", f.Reason)
+		ack = append(ack, bySlot[key].ids...)
+		if wrote {
+			res.MissedRecorded++
+			r.cfg.Logger.Warn("fire failed at NAS; recorded missed", "job_id", f.JobID, "fire_at", f.FireAt, "schedule_id", f.ScheduleID, "reason", f.Reason)
+		}
 	}
 	if len(keep) > maxPendingMissed {
 		keep = keep[len(keep)-maxPendingMissed:]
 	}
 	st.PendingMissed = keep
+	return ack
+}
+
+// ackFailedFires tells NAS that the failed fires with these schedule ids are
+// recorded, so it stops listing them. A failure is a failed step: the fires
+// stay listed, and the next reconcile, finding them recorded, acknowledges
+// them again. A NAS without acknowledgements needs none.
+func (r *Reconciler) ackFailedFires(ctx context.Context, ids []string, fail func(op, jobID string, err error)) {
+	if len(ids) == 0 {
+		return
+	}
+	n, err := r.cfg.NAS.AckFailedFires(ctx, ids)
+	switch {
+	case errors.Is(err, nasclient.ErrUnsupported):
+		r.cfg.Logger.Debug("NAS takes no acknowledgement of failed fires; it reports each once", "error", err)
+	case err != nil:
+		fail("ack failed fires", "", err)
+	default:
+		r.cfg.Logger.Info("failed fires acknowledged to NAS", "sent", len(ids), "acknowledged", n)
+	}
 }
 
 func desiredArms(desired []agent.Desired, now time.Time, callback string) []Arm {
@@ -508,8 +560,8 @@ type Observation struct {
 }
 
 // Observe lists NAS and the agent and returns what a reconcile would do,
-// changing nothing at NAS. Failed fires NAS reports are recorded as missed
-// like in a reconcile (NAS reports each only once).
+// changing nothing at NAS but the failed fires: those it reports are
+// recorded as missed and then acknowledged, as in a reconcile.
 func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -519,9 +571,10 @@ func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 	}
 	var out Observation
 	if len(listing.FailedFires) > 0 {
+		var ack []string
 		record := func(st *State) {
 			var res Result
-			r.recordFailedFires(ctx, st, &res, listing.FailedFires, func(op, jobID string, err error) {
+			ack = r.recordFailedFires(ctx, st, &res, listing.FailedFires, func(op, jobID string, err error) {
 				st.addError(r.cfg.Now(), op, jobID, err)
 			})
 			st.Counts.MissedRecorded += res.MissedRecorded
@@ -532,6 +585,9 @@ func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 		} else if err := UpdateState(ctx, r.cfg.Home, record); err != nil {
 			return Observation{}, err
 		}
+		r.ackFailedFires(ctx, ack, func(_, _ string, err error) {
+			r.cfg.Logger.Warn("acknowledging failed fires failed; the next reconcile does it again", "error", err)
+		})
 	}
 	o, err := r.observe(ctx, listing)
 	if err != nil {

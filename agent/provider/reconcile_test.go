@@ -116,10 +116,15 @@ type fakeNAS struct {
 	mu       sync.Mutex
 	now      func() time.Time
 	arms     map[string]contract.ArmedJob
-	failed   []contract.FailedFire
-	failNext map[string]int // op -> how many calls fail
+	failed   []contract.FailedFire // listed until acknowledged
+	failNext map[string]int        // op -> how many calls fail
 	calls    map[string]int
 	seq      int
+	// acked lists the schedule ids of every ack call; onAck, when set, runs
+	// at each (before it applies); noAck makes the ack route absent.
+	acked [][]string
+	onAck func(ids []string)
+	noAck bool
 }
 
 func newFakeNAS(now func() time.Time) *fakeNAS {
@@ -147,8 +152,38 @@ func (n *fakeNAS) List(context.Context) (nasclient.Listing, error) {
 	for _, a := range n.arms {
 		l.Armed = append(l.Armed, a)
 	}
-	l.FailedFires, n.failed = n.failed, nil // NAS reports each failed fire once
+	l.FailedFires = slices.Clone(n.failed) // reported until acknowledged
 	return l, nil
+}
+
+func (n *fakeNAS) AckFailedFires(_ context.Context, ids []string) (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.noAck {
+		n.calls["ack"]++
+		return 0, fmt.Errorf("%w: 404", nasclient.ErrUnsupported)
+	}
+	if n.onAck != nil {
+		n.onAck(ids)
+	}
+	if err := n.fail("ack"); err != nil {
+		return 0, err
+	}
+	n.acked = append(n.acked, slices.Clone(ids))
+	before := len(n.failed)
+	n.failed = slices.DeleteFunc(n.failed, func(f contract.FailedFire) bool { return slices.Contains(ids, f.ScheduleID) })
+	return before - len(n.failed), nil
+}
+
+// listedFailed returns the schedule ids NAS still lists as failed.
+func (n *fakeNAS) listedFailed() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []string
+	for _, f := range n.failed {
+		out = append(out, f.ScheduleID)
+	}
+	return out
 }
 
 func (n *fakeNAS) Provision(_ context.Context, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
@@ -471,20 +506,10 @@ func TestSlotBeingDeliveredIsLeftAlone(t *testing.T) {
 	b.wantArmed(t, map[string]time.Time{"a": at(2 * time.Hour)})
 }
 
-func TestFailedFiresAreRecordedMissed(t *testing.T) {
-	t.Parallel()
-	b := setup(t, true)
-	b.add(t, "a", "every 1h")
-	b.clock.Set(at(time.Hour + 10*time.Minute))
-	b.nas.set(func(n *fakeNAS) {
-		n.arms["a"] = armed("a", at(2*time.Hour))
-		n.failed = []contract.FailedFire{{JobID: "a", FireAt: contract.NewTime(at(time.Hour)), ScheduleID: "sch_x", Attempts: 7, Reason: "agent answered 500", FailedAt: contract.NewTime(at(time.Hour + 9*time.Minute))}}
-	})
-	res := b.reconcile(t)
-	if res.MissedRecorded != 1 || res.CaughtUp {
-		t.Fatalf("result %+v", res)
-	}
-	runs, err := b.rt.Ledger().Runs(context.Background(), ledger.Filter{JobID: "a"})
+// missedRuns returns the ledger's missed runs of job.
+func (b *bundle) missedRuns(t *testing.T, job string) []ledger.Run {
+	t.Helper()
+	runs, err := b.rt.Ledger().Runs(context.Background(), ledger.Filter{JobID: job})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,10 +519,182 @@ func TestFailedFiresAreRecordedMissed(t *testing.T) {
 			missed = append(missed, r)
 		}
 	}
+	return missed
+}
+
+func failedFire(job, sch string, slot time.Time) contract.FailedFire {
+	return contract.FailedFire{JobID: job, FireAt: contract.NewTime(slot), ScheduleID: sch, Attempts: 7,
+		Reason: "agent answered 500", FailedAt: contract.NewTime(slot.Add(9 * time.Minute))}
+}
+
+// A failed fire is written to the ledger as missed, and only then
+// acknowledged to NAS, which stops listing it.
+func TestFailedFiresAreRecordedThenAcknowledged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.clock.Set(at(time.Hour + 10*time.Minute))
+	// The slot NAS reports is written with an offset, as NAS echoes the
+	// agent's spelling: the same slot.
+	slot := contract.NewTimeSpelled(at(time.Hour), at(time.Hour).In(time.FixedZone("", 2*3600)).Format(time.RFC3339))
+	b.nas.set(func(n *fakeNAS) {
+		n.arms["a"] = armed("a", at(2*time.Hour))
+		n.failed = []contract.FailedFire{failedFire("a", "sch_x", at(time.Hour))}
+		n.failed[0].FireAt = slot
+		n.onAck = func(ids []string) {
+			if len(b.missedRuns(t, "a")) != 1 {
+				t.Errorf("ack of %v before the ledger had the missed run", ids)
+			}
+		}
+	})
+	res := b.reconcile(t)
+	if res.MissedRecorded != 1 || res.CaughtUp {
+		t.Fatalf("result %+v", res)
+	}
+	missed := b.missedRuns(t, "a")
 	if len(missed) != 1 || !strings.Contains(missed[0].Reason, "agent answered 500") || !missed[0].Slot.Equal(at(time.Hour)) {
-		t.Fatalf("missed runs %+v", runs)
+		t.Fatalf("missed runs %+v", missed)
+	}
+	if fmt.Sprint(b.nas.acked) != "[[sch_x]]" || len(b.nas.listedFailed()) != 0 {
+		t.Fatalf("acked %v, still listed %v", b.nas.acked, b.nas.listedFailed())
 	}
 	b.wantArmed(t, map[string]time.Time{"a": at(2 * time.Hour)})
+	if res := b.reconcile(t); res.MissedRecorded != 0 || len(b.nas.acked) != 1 {
+		t.Fatalf("a reconcile with nothing failed recorded %d, acked %v", res.MissedRecorded, b.nas.acked)
+	}
+}
+
+// An acknowledgement that is lost leaves the fire listed: the next reconcile
+// finds it recorded, writes nothing, and acknowledges it again.
+func TestFailedFireAckLostIsNotRecordedTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.clock.Set(at(time.Hour + 10*time.Minute))
+	b.nas.set(func(n *fakeNAS) {
+		n.failed = []contract.FailedFire{failedFire("a", "sch_x", at(time.Hour))}
+		n.failNext["ack"] = 1
+	})
+	res, err := b.rec.Reconcile(context.Background())
+	if !errors.Is(err, errNASDown) || res.MissedRecorded != 1 || b.rec.InSync() {
+		t.Fatalf("reconcile with the ack lost: %+v, %v", res, err)
+	}
+	if got := b.nas.listedFailed(); fmt.Sprint(got) != "[sch_x]" {
+		t.Fatalf("listed %v after a lost ack", got)
+	}
+	for range 2 {
+		res := b.reconcile(t)
+		if res.MissedRecorded != 0 {
+			t.Fatalf("the fire was recorded again: %+v", res)
+		}
+	}
+	if missed := b.missedRuns(t, "a"); len(missed) != 1 {
+		t.Fatalf("missed runs %+v, want exactly one", missed)
+	}
+	if fmt.Sprint(b.nas.acked) != "[[sch_x]]" || len(b.nas.listedFailed()) != 0 {
+		t.Fatalf("acked %v, listed %v", b.nas.acked, b.nas.listedFailed())
+	}
+	st, err := provider.ReadState(b.home)
+	if err != nil || st.Counts.MissedRecorded != 1 || len(st.PendingMissed) != 0 {
+		t.Fatalf("state %+v, %v", st, err)
+	}
+}
+
+// flakySource fails RecordMissed a number of times.
+type flakySource struct {
+	provider.Source
+	mu    sync.Mutex
+	fails int
+}
+
+func (s *flakySource) RecordMissed(ctx context.Context, jobID string, slot time.Time, reason string) (bool, error) {
+	s.mu.Lock()
+	fail := s.fails > 0
+	if fail {
+		s.fails--
+	}
+	s.mu.Unlock()
+	if fail {
+		return false, errors.New("disk full")
+	}
+	return s.Source.RecordMissed(ctx, jobID, slot, reason)
+}
+
+// A fire that could not be recorded is not acknowledged; once recorded, every
+// schedule id NAS reported for that slot is, with one ledger line.
+func TestFailedFireNotRecordedIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.clock.Set(at(time.Hour + 10*time.Minute))
+	src := &flakySource{Source: b.rt, fails: 1}
+	// No local catch-up: the slot stays owed until the missed line is written.
+	rec, err := provider.NewReconciler(provider.ReconcilerConfig{
+		Source: src, NAS: b.nas, CallbackURL: callback, Home: b.home,
+		Now: b.clock.Now, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same slot failed twice: a replay died again under another id.
+	b.nas.set(func(n *fakeNAS) {
+		n.failed = []contract.FailedFire{failedFire("a", "sch_1", at(time.Hour)), failedFire("a", "sch_2", at(time.Hour))}
+	})
+	if _, err := rec.Reconcile(context.Background()); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if len(b.nas.acked) != 0 || len(b.missedRuns(t, "a")) != 0 {
+		t.Fatalf("acked %v with nothing recorded", b.nas.acked)
+	}
+	if st, _ := provider.ReadState(b.home); len(st.PendingMissed) != 1 {
+		t.Fatalf("pending %+v", st.PendingMissed)
+	}
+	res, err := rec.Reconcile(context.Background())
+	if err != nil || res.MissedRecorded != 1 {
+		t.Fatalf("second reconcile: %+v, %v", res, err)
+	}
+	if len(b.missedRuns(t, "a")) != 1 || fmt.Sprint(b.nas.acked) != "[[sch_1 sch_2]]" || len(b.nas.listedFailed()) != 0 {
+		t.Fatalf("missed %d, acked %v, listed %v", len(b.missedRuns(t, "a")), b.nas.acked, b.nas.listedFailed())
+	}
+	if st, _ := provider.ReadState(b.home); len(st.PendingMissed) != 0 {
+		t.Fatalf("pending %+v", st.PendingMissed)
+	}
+}
+
+// A NAS without the ack route (it reports each failed fire once) is no
+// failure.
+func TestFailedFiresWithoutAckRoute(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.clock.Set(at(time.Hour + 10*time.Minute))
+	b.nas.set(func(n *fakeNAS) {
+		n.failed = []contract.FailedFire{failedFire("a", "sch_x", at(time.Hour))}
+		n.noAck = true
+	})
+	if res := b.reconcile(t); res.MissedRecorded != 1 || !res.OK || b.nas.calls["ack"] != 1 {
+		t.Fatalf("result %+v, ack calls %d", res, b.nas.calls["ack"])
+	}
+}
+
+// Observe records and acknowledges failed fires as a reconcile does, and
+// changes nothing else at NAS.
+func TestObserveRecordsAndAcknowledgesFailedFires(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.clock.Set(at(time.Hour + 10*time.Minute))
+	b.nas.set(func(n *fakeNAS) { n.failed = []contract.FailedFire{failedFire("a", "sch_x", at(time.Hour))} })
+	o, err := b.rec.Observe(context.Background())
+	if err != nil || o.MissedRecorded != 1 {
+		t.Fatalf("observe: %+v, %v", o, err)
+	}
+	if len(b.missedRuns(t, "a")) != 1 || fmt.Sprint(b.nas.acked) != "[[sch_x]]" {
+		t.Fatalf("acked %v", b.nas.acked)
+	}
+	if b.nas.calls["provision"]+b.nas.calls["cancel"] != 0 {
+		t.Fatalf("observe changed the armed set: %v", b.nas.calls)
+	}
 }
 
 func TestObserveChangesNothing(t *testing.T) {

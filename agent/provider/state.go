@@ -98,8 +98,9 @@ type State struct {
 	Errors        []ErrorEntry `json:"errors,omitempty"`
 	Desired       []Arm        `json:"desired"`
 	Armed         []Arm        `json:"armed"`
-	// PendingMissed are failed fires NAS reported (it reports each once)
-	// that could not be written to the ledger yet.
+	// PendingMissed are failed fires NAS reported that could not be written
+	// to the ledger yet. Chronos NAS lists them again until they are
+	// acknowledged; a NAS of the original contract reports each only once.
 	PendingMissed []contract.FailedFire `json:"pending_missed,omitempty"`
 	Agent         *AgentState           `json:"agent,omitempty"`
 }

@@ -118,6 +118,10 @@ var exchangeCases = []exchangeCase{
 		handler: writeError(&contract.Error{Code: contract.CodeRateLimited, RetryAfter: 1500 * time.Millisecond})},
 	{name: "list last page", method: "GET", path: contract.PathList + "?limit=50",
 		handler: writeJSON(200, contract.ListResponse{Armed: []contract.ArmedJob{{JobID: "j", FireAt: fireAt, ScheduleID: "s", AgentCallbackURL: "https://a.example.com"}}, FailedFires: []contract.FailedFire{}})},
+	{name: "list with a huge limit (clamped)", method: "GET", path: contract.PathList + "?limit=1000000",
+		handler: writeJSON(200, contract.ListResponse{Armed: []contract.ArmedJob{}, NextCursor: cursor("next"), FailedFires: []contract.FailedFire{}})},
+	{name: "failed fires ack", method: "POST", path: contract.PathFailedFiresAck, ct: jsonCT, body: `{"schedule_ids":["sch_1","sch_2"]}`,
+		handler: writeJSON(200, contract.FailedFiresAckResponse{OK: true, Acknowledged: 1})},
 	{name: "list with cursor", method: "GET", path: contract.PathList + "?cursor=abc",
 		handler: writeJSON(200, contract.ListResponse{Armed: []contract.ArmedJob{}, NextCursor: cursor("next"), FailedFires: []contract.FailedFire{}})},
 	{name: "operator stop", method: "POST", path: "/api/operator/instances/inst-1/stop",
@@ -172,7 +176,7 @@ var exchangeCases = []exchangeCase{
 		wantFail: "undocumented route"},
 	{name: "unknown field sent", method: "POST", path: contract.PathCancel, ct: jsonCT, body: `{"job_id":"j","x":1}`,
 		handler: writeJSON(200, contract.OKResponse{OK: true}), wantFail: "request POST /api/agent-cron/cancel violates"},
-	{name: "limit out of range", method: "GET", path: contract.PathList + "?limit=5000",
+	{name: "limit out of range", method: "GET", path: contract.PathList + "?limit=0",
 		handler: writeJSON(200, contract.ListResponse{Armed: []contract.ArmedJob{}, FailedFires: []contract.FailedFire{}}), wantFail: "limit"},
 
 	// Deliberately invalid requests: recorded, and the response still counts.

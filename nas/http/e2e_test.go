@@ -284,3 +284,71 @@ func TestNASEndToEnd(t *testing.T) {
 		t.Fatalf("the agent refused tokens: %v", bad)
 	}
 }
+
+// provisionSpelt provisions job at fire_at written exactly as spelt.
+func (l *live) provisionSpelt(agentURL, job, spelt string) string {
+	l.t.Helper()
+	req, _ := http.NewRequest("POST", l.publicURL+contract.PathProvision, bytes.NewReader([]byte(fmt.Sprintf(
+		`{"job_id":%q,"fire_at":%q,"agent_callback_url":%q,"dedup_key":%q}`, job, spelt, agentURL, job+":"+spelt))))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tokenA)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out contract.ProvisionResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || out.FireAt.Text() != spelt {
+		l.t.Fatalf("provision %s at %s: %d %+v %v", job, spelt, resp.StatusCode, out, err)
+	}
+	return out.ScheduleID
+}
+
+// A fire provisioned with an offset reaches the agent in that spelling (body
+// and token), passes the agent library's verifier and is accepted; a fire the
+// agent refuses for good stays in failed_fires across reads until acknowledged.
+func TestNASEndToEndSpeltFireAndFailedFires(t *testing.T) {
+	t.Parallel()
+	l := startLive(t, nas.AlgES256, relay.RetryPolicy{Base: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, MaxAttempts: 3, NoColdStart: true})
+	agent := newFakeAgentVerifying(t, l.agentVerifier(t))
+	agent.answer("refused", answer(400, `{"error":"invalid_request"}`, ""))
+
+	at := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
+	spelt := at.In(time.FixedZone("", 2*3600)).Format("2006-01-02T15:04:05.000-07:00")
+	sch := l.provisionSpelt(agent.URL(), "spelt", spelt)
+	f := waitFire(t, agent, 3*time.Second)
+	if f.Body.ScheduleID != sch || f.Body.FireAt.Text() != spelt || f.Claims.FireAt != spelt {
+		t.Fatalf("fire %+v (fire_at %q, claim %q), provisioned %q", f.Body, f.Body.FireAt.Text(), f.Claims.FireAt, spelt)
+	}
+
+	refusedAt := time.Now().Add(50 * time.Millisecond).Truncate(time.Millisecond)
+	refusedSpelt := refusedAt.In(time.FixedZone("", -4*3600)).Format("2006-01-02T15:04:05.000-07:00")
+	refused := l.provisionSpelt(agent.URL(), "refused", refusedSpelt)
+	if f := waitFire(t, agent, 3*time.Second); f.Body.ScheduleID != refused {
+		t.Fatalf("fire %+v", f.Body)
+	}
+	var list contract.ListResponse
+	eventually(t, 3*time.Second, func() bool {
+		l.call("GET", l.publicURL+contract.PathList, tokenA, nil, &list)
+		return len(list.FailedFires) == 1
+	})
+	for range 2 { // a read consumes nothing
+		list = contract.ListResponse{}
+		l.call("GET", l.publicURL+contract.PathList, tokenA, nil, &list)
+		if len(list.FailedFires) != 1 || list.FailedFires[0].ScheduleID != refused || list.FailedFires[0].FireAt.Text() != refusedSpelt {
+			t.Fatalf("failed fires %+v", list.FailedFires)
+		}
+	}
+	var ack contract.FailedFiresAckResponse
+	if code := l.call("POST", l.publicURL+contract.PathFailedFiresAck, tokenA, contract.FailedFiresAckRequest{ScheduleIDs: []string{refused}}, &ack); code != 200 || ack.Acknowledged != 1 {
+		t.Fatalf("ack: %d %+v", code, ack)
+	}
+	list = contract.ListResponse{}
+	l.call("GET", l.publicURL+contract.PathList, tokenA, nil, &list)
+	if len(list.FailedFires) != 0 {
+		t.Fatalf("failed fires after the ack %+v", list.FailedFires)
+	}
+	if bad := agent.rejected(); len(bad) > 0 {
+		t.Fatalf("the agent refused tokens: %v", bad)
+	}
+}

@@ -362,39 +362,6 @@ func TestNASList(t *testing.T) {
 	}
 }
 
-func TestNASListFailedFires(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	ctx := context.Background()
-	at := time.Now().Add(-time.Second)
-	res, err := b.engine.Arm(ctx, relay.ArmRequest{AgentID: agentA, InstanceID: instanceA, JobID: "doomed", FireAt: at, CallbackURL: b.agent.URL(), ScheduleID: "sch-doomed"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	leases, err := b.engine.Claim(ctx, 10, time.Minute)
-	if err != nil || len(leases) != 1 {
-		t.Fatalf("claim: %v %d", err, len(leases))
-	}
-	if err := b.engine.Kill(ctx, leases[0], "agent answered 404"); err != nil {
-		t.Fatal(err)
-	}
-	rec := b.do(b.public, request{method: "GET", path: contract.PathList, token: tokenA})
-	page := decodeBody[contract.ListResponse](t, rec)
-	if len(page.FailedFires) != 1 || page.FailedFires[0].ScheduleID != res.OneShot.ScheduleID || page.FailedFires[0].Reason != "agent answered 404" {
-		t.Fatalf("failed fires: %+v", page.FailedFires)
-	}
-	// Reported once.
-	rec = b.do(b.public, request{method: "GET", path: contract.PathList, token: tokenA})
-	if page := decodeBody[contract.ListResponse](t, rec); len(page.FailedFires) != 0 {
-		t.Fatalf("failed fires reported twice: %+v", page.FailedFires)
-	}
-	// Other agents never see them.
-	rec = b.do(b.public, request{method: "GET", path: contract.PathList, token: tokenB})
-	if page := decodeBody[contract.ListResponse](t, rec); len(page.FailedFires) != 0 {
-		t.Fatal("agent B saw agent A's failed fire")
-	}
-}
-
 func TestNASPutArmed(t *testing.T) {
 	t.Parallel()
 	at := time.Now().Add(time.Hour).Truncate(time.Second)

@@ -143,6 +143,7 @@ func (s *Server) routes(e *echo.Echo, agentAPI, internal bool) {
 		e.POST(contract.PathCancel, s.agent(s.cancel))
 		e.GET(contract.PathList, s.agent(s.list))
 		e.PUT(contract.PathArmed, s.agent(s.putArmed))
+		e.POST(contract.PathFailedFiresAck, s.agent(s.ackFailedFires))
 		e.GET(contract.PathJWKS, s.jwks)
 	}
 	if internal {
@@ -303,7 +304,9 @@ func (s *Server) cancel(c echo.Context, id nas.Identity) error {
 	return writeJSON(c, http.StatusOK, resp)
 }
 
-// pageParams reads limit and cursor; an absent limit is 0 (the maximum).
+// pageParams reads limit and cursor; an absent limit is 0 (list: every
+// armed job; the dead letter: the largest page). A limit too large for an
+// int is clamped like any large one.
 func pageParams(c echo.Context) (int, string, error) {
 	q := c.Request().URL.Query()
 	for k := range q {
@@ -342,6 +345,19 @@ func (s *Server) list(c echo.Context, id nas.Identity) error {
 		return err
 	}
 	resp, err := s.svc.List(c.Request().Context(), id, limit, cursor)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) ackFailedFires(c echo.Context, id nas.Identity) error {
+	var req contract.FailedFiresAckRequest
+	// Up to 1000 ids of up to 256 bytes: more than the small-body limit.
+	if err := decode(c, contract.DefaultMaxBulkBodyBytes, &req); err != nil {
+		return err
+	}
+	resp, err := s.svc.AckFailedFires(c.Request().Context(), id, req)
 	if err != nil {
 		return err
 	}

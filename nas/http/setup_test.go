@@ -85,6 +85,9 @@ func setup(t *testing.T, opts ...setupOpt) *bundle {
 	for _, f := range opts {
 		f(&cfg, &o)
 	}
+	if m, ok := o.Engine.(*memory.Engine); ok {
+		eng = m // an option gave the service an engine of its own
+	}
 	o.Config = cfg
 	svc, err := nas.New(o)
 	if err != nil {
@@ -355,6 +358,12 @@ func (brokenEngine) ListDead(context.Context, string, string, int) ([]relay.Dead
 	return nil, "", errBroken
 }
 func (brokenEngine) Replay(context.Context, []string) (int, error) { return 0, errBroken }
+func (brokenEngine) ListFailed(context.Context, string, time.Duration, int) ([]relay.DeadLetter, error) {
+	return nil, errBroken
+}
+func (brokenEngine) AckFailed(context.Context, string, time.Duration, []string) (int, error) {
+	return 0, errBroken
+}
 func (brokenEngine) SetInstanceStopped(context.Context, string, bool) error {
 	return errBroken
 }

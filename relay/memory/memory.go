@@ -49,6 +49,13 @@ type deadEntry struct {
 	superseded bool
 }
 
+// failedRef is one entry of an agent's failed-fire feed: a dead letter the
+// agent has not acknowledged.
+type failedRef struct {
+	id string    // schedule id of the dead letter
+	at time.Time // when it was dead-lettered
+}
+
 // Engine is the in-memory relay.Engine. It is safe for concurrent use.
 type Engine struct {
 	now  func() time.Time
@@ -63,10 +70,10 @@ type Engine struct {
 	jobs     map[string][]string
 	due      dueHeap
 	leases   leaseHeap
-	dead     map[string]*deadEntry // schedule id → dead letter
-	deadList []*deadEntry          // ascending seq
-	deadJobs map[key][]string      // schedule ids of dead letters per job
-	failed   map[string][]relay.DeadLetter
+	dead     map[string]*deadEntry  // schedule id → dead letter
+	deadList []*deadEntry           // ascending seq
+	deadJobs map[key][]string       // schedule ids of dead letters per job
+	failed   map[string][]failedRef // agent → its failed-fire feed, oldest first
 	stopped  map[string]bool
 	seen     map[string]int64 // delivery id → expiry (ms)
 	seenExp  expiryHeap
@@ -88,7 +95,7 @@ func New(opts Options) *Engine {
 		jobs:     make(map[string][]string),
 		dead:     make(map[string]*deadEntry),
 		deadJobs: make(map[key][]string),
-		failed:   make(map[string][]relay.DeadLetter),
+		failed:   make(map[string][]failedRef),
 		stopped:  make(map[string]bool),
 		seen:     make(map[string]int64),
 	}
@@ -146,7 +153,8 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	old := e.rows[k]
 	if old != nil && old.shot.FireAt.Equal(req.FireAt) {
 		// The same fire: keep its schedule id, but follow an agent that
-		// moved its callback URL or instance.
+		// moved its callback URL or instance, or wrote the instant anew.
+		old.shot.FireAtSpelling = req.FireAtSpelling
 		if req.CallbackURL != "" {
 			old.shot.CallbackURL = req.CallbackURL
 		}
@@ -170,15 +178,16 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	e.seq++
 	ent := &entry{
 		shot: relay.OneShot{
-			ScheduleID:  req.ScheduleID,
-			AgentID:     req.AgentID,
-			InstanceID:  req.InstanceID,
-			JobID:       req.JobID,
-			FireAt:      req.FireAt,
-			CallbackURL: req.CallbackURL,
-			State:       relay.StateArmed,
-			DueAt:       req.FireAt,
-			CreatedAt:   now,
+			ScheduleID:     req.ScheduleID,
+			AgentID:        req.AgentID,
+			InstanceID:     req.InstanceID,
+			JobID:          req.JobID,
+			FireAt:         req.FireAt,
+			FireAtSpelling: req.FireAtSpelling,
+			CallbackURL:    req.CallbackURL,
+			State:          relay.StateArmed,
+			DueAt:          req.FireAt,
+			CreatedAt:      now,
 		},
 		dueMs:   ceilMs(req.FireAt),
 		seq:     e.seq,
@@ -290,26 +299,69 @@ func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([
 	return items, next, nil
 }
 
-// TakeFailed implements relay.Armed. max <= 0 takes them all.
-func (e *Engine) TakeFailed(ctx context.Context, agentID string, max int) ([]relay.DeadLetter, error) {
+// ListFailed implements relay.Armed. It forgets the feed entries that
+// expired or whose dead letter was replayed.
+func (e *Engine) ListFailed(ctx context.Context, agentID string, keep time.Duration, max int) ([]relay.DeadLetter, error) {
+	if max <= 0 {
+		max = relay.FailedFeedCap
+	}
 	if err := e.lock(ctx); err != nil {
-		return nil, fmt.Errorf("memory: take failed: %w", err)
+		return nil, fmt.Errorf("memory: list failed: %w", err)
 	}
 	defer e.mu.Unlock()
-	feed := e.failed[agentID]
-	if max <= 0 || max > len(feed) {
-		max = len(feed)
-	}
-	if max == 0 {
+	expired := e.expiry(keep)
+	feed := slices.DeleteFunc(e.failed[agentID], func(f failedRef) bool {
+		return expired(f) || e.dead[f.id] == nil
+	})
+	if len(feed) == 0 {
+		delete(e.failed, agentID)
 		return nil, nil
 	}
-	out := slices.Clone(feed[:max])
-	if rest := feed[max:]; len(rest) > 0 {
-		e.failed[agentID] = slices.Clone(rest)
-	} else {
-		delete(e.failed, agentID)
+	e.failed[agentID] = feed
+	out := make([]relay.DeadLetter, 0, min(max, len(feed)))
+	for _, f := range feed[:min(max, len(feed))] {
+		out = append(out, e.dead[f.id].dl)
 	}
 	return out, nil
+}
+
+// AckFailed implements relay.Armed.
+func (e *Engine) AckFailed(ctx context.Context, agentID string, keep time.Duration, scheduleIDs []string) (int, error) {
+	if err := e.lock(ctx); err != nil {
+		return 0, fmt.Errorf("memory: ack failed: %w", err)
+	}
+	defer e.mu.Unlock()
+	ack := make(map[string]bool, len(scheduleIDs))
+	for _, id := range scheduleIDs {
+		ack[id] = true
+	}
+	n := 0
+	expired := e.expiry(keep)
+	feed := slices.DeleteFunc(e.failed[agentID], func(f failedRef) bool {
+		if !ack[f.id] {
+			return false
+		}
+		if !expired(f) && e.dead[f.id] != nil {
+			n++
+		}
+		return true
+	})
+	if len(feed) == 0 {
+		delete(e.failed, agentID)
+	} else {
+		e.failed[agentID] = feed
+	}
+	return n, nil
+}
+
+// expiry returns whether a feed entry is older than keep by the engine's
+// clock now (never when keep <= 0).
+func (e *Engine) expiry(keep time.Duration) func(failedRef) bool {
+	if keep <= 0 {
+		return func(failedRef) bool { return false }
+	}
+	cutoff := e.now().Add(-keep)
+	return func(f failedRef) bool { return f.at.Before(cutoff) }
 }
 
 // Claim implements relay.Queue. Entries come out in due order, ties in arm
@@ -446,7 +498,13 @@ func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
 	e.deadList = append(e.deadList, d)
 	k := key{shot.AgentID, shot.JobID}
 	e.deadJobs[k] = append(e.deadJobs[k], shot.ScheduleID)
-	e.failed[shot.AgentID] = append(e.failed[shot.AgentID], dl)
+	// A fire that dies again after a replay moves to the end of the feed.
+	feed := slices.DeleteFunc(e.failed[shot.AgentID], func(f failedRef) bool { return f.id == shot.ScheduleID })
+	feed = append(feed, failedRef{id: shot.ScheduleID, at: dl.FailedAt})
+	if over := len(feed) - relay.FailedFeedCap; over > 0 {
+		feed = slices.Delete(feed, 0, over)
+	}
+	e.failed[shot.AgentID] = feed
 	return nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -25,7 +27,7 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	v, err := e.run(ctx, scriptArm,
 		[]string{e.k.rows(s, req.AgentID), e.k.due(s), e.k.lease(s)},
 		e.nowArg(), req.JobID, member(req.AgentID, req.JobID), req.ScheduleID,
-		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake())
+		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake(), req.FireAtSpelling)
 	if err != nil {
 		return relay.ArmResult{}, fmt.Errorf("redis: arm: %w", err)
 	}
@@ -143,28 +145,64 @@ func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([
 	return items, next, nil
 }
 
-// TakeFailed implements relay.Armed.
-func (e *Engine) TakeFailed(ctx context.Context, agentID string, max int) ([]relay.DeadLetter, error) {
+// ListFailed implements relay.Armed.
+func (e *Engine) ListFailed(ctx context.Context, agentID string, keep time.Duration, max int) ([]relay.DeadLetter, error) {
 	if max <= 0 {
-		return nil, nil
+		max = relay.FailedFeedCap
 	}
 	s := e.k.shardOf(agentID)
-	v, err := e.run(ctx, scriptTakeFailed,
-		[]string{e.k.failed(s, agentID), e.k.dead(s)}, e.nowArg(), strconv.Itoa(max))
+	v, err := e.run(ctx, scriptListFailed,
+		[]string{e.k.failed(s, agentID), e.k.dead(s), e.k.failedList(s, agentID)},
+		e.nowArg(), keepMs(keep), strconv.Itoa(max))
 	if err != nil {
-		return nil, fmt.Errorf("redis: take failed: %w", err)
+		return nil, fmt.Errorf("redis: list failed: %w", err)
 	}
 	a, err := array(v)
 	if err != nil {
-		return nil, fmt.Errorf("redis: take failed: %w", err)
+		return nil, fmt.Errorf("redis: list failed: %w", err)
 	}
 	out := make([]relay.DeadLetter, 0, len(a))
 	for _, x := range a {
 		d, err := decodeDead(x)
 		if err != nil {
-			return nil, fmt.Errorf("redis: take failed: %w", err)
+			return nil, fmt.Errorf("redis: list failed: %w", err)
 		}
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// failedAckBatch is how many schedule ids one AckFailed script takes.
+const failedAckBatch = 1000
+
+// AckFailed implements relay.Armed.
+func (e *Engine) AckFailed(ctx context.Context, agentID string, keep time.Duration, scheduleIDs []string) (int, error) {
+	s := e.k.shardOf(agentID)
+	total := 0
+	for chunk := range slices.Chunk(scheduleIDs, failedAckBatch) {
+		args := make([]any, 0, 2+len(chunk))
+		args = append(args, e.nowArg(), keepMs(keep))
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		v, err := e.run(ctx, scriptAckFailed, []string{e.k.failed(s, agentID), e.k.dead(s)}, args...)
+		if err != nil {
+			return total, fmt.Errorf("redis: ack failed: %w", err)
+		}
+		n, err := integer(v)
+		if err != nil {
+			return total, fmt.Errorf("redis: ack failed: %w", err)
+		}
+		total += int(n)
+	}
+	return total, nil
+}
+
+// keepMs is a retention as the scripts take it: whole milliseconds, at least
+// 1 when positive, "0" for forever.
+func keepMs(keep time.Duration) string {
+	if keep <= 0 {
+		return "0"
+	}
+	return strconv.FormatInt(max(keep.Milliseconds(), 1), 10)
 }

@@ -9,14 +9,14 @@
 // slot and every script touches one slot only. An agent's one-shots all live
 // in the shard hash(agent_id) % shards:
 //
-//	{chronos:P:S}:a:<agent>   hash   job id → packed one-shot (armed row + attempt, token, due, last error)
+//	{chronos:P:S}:a:<agent>   hash   job id → packed one-shot (armed row + attempt, token, due, last error, the agent's fire_at spelling)
 //	{chronos:P:S}:due         zset   member(agent, job) → due time, ms (armed one-shots only)
 //	{chronos:P:S}:lease       zset   member(agent, job) → lease expiry, ms (leased one-shots only)
 //	{chronos:P:S}:tok         string last fencing token handed out in the shard
 //	{chronos:P:S}:dead        hash   schedule id → packed dead letter
 //	{chronos:P:S}:dz          zset   schedule id → failed at, ms (every dead letter)
 //	{chronos:P:S}:da:<agent>  zset   schedule id → failed at, ms (one agent's dead letters)
-//	{chronos:P:S}:f:<agent>   list   schedule ids dead-lettered since the agent last looked
+//	{chronos:P:S}:ff:<agent>  zset   schedule id → failed at, ms (the agent's failed fires it has not acknowledged)
 //	{chronos:P:S}:dd:<id>     string first-delivery record of a delivery id (shard of the id)
 //	{chronos:P:ctl}:stopped   set    stopped agent instances
 //	{chronos:P:ctl}:shards    string the shard count the data was written with

@@ -26,8 +26,6 @@ const (
 	DefaultPrefix   = "default"
 	DefaultShards   = 4
 	DefaultRetryFor = 30 * time.Second
-	// feedCap bounds an agent's failed-fire feed; older ids fall off.
-	feedCap = 10000
 )
 
 // Options configure an Engine.

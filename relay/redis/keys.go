@@ -49,8 +49,13 @@ func (k keys) deadByTime(shard int) string { return k.tags[shard] + ":dz" }
 // deadOfAgent is the zset of agent's dead letters by failure time (ms).
 func (k keys) deadOfAgent(shard int, agent string) string { return k.tags[shard] + ":da:" + agent }
 
-// failed is agent's list of schedule ids dead-lettered since it last looked.
-func (k keys) failed(shard int, agent string) string { return k.tags[shard] + ":f:" + agent }
+// failed is agent's failed-fire feed: a zset of the schedule ids of its dead
+// letters it has not acknowledged, by failure time (ms).
+func (k keys) failed(shard int, agent string) string { return k.tags[shard] + ":ff:" + agent }
+
+// failedList is where earlier versions kept agent's failed-fire feed, as a
+// list of schedule ids; ListFailed moves what it finds there into failed.
+func (k keys) failedList(shard int, agent string) string { return k.tags[shard] + ":f:" + agent }
 
 // delivery is the first-delivery record of a delivery id.
 func (k keys) delivery(id string) string { return k.tags[k.shardOf(id)] + ":dd:" + id }

@@ -24,19 +24,21 @@ func TestUnpackMatchesLua(t *testing.T) {
 	defer e.Close()
 	now := time.Now()
 	for _, tc := range []struct {
-		name   string
-		fireAt time.Time
-		cb     string
+		name     string
+		fireAt   time.Time
+		cb       string
+		spelling string
 	}{
-		{"short strings", now.Add(time.Hour), "https://a"},
-		{"sub-millisecond fire_at", now.Add(time.Hour + 123456*time.Nanosecond), "https://agent.example.com/cb"},
-		{"fire_at in the past (negative difference)", now.Add(-48 * time.Hour), strings.Repeat("x", 40)},
-		{"epoch", time.UnixMilli(0), strings.Repeat("y", 300)},
-		{"far future", now.Add(400 * 24 * time.Hour), strings.Repeat("z", 70000)},
+		{"short strings", now.Add(time.Hour), "https://a", ""},
+		{"spelt fire_at", now.Add(time.Hour), "https://a", "2026-12-01T09:00:00+02:00"},
+		{"sub-millisecond fire_at", now.Add(time.Hour + 123456*time.Nanosecond), "https://agent.example.com/cb", ""},
+		{"fire_at in the past (negative difference)", now.Add(-48 * time.Hour), strings.Repeat("x", 40), ""},
+		{"epoch", time.UnixMilli(0), strings.Repeat("y", 300), "1970-01-01T01:00:00+01:00"},
+		{"far future", now.Add(400 * 24 * time.Hour), strings.Repeat("z", 70000), ""},
 	} {
 		job := strings.ReplaceAll(tc.name, " ", "-")
 		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: job, FireAt: tc.fireAt,
-			CallbackURL: tc.cb, ScheduleID: "sch-" + job}); err != nil {
+			FireAtSpelling: tc.spelling, CallbackURL: tc.cb, ScheduleID: "sch-" + job}); err != nil {
 			t.Fatalf("%s: arm: %v", tc.name, err)
 		}
 		lua, err := e.run(ctx, scriptGet, []string{e.k.rows(0, "a")}, "", job)
@@ -55,7 +57,7 @@ func TestUnpackMatchesLua(t *testing.T) {
 			t.Fatalf("%s: go %v, lua %v", tc.name, got, lua)
 		}
 		o, err := e.Get(ctx, "a", job)
-		if err != nil || !o.FireAt.Equal(tc.fireAt) || o.CallbackURL != tc.cb {
+		if err != nil || !o.FireAt.Equal(tc.fireAt) || o.CallbackURL != tc.cb || o.FireAtSpelling != tc.spelling {
 			t.Fatalf("%s: get = %v (fire_at %s), %v", tc.name, o.ScheduleID, o.FireAt, err)
 		}
 	}

@@ -133,7 +133,7 @@ func decodeLease(v any) (relay.Lease, error) {
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	if len(f) != 3+rowFields {
+	if len(f) != 3+rowFields && len(f) != 4+rowFields {
 		return relay.Lease{}, fmt.Errorf("%w: lease of %d fields", errReply, len(f))
 	}
 	agent, err := str(f[0])
@@ -344,7 +344,7 @@ func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
 	v, err := e.run(ctx, scriptKill,
 		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), e.k.dead(s),
 			e.k.deadByTime(s), e.k.deadOfAgent(s, l.AgentID), e.k.failed(s, l.AgentID)},
-		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, reason, l.AgentID, feedCap)
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, reason, l.AgentID, relay.FailedFeedCap)
 	return fencedResult("kill", l, v, err)
 }
 

@@ -9,7 +9,8 @@ import (
 	"github.com/chronoscron/chronos/relay"
 )
 
-// rowFields is the number of fields of a packed one-shot row.
+// rowFields is the number of fields of a packed one-shot row; a row whose
+// fire_at the agent spelt in a non-canonical way has one more, the spelling.
 const rowFields = 10
 
 // errReply is a reply of a shape the scripts never produce.
@@ -52,9 +53,10 @@ func integer(v any) (int64, error) {
 // ms converts milliseconds since the epoch to a UTC time.
 func ms(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
-// decodeRow turns the ten fields of a packed row into a one-shot of (agent, job).
+// decodeRow turns the ten or eleven fields of a packed row into a one-shot
+// of (agent, job).
 func decodeRow(agent, job string, f []any) (relay.OneShot, error) {
-	if len(f) < rowFields {
+	if len(f) != rowFields && len(f) != rowFields+1 {
 		return relay.OneShot{}, fmt.Errorf("%w: row of %d fields", errReply, len(f))
 	}
 	var (
@@ -74,6 +76,11 @@ func decodeRow(agent, job string, f []any) (relay.OneShot, error) {
 	}
 	if o.LastError, err = str(f[9]); err != nil {
 		return o, err
+	}
+	if len(f) > rowFields {
+		if o.FireAtSpelling, err = str(f[rowFields]); err != nil {
+			return o, err
+		}
 	}
 	for i, idx := range []int{2, 3, 5, 6, 7, 8} {
 		if ints[i], err = integer(f[idx]); err != nil {
@@ -99,13 +106,14 @@ func rowToken(f []any) (int64, error) {
 	return integer(f[6])
 }
 
-// decodeDead turns a packed dead letter {agent, job, row..., reason, failed ms}.
+// decodeDead turns a packed dead letter {agent, job, row fields 1 to 10,
+// reason, failed ms, [spelling]}.
 func decodeDead(v any) (relay.DeadLetter, error) {
 	f, err := array(v)
 	if err != nil {
 		return relay.DeadLetter{}, err
 	}
-	if len(f) != rowFields+4 {
+	if len(f) != rowFields+4 && len(f) != rowFields+5 {
 		return relay.DeadLetter{}, fmt.Errorf("%w: dead letter of %d fields", errReply, len(f))
 	}
 	agent, err := str(f[0])
@@ -130,6 +138,11 @@ func decodeDead(v any) (relay.DeadLetter, error) {
 		return d, err
 	}
 	d.FailedAt = ms(failed)
+	if len(f) > rowFields+4 {
+		if d.FireAtSpelling, err = str(f[rowFields+4]); err != nil {
+			return d, err
+		}
+	}
 	return d, nil
 }
 

@@ -9,12 +9,14 @@ import goredis "github.com/redis/go-redis/v9"
 //	1 schedule id   2 instance id   3 fire_at ms (floor)   4 fire_at ns remainder
 //	5 callback url  6 attempt       7 fencing token (0 when armed)
 //	8 due ms - fire_at ms           9 fire_at ms - created ms
-//	10 last error
+//	10 last error   [11 fire_at as the agent spelt it]
 //
 // (Times 8 and 9 are kept as differences from fire_at: small numbers pack
-// into fewer bytes.)
+// into fewer bytes. Field 11 is present only when the agent's spelling is not
+// the canonical UTC form, so a canonical row costs nothing for it.)
 //
-// A dead letter is {agent, job, <the ten row fields>, reason, failed ms}.
+// A dead letter is {agent, job, <row fields 1 to 10>, reason, failed ms,
+// [spelling]}.
 //
 // Every script takes ARGV[1] = the current time in ms from an injected clock,
 // or "" to use Redis's own clock (production): clock() rounds TIME down,
@@ -50,23 +52,27 @@ func script(body string) *goredis.Script { return goredis.NewScript(prelude + bo
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
 // ARGV[5] instance id, ARGV[6] fire_at ms, ARGV[7] fire_at ns remainder,
-// ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel
+// ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel,
+// ARGV[11] fire_at spelling ("" = canonical)
 //
 // Returns {1 changed | 0 same fire_at | -1 over quota, replaced schedule id, row...}.
 var scriptArm = script(`
 local now = clock(ARGV[1])
 local job, m = ARGV[2], ARGV[3]
 local fms, fns = tonumber(ARGV[6]), tonumber(ARGV[7])
+local spelling = nil
+if ARGV[11] ~= '' then spelling = ARGV[11] end
 local old = redis.call('HGET', KEYS[1], job)
 local replaced = ''
 if old then
   local r = cmsgpack.unpack(old)
   if r[3] == fms and r[4] == fns then
     -- The same fire: keep its schedule id, but follow an agent that moved
-    -- its callback URL or instance.
-    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) then
+    -- its callback URL or instance, or wrote the instant anew.
+    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) or r[11] ~= spelling then
       if ARGV[8] ~= '' then r[5] = ARGV[8] end
       if ARGV[5] ~= '' then r[2] = ARGV[5] end
+      r[11] = spelling
       redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
     end
     return {0, '', unpack(r)}
@@ -80,7 +86,7 @@ else
 end
 local score = fms
 if fns > 0 then score = fms + 1 end
-local r = {ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, ''}
+local r = {ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, '', spelling}
 redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
 redis.call('ZREM', KEYS[3], m)
 redis.call('ZADD', KEYS[2], score, m)
@@ -210,7 +216,7 @@ return 1
 `)
 
 // scriptKill moves a leased one-shot to the dead letter and the agent's
-// failed-fire feed.
+// failed-fire feed (at its end, also when it was there before a replay).
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] dead,
 // KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of the agent
@@ -226,16 +232,12 @@ if not r then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('ZREM', KEYS[3], ARGV[3])
-r[7] = 0
-r[10] = ARGV[6]
-local d = {ARGV[7], ARGV[2], unpack(r)}
-d[#d + 1] = ARGV[6]
-d[#d + 1] = now
+local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], ARGV[6], ARGV[6], now, r[11]}
 redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
 redis.call('ZADD', KEYS[5], now, sid)
 redis.call('ZADD', KEYS[6], now, sid)
-redis.call('RPUSH', KEYS[7], sid)
-redis.call('LTRIM', KEYS[7], -tonumber(ARGV[8]), -1)
+redis.call('ZADD', KEYS[7], now, sid)
+redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -tonumber(ARGV[8]) - 1)
 return 1
 `)
 
@@ -282,22 +284,69 @@ if h[2] then s = tonumber(h[2]) end
 return {s, tonumber(t[1]), tonumber(t[2])}
 `)
 
-// scriptTakeFailed pops an agent's failed-fire feed.
+// scriptListFailed reads an agent's failed-fire feed, oldest first, without
+// consuming it. It drops the entries older than the retention and those whose
+// dead letter was replayed, and first moves a feed an earlier version kept as
+// a list into the zset.
+//
+// KEYS[1] failed feed of the agent, KEYS[2] dead, KEYS[3] the agent's feed list
+// of earlier versions
+// ARGV[1] now, ARGV[2] retention ms (0 = forever), ARGV[3] max
+//
+// Returns {dead letter, ...}.
+var scriptListFailed = script(`
+local now = clock(ARGV[1])
+local keep, max = tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  for _, sid in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+    local v = redis.call('HGET', KEYS[2], sid)
+    if v then redis.call('ZADD', KEYS[1], 'NX', cmsgpack.unpack(v)[14], sid) end
+  end
+  redis.call('DEL', KEYS[3])
+end
+if keep > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - keep)) end
+local out, gone = {}, {}
+local off = 0
+while #out < max do
+  local page = redis.call('ZRANGE', KEYS[1], off, off + 99)
+  if #page == 0 then break end
+  off = off + #page
+  for _, sid in ipairs(page) do
+    local v = redis.call('HGET', KEYS[2], sid)
+    if v then
+      out[#out + 1] = cmsgpack.unpack(v)
+      if #out >= max then break end
+    else
+      gone[#gone + 1] = sid
+    end
+  end
+end
+for _, sid in ipairs(gone) do redis.call('ZREM', KEYS[1], sid) end
+return out
+`)
+
+// scriptAckFailed removes acknowledged entries from an agent's failed-fire
+// feed.
 //
 // KEYS[1] failed feed of the agent, KEYS[2] dead
-// ARGV[1] now (unused), ARGV[2] max
+// ARGV[1] now, ARGV[2] retention ms (0 = forever), ARGV[3...] schedule ids
 //
-// Returns {dead letter, ...}; ids no longer in the dead letter are skipped.
-var scriptTakeFailed = script(`
-local max = tonumber(ARGV[2])
-local out = {}
-while #out < max do
-  local sid = redis.call('LPOP', KEYS[1])
-  if not sid then break end
-  local v = redis.call('HGET', KEYS[2], sid)
-  if v then out[#out + 1] = cmsgpack.unpack(v) end
+// Returns how many of them were listable: in the feed, not expired, still
+// dead-lettered.
+var scriptAckFailed = script(`
+local now = clock(ARGV[1])
+local keep = tonumber(ARGV[2])
+local n = 0
+for i = 3, #ARGV do
+  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if s then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    if (keep <= 0 or tonumber(s) >= now - keep) and redis.call('HEXISTS', KEYS[2], ARGV[i]) == 1 then
+      n = n + 1
+    end
+  end
 end
-return out
+return n
 `)
 
 // scriptListDead pages dead letters newest first.
@@ -371,7 +420,7 @@ while 2 + 2 * i <= #ARGV do
       redis.call('ZREM', dagent, sid)
       local job = d[2]
       if redis.call('HEXISTS', rows, job) == 0 then
-        local r = {d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12]}
+        local r = {d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12], d[15]}
         redis.call('HSET', rows, job, cmsgpack.pack(r))
         redis.call('ZADD', KEYS[3], now, #agent .. ':' .. agent .. job)
         n = n + 1

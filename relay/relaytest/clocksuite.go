@@ -1,6 +1,7 @@
 package relaytest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ var clockTests = []struct {
 	{"FirstDeliveryTTL", testClockFirstDelivery},
 	{"StatsDue", testClockStatsDue},
 	{"TimesFromClock", testClockTimes},
+	{"FailedFiresRetention", testClockFailedRetention},
 }
 
 // claimCount claims up to 10 with a minute's lease and returns how many.
@@ -205,4 +207,45 @@ func testClockTimes(t *testing.T, e relay.Engine, c *Clock) {
 	noErr(t, err, "list dead")
 	equal(t, len(items), 1, "dead letters")
 	sameTime(t, items[0].FailedAt, clockEpoch.Add(2*time.Minute), "failed at")
+}
+
+// testClockFailedRetention: failed fires are listed oldest first while they
+// are no older than the retention by the engine's clock, then forgotten (an
+// ack no longer counts them); the dead letter keeps them.
+func testClockFailedRetention(t *testing.T, e relay.Engine, c *Clock) {
+	ctx := ctxT(t)
+	const keep = time.Hour
+	var order []string
+	for i, job := range []string{"j1", "j2", "j3"} {
+		c.Set(clockEpoch.Add(time.Duration(i) * time.Minute))
+		arm(t, e, "a1", job, c.Now())
+		l := claimOne(t, e, time.Minute)
+		noErr(t, e.Kill(ctx, l, "gave up"), "kill")
+		order = append(order, l.ScheduleID)
+	}
+	list := func(at time.Time, max int) []string {
+		t.Helper()
+		c.Set(at)
+		feed, err := e.ListFailed(ctx, "a1", keep, max)
+		noErr(t, err, "list failed")
+		ids := []string{}
+		for _, d := range feed {
+			ids = append(ids, d.ScheduleID)
+		}
+		return ids
+	}
+	equal(t, fmt.Sprint(list(clockEpoch.Add(2*time.Minute), 10)), fmt.Sprint(order), "oldest first")
+	equal(t, fmt.Sprint(list(clockEpoch.Add(2*time.Minute), 2)), fmt.Sprint(order[:2]), "the oldest two")
+	// The first died at +0: kept up to and including +1h, gone after.
+	equal(t, fmt.Sprint(list(clockEpoch.Add(keep), 10)), fmt.Sprint(order), "at the retention")
+	equal(t, fmt.Sprint(list(clockEpoch.Add(keep+time.Millisecond), 10)), fmt.Sprint(order[1:]), "past the retention")
+	// The second (+1m) is past the retention at +1h1m1ms: an ack does not count it.
+	c.Set(clockEpoch.Add(keep + time.Minute + time.Millisecond))
+	n, err := e.AckFailed(ctx, "a1", keep, []string{order[1], order[2]})
+	noErr(t, err, "ack")
+	equal(t, n, 1, "acked within the retention")
+	equal(t, len(list(clockEpoch.Add(keep+time.Minute+time.Millisecond), 10)), 0, "failed fires left")
+	dead, _, err := e.ListDead(ctx, "a1", "", 10)
+	noErr(t, err, "list dead")
+	equal(t, len(dead), 3, "dead letters after the retention")
 }

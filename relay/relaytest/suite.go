@@ -54,6 +54,7 @@ var realTests = []struct {
 	{"ArmReplaceLosesLease", testArmReplaceLosesLease},
 	{"ArmSameWhileLeased", testArmSameWhileLeased},
 	{"ArmSameMovesCallback", testArmSameMovesCallback},
+	{"FireAtSpelling", testFireAtSpelling},
 	{"Quota", testQuota},
 	{"Cancel", testCancel},
 	{"Get", testGet},
@@ -67,7 +68,7 @@ var realTests = []struct {
 	{"AckRemoves", testAckRemoves},
 	{"NackRedue", testNackRedue},
 	{"KillDeadLetters", testKillDeadLetters},
-	{"TakeFailed", testTakeFailed},
+	{"FailedFires", testFailedFires},
 	{"ListDead", testListDead},
 	{"Replay", testReplay},
 	{"ReplayAgent", testReplayAgent},
@@ -153,6 +154,73 @@ func testArmSameMovesCallback(t *testing.T, e relay.Engine) {
 	equal(t, got.CallbackURL, "https://moved.example/cb", "callback url")
 	equal(t, got.InstanceID, "inst-moved", "instance id")
 	equal(t, got.ScheduleID, first.OneShot.ScheduleID, "schedule id after get")
+}
+
+// testFireAtSpelling: the agent's spelling of fire_at is kept with the row
+// through every state (armed, leased, dead, replayed); arming the same
+// instant in another spelling keeps the schedule id and takes the new one.
+func testFireAtSpelling(t *testing.T, e relay.Engine) {
+	ctx := ctxT(t)
+	at := now().Add(-time.Second)
+	plus2 := at.In(time.FixedZone("", 2*3600)).Format("2006-01-02T15:04:05.000-07:00")
+	minus5 := at.In(time.FixedZone("", -5*3600)).Format("2006-01-02T15:04:05.000000-07:00")
+	armAs := func(job, spelling string) relay.ArmResult {
+		t.Helper()
+		res, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a1", InstanceID: "inst-a1", JobID: job, FireAt: at,
+			FireAtSpelling: spelling, CallbackURL: "https://a1.example/cb", ScheduleID: newID()})
+		noErr(t, err, "arm "+job)
+		return res
+	}
+	spelt := func(job, want, what string) {
+		t.Helper()
+		got, err := e.Get(ctx, "a1", job)
+		noErr(t, err, "get "+job)
+		equal(t, got.FireAtSpelling, want, what)
+	}
+
+	first := armAs("job", plus2)
+	equal(t, first.OneShot.FireAtSpelling, plus2, "arm result spelling")
+	spelt("job", plus2, "spelling after arm")
+	items, _, err := e.List(ctx, "a1", "", 10)
+	noErr(t, err, "list")
+	equal(t, len(items), 1, "listed")
+	equal(t, items[0].FireAtSpelling, plus2, "listed spelling")
+
+	// The same instant in another spelling, then in the canonical one: the
+	// same fire, spelt as last written.
+	again := armAs("job", minus5)
+	equal(t, again.Changed, false, "respelt arm changed")
+	equal(t, again.OneShot.ScheduleID, first.OneShot.ScheduleID, "respelt schedule id")
+	equal(t, again.OneShot.FireAtSpelling, minus5, "respelt arm result")
+	spelt("job", minus5, "spelling after a respelt arm")
+	canon := armAs("job", "")
+	equal(t, canon.Changed, false, "canonical arm changed")
+	spelt("job", "", "spelling after a canonical arm")
+	armAs("job", plus2)
+	armAs("plain", "")
+	spelt("plain", "", "canonical spelling")
+
+	// Leased, dead-lettered and replayed, it keeps its spelling.
+	var l relay.Lease
+	for _, x := range claim(t, e, 10, time.Minute) {
+		if x.JobID == "job" {
+			l = x
+		} else {
+			noErr(t, e.Ack(ctx, x), "ack")
+		}
+	}
+	equal(t, l.FireAtSpelling, plus2, "leased spelling")
+	spelt("job", plus2, "spelling while leased")
+	noErr(t, e.Kill(ctx, l, "gave up"), "kill")
+	dead, _, err := e.ListDead(ctx, "a1", "", 10)
+	noErr(t, err, "list dead")
+	equal(t, len(dead), 1, "dead letters")
+	equal(t, dead[0].FireAtSpelling, plus2, "dead spelling")
+	n, err := e.Replay(ctx, []string{l.ScheduleID})
+	noErr(t, err, "replay")
+	equal(t, n, 1, "replayed")
+	spelt("job", plus2, "spelling after replay")
+	sameTime(t, claimOne(t, e, time.Minute).FireAt, at, "replayed fire_at")
 }
 
 func testQuota(t *testing.T, e relay.Engine) {
@@ -462,46 +530,93 @@ func testKillDeadLetters(t *testing.T, e relay.Engine) {
 	equal(t, s.Armed, 0, "armed count")
 }
 
-func testTakeFailed(t *testing.T, e relay.Engine) {
+// failedIDs lists agent's failed fires (a day's retention) and returns their
+// schedule ids in order.
+func failedIDs(t *testing.T, e relay.Engine, agent string, max int) []string {
+	t.Helper()
+	feed, err := e.ListFailed(ctxT(t), agent, 24*time.Hour, max)
+	noErr(t, err, "list failed of "+agent)
+	ids := make([]string, 0, len(feed))
+	for _, d := range feed {
+		equal(t, d.AgentID, agent, "failed fire's agent")
+		ids = append(ids, d.ScheduleID)
+	}
+	return ids
+}
+
+// ackFailed acknowledges ids of agent (a day's retention) and returns the count.
+func ackFailed(t *testing.T, e relay.Engine, agent string, ids ...string) int {
+	t.Helper()
+	n, err := e.AckFailed(ctxT(t), agent, 24*time.Hour, ids)
+	noErr(t, err, "ack failed of "+agent)
+	return n
+}
+
+// testFailedFires: a read never consumes the feed; an ack removes only the
+// caller's listable entries; a replay removes the entry, a new death brings it
+// back; the dead letter itself is untouched by reads and acks.
+func testFailedFires(t *testing.T, e relay.Engine) {
 	ctx := ctxT(t)
 	at := now().Add(-time.Second)
-	want := map[string]bool{}
 	for _, j := range []string{"j1", "j2", "j3"} {
 		arm(t, e, "a1", j, at)
 	}
 	arm(t, e, "a2", "j1", at)
+	byJob := map[string]string{} // a1's job → schedule id
+	var a2ID string
 	for _, l := range claim(t, e, 10, time.Minute) {
 		noErr(t, e.Kill(ctx, l, "gave up"), "kill")
 		if l.AgentID == "a1" {
-			want[l.ScheduleID] = true
+			byJob[l.JobID] = l.ScheduleID
+		} else {
+			a2ID = l.ScheduleID
 		}
 	}
-	got := map[string]bool{}
-	for _, n := range []int{2, 1} {
-		feed, err := e.TakeFailed(ctx, "a1", 2)
-		noErr(t, err, "take failed")
-		equal(t, len(feed), n, "taken")
-		for _, d := range feed {
-			equal(t, d.AgentID, "a1", "taken agent")
-			equal(t, d.Reason, "gave up", "taken reason")
-			if got[d.ScheduleID] {
-				t.Fatalf("%s taken twice", d.ScheduleID)
-			}
-			got[d.ScheduleID] = true
-		}
+	equal(t, len(byJob), 3, "a1's dead letters")
+
+	// Reading does not consume: the same three, every time.
+	for range 3 {
+		ids := failedIDs(t, e, "a1", 10)
+		slices.Sort(ids)
+		want := []string{byJob["j1"], byJob["j2"], byJob["j3"]}
+		slices.Sort(want)
+		equal(t, fmt.Sprint(ids), fmt.Sprint(want), "a1's failed fires")
 	}
-	equal(t, len(got), len(want), "taken in all")
-	for id := range want {
-		equal(t, got[id], true, "taken "+id)
+	feed, err := e.ListFailed(ctx, "a1", 0, 0)
+	noErr(t, err, "list failed without bounds")
+	equal(t, len(feed), 3, "failed fires without bounds")
+	equal(t, feed[0].Reason, "gave up", "failed fire's reason")
+	equal(t, len(failedIDs(t, e, "a1", 2)), 2, "failed fires under max")
+	equal(t, fmt.Sprint(failedIDs(t, e, "a2", 10)), fmt.Sprint([]string{a2ID}), "a2's failed fires")
+
+	// An ack counts only the caller's listable fires.
+	equal(t, ackFailed(t, e, "a1", byJob["j1"], a2ID, "sch-unknown"), 1, "acked")
+	equal(t, ackFailed(t, e, "a1", byJob["j1"]), 0, "acked twice")
+	equal(t, ackFailed(t, e, "a1"), 0, "acked nothing")
+	ids := failedIDs(t, e, "a1", 10)
+	equal(t, len(ids), 2, "failed fires after the ack")
+	if slices.Contains(ids, byJob["j1"]) {
+		t.Fatal("an acknowledged fire is still listed")
 	}
-	feed, err := e.TakeFailed(ctx, "a1", 10)
-	noErr(t, err, "take failed again")
-	equal(t, len(feed), 0, "taken the second time")
-	feed, err = e.TakeFailed(ctx, "a2", 10)
-	noErr(t, err, "take failed of a2")
-	equal(t, len(feed), 1, "taken of a2")
+	equal(t, len(failedIDs(t, e, "a2", 10)), 1, "a2's failed fires after a1's ack of its id")
 	all, _ := deadAll(t, e, "", 10)
-	equal(t, len(all), 4, "dead letters after taking")
+	equal(t, len(all), 4, "dead letters after reads and acks")
+
+	// A replayed fire is no longer a failed fire; if it dies again it is.
+	n, err := e.Replay(ctx, []string{byJob["j2"]})
+	noErr(t, err, "replay")
+	equal(t, n, 1, "replayed")
+	equal(t, fmt.Sprint(failedIDs(t, e, "a1", 10)), fmt.Sprint([]string{byJob["j3"]}), "failed fires after a replay")
+	equal(t, ackFailed(t, e, "a1", byJob["j2"]), 0, "ack of a replayed fire")
+	l := claimOne(t, e, time.Minute)
+	equal(t, l.ScheduleID, byJob["j2"], "replayed fire claimed")
+	noErr(t, e.Kill(ctx, l, "gave up again"), "kill again")
+	feed, err = e.ListFailed(ctx, "a1", 24*time.Hour, 10)
+	noErr(t, err, "list failed")
+	equal(t, len(feed), 2, "failed fires after a second death")
+	equal(t, feed[1].ScheduleID, byJob["j2"], "the fire that died again is the newest")
+	equal(t, feed[1].Reason, "gave up again", "its new reason")
+	equal(t, feed[1].Attempt, 1, "its attempts since the replay")
 }
 
 func testListDead(t *testing.T, e relay.Engine) {

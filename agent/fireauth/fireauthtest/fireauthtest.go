@@ -108,7 +108,7 @@ func NewToken(k *Key, f Fire) *Token {
 			"exp":         f.Now.Add(60 * time.Second).Unix(),
 			"jti":         fmt.Sprintf("jti-%d", f.Now.UnixNano()),
 			"job_id":      f.Request.JobID,
-			"fire_at":     contract.FormatTime(f.Request.FireAt.Time),
+			"fire_at":     f.Request.FireAt.Text(), // as in the body, as NAS writes it
 			"schedule_id": f.Request.ScheduleID,
 			"attempt":     f.Request.Attempt,
 			"bh":          contract.BodyHash(f.Body),

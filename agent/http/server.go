@@ -68,9 +68,9 @@ const (
 	// DefaultResyncInterval is the default of Config.ResyncInterval, the
 	// default of cron.chronos.resync_interval.
 	DefaultResyncInterval = 5 * time.Minute
-	defaultBusyRetry    = time.Second
-	drainingRetry       = 5 * time.Second
-	noProviderRetry     = time.Minute
+	defaultBusyRetry      = time.Second
+	drainingRetry         = 5 * time.Second
+	noProviderRetry       = time.Minute
 )
 
 // Config configures a Server.

@@ -21,13 +21,14 @@
 // retry delay when only the key set can decide and it cannot now. That is
 // the case while the key set has not been loaded yet, and for a token whose
 // kid the set lacks: NAS may have activated a key a moment ago. Such a token
-// starts a fetch of the key set only if no fetch started within
-// UnknownKIDInterval (10 s); fetches are shared by every caller waiting, and
-// a token that finds the gate closed is answered 503 with Retry-After until
-// it opens. Callers who present no valid signature can therefore cost NAS at
-// most one fetch per interval, and can never use up the fetch a real fire
-// signed with a new key needs: it is delivered on NAS's retry. A token that
-// fails any check needing no key (form, algorithm, headers, claims, body
-// binding) is a 401 at once in every case and fetches nothing. Readiness
-// waits for the first successful load, and failed loads leave no debt.
+// starts a fetch of the key set unless another unknown kid started one
+// within UnknownKIDInterval (10 s); fetches are shared by every caller
+// waiting, and a token that finds the gate closed is answered 503 with
+// Retry-After until it opens. Callers who present no valid signature can
+// therefore cost NAS at most one fetch per interval (besides the periodic
+// refresh), and can never use up the fetch a real fire signed with a new key
+// needs: it verifies at once, or on NAS's retry. A token that fails any
+// check needing no key (form, algorithm, headers, claims, body binding) is
+// a 401 at once in every case and fetches nothing. Readiness waits for the
+// first successful load, and failed loads leave no debt.
 package fireauth

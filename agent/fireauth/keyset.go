@@ -114,8 +114,8 @@ func (v *JWTVerifier) fetch(trigger string) *fetchCall {
 }
 
 // fetchForUnknownKID returns the fetch in progress, or starts one when the
-// last started at least UnknownKIDInterval ago. Otherwise it returns nil and
-// the time until one may start.
+// last fetch started for an unknown kid started at least UnknownKIDInterval
+// ago. Otherwise it returns nil and the time until one may start.
 func (v *JWTVerifier) fetchForUnknownKID() (*fetchCall, time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -137,10 +137,10 @@ func (v *JWTVerifier) untilUnknownKIDFetch() time.Duration {
 }
 
 func (v *JWTVerifier) untilLocked() time.Duration {
-	if v.lastStart.IsZero() {
+	if v.lastUnknownKID.IsZero() {
 		return 0
 	}
-	return v.lastStart.Add(v.cfg.UnknownKIDInterval).Sub(v.cfg.Now())
+	return v.lastUnknownKID.Add(v.cfg.UnknownKIDInterval).Sub(v.cfg.Now())
 }
 
 // startLocked starts a fetch for trigger on the verifier's own context (a
@@ -157,7 +157,9 @@ func (v *JWTVerifier) startLocked(trigger string) *fetchCall {
 		return call
 	}
 	v.inflight = call
-	v.lastStart = v.cfg.Now()
+	if trigger == TriggerUnknownKID {
+		v.lastUnknownKID = v.cfg.Now()
+	}
 	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()

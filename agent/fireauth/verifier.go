@@ -65,14 +65,15 @@ type Config struct {
 	// RefreshInterval is how often the loaded key set is fetched again, so a
 	// key NAS publishes ahead of a rotation is known before it signs; default 5 min.
 	RefreshInterval time.Duration
-	// UnknownKIDInterval is the least time between the start of any fetch
-	// of the key set and a fetch made because a token names a kid the set
-	// lacks; default 10 s. Such fetches are shared: every token waiting for
-	// one uses its result, and a token that arrives while none may start is
-	// answered 503 with Retry-After until the next one may. So callers who
-	// present no valid signature can cost NAS at most one fetch per interval
-	// and never use up the fetch a real fire signed with a new key needs:
-	// that fire is delivered on a retry at most one interval later.
+	// UnknownKIDInterval is the least time between the starts of two
+	// fetches of the key set made because a token names a kid the set
+	// lacks; default 10 s. A fetch in progress (of any kind) is shared:
+	// every token waiting for one uses its result, and a token that arrives
+	// while no fetch may start is answered 503 with Retry-After until one
+	// may. So callers who present no valid signature can cost NAS at most
+	// one fetch per interval and never use up the fetch a real fire signed
+	// with a new key needs: that fire verifies at once when no such fetch
+	// ran within the interval, else on a retry at most one interval later.
 	UnknownKIDInterval time.Duration
 	// LoadBackoff and LoadBackoffMax bound the retry delay of the initial
 	// load (exponential with jitter); defaults 250 ms and 30 s.
@@ -207,9 +208,9 @@ type JWTVerifier struct {
 	mu       sync.Mutex
 	closed   bool
 	inflight *fetchCall
-	// lastStart is when the latest fetch started (by Now); an unknown kid
-	// starts none before lastStart + UnknownKIDInterval.
-	lastStart time.Time
+	// lastUnknownKID is when the latest fetch for an unknown kid started
+	// (by Now); an unknown kid starts none before it + UnknownKIDInterval.
+	lastUnknownKID time.Time
 	health    Health
 }
 

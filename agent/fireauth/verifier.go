@@ -211,7 +211,7 @@ type JWTVerifier struct {
 	// lastUnknownKID is when the latest fetch for an unknown kid started
 	// (by Now); an unknown kid starts none before it + UnknownKIDInterval.
 	lastUnknownKID time.Time
-	health    Health
+	health         Health
 }
 
 // New returns a verifier that loads cfg.JWKSURL in the background, retrying

@@ -402,7 +402,9 @@ func (v *JWTVerifier) verifyUnknownKID(ctx context.Context, used *keySet, token 
 				return v.verified(claims, err, req)
 			}
 		}
-		v.cfg.Logger.Warn("fireauth: unknown kid; the key set was fetched moments ago", "job_id", req.JobID, "retry_after", wait)
+		// Debug only: this is what a flood of made-up kids produces, and
+		// the fire route logs and counts every deferred fire anyway.
+		v.cfg.Logger.Debug("fireauth: unknown kid; the key set was fetched for an unknown kid moments ago", "job_id", req.JobID, "retry_after", wait)
 		return nil, unavailable(wait, "the token's kid is not in NAS's key set as fetched moments ago; retry once it may be fetched again")
 	}
 	select {

@@ -27,7 +27,8 @@ const (
 type FireStatus string
 
 // Fire statuses. An HTTP fire endpoint answers 202 for FireAccepted, 200 for
-// FireDuplicate and FireGone, and 503 with Retry-After for FireBusy.
+// FireDuplicate and FireGone, 503 with Retry-After for FireBusy and 425 with
+// Retry-After for FireTooEarly.
 const (
 	// FireAccepted: the slot is this process's responsibility now. RunID
 	// names the run; Skipped says the policies recorded it without running
@@ -39,7 +40,17 @@ const (
 	FireGone FireStatus = "gone"
 	// FireBusy: cannot claim now; try again after RetryAfter.
 	FireBusy FireStatus = "busy"
+	// FireTooEarly: the slot is more than ClockSkewAllowance ahead of the
+	// agent's clock; nothing was claimed or recorded. RetryAfter is the
+	// time until the slot.
+	FireTooEarly FireStatus = "too_early"
 )
+
+// ClockSkewAllowance is how far ahead of the agent's clock a fired slot may
+// be and still run: the clock skew the fire token's time checks allow too.
+// A fire for a slot further ahead is refused with FireTooEarly, so nothing
+// runs early.
+const ClockSkewAllowance = 30 * time.Second
 
 // FireResult is the outcome of Fire or RunNow.
 type FireResult struct {
@@ -99,10 +110,12 @@ type startReq struct {
 // policy held the slot back, with the reason), FireDuplicate when the slot
 // was already claimed or has passed, FireGone for an unknown job and FireBusy
 // with RetryAfter when it cannot claim now (store busy, shutting down, job
-// paused). A slot equal to the wake time of a pending run (see Desired)
+// paused). A slot more than ClockSkewAllowance ahead of the clock is
+// FireTooEarly, with the time until the slot as RetryAfter: nothing runs
+// early. A slot equal to the wake time of a pending run (see Desired)
 // starts that run instead. A slot delivered after later slots have passed
 // too is decided with them by the job's misfire policy, as CatchUp does.
-// Every outcome but FireBusy is in the ledger.
+// Every outcome but FireBusy and FireTooEarly is in the ledger.
 func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigger Trigger) (FireResult, error) {
 	if trigger == "" {
 		trigger = TriggerScheduled
@@ -111,6 +124,10 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		return drainingResult(), nil
 	}
 	slot = slot.UTC()
+	if ahead := slot.Sub(rt.now()); ahead > ClockSkewAllowance {
+		return FireResult{Status: FireTooEarly, RetryAfter: ahead,
+			Reason: fmt.Sprintf("the slot is %s ahead of the agent's clock; the allowed skew is %s", ahead.Round(time.Second), ClockSkewAllowance)}, nil
+	}
 	var res FireResult
 	p := &plan{}
 	err := rt.store.Update(ctx, func(st *store.State) error {

@@ -33,6 +33,7 @@ const (
 	CodeNotFound             = "not_found"               // 404: no such route or resource
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405
 	CodeRateLimited          = "rate_limited"            // 429: too many calls; see Retry-After
+	CodeTooEarly             = "too_early"               // 425: the agent's fire endpoint: the slot is further ahead of its clock than the allowed skew; see Retry-After
 	CodeAgentUnavailable     = "agent_unavailable"       // 502/503: the agent could not take the fire now; retry
 	CodeUnavailable          = "temporarily_unavailable" // 503: the server cannot serve now; see Retry-After
 	CodeServerError          = "server_error"            // 500

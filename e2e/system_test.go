@@ -44,6 +44,9 @@ type systemOptions struct {
 	Agents int
 	// KeyCheck is NAS's key_check_interval (default 30s).
 	KeyCheck time.Duration
+	// RetryBase and RetryMaxDelay shorten NAS's retry ladder
+	// (relay.retry.base and relay.retry.max_delay) when set.
+	RetryBase, RetryMaxDelay time.Duration
 }
 
 // system is NAS, relays and agents started as processes in one directory
@@ -106,6 +109,13 @@ func newSystem(t *testing.T, o systemOptions) *system {
 	if keyCheck == 0 {
 		keyCheck = 30 * time.Second
 	}
+	retry := ""
+	if o.RetryBase > 0 {
+		retry += fmt.Sprintf("  retry:\n    base: %s\n", o.RetryBase)
+		if o.RetryMaxDelay > 0 {
+			retry += fmt.Sprintf("    max_delay: %s\n", o.RetryMaxDelay)
+		}
+	}
 	writeFile(t, s.dir, "nas.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
 relay_listen: 127.0.0.1:%d
 public_url: %s
@@ -115,10 +125,10 @@ key_check_interval: %s
 relay:
   secrets_file: relay-secrets
   dispatchers: %d
-agents_file: agents.yaml
+%sagents_file: agents.yaml
 operator_token_file: operator-token
 allow_private_callbacks: true
-`, nasPort, relayPort, s.publicURL, store, keyCheck, dispatchers))
+`, nasPort, relayPort, s.publicURL, store, keyCheck, dispatchers, retry))
 
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -393,6 +403,8 @@ type fireRecord struct {
 	backend string
 	status  int    // the replica's answer
 	answer  string // the replica's body
+	// retryAfter is the replica's Retry-After header, passed on to NAS.
+	retryAfter string
 }
 
 // spreadProxy is the one callback address NAS calls, in front of the agent
@@ -460,6 +472,7 @@ func (p *spreadProxy) forward(r *http.Request, body []byte, b string, rec fireRe
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	rec.backend, rec.status, rec.answer = b, resp.StatusCode, strings.TrimSpace(string(data))
+	rec.retryAfter = resp.Header.Get("Retry-After")
 	p.mu.Lock()
 	p.fires = append(p.fires, rec)
 	p.mu.Unlock()
@@ -525,6 +538,9 @@ func (p *spreadProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if lose {
 			writeAnswer(w, http.StatusServiceUnavailable, []byte(`{"error":"temporarily_unavailable","error_description":"answer lost on the way"}`))
 			return
+		}
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			w.Header().Set("Retry-After", ra)
 		}
 		writeAnswer(w, resp.StatusCode, data)
 		return

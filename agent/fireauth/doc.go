@@ -3,9 +3,10 @@
 //
 // A JWTVerifier checks, for one POST /api/cron/fire:
 //
-//   - the signature against NAS's JWKS, fetched through keyfunc with an HTTP
-//     client that has a timeout and a capped response body; an unknown kid
-//     triggers a refresh that is rate limited on purpose (see Config);
+//   - the signature against NAS's JWKS, fetched with an HTTP client that has
+//     a timeout and a capped response body, at start (retried with backoff
+//     until it succeeds), every RefreshInterval, and when a token names a
+//     kid the set lacks (see below);
 //   - the algorithm against an allow-list (never none, never HMAC);
 //   - the header: kid present, typ equal to cron-fire+jwt;
 //   - the claims: exp and iat present, exp and nbf within the leeway (30 s),
@@ -16,12 +17,18 @@
 //     equal to the body's, and bh equal to the hash of the exact body bytes.
 //
 // Every failure is a *contract.Error: 401 invalid_token with a short reason
-// that never echoes expected values, or 503 temporarily_unavailable (with a
-// retry delay) while the key set has not been loaded yet and the token passes
-// every check that needs no key (one that fails such a check is a 401 at
-// once), or when a token's
-// kid is unknown and fetching the key set to look for it fails (NAS may have
-// rotated while its key set is unreachable; NAS retries). Readiness waits for
-// the first successful load of the key set, which is retried with backoff and
-// does not spend the unknown-kid refresh allowance.
+// that never echoes expected values, or 503 temporarily_unavailable with a
+// retry delay when only the key set can decide and it cannot now. That is
+// the case while the key set has not been loaded yet, and for a token whose
+// kid the set lacks: NAS may have activated a key a moment ago. Such a token
+// starts a fetch of the key set unless another unknown kid started one
+// within UnknownKIDInterval (10 s); fetches are shared by every caller
+// waiting, and a token that finds the gate closed is answered 503 with
+// Retry-After until it opens. Callers who present no valid signature can
+// therefore cost NAS at most one fetch per interval (besides the periodic
+// refresh), and can never use up the fetch a real fire signed with a new key
+// needs: it verifies at once, or on NAS's retry. A token that fails any
+// check needing no key (form, algorithm, headers, claims, body binding) is
+// a 401 at once in every case and fetches nothing. Readiness waits for the
+// first successful load, and failed loads leave no debt.
 package fireauth

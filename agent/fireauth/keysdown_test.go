@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/time/rate"
-
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/fireauth/fireauthtest"
 )
@@ -28,7 +26,7 @@ func TestBadTokensRefusedWhileKeysLoad(t *testing.T) {
 	k1 := mustKey(t, "EdDSA", "k1")
 	srv := newJWKSServer(t, k1)
 	srv.fail(http.StatusBadGateway)
-	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, rate.NewLimiter(rate.Inf, 1)))
+	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

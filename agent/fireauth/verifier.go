@@ -3,11 +3,9 @@ package fireauth
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,30 +14,23 @@ import (
 	"time"
 
 	"github.com/MicahParks/jwkset"
-	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
-	"golang.org/x/time/rate"
 
 	"github.com/chronoscron/chronos/contract"
 )
 
 // Defaults of Config.
 const (
-	DefaultLeeway          = 30 * time.Second
-	DefaultMaxLifetime     = contract.MaxFireTokenLifetimeSeconds * time.Second
-	DefaultHTTPTimeout     = 5 * time.Second
-	DefaultMaxJWKSBytes    = 256 << 10
-	DefaultRefreshInterval = 5 * time.Minute
-	DefaultUnknownKIDEvery = 30 * time.Second
-	DefaultUnknownKIDBurst = 2
-	DefaultUnknownKIDWait  = 2 * time.Second
-	DefaultLoadBackoff     = 250 * time.Millisecond
-	DefaultLoadBackoffMax  = 30 * time.Second
+	DefaultLeeway             = 30 * time.Second
+	DefaultMaxLifetime        = contract.MaxFireTokenLifetimeSeconds * time.Second
+	DefaultHTTPTimeout        = 5 * time.Second
+	DefaultMaxJWKSBytes       = 256 << 10
+	DefaultRefreshInterval    = 5 * time.Minute
+	DefaultUnknownKIDInterval = 10 * time.Second
+	DefaultLoadBackoff        = 250 * time.Millisecond
+	DefaultLoadBackoffMax     = 30 * time.Second
 	// notReadyRetryAfter is the Retry-After sent while the keys are loading.
 	notReadyRetryAfter = 5 * time.Second
-	// keysDownRetryAfter is the Retry-After sent for an unknown kid while
-	// the key set cannot be fetched.
-	keysDownRetryAfter = 30 * time.Second
 )
 
 // DefaultMethods are the signing algorithms accepted unless Config.Methods
@@ -74,21 +65,22 @@ type Config struct {
 	// RefreshInterval is how often the loaded key set is fetched again, so a
 	// key NAS publishes ahead of a rotation is known before it signs; default 5 min.
 	RefreshInterval time.Duration
-	// UnknownKIDLimiter limits the refreshes a token with an unknown kid may
-	// trigger. The default allows a burst of 2 and then one every 30 s: NAS
-	// publishes its next key before signing with it, so a legitimate unknown
-	// kid is rare and one refresh finds it, while a flood of made-up kids
-	// costs NAS at most two fetches a minute. The initial load never spends
-	// this allowance.
-	UnknownKIDLimiter *rate.Limiter
-	// UnknownKIDWait is the longest a request waits for that limiter before
-	// it is rejected; default 2 s.
-	UnknownKIDWait time.Duration
+	// UnknownKIDInterval is the least time between the starts of two
+	// fetches of the key set made because a token names a kid the set
+	// lacks; default 10 s. A fetch in progress (of any kind) is shared:
+	// every token waiting for one uses its result, and a token that arrives
+	// while no fetch may start is answered 503 with Retry-After until one
+	// may. So callers who present no valid signature can cost NAS at most
+	// one fetch per interval and never use up the fetch a real fire signed
+	// with a new key needs: that fire verifies at once when no such fetch
+	// ran within the interval, else on a retry at most one interval later.
+	UnknownKIDInterval time.Duration
 	// LoadBackoff and LoadBackoffMax bound the retry delay of the initial
 	// load (exponential with jitter); defaults 250 ms and 30 s.
 	LoadBackoff, LoadBackoffMax time.Duration
 
-	// Now is the clock; default time.Now.
+	// Now is the clock; default time.Now. The unknown-kid interval and the
+	// times in Health are judged by it.
 	Now func() time.Time
 	// Logger receives rejections and key set errors; default slog.Default().
 	Logger *slog.Logger
@@ -104,28 +96,25 @@ func (c Config) withDefaults() Config {
 	if c.MaxLifetime == 0 {
 		c.MaxLifetime = DefaultMaxLifetime
 	}
-	if c.HTTPTimeout == 0 {
+	if c.HTTPTimeout <= 0 {
 		c.HTTPTimeout = DefaultHTTPTimeout
 	}
-	if c.MaxJWKSBytes == 0 {
+	if c.MaxJWKSBytes <= 0 {
 		c.MaxJWKSBytes = DefaultMaxJWKSBytes
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = NewJWKSClient(c.HTTPTimeout, c.MaxJWKSBytes)
 	}
-	if c.RefreshInterval == 0 {
+	if c.RefreshInterval <= 0 {
 		c.RefreshInterval = DefaultRefreshInterval
 	}
-	if c.UnknownKIDLimiter == nil {
-		c.UnknownKIDLimiter = rate.NewLimiter(rate.Every(DefaultUnknownKIDEvery), DefaultUnknownKIDBurst)
+	if c.UnknownKIDInterval <= 0 {
+		c.UnknownKIDInterval = DefaultUnknownKIDInterval
 	}
-	if c.UnknownKIDWait == 0 {
-		c.UnknownKIDWait = DefaultUnknownKIDWait
-	}
-	if c.LoadBackoff == 0 {
+	if c.LoadBackoff <= 0 {
 		c.LoadBackoff = DefaultLoadBackoff
 	}
-	if c.LoadBackoffMax == 0 {
+	if c.LoadBackoffMax <= 0 {
 		c.LoadBackoffMax = DefaultLoadBackoffMax
 	}
 	if c.Now == nil {
@@ -169,6 +158,9 @@ type Health struct {
 	Loaded bool `json:"loaded"`
 	// LoadedAt is when the key set was first loaded.
 	LoadedAt time.Time `json:"loaded_at,omitzero"`
+	// FetchedAt is when the key set in use was fetched (the last successful
+	// fetch).
+	FetchedAt time.Time `json:"fetched_at,omitzero"`
 	// Keys is how many usable keys are cached now.
 	Keys int `json:"keys"`
 	// LastError is the most recent fetch failure, if any.
@@ -177,7 +169,24 @@ type Health struct {
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 	// Failures counts failed fetches since start.
 	Failures int `json:"failures"`
+	// Fetches counts the fetches since start by what started them: "load"
+	// (until the first success), "periodic" (every RefreshInterval) and
+	// "unknown_kid" (a token named a kid the set lacked).
+	Fetches map[string]FetchCount `json:"fetches,omitempty"`
 }
+
+// FetchCount counts fetches of the key set by result.
+type FetchCount struct {
+	OK     int `json:"ok"`
+	Failed int `json:"failed"`
+}
+
+// Fetch triggers: what started a fetch of the key set.
+const (
+	TriggerLoad       = "load"
+	TriggerPeriodic   = "periodic"
+	TriggerUnknownKID = "unknown_kid"
+)
 
 // JWTVerifier is the default fire-token verifier. It is safe for concurrent
 // use; its methods may be called before the key set is loaded (they refuse a
@@ -187,52 +196,59 @@ type JWTVerifier struct {
 	cfg       Config
 	parser    *jwt.Parser
 	validator *jwt.Validator
+	// static verifiers never fetch: an unknown kid is refused.
+	static bool
 
-	kf     atomic.Pointer[keyfunc.Keyfunc]
+	set    atomic.Pointer[keySet]
 	ready  chan struct{}
+	ctx    context.Context // ends at Close; fetches run on it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu          sync.Mutex
-	health      Health
-	stopRefresh context.CancelFunc
+	mu       sync.Mutex
+	closed   bool
+	inflight *fetchCall
+	// lastUnknownKID is when the latest fetch for an unknown kid started
+	// (by Now); an unknown kid starts none before it + UnknownKIDInterval.
+	lastUnknownKID time.Time
+	health         Health
 }
 
 // New returns a verifier that loads cfg.JWKSURL in the background, retrying
-// with backoff until it succeeds or ctx ends. It returns at once; Ready and
-// WaitReady tell when the keys are there. Close stops the background work.
+// with backoff until it succeeds or ctx ends, and then fetches it again every
+// RefreshInterval. It returns at once; Ready and WaitReady tell when the keys
+// are there. Close stops the background work.
 func New(ctx context.Context, cfg Config) (*JWTVerifier, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(true); err != nil {
 		return nil, err
 	}
 	v := newVerifier(cfg)
-	ctx, v.cancel = context.WithCancel(ctx)
+	v.ctx, v.cancel = context.WithCancel(ctx)
 	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()
-		v.load(ctx)
+		v.run(v.ctx)
 	}()
 	return v, nil
 }
 
 // NewStatic returns a verifier over a fixed key set (a JWKS document), ready
-// at once. cfg.JWKSURL and the fetch settings are ignored.
+// at once. cfg.JWKSURL and the fetch settings are ignored; a token whose kid
+// the set lacks is refused (401), since the set never changes.
 func NewStatic(jwks []byte, cfg Config) (*JWTVerifier, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(false); err != nil {
 		return nil, err
 	}
-	kf, err := keyfunc.NewJWKSetJSON(json.RawMessage(jwks))
+	set, err := parseKeySet(context.Background(), jwks, cfg.Now(), cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("fireauth: key set: %w", err)
+		return nil, err
 	}
 	v := newVerifier(cfg)
-	v.cancel = func() {}
-	if n := countKeys(context.Background(), kf); n == 0 {
-		return nil, errors.New("fireauth: key set has no usable key")
-	}
-	v.setLoaded(kf)
+	v.static = true
+	v.ctx, v.cancel = context.WithCancel(context.Background())
+	v.installed(set)
 	return v, nil
 }
 
@@ -257,18 +273,18 @@ func newVerifier(cfg Config) *JWTVerifier {
 			jwt.WithAudience(cfg.Audience),
 			jwt.WithTimeFunc(cfg.Now),
 		),
+		health: Health{Fetches: map[string]FetchCount{}},
 	}
 }
 
-// Close stops the key set loader and refresher and waits for the loader.
+// Close stops the key set loader, the refresher and any fetch in progress,
+// and waits for them.
 func (v *JWTVerifier) Close() {
+	v.mu.Lock()
+	v.closed = true
+	v.mu.Unlock()
 	v.cancel()
 	v.wg.Wait()
-	v.mu.Lock()
-	if v.stopRefresh != nil {
-		v.stopRefresh()
-	}
-	v.mu.Unlock()
 }
 
 // Ready reports whether the key set is loaded.
@@ -292,98 +308,18 @@ func (v *JWTVerifier) WaitReady(ctx context.Context) error {
 }
 
 // Health returns the key set's state.
-func (v *JWTVerifier) Health(ctx context.Context) Health {
+func (v *JWTVerifier) Health(context.Context) Health {
 	v.mu.Lock()
 	h := v.health
+	h.Fetches = make(map[string]FetchCount, len(v.health.Fetches))
+	for k, c := range v.health.Fetches {
+		h.Fetches[k] = c
+	}
 	v.mu.Unlock()
-	if kf := v.kf.Load(); kf != nil {
-		h.Keys = countKeys(ctx, *kf)
+	if set := v.set.Load(); set != nil {
+		h.Keys = set.keys
 	}
 	return h
-}
-
-func countKeys(ctx context.Context, kf keyfunc.Keyfunc) int {
-	keys, err := kf.Storage().KeyReadAll(ctx)
-	if err != nil {
-		return 0
-	}
-	return len(keys)
-}
-
-func (v *JWTVerifier) fetchFailures() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.health.Failures
-}
-
-func (v *JWTVerifier) setLoaded(kf keyfunc.Keyfunc) {
-	v.kf.Store(&kf)
-	v.mu.Lock()
-	v.health.Loaded = true
-	v.health.LoadedAt = v.cfg.Now()
-	v.mu.Unlock()
-	close(v.ready)
-}
-
-func (v *JWTVerifier) recordFetchError(err error) {
-	if errors.Is(err, context.Canceled) {
-		return // shutting down, not a key set failure
-	}
-	v.mu.Lock()
-	v.health.LastError = err.Error()
-	v.health.LastErrorAt = v.cfg.Now()
-	v.health.Failures++
-	v.mu.Unlock()
-	v.cfg.Logger.Warn("fireauth: fetching the key set failed", "url", v.cfg.JWKSURL, "error", err)
-}
-
-// load fetches the key set until one load succeeds. Each attempt builds a
-// fresh keyfunc whose refresh goroutine lives on its own context, cancelled
-// when the attempt fails, so failed attempts leave nothing running and never
-// touch the unknown-kid limiter.
-func (v *JWTVerifier) load(ctx context.Context) {
-	delay := v.cfg.LoadBackoff
-	for {
-		attemptCtx, cancelAttempt := context.WithCancel(ctx)
-		var reported atomic.Bool
-		kf, err := keyfunc.NewDefaultOverrideCtx(attemptCtx, []string{v.cfg.JWKSURL}, keyfunc.Override{
-			Client:           v.cfg.HTTPClient,
-			HTTPTimeout:      v.cfg.HTTPTimeout,
-			RateLimitWaitMax: v.cfg.UnknownKIDWait,
-			RefreshErrorHandlerFunc: func(string) func(context.Context, error) {
-				return func(_ context.Context, err error) {
-					reported.Store(true)
-					v.recordFetchError(err)
-				}
-			},
-			RefreshInterval:   v.cfg.RefreshInterval,
-			RefreshUnknownKID: v.cfg.UnknownKIDLimiter,
-		})
-		if err == nil && countKeys(ctx, kf) > 0 {
-			// The refresh goroutine of kf runs until Close.
-			v.mu.Lock()
-			v.stopRefresh = cancelAttempt
-			v.mu.Unlock()
-			v.setLoaded(kf)
-			return
-		}
-		cancelAttempt()
-		switch {
-		case err != nil:
-			v.recordFetchError(err)
-		case !reported.Load():
-			v.recordFetchError(errors.New("key set has no usable key"))
-		}
-		wait := delay/2 + rand.N(delay/2+1)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		delay = min(delay*2, v.cfg.LoadBackoffMax)
-	}
 }
 
 // reject is a 401 invalid_token whose description is safe to send.
@@ -391,53 +327,54 @@ func reject(reason string) *contract.Error {
 	return contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "fire token rejected: %s", reason)
 }
 
+// unavailable is a 503 temporarily_unavailable asking for a retry after d
+// (at least a second).
+func unavailable(d time.Duration, format string, args ...any) *contract.Error {
+	e := contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, format, args...)
+	e.RetryAfter = max(d, time.Second)
+	return e
+}
+
 var (
-	errNoKID  = errors.New("kid header is missing")
-	errBadTyp = errors.New("typ header is not " + contract.TokenTypeCronFire)
+	errNoKID      = errors.New("kid header is missing")
+	errBadTyp     = errors.New("typ header is not " + contract.TokenTypeCronFire)
+	errUnknownKID = errors.New("kid is not in the key set")
 )
 
 // VerifyFire checks token for the fire request req whose exact body bytes are
 // body. It returns nil when the fire may proceed, a 401 invalid_token
-// *contract.Error when the token is refused, and a 503 *contract.Error while
-// the key set is not loaded yet.
+// *contract.Error when the token is refused, and a 503 *contract.Error with
+// a retry delay when only the key set can decide and it cannot now: while
+// it is not loaded yet, and when the token names a kid the set lacks (see
+// Config.UnknownKIDInterval). A token that fails any check needing no key
+// is refused at once in every case.
 func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error {
 	if token == "" {
 		return reject("no token")
 	}
-	kfp := v.kf.Load()
-	if kfp == nil {
+	set := v.set.Load()
+	if set == nil {
 		// Without the keys only the signature is in doubt: a token that
 		// fails any other check is refused now, not retried.
 		if reason := v.refuseUnsigned(token, body, req); reason != "" {
 			v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason)
 			return reject(reason)
 		}
-		e := contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, "the agent has not loaded NAS's signing keys yet")
-		e.RetryAfter = notReadyRetryAfter
-		return e
+		return unavailable(notReadyRetryAfter, "the agent has not loaded NAS's signing keys yet")
 	}
-	keys := (*kfp).KeyfuncCtx(ctx)
-	failuresBefore := v.fetchFailures()
-	claims := &contract.FireClaims{}
-	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
-		if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
-			return nil, errNoKID
+	claims, err := v.parse(ctx, set, token)
+	if errors.Is(err, errUnknownKID) && !v.static {
+		if reason := v.refuseUnsigned(token, body, req); reason != "" {
+			v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason)
+			return reject(reason)
 		}
-		if typ, _ := t.Header["typ"].(string); typ != contract.TokenTypeCronFire {
-			return nil, errBadTyp
-		}
-		return keys(t)
-	})
-	if err != nil {
-		if errors.Is(err, jwkset.ErrKeyNotFound) && v.fetchFailures() > failuresBefore {
-			// The kid is unknown and fetching the key set to look for it
-			// failed: NAS may have rotated while its key set is unreachable.
-			// Ask for a retry rather than refusing a fire that may be good.
-			v.cfg.Logger.Warn("fireauth: unknown kid while the key set is unreachable", "job_id", req.JobID, "error", err)
-			e := contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, "cannot fetch NAS's signing keys to find the token's kid")
-			e.RetryAfter = keysDownRetryAfter
+		var e *contract.Error
+		if claims, e = v.verifyUnknownKID(ctx, set, token, req); e != nil {
 			return e
 		}
+		err = nil
+	}
+	if err != nil {
 		reason := parseReason(err)
 		v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason, "error", err)
 		return reject(reason)
@@ -447,6 +384,76 @@ func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte,
 		return reject(reason)
 	}
 	return nil
+}
+
+// verifyUnknownKID handles a token that passes every check needing no key
+// but names a kid the key set used lacks: it waits for a shared fetch of the
+// key set when one is running or may start, and verifies the token against
+// the newest set. It answers 503 with the time until the next fetch may
+// start when none may start now and the newest set lacks the kid too, or
+// the fetched set still lacks it; a 401 when the kid is found and the token
+// fails against its key.
+func (v *JWTVerifier) verifyUnknownKID(ctx context.Context, used *keySet, token string, req contract.FireRequest) (*contract.FireClaims, *contract.Error) {
+	call, wait := v.fetchForUnknownKID()
+	if call == nil {
+		// A fetch may have finished since used was read.
+		if cur := v.set.Load(); cur != used {
+			if claims, err := v.parse(ctx, cur, token); !errors.Is(err, errUnknownKID) {
+				return v.verified(claims, err, req)
+			}
+		}
+		// Debug only: this is what a flood of made-up kids produces, and
+		// the fire route logs and counts every deferred fire anyway.
+		v.cfg.Logger.Debug("fireauth: unknown kid; the key set was fetched for an unknown kid moments ago", "job_id", req.JobID, "retry_after", wait)
+		return nil, unavailable(wait, "the token's kid is not in NAS's key set as fetched moments ago; retry once it may be fetched again")
+	}
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		return nil, unavailable(time.Second, "gave up waiting for NAS's key set")
+	}
+	claims, err := v.parse(ctx, v.set.Load(), token)
+	if errors.Is(err, errUnknownKID) {
+		wait := v.untilUnknownKIDFetch()
+		if call.err != nil {
+			v.cfg.Logger.Warn("fireauth: unknown kid while the key set is unreachable", "job_id", req.JobID, "error", call.err, "retry_after", wait)
+			return nil, unavailable(wait, "cannot fetch NAS's signing keys to find the token's kid")
+		}
+		v.cfg.Logger.Warn("fireauth: unknown kid; not in the key set just fetched", "job_id", req.JobID, "retry_after", wait)
+		return nil, unavailable(wait, "the token's kid is not in NAS's key set; retry once it may be fetched again")
+	}
+	return v.verified(claims, err, req)
+}
+
+// verified maps the result of parse for a known kid.
+func (v *JWTVerifier) verified(claims *contract.FireClaims, err error, req contract.FireRequest) (*contract.FireClaims, *contract.Error) {
+	if err != nil {
+		reason := parseReason(err)
+		v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason, "error", err)
+		return nil, reject(reason)
+	}
+	return claims, nil
+}
+
+// parse verifies token's signature with set and its registered claims,
+// requiring the kid and typ headers. A kid the set lacks is errUnknownKID.
+func (v *JWTVerifier) parse(ctx context.Context, set *keySet, token string) (*contract.FireClaims, error) {
+	keys := set.kf.KeyfuncCtx(ctx)
+	claims := &contract.FireClaims{}
+	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
+			return nil, errNoKID
+		}
+		if typ, _ := t.Header["typ"].(string); typ != contract.TokenTypeCronFire {
+			return nil, errBadTyp
+		}
+		k, err := keys(t)
+		if errors.Is(err, jwkset.ErrKeyNotFound) {
+			return nil, errUnknownKID
+		}
+		return k, err
+	})
+	return claims, err
 }
 
 // refuseUnsigned applies every check that needs no key to token, unverified:

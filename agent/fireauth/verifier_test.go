@@ -2,6 +2,7 @@ package fireauth_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"golang.org/x/time/rate"
 
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/fireauth/fireauthtest"
@@ -180,9 +180,12 @@ func TestConfigRefusesSymmetricMethods(t *testing.T) {
 type jwksServer struct {
 	*httptest.Server
 	fetches atomic.Int64
+	// waiting counts requests held by hold.
+	waiting atomic.Int64
 	mu      sync.Mutex
 	body    []byte
 	status  int
+	gate    chan struct{}
 }
 
 func newJWKSServer(t *testing.T, keys ...*fireauthtest.Key) *jwksServer {
@@ -192,8 +195,12 @@ func newJWKSServer(t *testing.T, keys ...*fireauthtest.Key) *jwksServer {
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fetches.Add(1)
 		s.mu.Lock()
-		status, body := s.status, s.body
+		status, body, gate := s.status, s.body, s.gate
 		s.mu.Unlock()
+		if gate != nil {
+			s.waiting.Add(1)
+			<-gate
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
@@ -213,21 +220,59 @@ func (s *jwksServer) set(t *testing.T, keys ...*fireauthtest.Key) {
 	s.mu.Unlock()
 }
 
+// hold makes requests wait until the returned release is called.
+func (s *jwksServer) hold() (release func()) {
+	gate := make(chan struct{})
+	s.mu.Lock()
+	s.gate = gate
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.gate = nil
+		s.mu.Unlock()
+		close(gate)
+	}
+}
+
 func (s *jwksServer) fail(status int) {
 	s.mu.Lock()
 	s.status = status
 	s.mu.Unlock()
 }
 
-func remoteConfig(url string, lim *rate.Limiter) fireauth.Config {
+// clock is a fake clock the tests move by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock(t time.Time) *clock { return &clock{t: t} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// remoteConfig is a verifier config for the key set at url on clk (a clock
+// standing at now when nil).
+func remoteConfig(url string, clk *clock) fireauth.Config {
+	if clk == nil {
+		clk = newClock(now)
+	}
 	return fireauth.Config{
 		JWKSURL: url, Issuer: issuer, Audience: audience,
-		Now:               func() time.Time { return now },
-		UnknownKIDLimiter: lim,
-		LoadBackoff:       5 * time.Millisecond,
-		LoadBackoffMax:    20 * time.Millisecond,
-		HTTPTimeout:       2 * time.Second,
-		Logger:            quiet,
+		Now:            clk.Now,
+		LoadBackoff:    5 * time.Millisecond,
+		LoadBackoffMax: 20 * time.Millisecond,
+		HTTPTimeout:    2 * time.Second,
+		Logger:         quiet,
 	}
 }
 
@@ -241,14 +286,15 @@ func waitReady(t *testing.T, v *fireauth.JWTVerifier) {
 }
 
 // A key set that is down at start makes the verifier answer 503 (retry), not
-// 401, and its recovery neither waits for nor spends the unknown-kid allowance.
+// 401; the failed loads leave no debt: once the key set is back, a rotation
+// to a new kid is picked up by the first token that names it.
 func TestKeySetDownAtStart(t *testing.T) {
 	t.Parallel()
 	k1 := mustKey(t, "EdDSA", "k1")
 	srv := newJWKSServer(t, k1)
 	srv.fail(http.StatusBadGateway)
-	lim := rate.NewLimiter(rate.Every(time.Hour), 1)
-	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, lim))
+	clk := newClock(now)
+	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +316,7 @@ func TestKeySetDownAtStart(t *testing.T) {
 	for srv.fetches.Load() < 3 {
 		time.Sleep(time.Millisecond)
 	}
-	if h := v.Health(context.Background()); h.Loaded || h.Failures == 0 || h.LastError == "" {
+	if h := v.Health(context.Background()); h.Loaded || h.Failures == 0 || h.LastError == "" || h.Fetches[fireauth.TriggerLoad].Failed == 0 {
 		t.Fatalf("health while down: %+v", h)
 	}
 	srv.set(t, k1)
@@ -278,27 +324,57 @@ func TestKeySetDownAtStart(t *testing.T) {
 	if err := v.VerifyFire(context.Background(), token, f.Body, f.Request); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}
-	// The allowance is intact: a rotation to a new kid is picked up at once.
+	if h := v.Health(context.Background()); !h.FetchedAt.Equal(now) || !h.LoadedAt.Equal(now) {
+		t.Fatalf("health after the load: %+v", h)
+	}
+	// A rotation to a new kid is picked up at once, by one fetch.
 	k2 := mustKey(t, "EdDSA", "k2")
 	srv.set(t, k1, k2)
 	token2, err := fireauthtest.Mint(k2, f)
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := srv.fetches.Load()
 	if err := v.VerifyFire(context.Background(), token2, f.Body, f.Request); err != nil {
 		t.Fatalf("rotated key: %v", err)
 	}
-	if h := v.Health(context.Background()); !h.Loaded || h.Keys != 2 {
+	if got := srv.fetches.Load() - before; got != 1 {
+		t.Fatalf("the rotation took %d fetches, want 1", got)
+	}
+	h := v.Health(context.Background())
+	if !h.Loaded || h.Keys != 2 || h.Fetches[fireauth.TriggerUnknownKID].OK != 1 || !h.FetchedAt.Equal(clk.Now()) {
 		t.Fatalf("health after rotation: %+v", h)
 	}
 }
 
-// Unknown kids refresh the key set only as often as the limiter allows.
-func TestUnknownKIDRefreshIsLimited(t *testing.T) {
+// garbage returns a fire token that passes every check needing no key
+// (claims, headers, body binding) but is signed by a key NAS never
+// published, under a random kid: what anyone who can reach the fire route
+// can make.
+func garbage(t *testing.T, f fireauthtest.Fire) string {
+	t.Helper()
+	stranger := mustKey(t, "EdDSA", "kid-"+rand.Text())
+	token, err := fireauthtest.Mint(stranger, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// TestUnknownKIDFloodCannotStarveRotation: a flood of tokens under made-up
+// kids costs NAS one key set fetch per interval, all of them answered 503
+// with Retry-After (never 401). A real fire signed with a key NAS activated
+// right after the flood is answered 503 too, with a Retry-After no longer
+// than the interval, and verifies as soon as that delay has passed.
+func TestUnknownKIDFloodCannotStarveRotation(t *testing.T) {
 	t.Parallel()
+	const interval = 30 * time.Second
 	k1 := mustKey(t, "EdDSA", "k1")
 	srv := newJWKSServer(t, k1)
-	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, rate.NewLimiter(rate.Every(time.Hour), 1)))
+	clk := newClock(now)
+	cfg := remoteConfig(srv.URL, clk)
+	cfg.UnknownKIDInterval = interval
+	v, err := fireauth.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,16 +383,158 @@ func TestUnknownKIDRefreshIsLimited(t *testing.T) {
 	loaded := srv.fetches.Load()
 
 	f := newFire()
-	for i := range 3 {
-		stranger := mustKey(t, "EdDSA", "made-up")
-		token, err := fireauthtest.Mint(stranger, f)
+	tokens := make([]string, 200)
+	for i := range tokens {
+		tokens[i] = garbage(t, f)
+	}
+	var wg sync.WaitGroup
+	answers := make([]error, len(tokens))
+	for i, tok := range tokens {
+		wg.Go(func() { answers[i] = v.VerifyFire(context.Background(), tok, f.Body, f.Request) })
+	}
+	wg.Wait()
+	for i, err := range answers {
+		ce := wantStatus(t, err, http.StatusServiceUnavailable)
+		if ce.Code != contract.CodeUnavailable || ce.RetryAfter <= 0 || ce.RetryAfter > interval {
+			t.Fatalf("garbage token %d: %+v, retry after %s", i, ce, ce.RetryAfter)
+		}
+	}
+	if got := srv.fetches.Load() - loaded; got != 1 {
+		t.Fatalf("the flood caused %d key set fetches, want 1", got)
+	}
+	// Tokens that fail a check needing no key are refused whatever their
+	// kid, and fetch nothing.
+	bad := fireauthtest.NewToken(mustKey(t, "EdDSA", "kid-"+rand.Text()), f)
+	bad.Claims["aud"] = "agent:someone-else"
+	badToken, err := bad.Sign()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		wantStatus(t, v.VerifyFire(context.Background(), badToken, f.Body, f.Request), http.StatusUnauthorized)
+	}
+
+	// NAS activates a new key right after the flood and signs a real fire.
+	k2 := mustKey(t, "EdDSA", "k2")
+	srv.set(t, k1, k2)
+	clk.Advance(time.Second)
+	real := fireauthtest.NewFire(issuer, audience, clk.Now(), fireAt(now))
+	token, err := fireauthtest.Mint(k2, real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce := wantStatus(t, v.VerifyFire(context.Background(), token, real.Body, real.Request), http.StatusServiceUnavailable)
+	if ce.RetryAfter <= 0 || ce.RetryAfter > interval-time.Second {
+		t.Fatalf("the real fire's 503 asks to retry after %s; want within the %s left of the interval", ce.RetryAfter, interval-time.Second)
+	}
+	if got := srv.fetches.Load() - loaded; got != 1 {
+		t.Fatalf("%d fetches before the retry, want still 1", got)
+	}
+	// More garbage meanwhile changes nothing.
+	for range 20 {
+		wantStatus(t, v.VerifyFire(context.Background(), garbage(t, f), f.Body, f.Request), http.StatusServiceUnavailable)
+	}
+	clk.Advance(ce.RetryAfter)
+	if err := v.VerifyFire(context.Background(), token, real.Body, real.Request); err != nil {
+		t.Fatalf("the real fire after its Retry-After: %v", err)
+	}
+	if got := srv.fetches.Load() - loaded; got != 2 {
+		t.Fatalf("%d fetches in all, want 2", got)
+	}
+	// Garbage after the rotation is still a 503, and fetches nothing more
+	// within the interval.
+	wantStatus(t, v.VerifyFire(context.Background(), garbage(t, f), f.Body, f.Request), http.StatusServiceUnavailable)
+	if got := srv.fetches.Load() - loaded; got != 2 {
+		t.Fatalf("%d fetches in all, want 2", got)
+	}
+	if h := v.Health(context.Background()); h.Keys != 2 || h.Fetches[fireauth.TriggerUnknownKID].OK != 2 {
+		t.Fatalf("health: %+v", h)
+	}
+}
+
+// Tokens naming an unknown kid while a fetch is running wait for that fetch
+// and share it: a slow key set costs one fetch however many fires wait.
+func TestUnknownKIDsShareOneFetch(t *testing.T) {
+	t.Parallel()
+	k1, k2 := mustKey(t, "EdDSA", "k1"), mustKey(t, "EdDSA", "k2")
+	srv := newJWKSServer(t, k1)
+	clk := newClock(now)
+	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	waitReady(t, v)
+
+	srv.set(t, k1, k2)
+	release := srv.hold()
+	f := newFire()
+	token, err := fireauthtest.Mint(k2, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := srv.fetches.Load()
+	var wg sync.WaitGroup
+	answers := make([]error, 20)
+	for i := range answers {
+		wg.Go(func() { answers[i] = v.VerifyFire(context.Background(), token, f.Body, f.Request) })
+	}
+	// The first caller's fetch is held at the key set while the others
+	// arrive: they join it, or find the key it brought.
+	for srv.waiting.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	for i, err := range answers {
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("caller %d: %v", i, err)
 		}
-		wantStatus(t, v.VerifyFire(context.Background(), token, f.Body, f.Request), http.StatusUnauthorized)
-		if got, want := srv.fetches.Load(), loaded+1; got != want {
-			t.Fatalf("after %d unknown kids: %d fetches, want %d", i+1, got, want)
+	}
+	if got := srv.fetches.Load() - loaded; got != 1 {
+		t.Fatalf("%d fetches for %d waiting fires, want 1", got, len(answers))
+	}
+}
+
+// The key set is fetched again every RefreshInterval, so a key NAS publishes
+// ahead of a rotation is known before any token names it.
+func TestKeySetRefreshesPeriodically(t *testing.T) {
+	t.Parallel()
+	k1, k2 := mustKey(t, "EdDSA", "k1"), mustKey(t, "EdDSA", "k2")
+	srv := newJWKSServer(t, k1)
+	cfg := remoteConfig(srv.URL, nil)
+	cfg.RefreshInterval = 10 * time.Millisecond
+	v, err := fireauth.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	waitReady(t, v)
+	srv.set(t, k1, k2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for v.Health(ctx).Keys != 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the published key never arrived")
 		}
+		time.Sleep(time.Millisecond)
+	}
+	if h := v.Health(ctx); h.Fetches[fireauth.TriggerPeriodic].OK == 0 || h.Fetches[fireauth.TriggerUnknownKID] != (fireauth.FetchCount{}) {
+		t.Fatalf("fetches: %+v", h.Fetches)
+	}
+	// A set without a usable key is an error and keeps the keys in use.
+	srv.mu.Lock()
+	srv.body = []byte(`{"keys":[]}`)
+	srv.mu.Unlock()
+	failures := v.Health(ctx).Failures
+	for v.Health(ctx).Failures == failures {
+		if ctx.Err() != nil {
+			t.Fatal("the empty key set was not reported")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if h := v.Health(ctx); h.Keys != 2 || !strings.Contains(h.LastError, "no usable key") {
+		t.Fatalf("health after an empty key set: %+v", h)
 	}
 }
 
@@ -394,12 +612,14 @@ func TestKeySetFetchTimesOut(t *testing.T) {
 }
 
 // An unknown kid while the key set cannot be fetched is a 503 (retry), not a
-// 401 that would dead-letter a good fire; once NAS is back, the key is found.
+// 401 that would dead-letter a good fire; once NAS is back, the key is found
+// by the retry the Retry-After asked for.
 func TestUnknownKIDWhileKeySetIsDown(t *testing.T) {
 	t.Parallel()
 	k1 := mustKey(t, "EdDSA", "k1")
 	srv := newJWKSServer(t, k1)
-	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, rate.NewLimiter(rate.Inf, 1)))
+	clk := newClock(now)
+	v, err := fireauth.New(context.Background(), remoteConfig(srv.URL, clk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,8 +634,8 @@ func TestUnknownKIDWhileKeySetIsDown(t *testing.T) {
 	}
 	srv.fail(http.StatusBadGateway)
 	ce := wantStatus(t, v.VerifyFire(context.Background(), token, f.Body, f.Request), http.StatusServiceUnavailable)
-	if ce.RetryAfter <= 0 {
-		t.Fatal("503 without a retry delay")
+	if ce.RetryAfter != fireauth.DefaultUnknownKIDInterval || !strings.Contains(ce.Description, "cannot fetch") {
+		t.Fatalf("503 %q, retry after %s; want the interval %s", ce.Description, ce.RetryAfter, fireauth.DefaultUnknownKIDInterval)
 	}
 	// Known keys still verify meanwhile.
 	good, err := fireauthtest.Mint(k1, f)
@@ -426,6 +646,7 @@ func TestUnknownKIDWhileKeySetIsDown(t *testing.T) {
 		t.Fatalf("known key while the key set is down: %v", err)
 	}
 	srv.set(t, k1, k2)
+	clk.Advance(ce.RetryAfter)
 	if err := v.VerifyFire(context.Background(), token, f.Body, f.Request); err != nil {
 		t.Fatalf("rotated key after recovery: %v", err)
 	}

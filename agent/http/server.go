@@ -1,25 +1,36 @@
 // Package agenthttp serves the agent's HTTP surface: POST /api/cron/fire
-// (hop 3 of the contract), /healthz and /readyz.
+// (hop 3 of the contract), /healthz, /readyz and /metrics.
 //
 // A fire is answered only after its slot is claimed: the bearer token is
 // verified against the exact body (FireVerifier), the body is decoded
 // strictly, and the runtime's compare-and-set claim decides the answer:
-// 202 accepted with the run id, 200 duplicate, 200 gone, or 503 with
-// Retry-After when the slot cannot be claimed now (store busy, draining,
-// keys not loaded). The run itself happens after the answer. A token that
-// fails verification is 401 and nothing runs; a body without job_id is 400.
+// 202 accepted with the run id, 200 duplicate, 200 gone, 425 too_early with
+// Retry-After when the slot is further ahead of the agent's clock than the
+// allowed skew, or 503 with Retry-After when the slot cannot be claimed now
+// (store busy, draining, keys not loaded, a kid not in the key set yet). The
+// run itself happens after the answer. A token that fails verification is
+// 401 and nothing runs; a body without job_id is 400.
+//
+// /readyz fails while the key set is not loaded (a check the caller passes),
+// while the store is not writable, and while the agent has been out of sync
+// with NAS for longer than the resync interval. /metrics serves the agent's
+// Prometheus metrics (see metrics.go for the names).
 package agenthttp
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/contract"
@@ -54,9 +65,12 @@ type Check func(ctx context.Context) error
 const (
 	DefaultMaxBodyBytes = 16 << 10
 	DefaultReadyWait    = 5 * time.Second
-	defaultBusyRetry    = time.Second
-	drainingRetry       = 5 * time.Second
-	noProviderRetry     = time.Minute
+	// DefaultResyncInterval is the default of Config.ResyncInterval, the
+	// default of cron.chronos.resync_interval.
+	DefaultResyncInterval = 5 * time.Minute
+	defaultBusyRetry      = time.Second
+	drainingRetry         = 5 * time.Second
+	noProviderRetry       = time.Minute
 )
 
 // Config configures a Server.
@@ -75,6 +89,21 @@ type Config struct {
 	ReadyWait time.Duration
 	// MaxBodyBytes caps a fire body; default 16 KiB.
 	MaxBodyBytes int64
+	// Sync is the reconciler keeping NAS's armed fires in step with the
+	// jobs (*provider.Reconciler); nil when the chronos provider is not in
+	// use. /readyz fails ("sync") once it has been out of sync for longer
+	// than ResyncInterval; /metrics reports it.
+	Sync SyncSource
+	// ResyncInterval is how long the agent may stay out of sync with NAS
+	// before /readyz fails: cron.chronos.resync_interval, default 5 min.
+	ResyncInterval time.Duration
+	// Store probes that the agent's store can be written; /readyz fails
+	// ("store") while it cannot, and /metrics reports it. Default: when
+	// Firer is an *agent.Runtime, a DirProbe of its home and ledger
+	// directories.
+	Store StoreProbe
+	// Now is the clock of the readiness and metrics checks; default time.Now.
+	Now func() time.Time
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -84,14 +113,21 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	mux      *http.ServeMux
+	metrics  *metrics
 	draining atomic.Bool
 	active   atomic.Int64
 	activity chan struct{}
+
+	sync     syncWatch
+	probeMu  sync.Mutex
+	probedAt time.Time
+	probeErr error
 }
 
 var jobIDPattern = regexp.MustCompile(contract.JobIDPattern)
 
-// New returns a server for cfg.
+// New returns a server for cfg. When cfg.Firer writes a run ledger (as
+// *agent.Runtime does), the runs it records are counted from then on.
 func New(cfg Config) *Server {
 	if cfg.ReadyWait <= 0 {
 		cfg.ReadyWait = DefaultReadyWait
@@ -99,13 +135,37 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if rt, ok := cfg.Firer.(*agent.Runtime); ok && cfg.Store == nil && rt != nil {
+		cfg.Store = DirProbe{Dirs: []string{rt.Store().Home(), rt.Ledger().Dir()}}
+	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), activity: make(chan struct{}, 1)}
+	s.metrics = newMetrics(s)
+	if lo, ok := cfg.Firer.(ledgerOwner); ok {
+		lo.Ledger().Observe(s.metrics.observeLedger)
+	}
+	if cfg.Sync != nil {
+		s.syncState() // the out-of-sync clock starts now at the latest
+	}
+	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)})
 	s.mux.HandleFunc(contract.PathFire, s.fire)
 	s.mux.HandleFunc(contract.PathHealthz, s.healthz)
 	s.mux.HandleFunc(contract.PathReadyz, s.readyz)
+	s.mux.HandleFunc(contract.PathMetrics, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, r, http.MethodGet)
+			return
+		}
+		metricsHandler.ServeHTTP(w, r)
+	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		contract.WriteError(w, contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no route %s", r.URL.Path))
 	})
@@ -115,6 +175,9 @@ func New(cfg Config) *Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.active.Add(1)
+	if s.cfg.Sync != nil {
+		s.syncState()
+	}
 	defer func() {
 		s.active.Add(-1)
 		select {
@@ -157,25 +220,32 @@ func bearer(r *http.Request) (string, bool) {
 }
 
 func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
+	outcome := OutcomeError
+	defer func() { s.metrics.fires.WithLabelValues(outcome).Inc() }()
 	if r.Method != http.MethodPost {
+		outcome = OutcomeInvalid
 		methodNotAllowed(w, r, http.MethodPost)
 		return
 	}
 	log := s.cfg.Logger
 	if s.draining.Load() {
+		outcome = OutcomeUnavailable
 		contract.WriteError(w, unavailable(drainingRetry, "the agent is shutting down"))
 		return
 	}
 	token, ok := bearer(r)
 	if !ok {
+		outcome = OutcomeUnauthorized
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
 		contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "missing bearer token"))
 		return
 	}
 	if s.cfg.Verifier == nil {
+		outcome = OutcomeUnavailable
 		contract.WriteError(w, unavailable(noProviderRetry, "the chronos provider is not in use on this agent"))
 		return
 	}
+	outcome = OutcomeInvalid
 	if e := contract.CheckJSONContentType(r.Header.Get(contract.HeaderContentType)); e != nil {
 		contract.WriteError(w, e)
 		return
@@ -220,10 +290,12 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 	if err := s.cfg.Verifier.VerifyFire(r.Context(), token, body, req); err != nil {
 		var ce *contract.Error
 		if errors.As(err, &ce) && ce.HTTPStatus() == http.StatusServiceUnavailable {
+			outcome = OutcomeUnavailable
 			log.Warn("fire deferred", "reason", ce.Description)
 			contract.WriteError(w, ce)
 			return
 		}
+		outcome = OutcomeUnauthorized
 		desc := "fire token rejected"
 		if ce != nil && ce.Description != "" {
 			desc = ce.Description
@@ -236,6 +308,7 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 
 	res, err := s.cfg.Firer.Fire(r.Context(), req.JobID, req.FireAt.Time, agent.TriggerScheduled)
 	if err != nil {
+		outcome = OutcomeError
 		log.Error("fire failed", "error", err)
 		contract.WriteError(w, err) // not a *contract.Error: 500 without details; NAS retries
 		return
@@ -243,15 +316,25 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 	log = log.With("status", string(res.Status), "run_id", res.RunID)
 	switch res.Status {
 	case agent.FireAccepted:
+		outcome = OutcomeAccepted
 		log.Info("fire accepted", "skipped", res.Skipped, "queued", res.Queued, "reason", res.Reason)
 		contract.WriteJSON(w, http.StatusAccepted, contract.FireResponse{Status: contract.FireAccepted, JobID: req.JobID, RunID: res.RunID})
 	case agent.FireDuplicate:
+		outcome = OutcomeDuplicate
 		log.Info("fire duplicate", "reason", res.Reason)
 		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireDuplicate, JobID: req.JobID})
 	case agent.FireGone:
+		outcome = OutcomeGone
 		log.Info("fire for an unknown job")
 		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireGone, JobID: req.JobID})
+	case agent.FireTooEarly:
+		outcome = OutcomeTooEarly
+		log.Warn("fire refused: too early", "reason", res.Reason, "retry_after", res.RetryAfter)
+		e := contract.Errorf(http.StatusTooEarly, contract.CodeTooEarly, "%s", res.Reason)
+		e.RetryAfter = max(res.RetryAfter, time.Second)
+		contract.WriteError(w, e)
 	case agent.FireBusy:
+		outcome = OutcomeUnavailable
 		retry := res.RetryAfter
 		if retry <= 0 {
 			retry = defaultBusyRetry
@@ -259,6 +342,7 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 		log.Warn("fire deferred", "reason", res.Reason, "retry_after", retry)
 		contract.WriteError(w, unavailable(retry, "cannot claim the slot now: %s", res.Reason))
 	default:
+		outcome = OutcomeError
 		log.Error("fire: unknown claim status")
 		contract.WriteError(w, errors.New("unknown claim status"))
 	}
@@ -278,21 +362,49 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := contract.HealthResponse{Status: "ok", Checks: map[string]string{}}
+	fail := func(name, why string) { resp.Status, resp.Checks[name] = "unavailable", why }
 	if s.draining.Load() {
-		resp.Status, resp.Checks["draining"] = "unavailable", "shutting down"
+		fail("draining", "shutting down")
 	}
 	for name, check := range s.cfg.Checks {
 		if err := check(r.Context()); err != nil {
-			resp.Status, resp.Checks[name] = "unavailable", err.Error()
+			fail(name, err.Error())
 			continue
 		}
 		resp.Checks[name] = "ok"
+	}
+	if s.cfg.Store != nil {
+		if err := s.storeWritable(r.Context()); err != nil {
+			fail("store", publicProbeError(err))
+		} else {
+			resp.Checks["store"] = "ok"
+		}
+	}
+	if s.cfg.Sync != nil {
+		if err := s.syncCheck(); err != nil {
+			fail("sync", err.Error())
+		} else {
+			resp.Checks["sync"] = "ok"
+		}
 	}
 	status := http.StatusOK
 	if resp.Status != "ok" {
 		status = http.StatusServiceUnavailable
 	}
 	contract.WriteJSON(w, status, resp)
+}
+
+// syncCheck fails once the agent has been out of sync with NAS for longer
+// than the resync interval.
+func (s *Server) syncCheck() error {
+	in, since := s.syncState()
+	if in {
+		return nil
+	}
+	if d := s.cfg.Now().Sub(since); d > s.cfg.ResyncInterval {
+		return fmt.Errorf("out of sync with NAS for %s, longer than the resync interval of %s", d.Round(time.Second), s.cfg.ResyncInterval)
+	}
+	return nil
 }
 
 // NewHTTPServer returns an http.Server for h with timeouts on every phase,

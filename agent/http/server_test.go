@@ -62,6 +62,10 @@ type bundle struct {
 	key     *fireauthtest.Key
 	server  *agenthttp.Server
 	handler *apitest.Handler
+	// now reads and setNow moves the clock of the runtime, the verifier
+	// and the server.
+	now    func() time.Time
+	setNow func(time.Time)
 }
 
 // setup opens a real runtime on a temporary home with job "job-1" (every
@@ -73,6 +77,8 @@ func setup(t *testing.T, verifier agenthttp.FireVerifier, opts ...apitest.Option
 	clock := t0
 	var mu sync.Mutex
 	nowFn := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	b.now = nowFn
+	b.setNow = func(t time.Time) { mu.Lock(); clock = t; mu.Unlock() }
 	rt, err := agent.Open(context.Background(), agent.Config{
 		Home: t.TempDir(), Now: nowFn, Logger: quiet, Runners: map[string]runner.Runner{"count": b.runs},
 	})
@@ -103,7 +109,7 @@ func setup(t *testing.T, verifier agenthttp.FireVerifier, opts ...apitest.Option
 		}
 		verifier = v
 	}
-	b.server = agenthttp.New(agenthttp.Config{Firer: rt, Verifier: verifier, Logger: quiet, ReadyWait: 50 * time.Millisecond})
+	b.server = agenthttp.New(agenthttp.Config{Firer: rt, Verifier: verifier, Logger: quiet, ReadyWait: 50 * time.Millisecond, Now: nowFn})
 	b.handler = apitest.New(t, b.server, opts...)
 	return b
 }

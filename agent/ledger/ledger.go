@@ -56,6 +56,7 @@ type Entry struct {
 // Ledger appends to and reads the runs directory.
 type Ledger struct {
 	dir string
+	obs observers
 }
 
 // Open returns the ledger in dir (created if needed).
@@ -111,6 +112,7 @@ func (l *Ledger) Append(ctx context.Context, e Entry) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("ledger: close: %w", err)
 	}
+	l.obs.notify(e)
 	return nil
 }
 

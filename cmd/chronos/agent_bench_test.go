@@ -68,23 +68,28 @@ func BenchmarkAgentWake(b *testing.B) {
 	nasSrv := fakeNAS(b, jwks)
 	const audience = "agent:bench"
 
-	// One job per iteration, each with its first slot an hour ahead.
+	// One job per iteration, added just before it (while no agent runs):
+	// created, by the clock of the runtime that adds it, an hour less 20 s
+	// ago with an hourly schedule, so its first slot is 20 s ahead. That is
+	// within the clock-skew allowance (a fire further ahead would be refused
+	// as too early) and not yet due, so no agent catches it up before its
+	// fire arrives.
 	ctx := context.Background()
-	rt, err := agent.Open(ctx, agent.Config{Home: home, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	slots := make([]time.Time, b.N)
-	for i := range b.N {
+	addJob := func(i int) time.Time {
+		rt, err := agent.Open(ctx, agent.Config{Home: home, Logger: slog.New(slog.DiscardHandler),
+			Now: func() time.Time { return time.Now().Add(-time.Hour + 20*time.Second) }})
+		if err != nil {
+			b.Fatal(err)
+		}
 		j, _, err := rt.AddJob(ctx, agent.JobSpec{ID: fmt.Sprintf("bench-%d", i), Schedule: "every 1h",
 			Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: "true"}}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		slots[i] = *j.NextRunAt
-	}
-	if err := rt.Close(ctx); err != nil {
-		b.Fatal(err)
+		if err := rt.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return *j.NextRunAt
 	}
 	writeFile(b, filepath.Join(dir, "token"), "bench-token\n")
 
@@ -93,12 +98,13 @@ func BenchmarkAgentWake(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
+		slot := addJob(i)
 		ln, f := listenerFile(b)
 		url := "http://" + ln.Addr().String()
 		cfg := filepath.Join(dir, fmt.Sprintf("agent-%d.yaml", i))
 		writeFile(b, cfg, agentYAML(home, nasSrv.URL, url, audience))
 		fire := fireauthtest.NewFire(nasSrv.URL, audience, time.Now(), contract.FireRequest{
-			JobID: fmt.Sprintf("bench-%d", i), FireAt: contract.NewTime(slots[i]), ScheduleID: "sch_1", Attempt: 1})
+			JobID: fmt.Sprintf("bench-%d", i), FireAt: contract.NewTime(slot), ScheduleID: "sch_1", Attempt: 1})
 		token, err := fireauthtest.Mint(key, fire)
 		if err != nil {
 			b.Fatal(err)

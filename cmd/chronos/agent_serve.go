@@ -166,6 +166,9 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 	}
 
 	hcfg := agenthttp.Config{Firer: rt, Logger: log.With("component", "http")}
+	if rec != nil {
+		hcfg.Sync = rec
+	}
 	if verifier != nil {
 		hcfg.Verifier = verifier
 		hcfg.Checks = map[string]agenthttp.Check{"jwks": func(context.Context) error {

@@ -1,0 +1,245 @@
+package fireauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+)
+
+// keySet is one fetched key set; it is never changed once built.
+type keySet struct {
+	kf        keyfunc.Keyfunc
+	keys      int
+	fetchedAt time.Time
+}
+
+// fetchCall is one fetch of the key set, shared by every caller that asks
+// for a fetch while it runs. err is set before done is closed.
+type fetchCall struct {
+	done chan struct{}
+	err  error
+}
+
+// parseKeySet builds a key set from a JWKS document. Keys of a type jwkset
+// does not support, and keys that fail its validation, are left out (and
+// logged); a document without one usable key is an error.
+func parseKeySet(ctx context.Context, raw []byte, now time.Time, log *slog.Logger) (*keySet, error) {
+	var doc jwkset.JWKSMarshal
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("fireauth: key set: not a JWKS document: %w", err)
+	}
+	store := jwkset.NewMemoryStorage()
+	n := 0
+	for i, m := range doc.Keys {
+		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
+		if err != nil {
+			if !errors.Is(err, jwkset.ErrUnsupportedKey) {
+				log.Warn("fireauth: a key of the key set is unusable", "index", i, "kid", m.KID, "error", err)
+			}
+			continue
+		}
+		if err := store.KeyWrite(ctx, jwk); err != nil {
+			return nil, fmt.Errorf("fireauth: key set: %w", err)
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("fireauth: key set has no usable key")
+	}
+	kf, err := keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: store})
+	if err != nil {
+		return nil, fmt.Errorf("fireauth: key set: %w", err)
+	}
+	return &keySet{kf: kf, keys: n, fetchedAt: now}, nil
+}
+
+// run loads the key set, retrying with backoff until one load succeeds, then
+// fetches it again every RefreshInterval, until ctx ends.
+func (v *JWTVerifier) run(ctx context.Context) {
+	delay := v.cfg.LoadBackoff
+	for v.set.Load() == nil {
+		if v.await(ctx, v.fetch(TriggerLoad)) == nil && v.set.Load() != nil {
+			break
+		}
+		wait := delay/2 + rand.N(delay/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(delay*2, v.cfg.LoadBackoffMax)
+	}
+	t := time.NewTimer(v.cfg.RefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_ = v.await(ctx, v.fetch(TriggerPeriodic))
+		t.Reset(v.cfg.RefreshInterval)
+	}
+}
+
+// await waits for call and returns its error, or ctx's.
+func (v *JWTVerifier) await(ctx context.Context, call *fetchCall) error {
+	select {
+	case <-call.done:
+		return call.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fetch returns the fetch in progress, or starts one for trigger.
+func (v *JWTVerifier) fetch(trigger string) *fetchCall {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.inflight != nil {
+		return v.inflight
+	}
+	return v.startLocked(trigger)
+}
+
+// fetchForUnknownKID returns the fetch in progress, or starts one when the
+// last fetch started for an unknown kid started at least UnknownKIDInterval
+// ago. Otherwise it returns nil and the time until one may start.
+func (v *JWTVerifier) fetchForUnknownKID() (*fetchCall, time.Duration) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.inflight != nil {
+		return v.inflight, 0
+	}
+	if wait := v.untilLocked(); wait > 0 {
+		return nil, wait
+	}
+	return v.startLocked(TriggerUnknownKID), 0
+}
+
+// untilUnknownKIDFetch returns how long until an unknown kid may start a
+// fetch: at least a second, so that a retry finds the gate open.
+func (v *JWTVerifier) untilUnknownKIDFetch() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return max(v.untilLocked(), time.Second)
+}
+
+func (v *JWTVerifier) untilLocked() time.Duration {
+	if v.lastUnknownKID.IsZero() {
+		return 0
+	}
+	return v.lastUnknownKID.Add(v.cfg.UnknownKIDInterval).Sub(v.cfg.Now())
+}
+
+// startLocked starts a fetch for trigger on the verifier's own context (a
+// caller that stops waiting does not cancel a fetch others share). The
+// caller holds v.mu.
+func (v *JWTVerifier) startLocked(trigger string) *fetchCall {
+	call := &fetchCall{done: make(chan struct{})}
+	if v.closed || v.static {
+		call.err = errors.New("fireauth: the verifier fetches no key set")
+		if v.closed {
+			call.err = fmt.Errorf("fireauth: %w", context.Canceled)
+		}
+		close(call.done)
+		return call
+	}
+	v.inflight = call
+	if trigger == TriggerUnknownKID {
+		v.lastUnknownKID = v.cfg.Now()
+	}
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		set, err := v.download(v.ctx)
+		v.finish(trigger, set, err)
+		v.mu.Lock()
+		v.inflight = nil
+		v.mu.Unlock()
+		call.err = err
+		close(call.done)
+	}()
+	return call
+}
+
+// download fetches and parses the key set once.
+func (v *JWTVerifier) download(ctx context.Context) (*keySet, error) {
+	ctx, cancel := context.WithTimeout(ctx, v.cfg.HTTPTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.cfg.JWKSURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("fireauth: key set request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := v.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fireauth: fetching the key set: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, fmt.Errorf("fireauth: fetching the key set: answered %d", resp.StatusCode)
+	}
+	// The client made by NewJWKSClient caps the body already; a client
+	// given in Config may not.
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, v.cfg.MaxJWKSBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("fireauth: reading the key set: %w", err)
+	}
+	if int64(len(raw)) > v.cfg.MaxJWKSBytes {
+		return nil, fmt.Errorf("fireauth: reading the key set: %w: the limit is %d bytes", ErrBodyTooLarge, v.cfg.MaxJWKSBytes)
+	}
+	return parseKeySet(v.ctx, raw, v.cfg.Now(), v.cfg.Logger)
+}
+
+// finish records a fetch's result: a new key set replaces the one in use
+// (NAS's set is the truth, a withdrawn key is dropped); a failure keeps it.
+func (v *JWTVerifier) finish(trigger string, set *keySet, err error) {
+	if errors.Is(err, context.Canceled) && v.ctx.Err() != nil {
+		return // shutting down, not a key set failure
+	}
+	v.mu.Lock()
+	c := v.health.Fetches[trigger]
+	if err != nil {
+		c.Failed++
+		v.health.Fetches[trigger] = c
+		v.health.LastError = err.Error()
+		v.health.LastErrorAt = v.cfg.Now()
+		v.health.Failures++
+		v.mu.Unlock()
+		v.cfg.Logger.Warn("fireauth: fetching the key set failed", "url", v.cfg.JWKSURL, "trigger", trigger, "error", err)
+		return
+	}
+	c.OK++
+	v.health.Fetches[trigger] = c
+	v.mu.Unlock()
+	v.installed(set)
+}
+
+// installed makes set the key set in use.
+func (v *JWTVerifier) installed(set *keySet) {
+	v.set.Store(set)
+	v.mu.Lock()
+	first := !v.health.Loaded
+	v.health.Loaded = true
+	v.health.FetchedAt = set.fetchedAt
+	if first {
+		v.health.LoadedAt = set.fetchedAt
+	}
+	v.mu.Unlock()
+	if first {
+		close(v.ready)
+	}
+}

@@ -67,14 +67,19 @@ type Service struct {
 }
 
 // New builds a Service. Config must validate after WithDefaults, except that
-// no agent credential source is needed when Verifier is given.
+// no agent credential source is needed when Verifier is given. An unset
+// signing_alg is the algorithm of Keys' signing key.
 func New(opts Options) (*Service, error) {
-	cfg := opts.Config.WithDefaults()
-	if err := cfg.validate(false); err != nil {
-		return nil, fmt.Errorf("nas: %w", err)
-	}
 	if opts.Engine == nil || opts.Verifier == nil || opts.Keys == nil || opts.Keys.Current() == nil {
 		return nil, errors.New("nas: engine, verifier and keys are required")
+	}
+	cfg := opts.Config
+	if cfg.SigningAlg == "" {
+		cfg.SigningAlg = opts.Keys.Alg()
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(false); err != nil {
+		return nil, fmt.Errorf("nas: %w", err)
 	}
 	if alg := opts.Keys.Current().Active.Alg; alg != cfg.SigningAlg {
 		return nil, fmt.Errorf("nas: the signing key is %s but signing_alg is %s", alg, cfg.SigningAlg)

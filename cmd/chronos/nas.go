@@ -55,6 +55,13 @@ the effective configuration with each key's variable, secrets redacted.`,
 				return asUsage(err)
 			}
 			if printConfig {
+				// An unset signing_alg is the keys dir's: show which, when
+				// the dir can be read from here.
+				if cfg.SigningAlg == "" && cfg.SigningKeysDir != "" {
+					if set, err := nas.LoadKeyDir(cfg.SigningKeysDir, ""); err == nil {
+						cfg.SigningAlg = set.Active.Alg
+					}
+				}
 				out, err := printNASConfig(cfg)
 				if err != nil {
 					return err
@@ -93,13 +100,25 @@ func openEngine(ctx context.Context, store string, log *slog.Logger) (relay.Engi
 }
 
 // openKeys loads the signing keys dir, or makes an ephemeral key when none
-// is configured.
-func openKeys(cfg nas.Config, log *slog.Logger) (*nas.KeyRing, error) {
+// is configured. An unset signing_alg becomes the algorithm of the dir's
+// signing key (cfg is updated).
+func openKeys(cfg *nas.Config, log *slog.Logger) (*nas.KeyRing, error) {
 	if cfg.SigningKeysDir == "" {
 		log.Warn("signing_keys_dir is not set: using an ephemeral signing key (tokens stop verifying after a restart)")
 		return nas.NewEphemeralKeyRing(cfg.SigningAlg)
 	}
-	return nas.OpenKeyRing(cfg.SigningKeysDir, cfg.SigningAlg)
+	ring, err := nas.OpenKeyRing(cfg.SigningKeysDir, cfg.SigningAlg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.SigningAlg == "" {
+		cfg.SigningAlg = ring.Alg()
+		if cfg.SigningAlg != nas.DefaultSigningAlg {
+			log.Info("signing_alg is not set: signing with the keys dir's "+cfg.SigningAlg+" key; set signing_alg to pin it",
+				"signing_alg", cfg.SigningAlg)
+		}
+	}
+	return ring, nil
 }
 
 // openVerifier builds the agent verifier from agents_file and agent_jwt.
@@ -128,7 +147,10 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	keys, err := openKeys(cfg, log)
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	keys, err := openKeys(&cfg, log)
 	if err != nil {
 		return err
 	}

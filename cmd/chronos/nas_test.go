@@ -239,10 +239,10 @@ func TestDLQCLI(t *testing.T) {
 		code int
 	}{
 		{[]string{"dlq", "list", "--operator-token", nasOpToken}, exitUsage},                     // no URL
-		{[]string{"dlq", "list", "--nas-url", url}, exitUsage},                             // no token
+		{[]string{"dlq", "list", "--nas-url", url}, exitUsage},                                   // no token
 		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken}, exitUsage}, // nothing to replay
 		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "a", "x"}, exitUsage},
-		{[]string{"dlq", "list", "--nas-url", url, "--operator-token", "wrong"}, exitFailure},                            // 403
+		{[]string{"dlq", "list", "--nas-url", url, "--operator-token", "wrong"}, exitFailure},                                  // 403
 		{[]string{"dlq", "list", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", nasOpToken}, exitFailure},        // unreachable
 		{[]string{"dlq", "replay", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", nasOpToken, sch}, exitFailure}, // unreachable
 		{[]string{"dlq", "list", "--nas-url", "ftp://x", "--operator-token", nasOpToken}, exitUsage},

@@ -121,20 +121,26 @@ func openKeys(cfg *nas.Config, log *slog.Logger) (*nas.KeyRing, error) {
 	return ring, nil
 }
 
-// openVerifier builds the agent verifier from agents_file and agent_jwt.
+// openVerifier builds the agent verifier from agents_file and agent_jwt: the
+// agents file also maps the session ids of hosted agents' JWT access tokens.
 func openVerifier(ctx context.Context, cfg nas.Config) (nas.AgentVerifier, error) {
 	var m nas.MultiVerifier
+	var file *nas.AgentsFile
 	if cfg.AgentsFile != "" {
 		f, err := nas.OpenAgentsFile(cfg.AgentsFile, 2*time.Second)
 		if err != nil {
 			return nil, err
 		}
-		m.Opaque = f
+		m.Opaque, file = f, f
 	}
 	if cfg.AgentJWT.JWKSURL != "" {
 		j, err := nas.NewJWTAgents(ctx, cfg.AgentJWT.Issuer, cfg.AgentJWT.Audience, cfg.AgentJWT.JWKSURL)
 		if err != nil {
 			return nil, err
+		}
+		j.SessionClaim = cfg.AgentJWT.SessionClaim
+		if file != nil {
+			j.Sessions = file
 		}
 		m.JWT = j
 	}

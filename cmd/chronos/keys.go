@@ -111,7 +111,10 @@ func newKeysListCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list --dir DIR",
 		Short: "List the keys of a signing keys dir and which one signs",
-		Args:  cobra.NoArgs,
+		Long: `List the keys of a signing keys dir with their algorithm, and which one
+signs: the key the active file names, else, as NAS does with no signing_alg
+set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
 				return usagef("keys list: --dir is required")

@@ -37,6 +37,12 @@ func newNASCmd() *cobra.Command {
 route, operator routes and metrics on relay_listen (or on listen when it is
 empty); and relay.dispatchers dispatchers on the same store.
 
+Fire tokens are signed with ES256 unless signing_alg says otherwise (many
+agents' verifiers accept only RS and ES algorithms); with signing_keys_dir and
+no signing_alg, the dir's signing key decides, so a dir of EdDSA keys keeps
+signing as before. NAS refuses an operator_token shorter than 16 bytes and a
+keys dir or key file that group or others may write.
+
 Every config key can also be set in the environment as CHRONOS_NAS_<KEY>
 (dots become underscores; lists are comma separated); a CHRONOS_NAS_ variable
 that names no key is an error. A relative path in the config file is relative

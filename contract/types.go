@@ -113,7 +113,7 @@ const (
 	RelayDropped         = "dropped"          // the armed row is gone or was re-armed: a stale fire
 	RelayInstanceStopped = "instance_stopped" // the operator stopped the agent instance
 	RelayDuplicate       = "duplicate"        // this delivery id was already handled
-	RelayRejected        = "rejected"         // the agent refused the fire (4xx); dead-lettered
+	RelayRejected        = "rejected"         // the agent refused the fire for good (a definitive 4xx, or its token refused too often); dead-lettered
 )
 
 // RelayResponse is NAS's 200 answer to the relay.

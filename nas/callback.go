@@ -149,11 +149,18 @@ func FireURL(callback string) string {
 const (
 	// OutcomeDelivered: the agent took the fire (2xx, also duplicate/gone).
 	OutcomeDelivered = "delivered"
-	// OutcomeRejected: the agent refused it for good (4xx other than 429) or
-	// the callback address is not allowed; the fire is dead-lettered.
+	// OutcomeRejected: the agent refused it for good (400, 404, 410, 422,
+	// any other 4xx but 401, 403, 408, 425 and 429; a redirect) or the
+	// callback address is not allowed; the fire is dead-lettered at once.
 	OutcomeRejected = "rejected"
-	// OutcomeRetry: the agent could not take it now; the relay retries.
+	// OutcomeRetry: the agent could not take it now (5xx, 408, 425, 429, no
+	// answer); the relay retries, honouring Retry-After.
 	OutcomeRetry = "retry"
+	// OutcomeRefused: the agent refused the fire token (401, 403). A key-set
+	// race on the agent heals within a few retries, so the relay retries on
+	// its ladder; once relay.retry.max_auth_attempts attempts were refused
+	// the fire is dead-lettered (see FireResult.AtAttempt).
+	OutcomeRefused = "refused"
 )
 
 // FireResult is what an agent's answer means for the relay.
@@ -162,10 +169,30 @@ type FireResult struct {
 	HTTPStatus  int    // 0 when no answer was received
 	AgentStatus string // the agent's `status`, when it sent one
 	RunID       string // the agent's `run_id`, when it sent one
-	Reason      string
+	// AgentError is the agent's `error` code, when it sent a plausible one.
+	AgentError string
+	Reason     string
 	// ColdStart is true for connection refused or 503: the agent is waking.
 	ColdStart  bool
 	RetryAfter time.Duration
+}
+
+// AtAttempt settles a refused answer for the attempt-th delivery of a fire:
+// below maxAuthAttempts it is retried, at or past it rejected with a reason
+// that names the status, the agent's error code and the attempts. Other
+// outcomes are returned as they are.
+func (r FireResult) AtAttempt(attempt, maxAuthAttempts int) FireResult {
+	if r.Outcome != OutcomeRefused {
+		return r
+	}
+	if attempt < maxAuthAttempts {
+		r.Outcome = OutcomeRetry
+		r.Reason = fmt.Sprintf("%s (the fire token was refused; attempt %d of at most %d)", r.Reason, attempt, maxAuthAttempts)
+		return r
+	}
+	r.Outcome = OutcomeRejected
+	r.Reason = fmt.Sprintf("%s: the agent refused the fire token %d times (relay.retry.max_auth_attempts); check its expected_audience, issuer and nas_jwks_url", r.Reason, attempt)
+	return r
 }
 
 // AgentCaller POSTs fires to agents with an SSRF-safe client: no proxy, no
@@ -249,7 +276,7 @@ func (c *AgentCaller) Fire(ctx context.Context, fireURL, token string, body []by
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
-	return classifyAnswer(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data)
+	return ClassifyAnswer(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data)
 }
 
 // classifyDialError maps a failed call (no answer from the agent) to a
@@ -277,38 +304,63 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// classifyAnswer maps an agent's HTTP answer to a FireResult.
-func classifyAnswer(status int, retryAfter string, body []byte) FireResult {
+// ClassifyAnswer is the one place that says what an agent's answer to a fire
+// means (docs/operations.md has it as a table):
+//
+//	2xx                                   delivered (duplicate and gone too)
+//	401, 403                              refused: retried on the ladder for at most
+//	                                      relay.retry.max_auth_attempts attempts, then dead letter
+//	503                                   retry, cold start (the agent is waking)
+//	5xx, 408, 425, 429                    retry, honouring Retry-After
+//	3xx                                   rejected: redirects are not followed
+//	400, 404, 410, 422, other 4xx, 1xx    rejected: dead letter at once
+//
+// A call that got no answer is classified by the caller: connection errors
+// and timeouts retry, an address the SSRF guard refused is rejected.
+func ClassifyAnswer(status int, retryAfter string, body []byte) FireResult {
 	r := FireResult{HTTPStatus: status, RetryAfter: parseRetryAfter(retryAfter)}
 	var fr struct {
 		Status string `json:"status"`
 		RunID  string `json:"run_id"`
 	}
 	_ = json.Unmarshal(body, &fr)
+	answered := "agent answered " + strconv.Itoa(status)
+	if status < 200 || status >= 300 {
+		if r.AgentError = errorCode(body); r.AgentError != "" {
+			answered += " " + r.AgentError
+		}
+	}
 	switch {
 	case status >= 200 && status < 300:
 		r.Outcome, r.AgentStatus, r.RunID = OutcomeDelivered, truncate(fr.Status, 64), truncate(fr.RunID, 128)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		r.Outcome, r.Reason = OutcomeRefused, answered
 	case status == http.StatusServiceUnavailable:
-		r.Outcome, r.ColdStart, r.Reason = OutcomeRetry, true, "agent answered 503"
-	case status == http.StatusTooManyRequests || status >= 500:
-		r.Outcome, r.Reason = OutcomeRetry, "agent answered "+strconv.Itoa(status)
+		r.Outcome, r.ColdStart, r.Reason = OutcomeRetry, true, answered
+	case status >= 500, status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		r.Outcome, r.Reason = OutcomeRetry, answered
 	case status >= 300 && status < 400:
 		r.Outcome, r.Reason = OutcomeRejected, "agent answered a redirect ("+strconv.Itoa(status)+"); redirects are not followed"
 	default:
-		r.Outcome, r.Reason = OutcomeRejected, "agent answered "+strconv.Itoa(status)
-		if e := errorCode(body); e != "" {
-			r.Reason += " " + e
-		}
+		r.Outcome, r.Reason = OutcomeRejected, answered
 	}
 	return r
 }
 
+// errorCode returns the `error` of an OAuth-style error body when it looks
+// like a code (letters, digits, '_', '-', '.', at most 64 bytes): it goes
+// into logs and the dead letter, so anything else is left out.
 func errorCode(body []byte) string {
 	var e struct {
 		Error string `json:"error"`
 	}
-	if json.Unmarshal(body, &e) != nil || len(e.Error) > 64 {
+	if json.Unmarshal(body, &e) != nil || e.Error == "" || len(e.Error) > 64 {
 		return ""
+	}
+	for _, c := range e.Error {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return ""
+		}
 	}
 	return e.Error
 }

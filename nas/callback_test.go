@@ -2,6 +2,7 @@ package nas_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -161,7 +162,8 @@ func TestAgentCallerAnswers(t *testing.T) {
 		{"503 cold", reply(503, ``, "4"), want{outcome: nas.OutcomeRetry, cold: true, retryAfter: 4 * time.Second}},
 		{"429", reply(429, ``, "2"), want{outcome: nas.OutcomeRetry, retryAfter: 2 * time.Second}},
 		{"500", reply(500, ``, ""), want{outcome: nas.OutcomeRetry}},
-		{"401", reply(401, `{"error":"invalid_token"}`, ""), want{outcome: nas.OutcomeRejected}},
+		{"401", reply(401, `{"error":"invalid_token"}`, ""), want{outcome: nas.OutcomeRefused}},
+		{"425 with Retry-After", reply(425, `{"error":"too_early"}`, "12"), want{outcome: nas.OutcomeRetry, retryAfter: 12 * time.Second}},
 		{"400", reply(400, ``, ""), want{outcome: nas.OutcomeRejected}},
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
@@ -216,6 +218,82 @@ func TestAgentCallerAnswers(t *testing.T) {
 	c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, time.Second)
 	if res := c.Fire(context.Background(), url+"/api/cron/fire", "tok", nil); res.Outcome != nas.OutcomeRetry || !res.ColdStart {
 		t.Fatalf("refused: %+v", res)
+	}
+}
+
+// TestClassifyAnswer is the table of docs/operations.md, row by row: what
+// each agent answer means for the relay.
+func TestClassifyAnswer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		status     int
+		body       string
+		retryAfter string
+		outcome    string
+		cold       bool
+		wait       time.Duration
+		reason     string // a substring of the reason ("" for delivered)
+		agentError string
+	}{
+		{status: 200, body: `{"status":"duplicate"}`, outcome: nas.OutcomeDelivered},
+		{status: 202, body: `{"status":"accepted","run_id":"r"}`, outcome: nas.OutcomeDelivered},
+		{status: 204, outcome: nas.OutcomeDelivered},
+		{status: 401, body: `{"error":"invalid_token"}`, outcome: nas.OutcomeRefused, reason: "agent answered 401 invalid_token", agentError: "invalid_token"},
+		{status: 403, body: `{"error":"invalid_audience"}`, outcome: nas.OutcomeRefused, reason: "agent answered 403 invalid_audience", agentError: "invalid_audience"},
+		{status: 401, retryAfter: "5", outcome: nas.OutcomeRefused, wait: 5 * time.Second, reason: "agent answered 401"},
+		{status: 500, body: `oops`, outcome: nas.OutcomeRetry, reason: "agent answered 500"},
+		{status: 502, outcome: nas.OutcomeRetry, reason: "agent answered 502"},
+		{status: 503, retryAfter: "3", outcome: nas.OutcomeRetry, cold: true, wait: 3 * time.Second, reason: "agent answered 503"},
+		{status: 504, outcome: nas.OutcomeRetry, reason: "agent answered 504"},
+		{status: 408, outcome: nas.OutcomeRetry, reason: "agent answered 408"},
+		{status: 425, body: `{"error":"too_early"}`, retryAfter: "40", outcome: nas.OutcomeRetry, wait: 40 * time.Second, reason: "agent answered 425 too_early", agentError: "too_early"},
+		{status: 429, retryAfter: "Mon, 01 Jan 2001 00:00:00 GMT", outcome: nas.OutcomeRetry, reason: "agent answered 429"},
+		{status: 400, body: `{"error":"invalid_request"}`, outcome: nas.OutcomeRejected, reason: "agent answered 400 invalid_request", agentError: "invalid_request"},
+		{status: 404, outcome: nas.OutcomeRejected, reason: "agent answered 404"},
+		{status: 410, outcome: nas.OutcomeRejected, reason: "agent answered 410"},
+		{status: 422, outcome: nas.OutcomeRejected, reason: "agent answered 422"},
+		{status: 418, outcome: nas.OutcomeRejected, reason: "agent answered 418"},
+		{status: 301, outcome: nas.OutcomeRejected, reason: "redirect"},
+		{status: 307, outcome: nas.OutcomeRejected, reason: "redirect"},
+		// An error code that is not a code stays out of the reason.
+		{status: 400, body: `{"error":"bad\u001b[31m"}`, outcome: nas.OutcomeRejected, reason: "agent answered 400"},
+	}
+	for _, tt := range tests {
+		r := nas.ClassifyAnswer(tt.status, tt.retryAfter, []byte(tt.body))
+		if r.Outcome != tt.outcome || r.ColdStart != tt.cold || r.RetryAfter != tt.wait || r.HTTPStatus != tt.status || r.AgentError != tt.agentError ||
+			!strings.Contains(r.Reason, tt.reason) || strings.ContainsRune(r.Reason, 0x1b) {
+			t.Errorf("%d %s: %+v, want %s cold=%v wait=%s reason ~%q error %q", tt.status, tt.body, r, tt.outcome, tt.cold, tt.wait, tt.reason, tt.agentError)
+		}
+	}
+}
+
+// TestFireResultAtAttempt: a refused token is retried below the bound and
+// rejected at it, with a reason naming the status, the agent's code and the
+// attempts; other outcomes do not depend on the attempt.
+func TestFireResultAtAttempt(t *testing.T) {
+	t.Parallel()
+	refused := nas.ClassifyAnswer(403, "", []byte(`{"error":"invalid_audience"}`))
+	for attempt := 1; attempt <= 5; attempt++ {
+		r := refused.AtAttempt(attempt, 4)
+		want := nas.OutcomeRetry
+		if attempt >= 4 {
+			want = nas.OutcomeRejected
+		}
+		if r.Outcome != want || !strings.Contains(r.Reason, "403 invalid_audience") {
+			t.Errorf("attempt %d: %+v, want %s", attempt, r, want)
+		}
+		if want == nas.OutcomeRejected && !strings.Contains(r.Reason, fmt.Sprintf("refused the fire token %d times", attempt)) {
+			t.Errorf("attempt %d: reason %q does not count the attempts", attempt, r.Reason)
+		}
+	}
+	if r := refused.AtAttempt(1, 1); r.Outcome != nas.OutcomeRejected {
+		t.Errorf("max_auth_attempts 1: %+v", r)
+	}
+	for _, status := range []int{202, 400, 500, 503} {
+		r := nas.ClassifyAnswer(status, "", nil)
+		if got := r.AtAttempt(9, 4); got != r {
+			t.Errorf("%d changed at attempt 9: %+v", status, got)
+		}
 	}
 }
 

@@ -13,12 +13,24 @@ import (
 	"github.com/chronoscron/chronos/relay"
 )
 
-// Signing algorithms of the cron_fire token.
+// Signing algorithms of the cron_fire token. ES256 is the default: agents
+// verify fire tokens with their own JWT library, and common ones (PyJWT-based
+// verifiers among them) allow only RS and ES algorithms; EdDSA is for agents
+// known to accept it.
 const (
-	AlgEdDSA = "EdDSA"
 	AlgES256 = "ES256"
+	AlgEdDSA = "EdDSA"
 	AlgRS256 = "RS256"
 )
+
+// DefaultSigningAlg is the fire-token algorithm when signing_alg is not set
+// and no keys dir says otherwise.
+const DefaultSigningAlg = AlgES256
+
+// MinOperatorTokenBytes is the shortest operator token NAS accepts: the
+// operator routes can cancel every agent's jobs, so a guessable token is
+// refused rather than used.
+const MinOperatorTokenBytes = 16
 
 // Config is the configuration of one NAS process. Every key can be set in the
 // YAML file or from the environment as CHRONOS_NAS_<KEY> with dots turned into
@@ -45,7 +57,11 @@ type Config struct {
 	// and an optional file `active` naming the signing kid. Empty: an
 	// ephemeral key is generated at start (development only). Default "".
 	SigningKeysDir string `yaml:"signing_keys_dir"`
-	// SigningAlg is the fire-token algorithm: EdDSA, ES256 or RS256. Default "EdDSA".
+	// SigningAlg is the fire-token algorithm: ES256, EdDSA or RS256. Unset
+	// with a signing_keys_dir, the dir's signing key decides (the key its
+	// `active` file names; without one, the oldest ES256 key, else the
+	// oldest EdDSA key, else RS256), so a keys dir made for another
+	// algorithm keeps signing as before. Default "ES256".
 	SigningAlg string `yaml:"signing_alg"`
 	// KeyCheckInterval is how often the keys dir is checked for changes (it
 	// is also re-read on SIGHUP). Default 30s.
@@ -54,8 +70,8 @@ type Config struct {
 	FireTokenTTL time.Duration `yaml:"fire_token_ttl"`
 	// Relay configures the relay: its secrets and dispatchers.
 	Relay RelayConfig `yaml:"relay"`
-	// AgentsFile is a YAML list of agents (agent_id, instance_id,
-	// token_sha256) for self-hosting. Default "" (none).
+	// AgentsFile is a YAML list of agents (agent_id, instance_id, and
+	// token_sha256 and/or session_id) for self-hosting. Default "" (none).
 	AgentsFile string `yaml:"agents_file"`
 	// AgentJWT accepts JWT access tokens from an issuer. Default: disabled.
 	AgentJWT AgentJWTConfig `yaml:"agent_jwt"`
@@ -69,8 +85,9 @@ type Config struct {
 	// (agent.internal) callbacks may reach even though they are private.
 	// Default empty.
 	CallbackAllowlist []string `yaml:"callback_allowlist"`
-	// OperatorToken guards the operator routes (bearer). Empty: the operator
-	// routes do not exist. Default "".
+	// OperatorToken guards the operator routes (bearer), at least
+	// MinOperatorTokenBytes long. Empty: the operator routes do not exist.
+	// Default "".
 	OperatorToken string `yaml:"operator_token"`
 	// OperatorTokenFile reads OperatorToken from a file (trimmed). Default "".
 	OperatorTokenFile string `yaml:"operator_token_file"`
@@ -117,6 +134,13 @@ type RetryConfig struct {
 	Base time.Duration `yaml:"base"`
 	// MaxDelay caps one backoff step. Default 5m.
 	MaxDelay time.Duration `yaml:"max_delay"`
+	// MaxAuthAttempts is how many deliveries one fire gets while the agent
+	// refuses its token (401, 403): a key-set race on the agent heals within
+	// a few retries, a permanent misconfiguration (a wrong audience) ends in
+	// the dead letter with the agent's answer as the reason. Enforced by the
+	// relay route, so it holds whichever process dispatches; MaxAttempts still
+	// caps it. Default 4.
+	MaxAuthAttempts int `yaml:"max_auth_attempts"`
 }
 
 // Policy returns the relay retry policy these settings describe; unset
@@ -126,7 +150,9 @@ func (r RetryConfig) Policy() relay.RetryPolicy {
 }
 
 // AgentJWTConfig accepts JWT access tokens as agent credentials: `sub` is the
-// agent id and the `instance_id` claim the instance.
+// agent id and the `instance_id` claim the instance; a token without an
+// instance claim (a hosted agent's access token) is mapped through its
+// session claim to the agents_file entry with that session_id.
 type AgentJWTConfig struct {
 	// Issuer is the expected `iss`. Required when JWKSURL is set.
 	Issuer string `yaml:"issuer"`
@@ -134,6 +160,9 @@ type AgentJWTConfig struct {
 	JWKSURL string `yaml:"jwks_url"`
 	// Audience is the expected `aud`. Required when JWKSURL is set.
 	Audience string `yaml:"audience"`
+	// SessionClaim names the claim holding the session id that agents_file
+	// entries map with session_id. Default "sid".
+	SessionClaim string `yaml:"session_claim"`
 }
 
 // LimitsConfig are per-agent limits.
@@ -166,6 +195,8 @@ const (
 	// DefaultFailedFiresRetention is the default of failed_fires_retention.
 	DefaultFailedFiresRetention = 7 * 24 * time.Hour
 	DefaultLogLevel             = "info"
+	DefaultMaxAuthAttempts      = 4
+	DefaultSessionClaim         = "sid"
 )
 
 // WithDefaults returns a copy of c with every unset key at its default.
@@ -176,8 +207,9 @@ func (c Config) WithDefaults() Config {
 	if c.Store == "" {
 		c.Store = DefaultStore
 	}
-	if c.SigningAlg == "" {
-		c.SigningAlg = AlgEdDSA
+	if c.SigningAlg == "" && c.SigningKeysDir == "" {
+		// With a keys dir, an unset algorithm is the dir's (see SigningAlg).
+		c.SigningAlg = DefaultSigningAlg
 	}
 	if c.KeyCheckInterval == 0 {
 		c.KeyCheckInterval = DefaultKeyCheckInterval
@@ -186,7 +218,13 @@ func (c Config) WithDefaults() Config {
 		c.FireTokenTTL = DefaultFireTokenTTL
 	}
 	if p := c.Relay.Retry.Policy(); c.Relay.Retry.MaxAttempts >= 0 && c.Relay.Retry.MaxAge >= 0 && c.Relay.Retry.Base >= 0 && c.Relay.Retry.MaxDelay >= 0 {
-		c.Relay.Retry = RetryConfig{MaxAttempts: p.MaxAttempts, MaxAge: p.MaxAge, Base: p.Base, MaxDelay: p.MaxDelay}
+		c.Relay.Retry = RetryConfig{MaxAttempts: p.MaxAttempts, MaxAge: p.MaxAge, Base: p.Base, MaxDelay: p.MaxDelay, MaxAuthAttempts: c.Relay.Retry.MaxAuthAttempts}
+	}
+	if c.Relay.Retry.MaxAuthAttempts == 0 {
+		c.Relay.Retry.MaxAuthAttempts = DefaultMaxAuthAttempts
+	}
+	if c.AgentJWT.SessionClaim == "" {
+		c.AgentJWT.SessionClaim = DefaultSessionClaim
 	}
 	if c.Relay.Dispatchers == nil {
 		n := DefaultDispatchers
@@ -266,9 +304,13 @@ func (c Config) validate(requireCredentials bool) error {
 		bad("store: %q is neither memory nor a redis:// URL", c.Store)
 	}
 	switch c.SigningAlg {
-	case AlgEdDSA, AlgES256, AlgRS256:
+	case AlgES256, AlgEdDSA, AlgRS256:
+	case "":
+		if c.SigningKeysDir == "" {
+			bad("signing_alg: required without signing_keys_dir (ES256, EdDSA or RS256)")
+		}
 	default:
-		bad("signing_alg: %q is not EdDSA, ES256 or RS256", c.SigningAlg)
+		bad("signing_alg: %q is not ES256, EdDSA or RS256", c.SigningAlg)
 	}
 	if c.KeyCheckInterval < 0 {
 		bad("key_check_interval: must not be negative")
@@ -292,6 +334,8 @@ func (c Config) validate(requireCredentials bool) error {
 		bad("relay.retry.max_attempts: must not be negative")
 	case r.MaxAge < 0, r.Base < 0, r.MaxDelay < 0:
 		bad("relay.retry: durations must not be negative")
+	case r.MaxAuthAttempts < 0:
+		bad("relay.retry.max_auth_attempts: must not be negative")
 	default:
 		if p := r.Policy(); p.MaxDelay < p.Base {
 			bad("relay.retry.max_delay: %s must be at least relay.retry.base %s", p.MaxDelay, p.Base)
@@ -314,6 +358,9 @@ func (c Config) validate(requireCredentials bool) error {
 			bad("agent_jwt.audience: required with agent_jwt.jwks_url")
 		}
 	}
+	if n := len(c.AgentJWT.SessionClaim); n > 64 || strings.ContainsAny(c.AgentJWT.SessionClaim, " \t\r\n") {
+		bad("agent_jwt.session_claim: %q is not a claim name", c.AgentJWT.SessionClaim)
+	}
 	if c.Limits.MaxArmedPerAgent < 0 {
 		bad("limits.max_armed_per_agent: must not be negative")
 	}
@@ -328,6 +375,9 @@ func (c Config) validate(requireCredentials bool) error {
 	}
 	if c.Limits.PastSkew < 0 {
 		bad("limits.past_skew: must not be negative")
+	}
+	if n := len(c.OperatorToken); n > 0 && n < MinOperatorTokenBytes {
+		bad("operator_token: the token (from operator_token or operator_token_file) is %d bytes; the operator routes need at least %d (make one with `head -c 24 /dev/urandom | base64`)", n, MinOperatorTokenBytes)
 	}
 	if _, err := ParseAllowlist(c.CallbackAllowlist); err != nil {
 		bad("callback_allowlist: %v", err)
@@ -344,6 +394,17 @@ func (c Config) validate(requireCredentials bool) error {
 		bad("log_level: %q is not debug, info, warn or error", c.LogLevel)
 	}
 	return errors.Join(errs...)
+}
+
+// Warnings lists settings that are accepted but weak outside development,
+// each naming its key, for the log at start.
+func (c Config) Warnings() []string {
+	var out []string
+	if u, err := url.Parse(c.PublicURL); err == nil && u.Scheme == "http" && !c.AllowPrivateCallbacks {
+		out = append(out, fmt.Sprintf("public_url: %s is plain http while allow_private_callbacks is off (not development): "+
+			"agents that reach NAS there send their access tokens and fetch NAS's signing keys unencrypted; serve NAS over https", c.PublicURL))
+	}
+	return out
 }
 
 // Allowlist is the parsed callback_allowlist: address prefixes and host names.

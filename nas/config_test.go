@@ -26,7 +26,8 @@ func TestConfigDefaults(t *testing.T) {
 	checks := map[string]bool{
 		"listen":              c.Listen == ":8080",
 		"store":               c.Store == "memory",
-		"signing_alg":         c.SigningAlg == nas.AlgEdDSA,
+		"signing_alg":         c.SigningAlg == nas.AlgES256,
+		"session_claim":       c.AgentJWT.SessionClaim == "sid",
 		"fire_token_ttl":      c.FireTokenTTL == 90*time.Second,
 		"relay.dispatchers":   *c.Relay.Dispatchers == 1,
 		"relay.nas_url":       c.Relay.NASURL == "http://127.0.0.1:8080",
@@ -35,7 +36,7 @@ func TestConfigDefaults(t *testing.T) {
 		"past_skew":           c.Limits.PastSkew == 30*time.Second,
 		"delivery_timeout":    c.DeliveryTimeout == 30*time.Second,
 		"log_level":           c.LogLevel == "info",
-		"relay.retry":         c.Relay.Retry == nas.RetryConfig{MaxAttempts: 10, MaxAge: 24 * time.Hour, Base: time.Second, MaxDelay: 5 * time.Minute},
+		"relay.retry":         c.Relay.Retry == nas.RetryConfig{MaxAttempts: 10, MaxAge: 24 * time.Hour, Base: time.Second, MaxDelay: 5 * time.Minute, MaxAuthAttempts: 4},
 	}
 	for k, ok := range checks {
 		if !ok {
@@ -46,6 +47,19 @@ func TestConfigDefaults(t *testing.T) {
 	split.RelayListen = "0.0.0.0:9090"
 	if got := split.WithDefaults().Relay.NASURL; got != "http://127.0.0.1:9090" {
 		t.Errorf("nas_url from relay_listen: %s", got)
+	}
+	// With a keys dir, an unset algorithm stays unset: the dir's signing
+	// key decides when the keys are loaded.
+	withDir := validConfig()
+	withDir.SigningKeysDir = "keys"
+	if c := withDir.WithDefaults(); c.SigningAlg != "" || c.Validate() != nil {
+		t.Errorf("signing_alg with a keys dir: %q %v", c.SigningAlg, c.Validate())
+	}
+	// Set keys keep their values through the defaults.
+	set := validConfig()
+	set.Relay.Retry.MaxAuthAttempts, set.AgentJWT.SessionClaim = 2, "session"
+	if c := set.WithDefaults(); c.Relay.Retry.MaxAuthAttempts != 2 || c.AgentJWT.SessionClaim != "session" {
+		t.Errorf("set keys lost: %+v", c)
 	}
 	zero := 0
 	api := validConfig()
@@ -92,6 +106,10 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"relay.retry.max_attempts", func(c *nas.Config) { c.Relay.Retry.MaxAttempts = -1 }},
 		{"relay.retry", func(c *nas.Config) { c.Relay.Retry.MaxAge = -time.Hour }},
 		{"relay.retry.max_delay", func(c *nas.Config) { c.Relay.Retry.Base, c.Relay.Retry.MaxDelay = time.Minute, time.Second }},
+		{"relay.retry.max_auth_attempts", func(c *nas.Config) { c.Relay.Retry.MaxAuthAttempts = -1 }},
+		{"agent_jwt.session_claim", func(c *nas.Config) { c.AgentJWT.SessionClaim = "a b" }},
+		{"operator_token", func(c *nas.Config) { c.OperatorToken = "x" }},
+		{"operator_token", func(c *nas.Config) { c.OperatorToken = "fifteen-bytes!!" }},
 	}
 	for _, tt := range tests {
 		c := validConfig()
@@ -99,6 +117,49 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		err := c.WithDefaults().Validate()
 		if err == nil || !strings.Contains(err.Error(), tt.key+":") {
 			t.Errorf("%s: %v", tt.key, err)
+		}
+	}
+}
+
+// TestConfigOperatorTokenLength: a token of MinOperatorTokenBytes passes,
+// and no token at all (operator routes off) is fine.
+func TestConfigOperatorTokenLength(t *testing.T) {
+	t.Parallel()
+	for tok, ok := range map[string]bool{"": true, "sixteen-bytes-ok": true, "fifteen-bytes!!": false} {
+		c := validConfig()
+		c.OperatorToken = tok
+		if err := c.WithDefaults().Validate(); (err == nil) != ok {
+			t.Errorf("operator token of %d bytes: %v", len(tok), err)
+		}
+	}
+}
+
+// TestConfigWarnings: plain http outside development is warned about (and
+// still valid); https, or http in development, is not.
+func TestConfigWarnings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		url     string
+		private bool
+		warn    bool
+	}{
+		{"http://nas.example.com", false, true},
+		{"http://127.0.0.1:8080", true, false},
+		{"https://nas.example.com", false, false},
+	}
+	for _, tt := range tests {
+		c := validConfig()
+		c.PublicURL, c.AllowPrivateCallbacks = tt.url, tt.private
+		c = c.WithDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", tt.url, err)
+		}
+		w := c.Warnings()
+		if got := len(w) > 0; got != tt.warn {
+			t.Errorf("%s (allow_private_callbacks %v): warnings %q", tt.url, tt.private, w)
+		}
+		if tt.warn && !strings.Contains(w[0], "public_url") {
+			t.Errorf("warning does not name the key: %q", w[0])
 		}
 	}
 }

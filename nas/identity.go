@@ -41,12 +41,20 @@ var (
 	ErrUnknownAgent = errors.New("not a provisioned agent")
 )
 
-// AgentEntry is one line of the agents file.
+// AgentEntry is one line of the agents file. TokenSHA256 lets an opaque
+// token authenticate as the entry; SessionID lets a JWT access token whose
+// session claim (agent_jwt.session_claim) equals it authenticate as the
+// entry: a hosted agent's token names a session, not an instance. At least
+// one of the two is required.
 type AgentEntry struct {
 	AgentID     string `yaml:"agent_id"`
 	InstanceID  string `yaml:"instance_id"`
 	TokenSHA256 string `yaml:"token_sha256"`
+	SessionID   string `yaml:"session_id"`
 }
+
+// maxSessionID bounds a session_id.
+const maxSessionID = 512
 
 // TokenSHA256 returns the hex SHA-256 of a token, as the agents file stores it.
 func TokenSHA256(token string) string {
@@ -54,7 +62,9 @@ func TokenSHA256(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ParseAgents reads an agents file: a YAML list of AgentEntry.
+// ParseAgents reads an agents file: a YAML list of AgentEntry. Every entry
+// needs agent_id, instance_id and a token_sha256 or a session_id; a token
+// hash or a session id listed twice is an error.
 func ParseAgents(data []byte) ([]AgentEntry, error) {
 	var entries []AgentEntry
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -62,33 +72,68 @@ func ParseAgents(data []byte) ([]AgentEntry, error) {
 	if err := dec.Decode(&entries); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("agents file: %w", err)
 	}
-	seen := map[string]bool{}
-	for i, e := range entries {
-		if e.AgentID == "" || e.InstanceID == "" {
-			return nil, fmt.Errorf("agents file: entry %d: agent_id and instance_id are required", i)
-		}
-		h, err := hex.DecodeString(e.TokenSHA256)
-		if err != nil || len(h) != sha256.Size {
-			return nil, fmt.Errorf("agents file: entry %d (%s): token_sha256 must be 64 hex digits", i, e.AgentID)
-		}
-		entries[i].TokenSHA256 = strings.ToLower(e.TokenSHA256)
-		if seen[entries[i].TokenSHA256] {
-			return nil, fmt.Errorf("agents file: entry %d (%s): token hash listed twice", i, e.AgentID)
-		}
-		seen[entries[i].TokenSHA256] = true
+	if err := checkAgents(entries); err != nil {
+		return nil, fmt.Errorf("agents file: %w", err)
+	}
+	for i := range entries {
+		entries[i].TokenSHA256 = strings.ToLower(entries[i].TokenSHA256)
 	}
 	return entries, nil
 }
 
-// AgentsFile verifies opaque tokens against an agents file of token hashes.
-// The file is re-read when its size or modification time changes (checked at
-// most once per CheckEvery). Safe for concurrent use.
+// checkAgents validates entries as ParseAgents documents.
+func checkAgents(entries []AgentEntry) error {
+	hashes, sessions := map[string]bool{}, map[string]bool{}
+	for i, e := range entries {
+		if e.AgentID == "" || e.InstanceID == "" {
+			return fmt.Errorf("entry %d: agent_id and instance_id are required", i)
+		}
+		if e.TokenSHA256 == "" && e.SessionID == "" {
+			return fmt.Errorf("entry %d (%s): token_sha256 or session_id is required", i, e.AgentID)
+		}
+		if e.TokenSHA256 != "" {
+			h, err := hex.DecodeString(e.TokenSHA256)
+			if err != nil || len(h) != sha256.Size {
+				return fmt.Errorf("entry %d (%s): token_sha256 must be 64 hex digits", i, e.AgentID)
+			}
+			lower := strings.ToLower(e.TokenSHA256)
+			if hashes[lower] {
+				return fmt.Errorf("entry %d (%s): token hash listed twice", i, e.AgentID)
+			}
+			hashes[lower] = true
+		}
+		if e.SessionID != "" {
+			if len(e.SessionID) > maxSessionID || strings.IndexFunc(e.SessionID, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+				return fmt.Errorf("entry %d (%s): session_id must be 1 to %d characters without spaces or control characters", i, e.AgentID, maxSessionID)
+			}
+			if sessions[e.SessionID] {
+				return fmt.Errorf("entry %d (%s): session_id %q listed twice", i, e.AgentID, e.SessionID)
+			}
+			sessions[e.SessionID] = true
+		}
+	}
+	return nil
+}
+
+// SessionResolver maps the session id of a hosted agent's access token to
+// the agent instance it belongs to.
+type SessionResolver interface {
+	// ResolveSession returns the identity of the entry whose session_id is
+	// sessionID, and whether there is one.
+	ResolveSession(ctx context.Context, sessionID string) (Identity, bool)
+}
+
+// AgentsFile verifies opaque tokens against an agents file of token hashes
+// and resolves hosted agents' session ids. The file is re-read when its size
+// or modification time changes (checked at most once per CheckEvery). Safe
+// for concurrent use.
 type AgentsFile struct {
 	path       string
 	checkEvery time.Duration
 
 	mu        sync.Mutex
 	entries   []agentHash
+	sessions  map[string]Identity
 	stamp     string
 	lastCheck time.Time
 }
@@ -98,7 +143,10 @@ type agentHash struct {
 	hash [sha256.Size]byte
 }
 
-var _ AgentVerifier = (*AgentsFile)(nil)
+var (
+	_ AgentVerifier   = (*AgentsFile)(nil)
+	_ SessionResolver = (*AgentsFile)(nil)
+)
 
 // OpenAgentsFile loads path; checkEvery bounds how often it is re-checked.
 func OpenAgentsFile(path string, checkEvery time.Duration) (*AgentsFile, error) {
@@ -109,30 +157,35 @@ func OpenAgentsFile(path string, checkEvery time.Duration) (*AgentsFile, error) 
 	return f, nil
 }
 
-// NewStaticAgents verifies against a fixed list (no file).
+// NewStaticAgents verifies against a fixed list (no file), checked as
+// ParseAgents checks a file.
 func NewStaticAgents(entries []AgentEntry) (*AgentsFile, error) {
-	f := &AgentsFile{}
-	hs, err := hashesOf(entries)
-	if err != nil {
-		return nil, err
+	if err := checkAgents(entries); err != nil {
+		return nil, fmt.Errorf("agents: %w", err)
 	}
-	f.entries = hs
+	f := &AgentsFile{}
+	f.entries, f.sessions = indexAgents(entries)
 	return f, nil
 }
 
-func hashesOf(entries []AgentEntry) ([]agentHash, error) {
-	out := make([]agentHash, 0, len(entries))
-	for i, e := range entries {
-		h, err := hex.DecodeString(e.TokenSHA256)
-		if err != nil || len(h) != sha256.Size {
-			return nil, fmt.Errorf("agents: entry %d: token_sha256 must be 64 hex digits", i)
+// indexAgents builds the lookup tables of checked entries: the token hashes
+// and the session ids.
+func indexAgents(entries []AgentEntry) ([]agentHash, map[string]Identity) {
+	hashes := make([]agentHash, 0, len(entries))
+	sessions := map[string]Identity{}
+	for _, e := range entries {
+		id := Identity{AgentID: e.AgentID, InstanceID: e.InstanceID}
+		if e.TokenSHA256 != "" {
+			a := agentHash{id: id}
+			h, _ := hex.DecodeString(e.TokenSHA256)
+			copy(a.hash[:], h)
+			hashes = append(hashes, a)
 		}
-		var a agentHash
-		a.id = Identity{AgentID: e.AgentID, InstanceID: e.InstanceID}
-		copy(a.hash[:], h)
-		out = append(out, a)
+		if e.SessionID != "" {
+			sessions[e.SessionID] = id
+		}
 	}
-	return out, nil
+	return hashes, sessions
 }
 
 func (f *AgentsFile) reload(now time.Time, force bool) error {
@@ -159,12 +212,25 @@ func (f *AgentsFile) reload(now time.Time, force bool) error {
 	if err != nil {
 		return err
 	}
-	hs, err := hashesOf(entries)
-	if err != nil {
-		return err
-	}
-	f.entries, f.stamp = hs, stamp
+	f.entries, f.sessions = indexAgents(entries)
+	f.stamp = stamp
 	return nil
+}
+
+// current returns the entries after a reload check. A failed reload keeps
+// the previous entries: a half-written file must not lock every agent out.
+func (f *AgentsFile) current() ([]agentHash, map[string]Identity) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.reload(time.Now(), false)
+	return f.entries, f.sessions
+}
+
+// ResolveSession implements SessionResolver.
+func (f *AgentsFile) ResolveSession(_ context.Context, sessionID string) (Identity, bool) {
+	_, sessions := f.current()
+	id, ok := sessions[sessionID]
+	return id, ok
 }
 
 // VerifyAgent implements AgentVerifier. Every entry is compared in constant
@@ -173,12 +239,7 @@ func (f *AgentsFile) VerifyAgent(_ context.Context, token string) (Identity, err
 	if token == "" {
 		return Identity{}, fmt.Errorf("agents file: %w: empty token", ErrInvalidToken)
 	}
-	f.mu.Lock()
-	// A failed reload keeps the previous entries: a half-written file must
-	// not lock every agent out.
-	_ = f.reload(time.Now(), false)
-	entries := f.entries
-	f.mu.Unlock()
+	entries, _ := f.current()
 	sum := sha256.Sum256([]byte(token))
 	var found Identity
 	match := 0
@@ -194,12 +255,21 @@ func (f *AgentsFile) VerifyAgent(_ context.Context, token string) (Identity, err
 	return found, nil
 }
 
-// JWTAgents verifies JWT access tokens against an issuer's JWKS: `sub` is the
-// agent id and the `instance_id` claim the instance; `iss`, `aud` and `exp`
-// are required and checked, `kid` is required, the methods are pinned.
+// JWTAgents verifies JWT access tokens against an issuer's JWKS: `iss`,
+// `aud` and `exp` are required and checked, `kid` is required, the methods
+// are pinned to asymmetric ones. The token names its agent either directly
+// (`sub` is the agent id and the `instance_id` claim the instance) or, as a
+// hosted agent's token does, through its session claim, which Sessions maps
+// to an agents-file entry.
 type JWTAgents struct {
 	Issuer   string
 	Audience string
+	// SessionClaim names the session claim (agent_jwt.session_claim).
+	// Default DefaultSessionClaim. Set before the first VerifyAgent.
+	SessionClaim string
+	// Sessions maps session ids to agents; nil maps none. Set before the
+	// first VerifyAgent.
+	Sessions SessionResolver
 	keys     keyfunc.Keyfunc
 	parser   *jwt.Parser
 }
@@ -255,16 +325,14 @@ func (j *JWTAgents) Ready(ctx context.Context) error {
 	return nil
 }
 
-// accessClaims are the claims of an agent access token.
-type accessClaims struct {
-	jwt.RegisteredClaims
-	InstanceID string `json:"instance_id"`
-}
-
-// VerifyAgent implements AgentVerifier.
+// VerifyAgent implements AgentVerifier. A token that fails verification is
+// ErrInvalidToken (401); a verified token that names no instance and whose
+// session maps to no agents-file entry is ErrUnknownAgent (403
+// invalid_client). A token naming its instance directly wins over its
+// session.
 func (j *JWTAgents) VerifyAgent(ctx context.Context, token string) (Identity, error) {
-	var claims accessClaims
-	_, err := j.parser.ParseWithClaims(token, &claims, func(t *jwt.Token) (any, error) {
+	claims := jwt.MapClaims{}
+	_, err := j.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		if kid, _ := t.Header["kid"].(string); kid == "" {
 			return nil, errors.New("token has no kid")
 		}
@@ -273,10 +341,27 @@ func (j *JWTAgents) VerifyAgent(ctx context.Context, token string) (Identity, er
 	if err != nil {
 		return Identity{}, fmt.Errorf("agent jwt: %w: %w", ErrInvalidToken, err)
 	}
-	if claims.Subject == "" || claims.InstanceID == "" {
-		return Identity{}, fmt.Errorf("agent jwt: %w: sub and instance_id are required", ErrUnknownAgent)
+	sub, _ := claims["sub"].(string)
+	if instance, _ := claims["instance_id"].(string); instance != "" {
+		if sub == "" {
+			return Identity{}, fmt.Errorf("agent jwt: %w: sub is required with instance_id", ErrUnknownAgent)
+		}
+		return Identity{AgentID: sub, InstanceID: instance}, nil
 	}
-	return Identity{AgentID: claims.Subject, InstanceID: claims.InstanceID}, nil
+	claim := j.SessionClaim
+	if claim == "" {
+		claim = DefaultSessionClaim
+	}
+	session, _ := claims[claim].(string)
+	if session == "" {
+		return Identity{}, fmt.Errorf("agent jwt: %w: the token names no instance_id and no %s", ErrUnknownAgent, claim)
+	}
+	if j.Sessions != nil {
+		if id, ok := j.Sessions.ResolveSession(ctx, session); ok {
+			return id, nil
+		}
+	}
+	return Identity{}, fmt.Errorf("agent jwt: %w: no agents_file entry has the token's session as its session_id", ErrUnknownAgent)
 }
 
 // MultiVerifier sends JWT-shaped tokens (three dot-separated parts) to JWT

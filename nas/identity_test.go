@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,10 @@ func TestParseAgents(t *testing.T) {
 		"short hash":       "- agent_id: a\n  instance_id: i\n  token_sha256: abcd",
 		"unknown key":      "- agent_id: a\n  instance_id: i\n  token_sha256: " + h + "\n  token: x",
 		"hash twice":       "- {agent_id: a, instance_id: i, token_sha256: " + h + "}\n- {agent_id: b, instance_id: j, token_sha256: " + h + "}",
+		"no credential":    "- agent_id: a\n  instance_id: i",
+		"session twice":    "- {agent_id: a, instance_id: i, session_id: s-1}\n- {agent_id: b, instance_id: j, session_id: s-1}",
+		"session space":    "- {agent_id: a, instance_id: i, session_id: 's 1'}",
+		"session too long": "- {agent_id: a, instance_id: i, session_id: " + strings.Repeat("s", 513) + "}",
 	} {
 		if _, err := nas.ParseAgents([]byte(in)); err == nil {
 			t.Errorf("%s: parsed", name)
@@ -74,6 +79,56 @@ func TestParseAgents(t *testing.T) {
 	}
 	if got, err := nas.ParseAgents(nil); err != nil || len(got) != 0 {
 		t.Errorf("empty file: %v %v", got, err)
+	}
+	// A session alone, or beside a token hash, is an entry.
+	got, err := nas.ParseAgents([]byte("- {agent_id: a, instance_id: i, session_id: sess-1}\n- {agent_id: b, instance_id: j, session_id: sess-2, token_sha256: " + strings.ToUpper(h) + "}"))
+	if err != nil || len(got) != 2 || got[0].SessionID != "sess-1" || got[1].TokenSHA256 != h {
+		t.Errorf("session entries: %+v %v", got, err)
+	}
+	if _, err := nas.NewStaticAgents([]nas.AgentEntry{{AgentID: "a", InstanceID: "i"}}); err == nil {
+		t.Error("a static entry without a credential was accepted")
+	}
+}
+
+// TestAgentsFileSessions: session ids resolve to their entry's agent and
+// instance, follow the file when it changes, and never authenticate as an
+// opaque token.
+func TestAgentsFileSessions(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	base := time.Now().Add(-time.Hour)
+	write := func(content string, mtime time.Time) {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("- {agent_id: hosted, instance_id: inst-h, session_id: sess-1}\n- {agent_id: self, instance_id: inst-s, token_sha256: "+nas.TokenSHA256("tok")+"}\n", base)
+	f, err := nas.OpenAgentsFile(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if id, ok := f.ResolveSession(ctx, "sess-1"); !ok || id != (nas.Identity{AgentID: "hosted", InstanceID: "inst-h"}) {
+		t.Fatalf("sess-1: %+v %v", id, ok)
+	}
+	if _, ok := f.ResolveSession(ctx, "sess-2"); ok {
+		t.Fatal("an unknown session resolved")
+	}
+	if _, err := f.VerifyAgent(ctx, "sess-1"); !errors.Is(err, nas.ErrUnknownAgent) {
+		t.Fatalf("a session id authenticated as an opaque token: %v", err)
+	}
+	if id, err := f.VerifyAgent(ctx, "tok"); err != nil || id.AgentID != "self" {
+		t.Fatalf("opaque token beside sessions: %+v %v", id, err)
+	}
+	write("- {agent_id: hosted, instance_id: inst-h2, session_id: sess-2}\n", base.Add(time.Minute))
+	if _, ok := f.ResolveSession(ctx, "sess-1"); ok {
+		t.Fatal("a removed session still resolves")
+	}
+	if id, ok := f.ResolveSession(ctx, "sess-2"); !ok || id.InstanceID != "inst-h2" {
+		t.Fatalf("after reload: %+v %v", id, ok)
 	}
 }
 

@@ -181,8 +181,16 @@ type KeySet struct {
 	jwks      []byte
 }
 
+// autoAlgOrder is the order in which an unset signing_alg picks the signing
+// key of a keys dir without an `active` file: the default first, then the
+// former default, so a dir made for either keeps signing as it did.
+var autoAlgOrder = []string{AlgES256, AlgEdDSA, AlgRS256}
+
 // NewKeySet builds a key set from keys; activeKID names the signing key ("":
 // the oldest key of alg, by ModTime then kid). The active key must use alg.
+// An empty alg lets the keys decide: the active key whatever its algorithm,
+// or without one the oldest ES256 key, else the oldest EdDSA key, else the
+// oldest RS256 key.
 func NewKeySet(keys []*SigningKey, activeKID, alg string) (*KeySet, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("key set: no keys (run `chronos keys generate`)")
@@ -194,11 +202,29 @@ func NewKeySet(keys []*SigningKey, activeKID, alg string) (*KeySet, error) {
 		}
 		return sorted[i].KID < sorted[j].KID
 	})
+	oldest := func(alg string) *SigningKey {
+		for _, k := range sorted {
+			if k.Alg == alg {
+				return k
+			}
+		}
+		return nil
+	}
 	var active *SigningKey
-	for _, k := range sorted {
-		if (activeKID != "" && k.KID == activeKID) || (activeKID == "" && k.Alg == alg) {
-			active = k
-			break
+	switch {
+	case activeKID != "":
+		for _, k := range sorted {
+			if k.KID == activeKID {
+				active = k
+			}
+		}
+	case alg != "":
+		active = oldest(alg)
+	default:
+		for _, a := range autoAlgOrder {
+			if active = oldest(a); active != nil {
+				break
+			}
 		}
 	}
 	switch {
@@ -206,7 +232,7 @@ func NewKeySet(keys []*SigningKey, activeKID, alg string) (*KeySet, error) {
 		return nil, fmt.Errorf("key set: active kid %q is not among the keys", activeKID)
 	case active == nil:
 		return nil, fmt.Errorf("key set: no %s key (signing_alg is %s)", alg, alg)
-	case active.Alg != alg:
+	case alg != "" && active.Alg != alg:
 		return nil, fmt.Errorf("key set: active key %s is %s but signing_alg is %s", active.KID, active.Alg, alg)
 	}
 	set := &KeySet{Active: active, Published: sorted}
@@ -225,8 +251,13 @@ func NewKeySet(keys []*SigningKey, activeKID, alg string) (*KeySet, error) {
 // JWKS returns the JSON of the published key set.
 func (s *KeySet) JWKS() []byte { return s.jwks }
 
-// LoadKeyDir reads every *.pem key of dir and the optional `active` file.
+// LoadKeyDir reads every *.pem key of dir and the optional `active` file;
+// alg is as for NewKeySet ("" lets the keys decide). The dir, the key files
+// and `active` must not be writable by group or others (see CheckKeyPath).
 func LoadKeyDir(dir, alg string) (*KeySet, error) {
+	if err := CheckKeyPath(dir); err != nil {
+		return nil, fmt.Errorf("load keys: %w", err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load keys: %w", err)
@@ -237,6 +268,9 @@ func LoadKeyDir(dir, alg string) (*KeySet, error) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
+		if err := CheckKeyPath(p); err != nil {
+			return nil, fmt.Errorf("load keys: %w", err)
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("load keys: %w", err)
@@ -245,13 +279,17 @@ func LoadKeyDir(dir, alg string) (*KeySet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load keys: %s: %w", e.Name(), err)
 		}
-		if info, err := e.Info(); err == nil {
+		if info, err := os.Stat(p); err == nil {
 			k.ModTime = info.ModTime()
 		}
 		keys = append(keys, k)
 	}
 	active := ""
-	if b, err := os.ReadFile(filepath.Join(dir, ActiveKeyFile)); err == nil {
+	activePath := filepath.Join(dir, ActiveKeyFile)
+	if b, err := os.ReadFile(activePath); err == nil {
+		if err := CheckKeyPath(activePath); err != nil {
+			return nil, fmt.Errorf("load keys: %w", err)
+		}
 		active = strings.TrimSpace(string(b))
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("load keys: %w", err)
@@ -263,20 +301,44 @@ func LoadKeyDir(dir, alg string) (*KeySet, error) {
 	return set, nil
 }
 
-// dirStamp summarises a directory's entries (names, sizes, mtimes) so a
-// change can be noticed without reading every file.
+// CheckKeyPath refuses a signing keys dir or key file (symbolic links
+// followed) that group or others may write: whoever can write there can make
+// NAS sign fire tokens with a key of their choosing, or take signing away.
+func CheckKeyPath(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if perm := info.Mode().Perm(); perm&0o022 != 0 {
+		what := "key file"
+		if info.IsDir() {
+			what = "keys dir"
+		}
+		return fmt.Errorf("%s %s is writable by group or others (mode %04o); run chmod go-w %s", what, path, perm, path)
+	}
+	return nil
+}
+
+// dirStamp summarises a directory and its entries (names, sizes, modes,
+// mtimes) so a change, a chmod included, can be noticed without reading
+// every file.
 func dirStamp(dir string) (string, error) {
+	di, err := os.Stat(dir)
+	if err != nil {
+		return "", err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
+	fmt.Fprintf(&b, "%o;", di.Mode())
 	for _, e := range entries {
-		info, err := e.Info()
+		info, err := os.Stat(filepath.Join(dir, e.Name()))
 		if err != nil {
 			continue
 		}
-		fmt.Fprintf(&b, "%s:%d:%d;", e.Name(), info.Size(), info.ModTime().UnixNano())
+		fmt.Fprintf(&b, "%s:%d:%o:%d;", e.Name(), info.Size(), info.Mode(), info.ModTime().UnixNano())
 	}
 	return b.String(), nil
 }
@@ -296,13 +358,27 @@ func NewKeyRing(set *KeySet) *KeyRing {
 	return r
 }
 
-// OpenKeyRing loads dir and returns a ring that Reload re-reads.
+// OpenKeyRing loads dir and returns a ring that Reload re-reads. An empty
+// alg takes the algorithm of the dir's signing key now (see NewKeySet) and
+// keeps it: a later reload whose signing key has another algorithm is
+// refused, as with an explicit alg. Alg reports it.
 func OpenKeyRing(dir, alg string) (*KeyRing, error) {
 	r := &KeyRing{dir: dir, alg: alg}
 	if _, err := r.Reload(); err != nil {
 		return nil, err
 	}
+	if r.alg == "" {
+		r.alg = r.Current().Active.Alg
+	}
 	return r, nil
+}
+
+// Alg returns the algorithm the ring signs with.
+func (r *KeyRing) Alg() string {
+	if r.alg != "" {
+		return r.alg
+	}
+	return r.Current().Active.Alg
 }
 
 // Current returns the current key set.

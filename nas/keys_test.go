@@ -278,3 +278,124 @@ func TestKeysAlgorithmChange(t *testing.T) {
 		t.Fatalf("the new key's token does not verify against the JWKS published before the switch: %v", err)
 	}
 }
+
+// TestKeysUnsetAlgFollowsTheDir pins what signs when signing_alg is not set:
+// the key `active` names whatever its algorithm (a dir made for the former
+// EdDSA default keeps signing as before), else the oldest ES256 key, else
+// the oldest EdDSA key, else RS256.
+func TestKeysUnsetAlgFollowsTheDir(t *testing.T) {
+	t.Parallel()
+	base := time.Now().Add(-time.Hour)
+	tests := []struct {
+		name   string
+		algs   []string // written oldest first
+		active int      // index of the key `active` names; -1 for no file
+		want   int      // index of the key that signs
+	}{
+		{"EdDSA dir with active", []string{nas.AlgEdDSA, nas.AlgEdDSA}, 1, 1},
+		{"EdDSA dir without active", []string{nas.AlgEdDSA, nas.AlgEdDSA}, -1, 0},
+		{"ES256 preferred without active", []string{nas.AlgEdDSA, nas.AlgES256, nas.AlgES256}, -1, 1},
+		{"active EdDSA beside ES256", []string{nas.AlgES256, nas.AlgEdDSA}, 1, 1},
+		{"RS256 only", []string{nas.AlgRS256}, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var keys []*nas.SigningKey
+			for i, alg := range tt.algs {
+				keys = append(keys, writeKey(t, dir, alg, base.Add(time.Duration(i)*time.Minute)))
+			}
+			if tt.active >= 0 {
+				if err := os.WriteFile(filepath.Join(dir, nas.ActiveKeyFile), []byte(keys[tt.active].KID+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ring, err := nas.OpenKeyRing(dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := keys[tt.want]
+			if ring.Alg() != want.Alg || kidOf(t, mint(t, ring)) != want.KID {
+				t.Fatalf("signs with %s (%s), want %s (%s)", ring.Current().Active.KID, ring.Alg(), want.KID, want.Alg)
+			}
+			if _, err := verifyWith(t, ring.Current().JWKS(), mint(t, ring)); err != nil {
+				t.Fatalf("token does not verify: %v", err)
+			}
+		})
+	}
+	// The algorithm found at open is kept: a later `active` naming a key of
+	// another algorithm is refused as under an explicit signing_alg.
+	dir := t.TempDir()
+	ed := writeKey(t, dir, nas.AlgEdDSA, base)
+	ring, err := nas.OpenKeyRing(dir, "")
+	if err != nil || ring.Alg() != nas.AlgEdDSA {
+		t.Fatalf("open: %v %v", ring, err)
+	}
+	es := writeKey(t, dir, nas.AlgES256, base.Add(time.Minute))
+	if err := os.WriteFile(filepath.Join(dir, nas.ActiveKeyFile), []byte(es.KID+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ring.Reload(); err == nil {
+		t.Fatal("a reload switched the algorithm found at open")
+	}
+	if ring.Current().Active.KID != ed.KID || ring.Alg() != nas.AlgEdDSA {
+		t.Fatal("a refused reload changed the signing key")
+	}
+}
+
+// TestKeysDirPermissions: a keys dir, key file or active file that group or
+// others may write is refused at load and at reload (a chmod alone is
+// noticed), with an error naming the path; the previous keys stay in use.
+func TestKeysDirPermissions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		chmod func(dir string, k *nas.SigningKey) string // returns the path made loose
+	}{
+		{"world-writable dir", func(dir string, _ *nas.SigningKey) string { return chmod(t, dir, 0o777) }},
+		{"group-writable dir", func(dir string, _ *nas.SigningKey) string { return chmod(t, dir, 0o770) }},
+		{"world-writable key", func(dir string, k *nas.SigningKey) string { return chmod(t, filepath.Join(dir, k.KID+".pem"), 0o606) }},
+		{"group-writable key", func(dir string, k *nas.SigningKey) string { return chmod(t, filepath.Join(dir, k.KID+".pem"), 0o620) }},
+		{"writable active file", func(dir string, k *nas.SigningKey) string {
+			p := filepath.Join(dir, nas.ActiveKeyFile)
+			if err := os.WriteFile(p, []byte(k.KID), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return chmod(t, p, 0o666)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "keys")
+			if err := os.Mkdir(dir, 0o755); err != nil { // readable by all is fine
+				t.Fatal(err)
+			}
+			k := writeKey(t, dir, nas.AlgES256, time.Now().Add(-time.Hour))
+			chmod(t, filepath.Join(dir, k.KID+".pem"), 0o644)
+			ring, err := nas.OpenKeyRing(dir, "")
+			if err != nil {
+				t.Fatalf("a dir no one else can write was refused: %v", err)
+			}
+			loose := tt.chmod(dir, k)
+			if _, err := ring.Reload(); err == nil || !strings.Contains(err.Error(), loose) || !strings.Contains(err.Error(), "chmod go-w") {
+				t.Fatalf("reload after making %s loose: %v", loose, err)
+			}
+			if ring.Current().Active.KID != k.KID {
+				t.Fatal("a refused reload replaced the keys")
+			}
+			if _, err := nas.OpenKeyRing(dir, ""); err == nil {
+				t.Fatal("a loose keys dir opened")
+			}
+		})
+	}
+}
+
+func chmod(t *testing.T, path string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -67,14 +67,19 @@ type Service struct {
 }
 
 // New builds a Service. Config must validate after WithDefaults, except that
-// no agent credential source is needed when Verifier is given.
+// no agent credential source is needed when Verifier is given. An unset
+// signing_alg is the algorithm of Keys' signing key.
 func New(opts Options) (*Service, error) {
-	cfg := opts.Config.WithDefaults()
-	if err := cfg.validate(false); err != nil {
-		return nil, fmt.Errorf("nas: %w", err)
-	}
 	if opts.Engine == nil || opts.Verifier == nil || opts.Keys == nil || opts.Keys.Current() == nil {
 		return nil, errors.New("nas: engine, verifier and keys are required")
+	}
+	cfg := opts.Config
+	if cfg.SigningAlg == "" {
+		cfg.SigningAlg = opts.Keys.Alg()
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(false); err != nil {
+		return nil, fmt.Errorf("nas: %w", err)
 	}
 	if alg := opts.Keys.Current().Active.Alg; alg != cfg.SigningAlg {
 		return nil, fmt.Errorf("nas: the signing key is %s but signing_alg is %s", alg, cfg.SigningAlg)
@@ -495,7 +500,9 @@ const deliveryTTL = 2*contract.WebhookTolerance + time.Minute
 // Relay handles one signed relay call: body is the exact request body. A
 // forged, stale or altered call is a 401 and changes nothing. The answer is
 // a 200 RelayResponse (final for the relay) or a 502/503 *contract.Error
-// with RetryAfter (retry).
+// with RetryAfter (retry); ClassifyAnswer says which the agent's answer is,
+// and a refused fire token is retried until the call's attempt reaches
+// relay.retry.max_auth_attempts.
 func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contract.RelayResponse, error) {
 	now := s.now()
 	if err := contract.VerifyWebhook(s.secrets, h.ID, h.Timestamp, h.Signature, body, now, contract.WebhookTolerance); err != nil {
@@ -560,7 +567,10 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 	if err != nil {
 		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
 	}
-	res := s.caller.Fire(ctx, FireURL(row.CallbackURL), token, fireBody)
+	// A refused token is retried for a bounded number of attempts; the
+	// attempt number comes from the relay, so the bound holds whichever
+	// engine and dispatcher process delivers the fire.
+	res := s.caller.Fire(ctx, FireURL(row.CallbackURL), token, fireBody).AtAttempt(req.Attempt, s.cfg.Relay.Retry.MaxAuthAttempts)
 	switch res.Outcome {
 	case OutcomeDelivered:
 		lag := s.now().Sub(row.FireAt)

@@ -34,7 +34,7 @@ const (
 )
 
 // DefaultMethods are the signing algorithms accepted unless Config.Methods
-// says otherwise: NAS signs with EdDSA by default, ES256 or RS256 by setting.
+// says otherwise: NAS signs with ES256 by default, EdDSA or RS256 by setting.
 // HMAC and none are never accepted, whatever the configuration says.
 var DefaultMethods = []string{"EdDSA", "ES256", "ES384", "RS256", "RS384", "RS512"}
 

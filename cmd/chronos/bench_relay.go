@@ -45,11 +45,13 @@ type benchRelayOptions struct {
 	Concurrency int
 	ArmWorkers  int
 	Timeout     time.Duration
+	Alg         string // fire-token signing algorithm
 }
 
 // benchRelayResult is what a run measured. Durations are in milliseconds.
 type benchRelayResult struct {
 	Store          string  `json:"store"`
+	SigningAlg     string  `json:"signing_alg"`
 	Fires          int     `json:"fires"`
 	Mode           string  `json:"mode"`
 	Dispatchers    int     `json:"dispatchers"`
@@ -94,7 +96,11 @@ fires per second for --duration starting --at after the start. It prints the
 arm rate, the drain rate, the lag after fire_at (p50, p99, max), Redis bytes
 per armed one-shot (redis stores), CPU per fire of this process (and of Redis),
 and the verified and failed counts. It exits 1 if any fire is lost or any
-token fails verification.`,
+token fails verification.
+
+Fire tokens are signed with --alg, by default ES256 as a NAS with no
+signing_alg signs; --alg EdDSA measures the cheaper signature (and
+verification) an EdDSA deployment gets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -112,6 +118,11 @@ token fails verification.`,
 					return usagef("--duration must be positive with --rate")
 				}
 				o.N = int(math.Round(o.Rate * o.Duration.Seconds()))
+			}
+			switch o.Alg {
+			case nas.AlgES256, nas.AlgEdDSA, nas.AlgRS256:
+			default:
+				return usagef("--alg %q is not ES256, EdDSA or RS256", o.Alg)
 			}
 			if o.N < 1 || o.Agents < 1 || o.Dispatchers < 1 || o.Concurrency < 1 || o.ArmWorkers < 1 {
 				return usagef("--n, --agents, --dispatchers, --concurrency and --arm-workers must be at least 1")
@@ -156,6 +167,7 @@ token fails verification.`,
 	f.IntVar(&o.Concurrency, "concurrency", 64, "deliveries in flight per dispatcher")
 	f.IntVar(&o.ArmWorkers, "arm-workers", 8, "parallel arming calls")
 	f.DurationVar(&o.Timeout, "timeout", 0, "give up waiting for deliveries after this (default: at + duration + 1m + 1s per 1000 fires)")
+	f.StringVar(&o.Alg, "alg", nas.DefaultSigningAlg, "fire-token algorithm: ES256, EdDSA or RS256")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return c
@@ -247,6 +259,9 @@ func deleteKeys(ctx context.Context, c goredis.UniversalClient, pattern string) 
 // runBenchRelay performs one run. A non-nil result comes back whenever the
 // delivery phase ran, even if it then failed.
 func runBenchRelay(ctx context.Context, o benchRelayOptions, stderr io.Writer) (*benchRelayResult, error) {
+	if o.Alg == "" {
+		o.Alg = nas.DefaultSigningAlg
+	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -275,7 +290,7 @@ func runBenchRelay(ctx context.Context, o benchRelayOptions, stderr io.Writer) (
 		Relay:                 nas.RelayConfig{Secrets: []string{contract.FormatWebhookSecret(secret)}, NASURL: nasURL},
 		AllowPrivateCallbacks: true, LogLevel: "error",
 	}
-	keys, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
+	keys, err := nas.NewEphemeralKeyRing(o.Alg)
 	if err != nil {
 		return nil, fmt.Errorf("bench relay: keys: %w", err)
 	}
@@ -323,7 +338,7 @@ func runBenchRelay(ctx context.Context, o benchRelayOptions, stderr io.Writer) (
 	}
 
 	// Arm.
-	res := &benchRelayResult{Store: storeKind(o.Store), Fires: o.N, Mode: "burst", Dispatchers: o.Dispatchers,
+	res := &benchRelayResult{Store: storeKind(o.Store), SigningAlg: o.Alg, Fires: o.N, Mode: "burst", Dispatchers: o.Dispatchers,
 		Concurrency: o.Concurrency, Agents: o.Agents}
 	if o.Rate > 0 {
 		res.Mode = fmt.Sprintf("rate %.0f/s for %s", o.Rate, o.Duration)
@@ -540,8 +555,8 @@ func msOf(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 }
 
 // printBenchRelay writes a result for people.
 func printBenchRelay(w io.Writer, r *benchRelayResult) {
-	fmt.Fprintf(w, "store %s, %d fires (%s), %d agents, %d dispatchers × %d concurrency\n",
-		r.Store, r.Fires, r.Mode, r.Agents, r.Dispatchers, r.Concurrency)
+	fmt.Fprintf(w, "store %s, %d fires (%s), %d agents, %d dispatchers × %d concurrency, %s tokens\n",
+		r.Store, r.Fires, r.Mode, r.Agents, r.Dispatchers, r.Concurrency, r.SigningAlg)
 	late := ""
 	if r.ArmedLate {
 		late = " (arming ended after the first fire_at: lags include arming)"

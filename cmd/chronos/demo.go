@@ -148,7 +148,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	agentLog := newObserveLogger(dl, "agent")
 	engine := memory.New(memory.Options{})
 	defer engine.Close()
-	keys, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
+	keys, err := nas.NewEphemeralKeyRing(nas.DefaultSigningAlg)
 	if err != nil {
 		return fmt.Errorf("demo: keys: %w", err)
 	}

@@ -19,23 +19,30 @@ func newKeysGenerateCmd() *cobra.Command {
 	var out, alg string
 	var activate bool
 	c := &cobra.Command{
-		Use:   "generate --out DIR [--alg EdDSA|ES256|RS256]",
+		Use:   "generate --out DIR [--alg ES256|EdDSA|RS256]",
 		Short: "Write a new signing key (PEM, mode 0600) named <kid>.pem and print its kid",
-		Long: `Write a new private signing key to DIR/<kid>.pem and print its kid.
+		Long: `Write a new private signing key to DIR/<kid>.pem and print its kid. DIR is
+created with mode 0700 if missing; an existing DIR that group or others may
+write is refused, as NAS refuses it.
 
 A new key in the signing keys dir is published in the JWKS at once (NAS
 re-reads the dir on SIGHUP and every key_check_interval) but does not sign
 until it is named in DIR/active (see "chronos keys activate"), so agents can
-fetch it before the first token signed with it arrives.`,
+fetch it before the first token signed with it arrives.
+
+--alg defaults to ES256, NAS's default signing_alg: agents verify fire tokens
+with their own JWT library, and common verifiers (PyJWT-based agents among
+them) accept only RS and ES algorithms. Choose EdDSA only for agents known to
+accept it; RS256 for verifiers that want RSA.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usagef("keys generate: --out is required")
 			}
 			switch alg {
-			case nas.AlgEdDSA, nas.AlgES256, nas.AlgRS256:
+			case nas.AlgES256, nas.AlgEdDSA, nas.AlgRS256:
 			default:
-				return usagef("keys generate: --alg %q is not EdDSA, ES256 or RS256", alg)
+				return usagef("keys generate: --alg %q is not ES256, EdDSA or RS256", alg)
 			}
 			k, err := nas.GenerateKey(alg)
 			if err != nil {
@@ -46,6 +53,9 @@ fetch it before the first token signed with it arrives.`,
 				return err
 			}
 			if err := os.MkdirAll(out, 0o700); err != nil {
+				return fmt.Errorf("keys generate: %w", err)
+			}
+			if err := nas.CheckKeyPath(out); err != nil {
 				return fmt.Errorf("keys generate: %w", err)
 			}
 			if err := writeNewFile(filepath.Join(out, k.KID+".pem"), pemBytes); err != nil {
@@ -61,7 +71,7 @@ fetch it before the first token signed with it arrives.`,
 		},
 	}
 	c.Flags().StringVar(&out, "out", "", "the signing keys directory")
-	c.Flags().StringVar(&alg, "alg", nas.AlgEdDSA, "EdDSA, ES256 or RS256")
+	c.Flags().StringVar(&alg, "alg", nas.DefaultSigningAlg, "ES256, EdDSA or RS256")
 	c.Flags().BoolVar(&activate, "activate", false, "also make the new key the signing key (only for a first key)")
 	return c
 }
@@ -101,7 +111,10 @@ func newKeysListCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list --dir DIR",
 		Short: "List the keys of a signing keys dir and which one signs",
-		Args:  cobra.NoArgs,
+		Long: `List the keys of a signing keys dir with their algorithm, and which one
+signs: the key the active file names, else, as NAS does with no signing_alg
+set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
 				return usagef("keys list: --dir is required")
@@ -126,18 +139,15 @@ func newKeysListCmd() *cobra.Command {
 	return c
 }
 
-// readKeyDir loads every key of dir and the signing kid: the one the active
-// file names, else the oldest key (EdDSA preferred, then ES256, then RS256).
+// readKeyDir loads every key of dir and the kid that signs when NAS's
+// signing_alg is not set: the one the active file names, else the oldest
+// ES256 key, else the oldest EdDSA key, else RS256.
 func readKeyDir(dir string) ([]*nas.SigningKey, string, error) {
-	var lastErr error
-	for _, alg := range []string{nas.AlgEdDSA, nas.AlgES256, nas.AlgRS256} {
-		set, err := nas.LoadKeyDir(dir, alg)
-		if err == nil {
-			return set.Published, set.Active.KID, nil
-		}
-		lastErr = err
+	set, err := nas.LoadKeyDir(dir, "")
+	if err != nil {
+		return nil, "", err
 	}
-	return nil, "", lastErr
+	return set.Published, set.Active.KID, nil
 }
 
 func newKeysActivateCmd() *cobra.Command {

@@ -37,6 +37,12 @@ func newNASCmd() *cobra.Command {
 route, operator routes and metrics on relay_listen (or on listen when it is
 empty); and relay.dispatchers dispatchers on the same store.
 
+Fire tokens are signed with ES256 unless signing_alg says otherwise (many
+agents' verifiers accept only RS and ES algorithms); with signing_keys_dir and
+no signing_alg, the dir's signing key decides, so a dir of EdDSA keys keeps
+signing as before. NAS refuses an operator_token shorter than 16 bytes and a
+keys dir or key file that group or others may write.
+
 Every config key can also be set in the environment as CHRONOS_NAS_<KEY>
 (dots become underscores; lists are comma separated); a CHRONOS_NAS_ variable
 that names no key is an error. A relative path in the config file is relative
@@ -55,6 +61,13 @@ the effective configuration with each key's variable, secrets redacted.`,
 				return asUsage(err)
 			}
 			if printConfig {
+				// An unset signing_alg is the keys dir's: show which, when
+				// the dir can be read from here.
+				if cfg.SigningAlg == "" && cfg.SigningKeysDir != "" {
+					if set, err := nas.LoadKeyDir(cfg.SigningKeysDir, ""); err == nil {
+						cfg.SigningAlg = set.Active.Alg
+					}
+				}
 				out, err := printNASConfig(cfg)
 				if err != nil {
 					return err
@@ -93,29 +106,47 @@ func openEngine(ctx context.Context, store string, log *slog.Logger) (relay.Engi
 }
 
 // openKeys loads the signing keys dir, or makes an ephemeral key when none
-// is configured.
-func openKeys(cfg nas.Config, log *slog.Logger) (*nas.KeyRing, error) {
+// is configured. An unset signing_alg becomes the algorithm of the dir's
+// signing key (cfg is updated).
+func openKeys(cfg *nas.Config, log *slog.Logger) (*nas.KeyRing, error) {
 	if cfg.SigningKeysDir == "" {
 		log.Warn("signing_keys_dir is not set: using an ephemeral signing key (tokens stop verifying after a restart)")
 		return nas.NewEphemeralKeyRing(cfg.SigningAlg)
 	}
-	return nas.OpenKeyRing(cfg.SigningKeysDir, cfg.SigningAlg)
+	ring, err := nas.OpenKeyRing(cfg.SigningKeysDir, cfg.SigningAlg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.SigningAlg == "" {
+		cfg.SigningAlg = ring.Alg()
+		if cfg.SigningAlg != nas.DefaultSigningAlg {
+			log.Info("signing_alg is not set: signing with the keys dir's "+cfg.SigningAlg+" key; set signing_alg to pin it",
+				"signing_alg", cfg.SigningAlg)
+		}
+	}
+	return ring, nil
 }
 
-// openVerifier builds the agent verifier from agents_file and agent_jwt.
+// openVerifier builds the agent verifier from agents_file and agent_jwt: the
+// agents file also maps the session ids of hosted agents' JWT access tokens.
 func openVerifier(ctx context.Context, cfg nas.Config) (nas.AgentVerifier, error) {
 	var m nas.MultiVerifier
+	var file *nas.AgentsFile
 	if cfg.AgentsFile != "" {
 		f, err := nas.OpenAgentsFile(cfg.AgentsFile, 2*time.Second)
 		if err != nil {
 			return nil, err
 		}
-		m.Opaque = f
+		m.Opaque, file = f, f
 	}
 	if cfg.AgentJWT.JWKSURL != "" {
 		j, err := nas.NewJWTAgents(ctx, cfg.AgentJWT.Issuer, cfg.AgentJWT.Audience, cfg.AgentJWT.JWKSURL)
 		if err != nil {
 			return nil, err
+		}
+		j.SessionClaim = cfg.AgentJWT.SessionClaim
+		if file != nil {
+			j.Sessions = file
 		}
 		m.JWT = j
 	}
@@ -128,7 +159,10 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	keys, err := openKeys(cfg, log)
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+	keys, err := openKeys(&cfg, log)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ import (
 	"github.com/chronoscron/chronos/relay/memory"
 )
 
+// nasOpToken is an operator token long enough for NAS to accept.
+const nasOpToken = "operator-token-of-the-tests"
+
 var nasTestSecret = contract.FormatWebhookSecret([]byte("0123456789abcdef0123456789abcdef"))
 
 func nasRunCLI(t *testing.T, args ...string) (int, string, string) {
@@ -44,7 +47,7 @@ func TestNASConfigLoading(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "nas.yaml")
 	nasWriteFile(t, cfgPath, "listen: 127.0.0.1:9000\npublic_url: https://nas.example.com\nagents_file: agents.yaml\nlimits:\n  burst: 5\nrelay:\n  dispatchers: 0\n")
-	nasWriteFile(t, filepath.Join(dir, "op"), "  op-secret \n")
+	nasWriteFile(t, filepath.Join(dir, "op"), "  op-secret-from-a-file \n")
 	nasWriteFile(t, filepath.Join(dir, "secrets"), nasTestSecret+"\n\n# old one\n")
 	cfg, err := loadNASConfig(cfgPath, nasEnvFrom(map[string]string{
 		"CHRONOS_NAS_LIMITS_BURST":            "9",
@@ -58,7 +61,7 @@ func TestNASConfigLoading(t *testing.T) {
 		t.Fatal(err)
 	}
 	switch {
-	case cfg.Listen != "127.0.0.1:9000", cfg.Limits.Burst != 9, cfg.OperatorToken != "op-secret",
+	case cfg.Listen != "127.0.0.1:9000", cfg.Limits.Burst != 9, cfg.OperatorToken != "op-secret-from-a-file",
 		len(cfg.Relay.Secrets) != 1, len(cfg.CallbackAllowlist) != 2, cfg.DeliveryTimeout != 12*time.Second,
 		!cfg.AllowPrivateCallbacks, *cfg.Relay.Dispatchers != 0, cfg.Limits.MaxArmedPerAgent != 1000:
 		t.Fatalf("config %+v", cfg)
@@ -68,9 +71,9 @@ func TestNASConfigLoading(t *testing.T) {
 	cfg, err = loadNASConfig("", nasEnvFrom(map[string]string{
 		"CHRONOS_NAS_PUBLIC_URL": "https://nas.example.com", "CHRONOS_NAS_AGENTS_FILE": "a.yaml",
 		"CHRONOS_NAS_RELAY_SECRETS": nasTestSecret + "," + nasTestSecret, "CHRONOS_NAS_RELAY_DISPATCHERS": "3",
-		"CHRONOS_NAS_OPERATOR_TOKEN": " op-env\n",
+		"CHRONOS_NAS_OPERATOR_TOKEN": " op-env-0123456789abc\n",
 	}))
-	if err != nil || len(cfg.Relay.Secrets) != 2 || *cfg.Relay.Dispatchers != 3 || cfg.OperatorToken != "op-env" {
+	if err != nil || len(cfg.Relay.Secrets) != 2 || *cfg.Relay.Dispatchers != 3 || cfg.OperatorToken != "op-env-0123456789abc" {
 		t.Fatalf("env config: %+v %v", cfg, err)
 	}
 	// Every key has its own variable.
@@ -105,12 +108,12 @@ func TestNASPrintConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "nas.yaml")
-	nasWriteFile(t, cfgPath, fmt.Sprintf("public_url: https://nas.example.com\nagents_file: a.yaml\noperator_token: topsecret\nrelay:\n  secrets: [%s]\n", nasTestSecret))
+	nasWriteFile(t, cfgPath, fmt.Sprintf("public_url: https://nas.example.com\nagents_file: a.yaml\noperator_token: topsecret-0123456789\nrelay:\n  secrets: [%s]\n", nasTestSecret))
 	code, out, errOut := nasRunCLI(t, "nas", "--config", cfgPath, "--print-config")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if strings.Contains(out, "topsecret") || strings.Contains(out, nasTestSecret) {
+	if strings.Contains(out, "topsecret-0123456789") || strings.Contains(out, nasTestSecret) {
 		t.Fatal("a secret was printed")
 	}
 	var cfg nas.Config
@@ -180,7 +183,7 @@ func nasOperatorServer(t *testing.T) (url, scheduleID string, eng *memory.Engine
 	}
 	agents, _ := nas.NewStaticAgents(nil)
 	svc, err := nas.New(nas.Options{
-		Config: nas.Config{PublicURL: "https://nas.test", OperatorToken: "op", Relay: nas.RelayConfig{Secrets: []string{nasTestSecret}}},
+		Config: nas.Config{PublicURL: "https://nas.test", OperatorToken: nasOpToken, Relay: nas.RelayConfig{Secrets: []string{nasTestSecret}}},
 		Engine: eng, Verifier: agents, Keys: keys, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -206,7 +209,7 @@ func nasOperatorServer(t *testing.T) (url, scheduleID string, eng *memory.Engine
 func TestDLQCLI(t *testing.T) {
 	t.Parallel()
 	url, sch, eng := nasOperatorServer(t)
-	code, out, errOut := nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", "op", "--json")
+	code, out, errOut := nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", nasOpToken, "--json")
 	if code != 0 {
 		t.Fatalf("list: %d %s", code, errOut)
 	}
@@ -214,35 +217,35 @@ func TestDLQCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &entries); err != nil || len(entries) != 1 || entries[0].ScheduleID != sch {
 		t.Fatalf("list --json: %q %v", out, err)
 	}
-	code, out, _ = nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", "op", "--agent", "agent-a")
+	code, out, _ = nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "agent-a")
 	if code != 0 || !strings.Contains(out, sch) || !strings.Contains(out, "agent answered 404") {
 		t.Fatalf("list: %d %q", code, out)
 	}
-	code, out, _ = nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", "op", "--agent", "nobody")
+	code, out, _ = nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "nobody")
 	if code != 0 || !strings.Contains(out, "empty") {
 		t.Fatalf("list of nobody: %d %q", code, out)
 	}
-	if code, out, errOut = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", "op", sch); code != 0 || out != "replayed 1\n" {
+	if code, out, errOut = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, sch); code != 0 || out != "replayed 1\n" {
 		t.Fatalf("replay: %d %q %s", code, out, errOut)
 	}
 	if _, err := eng.Get(context.Background(), "agent-a", "nightly"); err != nil {
 		t.Fatalf("replayed job not armed: %v", err)
 	}
-	if code, out, _ = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", "op", "--agent", "agent-a"); code != 0 || out != "replayed 0\n" {
+	if code, out, _ = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "agent-a"); code != 0 || out != "replayed 0\n" {
 		t.Fatalf("replay --agent: %d %q", code, out)
 	}
 	for _, tc := range []struct {
 		args []string
 		code int
 	}{
-		{[]string{"dlq", "list", "--operator-token", "op"}, exitUsage},                     // no URL
-		{[]string{"dlq", "list", "--nas-url", url}, exitUsage},                             // no token
-		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", "op"}, exitUsage}, // nothing to replay
-		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", "op", "--agent", "a", "x"}, exitUsage},
-		{[]string{"dlq", "list", "--nas-url", url, "--operator-token", "wrong"}, exitFailure},                            // 403
-		{[]string{"dlq", "list", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", "op"}, exitFailure},        // unreachable
-		{[]string{"dlq", "replay", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", "op", sch}, exitFailure}, // unreachable
-		{[]string{"dlq", "list", "--nas-url", "ftp://x", "--operator-token", "op"}, exitUsage},
+		{[]string{"dlq", "list", "--operator-token", nasOpToken}, exitUsage},                     // no URL
+		{[]string{"dlq", "list", "--nas-url", url}, exitUsage},                                   // no token
+		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken}, exitUsage}, // nothing to replay
+		{[]string{"dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "a", "x"}, exitUsage},
+		{[]string{"dlq", "list", "--nas-url", url, "--operator-token", "wrong"}, exitFailure},                                  // 403
+		{[]string{"dlq", "list", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", nasOpToken}, exitFailure},        // unreachable
+		{[]string{"dlq", "replay", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", nasOpToken, sch}, exitFailure}, // unreachable
+		{[]string{"dlq", "list", "--nas-url", "ftp://x", "--operator-token", nasOpToken}, exitUsage},
 		{[]string{"dlq", "list", "--config", "/nonexistent/nas.yaml"}, exitUsage},
 		{[]string{"dlq", "list", "--bogus"}, exitUsage},
 		{[]string{"dlq", "list", "extra"}, exitUsage},
@@ -420,7 +423,7 @@ func TestNASConfigPathsRelativeToTheFile(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "conf", "secret"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	nasWriteFile(t, filepath.Join(dir, "conf", "secret", "op"), " op-token\n")
+	nasWriteFile(t, filepath.Join(dir, "conf", "secret", "op"), " op-token-from-the-file\n")
 	nasWriteFile(t, filepath.Join(dir, "secrets"), nasTestSecret+"\n")
 
 	cfg, err := loadNASConfig(cfgPath, nasEnvFrom(map[string]string{
@@ -434,7 +437,7 @@ func TestNASConfigPathsRelativeToTheFile(t *testing.T) {
 		{"agents_file", cfg.AgentsFile, filepath.Join(conf, "agents.yaml")},
 		{"signing_keys_dir", cfg.SigningKeysDir, filepath.Join(conf, "keys")},
 		{"operator_token_file", cfg.OperatorTokenFile, filepath.Join(conf, "secret", "op")},
-		{"operator_token", cfg.OperatorToken, "op-token"},
+		{"operator_token", cfg.OperatorToken, "op-token-from-the-file"},
 		{"relay.secrets_file (env)", cfg.Relay.SecretsFile, filepath.Join(dir, "secrets")},
 	}
 	for _, tt := range tests {
@@ -459,7 +462,7 @@ func TestDLQCLIReadsNASConfig(t *testing.T) {
 	base, sch, _ := nasOperatorServer(t)
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "nas.yaml")
-	nasWriteFile(t, filepath.Join(dir, "op"), "op\n")
+	nasWriteFile(t, filepath.Join(dir, "op"), nasOpToken+"\n")
 	nasWriteFile(t, cfgPath, fmt.Sprintf("listen: 127.0.0.1:0\nrelay_listen: %s\npublic_url: https://nas.example.com\nagents_file: agents.yaml\noperator_token_file: op\nrelay:\n  secrets: [%s]\n",
 		strings.TrimPrefix(base, "http://"), nasTestSecret))
 	code, out, errOut := nasRunCLI(t, "dlq", "list", "--config", cfgPath, "--json")
@@ -560,7 +563,7 @@ func TestDLQConnectionPrecedence(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "nas.yaml")
-	nasWriteFile(t, cfgPath, fmt.Sprintf("listen: 127.0.0.1:8080\nrelay_listen: 127.0.0.1:8081\npublic_url: https://nas.example.com\nagents_file: a.yaml\noperator_token: from-file\nrelay:\n  secrets: [%s]\n", nasTestSecret))
+	nasWriteFile(t, cfgPath, fmt.Sprintf("listen: 127.0.0.1:8080\nrelay_listen: 127.0.0.1:8081\npublic_url: https://nas.example.com\nagents_file: a.yaml\noperator_token: from-the-config-file\nrelay:\n  secrets: [%s]\n", nasTestSecret))
 	env := map[string]string{"CHRONOS_NAS_URL": "http://env.example:1", "CHRONOS_OPERATOR_TOKEN": "from-env"}
 	tests := []struct {
 		name             string
@@ -571,7 +574,7 @@ func TestDLQConnectionPrecedence(t *testing.T) {
 		{name: "flags win", flags: operatorFlags{nasURL: "http://flag.example:2", token: "from-flag", config: cfgPath}, env: env,
 			wantURL: "http://flag.example:2", wantTok: "from-flag"},
 		{name: "config over environment", flags: operatorFlags{config: cfgPath}, env: env,
-			wantURL: "http://127.0.0.1:8081", wantTok: "from-file"},
+			wantURL: "http://127.0.0.1:8081", wantTok: "from-the-config-file"},
 		{name: "environment alone", env: env, wantURL: "http://env.example:1", wantTok: "from-env"},
 		{name: "NAS's own token variable", env: map[string]string{"CHRONOS_NAS_URL": "http://env.example:1", "CHRONOS_NAS_OPERATOR_TOKEN": "nas-env"},
 			wantURL: "http://env.example:1", wantTok: "nas-env"},

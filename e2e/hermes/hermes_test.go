@@ -70,9 +70,11 @@ func TestProvisionListCancelUpsertOnDefaults(t *testing.T) {
 	h := startHermes(t, n.agentFor(0))
 	aud := "agent:" + instanceID
 
-	brief := h.addJob("daily-brief", 2*time.Second, 120, false, 1)          // …+02:00, then every second
-	sweep := h.addJob("inbox-sweep", 2*time.Second, -330, true, 0)          // …-05:30 with microseconds
-	stale := h.addJob("stale-reminder", 1500*time.Millisecond, 0, false, 0) // …+00:00
+	// Due a few seconds ahead (whole seconds round down), so that the
+	// changes and the list below come first even on a loaded machine.
+	brief := h.addJob("daily-brief", 3*time.Second, 120, false, 1)          // …+02:00, then every second
+	sweep := h.addJob("inbox-sweep", 3*time.Second, -330, true, 0)          // …-05:30 with microseconds
+	stale := h.addJob("stale-reminder", 2500*time.Millisecond, 0, false, 0) // …+00:00
 	for _, r := range []message{brief, sweep, stale} {
 		if !offsetSpelling.MatchString(r.FireAt) {
 			t.Fatalf("the agent sent fire_at %q, want Python's +hh:mm spelling", r.FireAt)
@@ -87,7 +89,7 @@ func TestProvisionListCancelUpsertOnDefaults(t *testing.T) {
 		t.Fatalf("provisioning inbox-sweep at the same fire_at gave schedule %s, then %s", sweep.ScheduleID, again.ScheduleID)
 	}
 	// Another fire_at moves the job: one armed one-shot per job.
-	moved := h.addJob("inbox-sweep", 3*time.Second, 345, true, 0) // …+05:45, a second after the old slot
+	moved := h.addJob("inbox-sweep", 4*time.Second, 345, true, 0) // …+05:45, a second after the old slot
 	// Removing a job makes the agent's reconcile cancel it.
 	rm := h.mustCall("remove_job", map[string]any{"job_id": "stale-reminder"})
 	if !slices.Equal(rm.Cancelled, []string{"stale-reminder"}) || len(rm.Provisioned) != 0 || len(rm.Errors) != 0 {

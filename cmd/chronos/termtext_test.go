@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,5 +191,26 @@ func TestJobsAddRefusesInvalidUTF8(t *testing.T) {
 		if out := mustCLI(t, "jobs", "list", "--home", home, "--json"); strings.TrimSpace(out) != "[]" {
 			t.Fatalf("a refused job was stored: %s", out)
 		}
+	}
+}
+
+// TestDLQListEscapesTheAgentsAnswer: a dead letter's reason quotes what the
+// agent answered, which is remote text; the table shows it escaped.
+func TestDLQListEscapesTheAgentsAnswer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/operator/dlq" || r.Header.Get("Authorization") != "Bearer op" {
+			http.Error(w, `{"error":"not_found"}`, http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"entries":[{"schedule_id":"sch_1","agent_id":"agent-a","job_id":"j","fire_at":"2026-06-18T09:00:00Z",` +
+			`"attempts":1,"reason":"rejected by the agent: agent answered 400 \u001b]0;owned\u0007","failed_at":"2026-06-18T09:00:01Z"}],"next_cursor":null}`))
+	}))
+	defer srv.Close()
+	out := mustCLI(t, "dlq", "list", "--nas-url", srv.URL, "--operator-token", "op")
+	terminalSafe(t, "dlq list", out)
+	if !strings.Contains(out, `agent answered 400 \x1b]0;owned\x07`) || !strings.Contains(out, "2026-06-18T09:00:00Z") {
+		t.Fatalf("dlq list does not show the reason escaped:\n%s", out)
 	}
 }

@@ -19,7 +19,10 @@ demo:
 ## test: install what the tests need, then vet, the gofmt check and the race-enabled test suite.
 test: deps vet fmt-check unit
 
-## deps: redis-server for the Redis engine's tests (Debian package), Go modules.
+## deps: redis-server for the Redis engine's tests and PyJWT with cryptography for the Hermes
+## compatibility test (Debian packages, installed when missing and root), Go modules.
+PYJWT_PROBE := import jwt, cryptography; from jwt import PyJWKClient
+
 deps:
 	@if [ -z "$$TEST_REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -27,6 +30,18 @@ deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
 		else \
 			echo "redis-server is missing: install it (apt-get install redis-server) or set TEST_REDIS_URL" >&2; exit 1; \
+		fi; \
+	fi
+	@py_ok() { [ -n "$$1" ] && "$$1" -c '$(PYJWT_PROBE)' >/dev/null 2>&1; }; \
+	if [ -n "$$CHRONOS_TEST_PYTHON" ]; then \
+		py_ok "$$CHRONOS_TEST_PYTHON" || { echo "CHRONOS_TEST_PYTHON=$$CHRONOS_TEST_PYTHON cannot import jwt and cryptography" >&2; exit 1; }; \
+	elif ! py_ok "$$(command -v python3)" && ! py_ok /usr/bin/python3; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing python3-jwt and python3-cryptography"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jwt python3-cryptography >/dev/null; \
+			py_ok /usr/bin/python3 || { echo "/usr/bin/python3 still cannot import jwt and cryptography" >&2; exit 1; }; \
+		else \
+			echo "PyJWT is missing: install it (apt-get install python3-jwt python3-cryptography) or set CHRONOS_TEST_PYTHON" >&2; exit 1; \
 		fi; \
 	fi
 	$(GO) mod download

@@ -130,6 +130,9 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 	if err := store.ValidJobID(j.ID); err != nil {
 		return nil, nil, invalid(err)
 	}
+	if err := j.CheckText(); err != nil {
+		return nil, nil, invalid(err)
+	}
 	if len(j.Name) > 200 {
 		return nil, nil, bad("name is longer than 200 characters")
 	}

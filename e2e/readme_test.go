@@ -225,7 +225,7 @@ func TestReadmeMakeDemo(t *testing.T) {
 func TestReadmeLinksResolve(t *testing.T) {
 	t.Parallel()
 	link := regexp.MustCompile(`\]\(([^)#:]+)(#[^)]*)?\)`)
-	for _, doc := range []string{"README.md", "docs/states.md", "docs/operations.md"} {
+	for _, doc := range []string{"README.md", "docs/states.md", "docs/operations.md", "docs/hermes.md"} {
 		data, err := os.ReadFile(filepath.Join(repoRoot, doc))
 		if err != nil {
 			t.Fatal(err)

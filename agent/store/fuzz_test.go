@@ -17,6 +17,8 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte(`{"version":2}`))
 	f.Add([]byte(`{"version":1,"jobs":[null]}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte("{\"version\":1,\"jobs\":[{\"id\":\"a\",\"name\":\"\xff\"}]}"))
+	f.Add([]byte(`{"version":1,"jobs":[{"id":"a","name":"\ud800\u0041"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		home := t.TempDir()
 		path := filepath.Join(home, JobsFile)
@@ -31,6 +33,9 @@ func FuzzRead(f *testing.F) {
 		err = s.Update(context.Background(), func(st *State) error {
 			return st.Add(&Job{ID: "fuzz-new"})
 		})
+		if (err == nil || errors.Is(err, ErrExists)) && checkText(data) != nil {
+			t.Fatalf("text JSON would change was accepted: %v", checkText(data))
+		}
 		if err != nil && !errors.Is(err, ErrExists) {
 			if b, _ := os.ReadFile(path); !bytes.Equal(b, data) {
 				t.Fatalf("unreadable file changed (%v)", err)

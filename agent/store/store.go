@@ -210,6 +210,9 @@ func (s *Store) read() (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: read %s: %w", s.Path(), err)
 	}
+	if err := checkText(raw); err != nil {
+		return nil, s.corrupt(raw, err)
+	}
 	var fst fileState
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&fst); err != nil {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chronoscron/chronos/agent/runner"
 )
 
 func open(t *testing.T, home string) *Store {
@@ -91,6 +93,16 @@ func TestCorruptFileIsKeptAside(t *testing.T) {
 		{"no version", `{"jobs":[]}`, "missing version"},
 		{"duplicate ids", `{"version":1,"jobs":[{"id":"a"},{"id":"a"}]}`, "appears twice"},
 		{"trailing data", `{"version":1,"jobs":[]} {}`, "trailing data"},
+		// Text JSON decoding would silently read as U+FFFD, changing the
+		// command that runs.
+		{"invalid utf-8 in a command", "{\"version\":1,\"jobs\":[\n{\"id\":\"a\",\"payload\":{\"kind\":\"shell\",\"shell\":{\"command\":\"rm -rf /tmp/\xff\"}}}\n]}\n", "invalid UTF-8 at byte 90 (line 2)"},
+		{"overlong encoding", "{\"version\":1,\"jobs\":[{\"id\":\"a\",\"name\":\"\xc0\xaf\"}]}", "invalid UTF-8"},
+		{"utf-8 encoded surrogate", "{\"version\":1,\"jobs\":[{\"id\":\"a\",\"name\":\"\xed\xa0\x80\"}]}", "invalid UTF-8"},
+		{"truncated sequence at the end", "{\"version\":1,\"jobs\":[]}\xe2\x82", "invalid UTF-8"},
+		{"lone high surrogate escape", `{"version":1,"jobs":[{"id":"a","name":"x\ud800y"}]}`, `escape \ud800 of a lone UTF-16 surrogate at byte 40`},
+		{"high surrogate escape at the end of a string", `{"version":1,"jobs":[{"id":"a","name":"\uD83D"}]}`, "lone UTF-16 surrogate"},
+		{"lone low surrogate escape", `{"version":1,"jobs":[{"id":"a","name":"\udc00"}]}`, "lone UTF-16 surrogate"},
+		{"two high surrogates", `{"version":1,"jobs":[{"id":"a","name":"\ud83d\ud83d"}]}`, "lone UTF-16 surrogate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,6 +129,72 @@ func TestCorruptFileIsKeptAside(t *testing.T) {
 			}
 			if b, _ := os.ReadFile(copies[0]); string(b) != tc.content {
 				t.Fatal("copy differs")
+			}
+		})
+	}
+}
+
+// TestTextIsReadExactly pins what the text check lets through: any valid
+// UTF-8, escaped surrogate pairs, and a backslash before a "u" that is text
+// rather than an escape; each is read back as written.
+func TestTextIsReadExactly(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, json, want string }{
+		{"non-ascii", `héllo ✓ 日本 🙂`, "héllo ✓ 日本 🙂"},
+		{"escaped pair", `\ud83d\ude00 and \u00e9`, "😀 and é"},
+		{"escaped backslash then u", `C:\\ud800\\new`, `C:\ud800\new`},
+		{"escaped quote then escape", `say \"\u0041\"`, `say "A"`},
+		{"control escapes", `a\tb\u001b[0m`, "a\tb\x1b[0m"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			content := `{"version":1,"jobs":[{"id":"a","name":"` + tc.json + `","schedule":"@daily","enabled":true}]}`
+			if err := os.WriteFile(filepath.Join(home, JobsFile), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j, err := open(t, home).Get(context.Background(), "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Name != tc.want {
+				t.Fatalf("name %q, want %q", j.Name, tc.want)
+			}
+			if copies, _ := filepath.Glob(filepath.Join(home, JobsFile+".corrupt-*")); len(copies) != 0 {
+				t.Fatalf("valid text kept aside as corrupt: %v", copies)
+			}
+		})
+	}
+}
+
+// TestCheckTextNamesTheField pins that a job whose text is not UTF-8 is
+// refused with the path of the offending field, wherever the string is.
+func TestCheckTextNamesTheField(t *testing.T) {
+	t.Parallel()
+	bad := "caf\xe9" // Latin-1, not UTF-8
+	tests := []struct {
+		name string
+		job  Job
+		want string
+	}{
+		{"valid", Job{ID: "a", Name: "café ✓", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: "echo é"}}}, ""},
+		{"name", Job{ID: "a", Name: bad}, "job.name"},
+		{"command", Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: "echo " + bad}}}, "job.payload.shell.command"},
+		{"argument", Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"echo", bad}}}}, "job.payload.shell.argv[1]"},
+		{"env value", Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"env"}, Env: map[string]string{"X": bad}}}}, `job.payload.shell.env["X"]`},
+		{"env key", Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"env"}, Env: map[string]string{bad: "x"}}}}, "job.payload.shell.env (a key)"},
+		{"http header", Job{ID: "a", Payload: runner.Payload{Kind: "http", HTTP: &runner.HTTP{URL: "https://example.org", Headers: map[string]string{"X-A": bad}}}}, `job.payload.http.headers["X-A"]`},
+		{"paused reason", Job{ID: "a", PausedReason: bad}, "job.paused_reason"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.job.CheckText()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("valid job refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want+" is not valid UTF-8")):
+				t.Fatalf("err %v, want one naming %s", err, tc.want)
 			}
 		})
 	}

@@ -223,7 +223,8 @@ func fmtTime(t time.Time) string {
 
 func printAgentStatus(out io.Writer, st agentStatus) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	// Every argument is text from the home, NAS or the key set: escaped.
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", termSafeArgs(args)...) }
 	p("provider:\t%s (%s)", st.Provider, st.Why)
 	p("home:\t%s", st.Home)
 	switch a := st.Agent; {
@@ -277,7 +278,7 @@ func printAgentStatus(out io.Writer, st agentStatus) error {
 		t := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(t, "\nJOB\tDESIRED\tARMED\tSTATE")
 		row := func(job string, desired, armed, state string) {
-			fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", job, desired, armed, state)
+			fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", termSafeArgs([]any{job, desired, armed, state})...)
 		}
 		pl := st.NAS.Plan
 		for _, a := range pl.Unchanged {
@@ -310,7 +311,7 @@ func printAgentStatus(out io.Writer, st agentStatus) error {
 			outcome = "FAILED: " + r.Error
 		}
 		fmt.Fprintf(out, "\nlast reconcile: %s by %s in %dms: %s (provisioned %d, cancelled %d)\n",
-			fmtTime(r.At), r.By, r.DurationMS, outcome, len(r.Provisioned), len(r.Cancelled))
+			termSafeArgs([]any{fmtTime(r.At), r.By, r.DurationMS, outcome, len(r.Provisioned), len(r.Cancelled)})...)
 		c := st.Counts
 		fmt.Fprintf(out, "counts: %d reconciles, %d failed, %d provisioned, %d cancelled, %d missed recorded\n",
 			c.Reconciles, c.Failures, c.Provisioned, c.Cancelled, c.MissedRecorded)
@@ -326,7 +327,7 @@ func printAgentStatus(out io.Writer, st agentStatus) error {
 			if e.JobID != "" {
 				job = " " + e.JobID
 			}
-			fmt.Fprintf(out, "  %s %s%s: %s\n", fmtTime(e.At), e.Op, job, e.Error)
+			fmt.Fprintf(out, "  %s %s%s: %s\n", termSafeArgs([]any{fmtTime(e.At), e.Op, job, e.Error})...)
 		}
 	}
 
@@ -342,10 +343,8 @@ func printAgentStatus(out io.Writer, st agentStatus) error {
 		if reason == "" {
 			reason = r.Error
 		}
-		if len(reason) > 60 {
-			reason = reason[:57] + "..."
-		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", fmtTime(r.LastAt), r.JobID, fmtTime(r.Slot), r.State, r.Trigger, r.RunID, strings.ReplaceAll(reason, "\n", " "))
+		reason = cutText(strings.ReplaceAll(reason, "\n", " "), 60)
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{fmtTime(r.LastAt), r.JobID, fmtTime(r.Slot), r.State, r.Trigger, r.RunID, reason})...)
 	}
 	return t.Flush()
 }

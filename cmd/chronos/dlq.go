@@ -185,7 +185,8 @@ func newDLQListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SCHEDULE_ID\tAGENT\tJOB\tFIRE_AT\tATTEMPTS\tFAILED_AT\tREASON")
 			for _, d := range all {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ScheduleID, d.AgentID, d.JobID, d.FireAt, d.Attempts, d.FailedAt, d.Reason)
+				// The reason quotes the agent's answer: escaped like all remote text.
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", termSafeArgs([]any{d.ScheduleID, d.AgentID, d.JobID, d.FireAt.String(), d.Attempts, d.FailedAt.String(), d.Reason})...)
 			}
 			return tw.Flush()
 		},

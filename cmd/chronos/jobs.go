@@ -185,8 +185,8 @@ directly) or an HTTP request (--http-url and the other --http-* flags).`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(out, "added job %s\n", j.ID)
-				fmt.Fprintf(out, "schedule: %s\n", sched.Describe())
+				fmt.Fprintf(out, "added job %s\n", termSafe(j.ID))
+				fmt.Fprintf(out, "schedule: %s\n", termSafe(sched.Describe()))
 				if j.NextRunAt == nil {
 					fmt.Fprintln(out, "paused: no fires until resumed")
 				} else {
@@ -374,7 +374,7 @@ func newJobsPauseCmd(home *string) *cobra.Command {
 			if _, err := rt.Pause(cmd.Context(), args[0], reason); err != nil {
 				return jobError(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "paused job %s\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "paused job %s\n", termSafe(args[0]))
 			return changed(cmd.Context(), h)
 		},
 	}
@@ -401,7 +401,7 @@ func newJobsResumeCmd(home *string) *cobra.Command {
 			if j.NextRunAt != nil {
 				next = jobTime(&j, j.NextRunAt)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "resumed job %s; next fire %s\n", j.ID, next)
+			fmt.Fprintf(cmd.OutOrStdout(), "resumed job %s; next fire %s\n", termSafe(j.ID), next)
 			return changed(cmd.Context(), h)
 		},
 	}
@@ -421,7 +421,7 @@ func newJobsRmCmd(home *string) *cobra.Command {
 			if err := rt.Remove(cmd.Context(), args[0]); err != nil {
 				return jobError(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed job %s\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "removed job %s\n", termSafe(args[0]))
 			return changed(cmd.Context(), h)
 		},
 	}
@@ -472,9 +472,9 @@ Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printe
 				if run.Reason != "" {
 					line += ": " + run.Reason
 				}
-				fmt.Fprintln(out, line)
+				fmt.Fprintln(out, termSafe(line))
 				if run.Output != "" {
-					fmt.Fprintf(out, "output: %s\n", filepath.Join(rt.Store().Home(), run.Output))
+					fmt.Fprintf(out, "output: %s\n", termSafe(filepath.Join(rt.Store().Home(), run.Output)))
 				}
 			}
 			if run.State != "succeeded" {

@@ -87,15 +87,15 @@ func writeJobTable(w io.Writer, jobs []agent.Job) error {
 		if state == "paused" && j.PausedReason != "" {
 			state += " (" + j.PausedReason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, jobsDash(j.Name), j.Schedule, state,
-			jobTime(j, j.NextRunAt), jobTime(j, j.LastRunAt), jobsDash(j.LastStatus))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{j.ID, jobsDash(j.Name), j.Schedule, state,
+			jobTime(j, j.NextRunAt), jobTime(j, j.LastRunAt), jobsDash(j.LastStatus)})...)
 	}
 	return tw.Flush()
 }
 
 func writeJobDetail(w io.Writer, rt *agent.Runtime, j *agent.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, termSafe(v)) }
 	row("id", j.ID)
 	row("name", jobsDash(j.Name))
 	row("schedule", j.Schedule+" ("+j.Kind+")")

@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "chronos: %v\n", err)
+	fmt.Fprintf(stderr, "chronos: %s\n", termSafeLines(err.Error()))
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsage(err) {
 		return exitUsage

@@ -66,8 +66,8 @@ func newRunsListCmd(home *string) *cobra.Command {
 			fmt.Fprintln(tw, "RUN\tJOB\tSLOT\tTRIGGER\tSTATE\tATTEMPT\tLATE\tREASON")
 			for _, r := range runs {
 				late := (time.Duration(r.LatenessMS) * time.Millisecond).String()
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.RunID, r.JobID, r.Slot.Format(time.RFC3339),
-					jobsDash(r.Trigger), r.State, r.Attempt, late, jobsDash(runsOneLine(r.Reason)))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", termSafeArgs([]any{r.RunID, r.JobID, r.Slot.Format(time.RFC3339),
+					jobsDash(r.Trigger), r.State, r.Attempt, late, jobsDash(runsOneLine(r.Reason))})...)
 			}
 			return tw.Flush()
 		},
@@ -95,10 +95,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("runs list: --since %q is not an RFC 3339 time, a date or a duration like 24h", s)
 }
 
+// runsOneLine folds a reason onto one line of at most 120 bytes.
 func runsOneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 120 {
-		s = s[:117] + "..."
-	}
-	return s
+	return cutText(strings.ReplaceAll(s, "\n", " "), 120)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -245,32 +246,54 @@ func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error
 	}
 }
 
-// retryable reports whether err is a lost connection or a transient server
-// state, as opposed to an error a retry would only repeat.
+// retryable reports whether err is a lost or refused connection, a timeout
+// or a transient server state (loading, a failover, a busy script), which a
+// retry may fix, as opposed to an error a retry would only repeat (a script
+// error, a refused login, a bad TLS setup, the caller giving up).
 func retryable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	if errors.Is(err, goredis.ErrClosed) {
-		return false
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false // the caller's context ended: it no longer waits
+	case errors.Is(err, goredis.ErrClosed):
+		return false // the engine is closing
+	case errors.Is(err, goredis.ErrPoolTimeout), errors.Is(err, goredis.ErrPoolExhausted):
+		return true // every connection busy: one frees up soon
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		return true // the connection dropped or the server is (re)starting
 	}
 	var rerr goredis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
-		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "MOVED", "ASK"} {
+		for _, p := range transientReplies {
 			if strings.HasPrefix(msg, p) {
 				return true
 			}
 		}
 		return false
 	}
+	// Dial failures, DNS failures and read or write timeouts.
 	var nerr net.Error
-	if errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.As(err, &nerr) {
 		return true
 	}
-	// Connection refused, reset and the pool's own errors land here.
-	return true
+	// The client's own words for a connection it could not get.
+	msg := err.Error()
+	for _, p := range transientClientErrors {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
 }
+
+// transientClientErrors are go-redis's plain errors for a connection it
+// could not get for now.
+var transientClientErrors = []string{"redis: connection not available", "sentinels specified in configuration are unreachable"}
+
+// transientReplies are the prefixes of server errors that describe a passing
+// state: data loading, a replica or a cluster mid-failover, a busy script.
+var transientReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY ", "MOVED", "ASK"}
 
 // Wake returns a channel that receives when an arm made an entry the
 // earliest of its shard (or a replay or reap made entries due). The

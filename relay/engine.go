@@ -122,6 +122,8 @@ type Armed interface {
 type Queue interface {
 	// Claim leases up to max one-shots whose due time has come (never
 	// before), each for leaseFor, incrementing the attempt/fencing token.
+	// A claim that fails part way returns the leases it took with the
+	// error: they are the caller's to deliver like any other.
 	Claim(ctx context.Context, max int, leaseFor time.Duration) ([]Lease, error)
 	// NextDue returns how long until the earliest armed entry is due by the
 	// engine's clock (0 if already due), or ok=false when nothing is armed.

@@ -23,7 +23,8 @@ const reapBatch = 256
 // Claim implements relay.Queue. One pipelined read finds the due heads of
 // every shard; then the shards with due one-shots are claimed round-robin,
 // starting at a different shard on every call, until there are max leases.
-// Leases of one shard come in due order.
+// Leases of one shard come in due order. When a step fails part way, the
+// leases already taken are returned with the error.
 func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
 	if max <= 0 {
 		return nil, nil
@@ -59,10 +60,10 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 			want := max - len(out)
 			got, peeked, err := e.claimShard(ctx, s, want, leaseMs, cands)
 			cands = nil // later tries read the shard again
-			if err != nil {
-				return out, err
-			}
 			out = append(out, got...)
+			if err != nil {
+				return out, err // with the leases taken so far: they are the caller's
+			}
 			// Stop on this shard when it has nothing due, or when the claim
 			// got what it looked at (what is left is not due yet).
 			if peeked == 0 || len(got) > 0 && peeked < want*peekFactor {
@@ -116,15 +117,19 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, can
 	if err != nil {
 		return nil, 0, fmt.Errorf("redis: claim: %w", err)
 	}
+	// Every row in the reply is leased now: hand over each one that decodes,
+	// even when another does not (that one lapses and the reaper returns it).
 	out := make([]relay.Lease, 0, len(rows))
+	var bad error
 	for _, r := range rows {
 		l, err := decodeLease(r)
 		if err != nil {
-			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+			bad = fmt.Errorf("redis: claim: %w", err)
+			continue
 		}
 		out = append(out, l)
 	}
-	return out, len(cands), nil
+	return out, len(cands), bad
 }
 
 // decodeLease reads {agent, job, until ms, row...}.

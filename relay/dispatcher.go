@@ -325,12 +325,15 @@ func (r *run) loop(ctx context.Context) {
 			r.lastClaim = time.Now()
 			leases, err := r.q.Claim(octx, room, r.cfg.LeaseFor)
 			cancel()
+			// A claim that failed part way still hands over the leases it
+			// took: dropping them would leave those fires leased, undelivered,
+			// for a whole lease and cost each an attempt.
+			r.dispatch(leases)
 			if err != nil {
 				failed("claim", err)
 				continue
 			}
 			errDelay = 0
-			r.dispatch(leases)
 			if len(leases) == room {
 				continue // more may be due
 			}

@@ -38,6 +38,17 @@
 // sub-millisecond fraction is rounded up, so it is never claimable early.
 // The exact fire_at is kept (milliseconds plus the nanosecond remainder).
 //
+// # Wake-ups
+//
+// A transition that makes an entry due earlier than dispatchers may be
+// waiting for (an arm or a nack that makes it the earliest of its shard, a
+// replay, a reap) publishes on the Pub/Sub channel chronos:<prefix>:wake in
+// the same script; every engine of the prefix, in every process, subscribes
+// and wakes its dispatchers, which then ask for the next due time. A dropped
+// subscription reconnects by itself and wakes them once it is back, so an
+// announcement lost meanwhile costs nothing; the dispatchers' periodic
+// recheck is the last net.
+//
 // # Failures
 //
 // Every call retries a lost connection with backoff for Options.RetryFor.

@@ -295,9 +295,13 @@ var transientClientErrors = []string{"redis: connection not available", "sentine
 // state: data loading, a replica or a cluster mid-failover, a busy script.
 var transientReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY ", "MOVED", "ASK"}
 
-// Wake returns a channel that receives when an arm made an entry the
-// earliest of its shard (or a replay or reap made entries due). The
-// subscription starts on the first call and reconnects by itself.
+// Wake returns a channel that receives when an entry may have become due
+// earlier than a dispatcher waits for: an arm or a nack made an entry the
+// earliest of its shard, or a replay or reap made entries due now, in this
+// process or any other sharing the store (Redis Pub/Sub on a channel of the
+// prefix). The subscription starts on the first call and reconnects by
+// itself; each (re)subscription also signals, since announcements made while
+// it was down are lost, and the dispatcher then asks NextDue again.
 func (e *Engine) Wake() <-chan struct{} {
 	e.wakeOnce.Do(func() {
 		e.closeMu.Lock()
@@ -308,20 +312,27 @@ func (e *Engine) Wake() <-chan struct{} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		ps := e.c.Subscribe(ctx, e.k.wake())
-		// Wait for the confirmation so that an arm right after the first
-		// Wake is not missed; on failure go-redis keeps trying in Channel.
+		// Wait for the confirmation so that an announcement right after the
+		// first Wake is not missed; on failure go-redis keeps trying in the
+		// channel below, which signals once it is subscribed.
 		if _, err := ps.Receive(ctx); err != nil {
 			e.log.Warn("redis wake subscription not confirmed", "err", err)
 		}
 		e.ps = ps
-		ch := ps.Channel()
+		ch := ps.ChannelWithSubscriptions()
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			for range ch {
+			for msg := range ch {
+				if sub, ok := msg.(*goredis.Subscription); ok && sub.Kind != "subscribe" {
+					continue
+				}
 				e.notify()
 			}
 		}()
+		// Whatever was announced before the subscription took effect: the
+		// caller looks again.
+		e.notify()
 	})
 	return e.wake
 }

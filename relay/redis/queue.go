@@ -335,12 +335,21 @@ func (e *Engine) ackMany(ctx context.Context, s int, batch []*ackReq) {
 	}
 }
 
-// Nack implements relay.Queue.
+// Nack implements relay.Queue. A one-shot that becomes the earliest of its
+// shard is announced on the wake channel, so that every dispatcher, in any
+// process, waiting for a later time learns of it: a retry comes at its step
+// of the ladder, not at a dispatcher's next recheck.
 func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, reason string) error {
 	s := e.k.shardOf(l.AgentID)
 	v, err := e.run(ctx, scriptNack, []string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s)},
-		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason)
-	return fencedResult("nack", l, v, err)
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason, e.k.wake())
+	if err := fencedResult("nack", l, v, err); err != nil {
+		return err
+	}
+	if n, _ := integer(v); n == 2 {
+		e.notify() // this process's dispatchers need not wait for the echo
+	}
+	return nil
 }
 
 // Kill implements relay.Queue.
@@ -369,7 +378,7 @@ func fencedResult(op string, l relay.Lease, v any, err error) error {
 }
 
 // Reap implements relay.Queue: expired leases (by Redis's clock) go back to
-// armed, due now.
+// armed, due now, announced on the wake channel.
 func (e *Engine) Reap(ctx context.Context) (int, error) {
 	total := 0
 	for s := range e.k.shards {
@@ -387,7 +396,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 				break
 			}
 			keys := []string{e.k.lease(s), e.k.due(s)}
-			args := []any{now}
+			args := []any{now, e.k.wake()}
 			for _, c := range cands {
 				m, err := str(c)
 				if err != nil {

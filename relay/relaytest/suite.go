@@ -18,6 +18,10 @@ type Factory struct {
 	// NewWithClock, when set, returns a new, empty engine that reads time
 	// from clock alone; the fake-clock section runs only then.
 	NewWithClock func(t *testing.T, clock *Clock) relay.Engine
+	// Peer, when set, returns another engine on the same store as e, as a
+	// second process would open it (its own connections and wake-ups); the
+	// tests of what one process learns from another run only then.
+	Peer func(t *testing.T, e relay.Engine) relay.Engine
 }
 
 // RunEngineSuite runs the conformance suite against the engines of f. Every
@@ -76,6 +80,9 @@ var realTests = []struct {
 	{"Reap", testReap},
 	{"NextDue", testNextDue},
 	{"WakeOnArm", testWakeOnArm},
+	{"WakeOnNack", testWakeOnNack},
+	{"WakeOnReplay", testWakeOnReplay},
+	{"WakeOnReap", testWakeOnReap},
 	{"InstanceStopped", testInstanceStopped},
 	{"FirstDelivery", testFirstDelivery},
 	{"CancelAgent", testCancelAgent},
@@ -691,21 +698,66 @@ func testNextDue(t *testing.T, e relay.Engine) {
 	}
 }
 
-func testWakeOnArm(t *testing.T, e relay.Engine) {
-	w := e.Wake()
-	for drained := false; !drained; {
+// drainWake empties the wake channel of what earlier steps signalled.
+func drainWake(w <-chan struct{}) {
+	for {
 		select {
 		case <-w:
 		default:
-			drained = true
+			return
 		}
 	}
-	arm(t, e, "a1", "job", now().Add(time.Hour))
+}
+
+// woken fails the test unless w receives within a few seconds.
+func woken(t *testing.T, w <-chan struct{}, after string) {
+	t.Helper()
 	select {
 	case <-w:
 	case <-time.After(5 * time.Second):
-		t.Fatal("no wake after an arm")
+		t.Fatalf("no wake after %s", after)
 	}
+}
+
+func testWakeOnArm(t *testing.T, e relay.Engine) {
+	w := e.Wake()
+	drainWake(w)
+	arm(t, e, "a1", "job", now().Add(time.Hour))
+	woken(t, w, "an arm")
+}
+
+func testWakeOnNack(t *testing.T, e relay.Engine) {
+	w := e.Wake()
+	arm(t, e, "a1", "job", now().Add(-time.Second))
+	l := claimOne(t, e, time.Minute)
+	drainWake(w)
+	// Due again in a second: earlier than anything a dispatcher waits for.
+	noErr(t, e.Nack(ctxT(t), l, time.Second, "agent answered 500"), "nack")
+	woken(t, w, "a nack")
+}
+
+func testWakeOnReplay(t *testing.T, e relay.Engine) {
+	w := e.Wake()
+	res := arm(t, e, "a1", "job", now().Add(-time.Second))
+	noErr(t, e.Kill(ctxT(t), claimOne(t, e, time.Minute), "gave up"), "kill")
+	drainWake(w)
+	n, err := e.Replay(ctxT(t), []string{res.OneShot.ScheduleID})
+	noErr(t, err, "replay")
+	equal(t, n, 1, "replayed")
+	woken(t, w, "a replay")
+}
+
+func testWakeOnReap(t *testing.T, e relay.Engine) {
+	w := e.Wake()
+	arm(t, e, "a1", "job", now().Add(-time.Second))
+	claimOne(t, e, 50*time.Millisecond)
+	drainWake(w)
+	eventually(t, 5*time.Second, "reap", func() bool {
+		n, err := e.Reap(ctxT(t))
+		noErr(t, err, "reap")
+		return n == 1
+	})
+	woken(t, w, "a reap")
 }
 
 func testInstanceStopped(t *testing.T, e relay.Engine) {

@@ -222,14 +222,24 @@ func (e *Engine) runShards(ctx context.Context, sc *goredis.Script, keys func(s 
 
 // retry calls f until it succeeds, fails with an error that a retry cannot
 // fix, ctx ends, or Options.RetryFor has passed; it backs off with jitter
-// between tries.
+// between tries. A relay.WithCallTimeout on ctx bounds the whole. An error
+// that says Redis could not be reached or did not answer in time wraps
+// relay.ErrUnavailable.
 func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error {
+	if d, ok := relay.CallTimeout(ctx); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	start := time.Now()
 	backoff := 10 * time.Millisecond
 	for try := 1; ; try++ {
 		err := f(ctx)
-		if err == nil || !retryable(err) || ctx.Err() != nil || e.opts.RetryFor < 0 || time.Since(start) > e.opts.RetryFor {
-			return err
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) || ctx.Err() != nil || e.opts.RetryFor < 0 || time.Since(start) > e.opts.RetryFor {
+			return unavailable(ctx, err)
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		if try == 1 || try%10 == 0 {
@@ -239,11 +249,25 @@ func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return unavailable(ctx, err)
 		case <-t.C:
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// unavailable marks err, the last error of a call, with
+// relay.ErrUnavailable when it says Redis could not be reached or did not
+// answer in time (the call's deadline passed). A caller that gave up
+// (cancelled) is not told the store is down.
+func unavailable(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	if retryable(err) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", relay.ErrUnavailable, err)
+	}
+	return err
 }
 
 // retryable reports whether err is a lost or refused connection, a timeout

@@ -21,8 +21,15 @@ import (
 //	redis://sentinel:26379?master_name=NAME                Sentinel (the go-redis form)
 //
 // rediss+cluster and rediss+sentinel use TLS. The query may also hold
-// go-redis's connection options (dial_timeout=3s, pool_size=20, ...) and two
-// of the engine's own: prefix=NAME and shards=N, which override opts.
+// go-redis's connection options (dial_timeout=3s, pool_size=20, ...) and the
+// engine's own: prefix=NAME and shards=N, which override opts.
+//
+// Every call to Redis is bounded: connecting by dial_timeout (go-redis's
+// default 5s), each reply by read_timeout and each request by write_timeout
+// (3s), and the client honours the deadline of the caller's context (and a
+// relay.WithCallTimeout) on the connection itself, so a Redis that stops
+// answering (a paused or partitioned server) fails a call at that deadline
+// rather than after the read timeout and every retry.
 func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
 	c, err := newClient(rawURL, &opts)
 	if err != nil {
@@ -73,18 +80,21 @@ func newClient(rawURL string, opts *Options) (goredis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis: parse sentinel url: %w", err)
 		}
+		fo.ContextTimeoutEnabled = true
 		return goredis.NewFailoverClient(fo), nil
 	case kind == "" && q.Has("addr"), kind == "cluster":
 		co, err := goredis.ParseClusterURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("redis: parse cluster url: %w", err)
 		}
+		co.ContextTimeoutEnabled = true
 		return goredis.NewClusterClient(co), nil
 	case kind == "":
 		o, err := goredis.ParseURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("redis: parse url: %w", err)
 		}
+		o.ContextTimeoutEnabled = true
 		return goredis.NewClient(o), nil
 	default:
 		return nil, fmt.Errorf("redis: url scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)

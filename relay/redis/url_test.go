@@ -43,14 +43,22 @@ func TestNewClientURLForms(t *testing.T) {
 			}
 			defer c.Close()
 			kind := "node"
+			var honoursDeadlines bool
 			switch cc := c.(type) {
 			case *goredis.ClusterClient:
 				kind = "cluster"
+				honoursDeadlines = cc.Options().ContextTimeoutEnabled
 			case *goredis.Client:
 				// go-redis names the address of a Sentinel-backed client so.
 				if cc.Options().Addr == "FailoverClient" {
 					kind = "failover"
 				}
+				honoursDeadlines = cc.Options().ContextTimeoutEnabled
+			}
+			// Without it a stopped Redis holds a call for the read timeout
+			// whatever the caller's deadline.
+			if !honoursDeadlines {
+				t.Error("the client does not honour context deadlines on its connections")
 			}
 			if kind != tc.kind {
 				t.Errorf("client kind %s, want %s", kind, tc.kind)

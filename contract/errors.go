@@ -35,6 +35,7 @@ const (
 	CodeRateLimited          = "rate_limited"            // 429: too many calls; see Retry-After
 	CodeAgentUnavailable     = "agent_unavailable"       // 502/503: the agent could not take the fire now; retry
 	CodeUnavailable          = "temporarily_unavailable" // 503: the server cannot serve now; see Retry-After
+	CodeStoreUnavailable     = "store_unavailable"       // 503: NAS's store (Redis) did not answer in time; see Retry-After
 	CodeServerError          = "server_error"            // 500
 )
 
@@ -90,7 +91,7 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusUnprocessableEntity
 	case CodeRateLimited:
 		return http.StatusTooManyRequests
-	case CodeUnavailable, CodeAgentUnavailable:
+	case CodeUnavailable, CodeAgentUnavailable, CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
 	case CodeServerError:
 		return http.StatusInternalServerError

@@ -48,7 +48,15 @@ type Options struct {
 	// time by hand. Production leaves it nil so that every due time and
 	// lease expiry is judged by the one clock of Redis.
 	Now func() time.Time
-	// Logger receives retries and subscription trouble. Default slog.Default().
+	// LostReportFor is how long a store found to have lost its data is
+	// reported (see CheckEpoch). Default DefaultLostReportFor.
+	LostReportFor time.Duration
+	// EpochCheck is how often the engine checks by itself that the store
+	// still holds its data. Default DefaultEpochCheck; negative turns the
+	// background check off (CheckEpoch still checks).
+	EpochCheck time.Duration
+	// Logger receives retries, subscription trouble and a lost store.
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -69,10 +77,16 @@ type Engine struct {
 	wg       sync.WaitGroup
 	closeMu  sync.Mutex
 	isClosed bool
+
+	epochMu  sync.Mutex
+	epoch    string    // the epoch marker this engine knows; "" before the first check
+	reported time.Time // when the loss last logged was found; zero when none is reported
 }
 
 // New returns an engine on client c; the caller keeps ownership of c. It
-// checks that Redis answers and that the data's shard count matches.
+// checks that Redis answers and that the data's shard count matches, adopts
+// the store's epoch marker (writing one into an empty store) and, unless
+// Options.EpochCheck is negative, keeps checking it until Close.
 func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -92,6 +106,12 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.LostReportFor <= 0 {
+		opts.LostReportFor = DefaultLostReportFor
+	}
+	if opts.EpochCheck == 0 {
+		opts.EpochCheck = DefaultEpochCheck
+	}
 	e := &Engine{
 		c:      c,
 		k:      newKeys(opts.Prefix, opts.Shards),
@@ -103,6 +123,13 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 	}
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err
+	}
+	if _, err := e.CheckEpoch(ctx); err != nil {
+		return nil, fmt.Errorf("redis: open: %w", err)
+	}
+	if e.opts.EpochCheck > 0 {
+		e.wg.Add(1)
+		go e.watchEpoch()
 	}
 	return e, nil
 }
@@ -128,8 +155,8 @@ func (e *Engine) checkShards(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the wake subscription and, if the engine opened its client,
-// closes it.
+// Close stops the wake subscription and the epoch check and, if the engine
+// opened its client, closes it.
 func (e *Engine) Close() error {
 	e.closeMu.Lock()
 	if e.isClosed {

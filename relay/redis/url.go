@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -22,7 +23,8 @@ import (
 //
 // rediss+cluster and rediss+sentinel use TLS. The query may also hold
 // go-redis's connection options (dial_timeout=3s, pool_size=20, ...) and the
-// engine's own: prefix=NAME and shards=N, which override opts.
+// engine's own, which override opts: prefix=NAME, shards=N and
+// lost_report_for=DURATION (Options.LostReportFor).
 //
 // Every call to Redis is bounded: connecting by dial_timeout (go-redis's
 // default 5s), each reply by read_timeout and each request by write_timeout
@@ -62,8 +64,16 @@ func newClient(rawURL string, opts *Options) (goredis.UniversalClient, error) {
 		}
 		opts.Shards = n
 	}
+	if v := q.Get("lost_report_for"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("redis: url: lost_report_for=%q is not a positive duration", v)
+		}
+		opts.LostReportFor = d
+	}
 	q.Del("prefix")
 	q.Del("shards")
+	q.Del("lost_report_for")
 	u.RawQuery = q.Encode()
 
 	scheme, kind, _ := strings.Cut(u.Scheme, "+")

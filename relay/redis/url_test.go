@@ -25,6 +25,8 @@ func TestNewClientURLForms(t *testing.T) {
 		{"unknown scheme", "http://127.0.0.1:6379", "", "", 0},
 		{"unknown kind", "redis+ring://127.0.0.1:6379", "", "", 0},
 		{"bad shards", "redis://127.0.0.1:6379?shards=zero", "", "", 0},
+		{"bad lost_report_for", "redis://127.0.0.1:6379?lost_report_for=soon", "", "", 0},
+		{"lost_report_for", "redis://127.0.0.1:6379?lost_report_for=10m&prefix=p", "node", "p", 0},
 		{"unknown option", "redis://127.0.0.1:6379?colour=blue", "", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

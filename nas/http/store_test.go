@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,14 +15,15 @@ import (
 	relayredis "github.com/chronoscron/chronos/relay/redis"
 )
 
-// redisSetup is setup on a dedicated redis-server (so that pausing it
-// freezes no other test), with its engine.
-func redisSetup(t *testing.T) (*bundle, *redistest.Server, *relayredis.Engine) {
+// redisSetup is setup on a dedicated redis-server (so that pausing or
+// flushing it touches no other test), with its engine opened with opts.
+func redisSetup(t *testing.T, opts relayredis.Options) (*bundle, *redistest.Server, *relayredis.Engine) {
 	t.Helper()
 	srv := redistest.Start(t, redistest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	eng, err := relayredis.Open(ctx, srv.URL(), relayredis.Options{Prefix: "nas"})
+	opts.Prefix = "nas"
+	eng, err := relayredis.Open(ctx, srv.URL(), opts)
 	if err != nil {
 		t.Fatalf("open the store: %v", err)
 	}
@@ -36,7 +38,7 @@ func redisSetup(t *testing.T) (*bundle, *redistest.Server, *relayredis.Engine) {
 // provision answered 503 and repeated leaves exactly one armed row.
 func TestStoppedStoreAnswers503InTime(t *testing.T) {
 	t.Parallel()
-	b, srv, eng := redisSetup(t)
+	b, srv, eng := redisSetup(t, relayredis.Options{})
 	fireAt := time.Now().Add(time.Hour).Truncate(time.Second)
 	provision := request{method: http.MethodPost, path: contract.PathProvision, token: tokenA, body: b.provisionBody("job", fireAt)}
 	other := b.provision(tokenA, "other", fireAt) // a healthy call first: connections in the pool
@@ -120,5 +122,61 @@ func TestStoppedStoreAnswers503InTime(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d armed rows of job, want 1", n)
+	}
+}
+
+// TestLostStoreIsReported empties Redis under NAS (as a restart without
+// persistence does): /readyz answers 503 naming the store_epoch check and
+// chronos_relay_store_lost is 1, until the report ends; then both are
+// healthy again.
+func TestLostStoreIsReported(t *testing.T) {
+	t.Parallel()
+	const report = time.Second
+	b, srv, _ := redisSetup(t, relayredis.Options{LostReportFor: report, EpochCheck: -1})
+	b.provision(tokenA, "job", time.Now().Add(time.Hour))
+	readyz := request{method: http.MethodGet, path: contract.PathReadyz}
+	metrics := request{method: http.MethodGet, path: contract.PathMetrics}
+	ready := func() (int, contract.HealthResponse) {
+		rec := b.do(b.public, readyz)
+		return rec.Code, decodeBody[contract.HealthResponse](t, rec)
+	}
+	lostGauge := func() string {
+		rec := b.do(b.internal, metrics)
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(line, "chronos_relay_store_lost ") {
+				return strings.TrimPrefix(line, "chronos_relay_store_lost ")
+			}
+		}
+		t.Fatalf("no chronos_relay_store_lost in /metrics")
+		return ""
+	}
+	if code, h := ready(); code != http.StatusOK || h.Checks["store_epoch"] != "ok" {
+		t.Fatalf("readyz before: %d %+v", code, h)
+	}
+	if g := lostGauge(); g != "0" {
+		t.Fatalf("chronos_relay_store_lost before = %s, want 0", g)
+	}
+
+	if err := redistest.ClientOf(t, srv.URL()).FlushAll(context.Background()).Err(); err != nil {
+		t.Fatalf("flushall: %v", err)
+	}
+	code, h := ready()
+	if code != http.StatusServiceUnavailable || !strings.Contains(h.Checks["store_epoch"], "lost its data") || h.Checks["store"] != "ok" {
+		t.Fatalf("readyz after FLUSHALL: %d %+v, want 503 naming store_epoch", code, h)
+	}
+	if g := lostGauge(); g != "1" {
+		t.Fatalf("chronos_relay_store_lost after FLUSHALL = %s, want 1", g)
+	}
+	// The report ends by itself; the store serves all along.
+	b.provision(tokenA, "job", time.Now().Add(time.Hour))
+	deadline := time.Now().Add(5 * time.Second)
+	for code, _ := ready(); code != http.StatusOK; code, _ = ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("readyz still failing after the report should have ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if g := lostGauge(); g != "0" {
+		t.Fatalf("chronos_relay_store_lost after the report = %s, want 0", g)
 	}
 }

@@ -66,7 +66,11 @@
 //
 // # Failures
 //
-// Every call retries a lost connection with backoff for Options.RetryFor.
+// Every call retries a lost connection with backoff for Options.RetryFor,
+// within its caller's deadline and relay.WithCallTimeout: the client honours
+// context deadlines on the connection itself, so a Redis that stops
+// answering fails a call at its deadline, with an error that wraps
+// relay.ErrUnavailable.
 // Acks of one shard are group-committed: those that arrive while one is in
 // flight go out together in the next script call.
 // Scripts are atomic, so a retry never half-applies a transition; a retried

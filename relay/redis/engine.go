@@ -42,7 +42,9 @@ type Options struct {
 	// data: an engine refuses to open data written with another count.
 	Shards int
 	// RetryFor is how long a call keeps retrying a lost connection (with
-	// backoff) before it fails. Default DefaultRetryFor; negative disables.
+	// backoff) before it fails, unless its context's deadline or a
+	// relay.WithCallTimeout ends it sooner. Default DefaultRetryFor;
+	// negative disables.
 	RetryFor time.Duration
 	// Now, when set, replaces Redis's clock; it exists for tests that step
 	// time by hand. Production leaves it nil so that every due time and

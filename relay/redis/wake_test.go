@@ -72,7 +72,7 @@ func TestWakeSurvivesADroppedSubscription(t *testing.T) {
 	}
 	// Behind the engine's back: the fire is now due in 300ms, unannounced.
 	c := redistest.ClientOf(t, srv.URL())
-	due := time.Now().Add(300 * time.Millisecond)
+	due := time.UnixMilli(time.Now().Add(300 * time.Millisecond).UnixMilli()) // scores are whole ms
 	if err := c.ZAddXX(ctx, "{chronos:wake:0}:due", goredis.Z{Score: float64(due.UnixMilli()), Member: strconv.Itoa(len("a1")) + ":a1job"}).Err(); err != nil {
 		t.Fatalf("move the due entry: %v", err)
 	}

@@ -646,7 +646,7 @@ func testPeerNackWakesDispatcher(t *testing.T, e, peer relay.Engine) {
 	armAt(t, peer, "a1", "job", time.Now().Add(-time.Second))
 	l := claimOne(t, peer, time.Minute)
 	b := waitingDispatcher(t, e, always(Delivered))
-	const delay = 300 * time.Millisecond
+	const delay = 500 * time.Millisecond
 	nacked := time.Now()
 	noErr(t, peer.Nack(ctx, l, delay, "agent answered 500"), "nack")
 	c := b.route.Wait(t, 1, 5*time.Second)[0]

@@ -341,6 +341,9 @@ func (r *run) loop(ctx context.Context) {
 		wait := r.cfg.Recheck
 		var wake, freed <-chan struct{}
 		if room > 0 {
+			// The wake-up first: an entry made due earlier after NextDue
+			// answered then closes it.
+			wake = r.q.Wake()
 			octx, cancel := r.op()
 			next, ok, err := r.q.NextDue(octx)
 			cancel()
@@ -351,7 +354,6 @@ func (r *run) loop(ctx context.Context) {
 			if ok {
 				wait = min(wait, next)
 			}
-			wake = r.q.Wake()
 		} else {
 			freed = r.freed // full: wait for a slot, not for new fires
 			if deferred > 0 {

@@ -75,7 +75,7 @@ type Engine struct {
 
 	wakeOnce sync.Once
 	ps       *goredis.PubSub
-	wake     chan struct{}
+	wake     relay.Broadcast
 	wg       sync.WaitGroup
 	closeMu  sync.Mutex
 	isClosed bool
@@ -120,7 +120,6 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 		opts:   opts,
 		log:    opts.Logger,
 		closed: make(chan struct{}),
-		wake:   make(chan struct{}, 1),
 		ackers: make([]acker, opts.Shards),
 	}
 	if err := e.checkShards(ctx); err != nil {
@@ -348,13 +347,14 @@ var transientClientErrors = []string{"redis: connection not available", "sentine
 // state: data loading, a replica or a cluster mid-failover, a busy script.
 var transientReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY ", "MOVED", "ASK"}
 
-// Wake returns a channel that receives when an entry may have become due
-// earlier than a dispatcher waits for: an arm or a nack made an entry the
-// earliest of its shard, or a replay or reap made entries due now, in this
-// process or any other sharing the store (Redis Pub/Sub on a channel of the
-// prefix). The subscription starts on the first call and reconnects by
-// itself; each (re)subscription also signals, since announcements made while
-// it was down are lost, and the dispatcher then asks NextDue again.
+// Wake implements relay.Queue. The channel is closed when an entry may have
+// become due earlier than dispatchers wait for: an arm or a nack made an
+// entry the earliest of its shard, or a replay or reap made entries due now,
+// in this process or any other sharing the store (Redis Pub/Sub on a channel
+// of the prefix). The subscription starts on the first call, which returns
+// once it is confirmed, and reconnects by itself; each resubscription also
+// wakes the dispatchers, since announcements made while it was down are
+// lost, and they then ask NextDue again.
 func (e *Engine) Wake() <-chan struct{} {
 	e.wakeOnce.Do(func() {
 		e.closeMu.Lock()
@@ -367,7 +367,7 @@ func (e *Engine) Wake() <-chan struct{} {
 		ps := e.c.Subscribe(ctx, e.k.wake())
 		// Wait for the confirmation so that an announcement right after the
 		// first Wake is not missed; on failure go-redis keeps trying in the
-		// channel below, which signals once it is subscribed.
+		// channel below, which wakes the dispatchers once it is subscribed.
 		if _, err := ps.Receive(ctx); err != nil {
 			e.log.Warn("redis wake subscription not confirmed", "err", err)
 		}
@@ -383,17 +383,9 @@ func (e *Engine) Wake() <-chan struct{} {
 				e.notify()
 			}
 		}()
-		// Whatever was announced before the subscription took effect: the
-		// caller looks again.
-		e.notify()
 	})
-	return e.wake
+	return e.wake.C()
 }
 
-// notify wakes a waiting dispatcher without blocking.
-func (e *Engine) notify() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
+// notify wakes every waiting dispatcher of this process.
+func (e *Engine) notify() { e.wake.Notify() }

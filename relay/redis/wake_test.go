@@ -17,20 +17,20 @@ import (
 // quietLog discards logs.
 var quietLog = slog.New(slog.DiscardHandler)
 
-// waitSignal is a queue that signals each time its dispatcher is about to
-// wait for a wake-up.
+// waitSignal is a queue that signals each time its dispatcher has asked
+// for the next due time and is about to wait for a wake-up.
 type waitSignal struct {
 	relay.Queue
 	waiting chan struct{}
 }
 
-func (w *waitSignal) Wake() <-chan struct{} {
-	ch := w.Queue.Wake()
+func (w *waitSignal) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	d, ok, err := w.Queue.NextDue(ctx)
 	select {
 	case w.waiting <- struct{}{}:
 	default:
 	}
-	return ch
+	return d, ok, err
 }
 
 // TestWakeSurvivesADroppedSubscription drops the engine's Pub/Sub

@@ -608,20 +608,21 @@ func testDispatchSurvivesPanickingDeliverer(t *testing.T, e relay.Engine) {
 	equal(t, calls.Load(), 2, "deliveries")
 }
 
-// watched is an engine that tells when a dispatcher has subscribed to its
-// wake-ups and is about to wait.
+// watched is an engine that tells when a dispatcher has asked for the next
+// due time: it then holds its wake-up channel and is about to wait, so what
+// happens next reaches it only through Wake.
 type watched struct {
 	relay.Engine
 	waiting chan struct{}
 }
 
-func (w *watched) Wake() <-chan struct{} {
-	ch := w.Engine.Wake()
+func (w *watched) NextDue(ctx context.Context) (time.Duration, bool, error) {
+	d, ok, err := w.Engine.NextDue(ctx)
 	select {
 	case w.waiting <- struct{}{}:
 	default:
 	}
-	return ch
+	return d, ok, err
 }
 
 // waitingDispatcher starts one dispatcher on e that rechecks only hourly,

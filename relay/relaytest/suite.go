@@ -698,18 +698,7 @@ func testNextDue(t *testing.T, e relay.Engine) {
 	}
 }
 
-// drainWake empties the wake channel of what earlier steps signalled.
-func drainWake(w <-chan struct{}) {
-	for {
-		select {
-		case <-w:
-		default:
-			return
-		}
-	}
-}
-
-// woken fails the test unless w receives within a few seconds.
+// woken fails the test unless w is closed within a few seconds.
 func woken(t *testing.T, w <-chan struct{}, after string) {
 	t.Helper()
 	select {
@@ -719,28 +708,33 @@ func woken(t *testing.T, w <-chan struct{}, after string) {
 	}
 }
 
+// Each wake test takes the channel right before the step that must close
+// it, as a dispatcher does before it asks NextDue.
+
 func testWakeOnArm(t *testing.T, e relay.Engine) {
 	w := e.Wake()
-	drainWake(w)
 	arm(t, e, "a1", "job", now().Add(time.Hour))
 	woken(t, w, "an arm")
+	// Every holder wakes, not one of them.
+	w1, w2 := e.Wake(), e.Wake()
+	arm(t, e, "a1", "job2", now().Add(time.Minute))
+	woken(t, w1, "an arm (first holder)")
+	woken(t, w2, "an arm (second holder)")
 }
 
 func testWakeOnNack(t *testing.T, e relay.Engine) {
-	w := e.Wake()
 	arm(t, e, "a1", "job", now().Add(-time.Second))
 	l := claimOne(t, e, time.Minute)
-	drainWake(w)
+	w := e.Wake()
 	// Due again in a second: earlier than anything a dispatcher waits for.
 	noErr(t, e.Nack(ctxT(t), l, time.Second, "agent answered 500"), "nack")
 	woken(t, w, "a nack")
 }
 
 func testWakeOnReplay(t *testing.T, e relay.Engine) {
-	w := e.Wake()
 	res := arm(t, e, "a1", "job", now().Add(-time.Second))
 	noErr(t, e.Kill(ctxT(t), claimOne(t, e, time.Minute), "gave up"), "kill")
-	drainWake(w)
+	w := e.Wake()
 	n, err := e.Replay(ctxT(t), []string{res.OneShot.ScheduleID})
 	noErr(t, err, "replay")
 	equal(t, n, 1, "replayed")
@@ -748,10 +742,9 @@ func testWakeOnReplay(t *testing.T, e relay.Engine) {
 }
 
 func testWakeOnReap(t *testing.T, e relay.Engine) {
-	w := e.Wake()
 	arm(t, e, "a1", "job", now().Add(-time.Second))
 	claimOne(t, e, 50*time.Millisecond)
-	drainWake(w)
+	w := e.Wake()
 	eventually(t, 5*time.Second, "reap", func() bool {
 		n, err := e.Reap(ctxT(t))
 		noErr(t, err, "reap")

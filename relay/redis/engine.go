@@ -80,9 +80,9 @@ type Engine struct {
 	closeMu  sync.Mutex
 	isClosed bool
 
-	epochMu  sync.Mutex
-	epoch    string    // the epoch marker this engine knows; "" before the first check
-	reported time.Time // when the loss last logged was found; zero when none is reported
+	epochSem chan struct{} // held by the check under way
+	epoch    string        // the epoch marker this engine knows; "" before the first check
+	reported time.Time     // when the loss last logged was found; zero when none is reported
 }
 
 // New returns an engine on client c; the caller keeps ownership of c. It
@@ -115,12 +115,13 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 		opts.EpochCheck = DefaultEpochCheck
 	}
 	e := &Engine{
-		c:      c,
-		k:      newKeys(opts.Prefix, opts.Shards),
-		opts:   opts,
-		log:    opts.Logger,
-		closed: make(chan struct{}),
-		ackers: make([]acker, opts.Shards),
+		c:        c,
+		k:        newKeys(opts.Prefix, opts.Shards),
+		opts:     opts,
+		log:      opts.Logger,
+		closed:   make(chan struct{}),
+		ackers:   make([]acker, opts.Shards),
+		epochSem: make(chan struct{}, 1),
 	}
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err

@@ -37,8 +37,14 @@ const (
 // prefix for Options.LostReportFor. The first check that sees a report logs
 // it as an error, and the first after it ends says so.
 func (e *Engine) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
-	e.epochMu.Lock()
-	defer e.epochMu.Unlock()
+	// One check at a time adopts the marker; a caller waits for another's
+	// check no longer than its context allows.
+	select {
+	case e.epochSem <- struct{}{}:
+		defer func() { <-e.epochSem }()
+	case <-ctx.Done():
+		return relay.EpochStatus{}, fmt.Errorf("redis: check epoch: %w", unavailable(ctx, ctx.Err()))
+	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	fresh := "ep_" + hex.EncodeToString(b[:])

@@ -36,6 +36,7 @@ const (
 	CodeTooEarly             = "too_early"               // 425: the agent's fire endpoint: the slot is further ahead of its clock than the allowed skew; see Retry-After
 	CodeAgentUnavailable     = "agent_unavailable"       // 502/503: the agent could not take the fire now; retry
 	CodeUnavailable          = "temporarily_unavailable" // 503: the server cannot serve now; see Retry-After
+	CodeStoreUnavailable     = "store_unavailable"       // 503: NAS's store (Redis) did not answer in time; see Retry-After
 	CodeServerError          = "server_error"            // 500
 )
 
@@ -91,7 +92,7 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusUnprocessableEntity
 	case CodeRateLimited:
 		return http.StatusTooManyRequests
-	case CodeUnavailable, CodeAgentUnavailable:
+	case CodeUnavailable, CodeAgentUnavailable, CodeStoreUnavailable:
 		return http.StatusServiceUnavailable
 	case CodeServerError:
 		return http.StatusInternalServerError

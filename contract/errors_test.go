@@ -39,6 +39,7 @@ func TestErrorStatusByCode(t *testing.T) {
 		contract.CodeRateLimited:          429,
 		contract.CodeUnavailable:          503,
 		contract.CodeAgentUnavailable:     503,
+		contract.CodeStoreUnavailable:     503,
 		contract.CodeServerError:          500,
 	} {
 		if got := (&contract.Error{Code: code}).HTTPStatus(); got != want {

@@ -42,9 +42,9 @@ const (
 // lagBuckets are the histogram buckets, in seconds, of the lag metrics.
 var lagBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
-// newMetrics registers NAS's metrics on a new registry; stats feeds the
+// newMetrics registers NAS's metrics on a new registry; the engine feeds the
 // store's gauges at scrape time.
-func newMetrics(stats func(context.Context) (relay.Stats, error)) *Metrics {
+func newMetrics(engine relay.Engine) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: reg,
@@ -72,7 +72,7 @@ func newMetrics(stats func(context.Context) (relay.Stats, error)) *Metrics {
 	}
 	reg.MustRegister(m.fireLag, m.deliveries, m.retries, m.requests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&statsCollector{stats: stats})
+		&statsCollector{stats: engine.Stats}, newLostCollector(engine))
 	return m
 }
 
@@ -147,6 +147,41 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDue, prometheus.GaugeValue, float64(s.Due))
 	ch <- prometheus.MustNewConstMetric(descLeased, prometheus.GaugeValue, float64(s.Leased))
 	ch <- prometheus.MustNewConstMetric(descDead, prometheus.GaugeValue, float64(s.DeadLetter))
+}
+
+// lostCollector reports chronos_relay_store_lost on every scrape.
+type lostCollector struct {
+	epoch relay.StoreEpoch // nil for an engine that cannot lose its data under NAS
+}
+
+// newLostCollector returns the collector of engine's lost-data gauge.
+func newLostCollector(engine relay.Engine) *lostCollector {
+	ep, _ := engine.(relay.StoreEpoch)
+	return &lostCollector{epoch: ep}
+}
+
+var descLost = prometheus.NewDesc("chronos_relay_store_lost",
+	"1 while a loss of the relay store's data (its epoch marker gone: Redis restarted without persistence, flushed) is reported; armed fires may be gone until agents arm them again.", nil, nil)
+
+// Describe implements prometheus.Collector.
+func (c *lostCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descLost }
+
+// Collect implements prometheus.Collector; when the store cannot be asked,
+// the gauge is left out (chronos_relay_store_up says why).
+func (c *lostCollector) Collect(ch chan<- prometheus.Metric) {
+	lost := 0.0
+	if c.epoch != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := c.epoch.CheckEpoch(ctx)
+		if err != nil {
+			return
+		}
+		if st.Lost {
+			lost = 1
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descLost, prometheus.GaugeValue, lost)
 }
 
 // Relay returns a relay.Metrics that records what in-process dispatchers

@@ -121,7 +121,7 @@ func New(opts Options) (*Service, error) {
 	// iss is public_url exactly as configured: the agents compare it with
 	// their portal_url, which operators copy from the same place.
 	s.minter = &Minter{Keys: opts.Keys, Issuer: cfg.PublicURL, TTL: cfg.FireTokenTTL}
-	s.metrics = newMetrics(opts.Engine.Stats)
+	s.metrics = newMetrics(opts.Engine)
 	return s, nil
 }
 
@@ -140,7 +140,9 @@ func (s *Service) JWKS() []byte { return s.keys.Current().JWKS() }
 // HasOperator reports whether the operator routes are enabled.
 func (s *Service) HasOperator() bool { return len(s.operator) > 0 }
 
-// Ready reports whether NAS can serve: keys are loaded and the engine answers.
+// Ready reports whether NAS can serve: keys are loaded, the engine answers
+// and (on an engine that can lose its data under NAS, relay.StoreEpoch) no
+// loss of the store's data is being reported: check "store_epoch".
 func (s *Service) Ready(ctx context.Context) map[string]error {
 	checks := map[string]error{"keys": nil, "store": nil}
 	if set := s.keys.Current(); set == nil || set.Active == nil {
@@ -148,13 +150,34 @@ func (s *Service) Ready(ctx context.Context) map[string]error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if _, err := s.engine.Stats(ctx); err != nil {
-		checks["store"] = fmt.Errorf("store: %w", err)
+	_, storeErr := s.engine.Stats(ctx)
+	if storeErr != nil {
+		checks["store"] = fmt.Errorf("store: %w", storeErr)
+	}
+	if ep, ok := s.engine.(relay.StoreEpoch); ok {
+		checks["store_epoch"] = errors.New("not checked: the store did not answer")
+		if storeErr == nil {
+			checks["store_epoch"] = storeEpochCheck(ctx, ep)
+		}
 	}
 	if r, ok := s.verifier.(readier); ok {
 		checks["agent_keys"] = r.Ready(ctx)
 	}
 	return checks
+}
+
+// storeEpochCheck is the "store_epoch" readiness check: an error while a
+// loss of the store's data is reported, or when it cannot be checked.
+func storeEpochCheck(ctx context.Context, ep relay.StoreEpoch) error {
+	st, err := ep.CheckEpoch(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not checked: %w", err)
+	case st.Lost:
+		return fmt.Errorf("the store lost its data at %s (%s); armed fires may be gone until agents arm them again; reported until %s",
+			st.Since.UTC().Format(time.RFC3339), st.Reason, st.Until.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // ---- agent authentication ----

@@ -325,12 +325,15 @@ func (r *run) loop(ctx context.Context) {
 			r.lastClaim = time.Now()
 			leases, err := r.q.Claim(octx, room, r.cfg.LeaseFor)
 			cancel()
+			// A claim that failed part way still hands over the leases it
+			// took: dropping them would leave those fires leased, undelivered,
+			// for a whole lease and cost each an attempt.
+			r.dispatch(leases)
 			if err != nil {
 				failed("claim", err)
 				continue
 			}
 			errDelay = 0
-			r.dispatch(leases)
 			if len(leases) == room {
 				continue // more may be due
 			}
@@ -338,6 +341,9 @@ func (r *run) loop(ctx context.Context) {
 		wait := r.cfg.Recheck
 		var wake, freed <-chan struct{}
 		if room > 0 {
+			// The wake-up first: an entry made due earlier after NextDue
+			// answered then closes it.
+			wake = r.q.Wake()
 			octx, cancel := r.op()
 			next, ok, err := r.q.NextDue(octx)
 			cancel()
@@ -348,7 +354,6 @@ func (r *run) loop(ctx context.Context) {
 			if ok {
 				wait = min(wait, next)
 			}
-			wake = r.q.Wake()
 		} else {
 			freed = r.freed // full: wait for a slot, not for new fires
 			if deferred > 0 {

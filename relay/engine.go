@@ -145,12 +145,17 @@ const FailedFeedCap = 10000
 type Queue interface {
 	// Claim leases up to max one-shots whose due time has come (never
 	// before), each for leaseFor, incrementing the attempt/fencing token.
+	// A claim that fails part way returns the leases it took with the
+	// error: they are the caller's to deliver like any other.
 	Claim(ctx context.Context, max int, leaseFor time.Duration) ([]Lease, error)
 	// NextDue returns how long until the earliest armed entry is due by the
 	// engine's clock (0 if already due), or ok=false when nothing is armed.
 	NextDue(ctx context.Context) (wait time.Duration, ok bool, err error)
-	// Wake returns a channel that receives when an arm may have made an
-	// earlier entry due (best effort; dispatchers also re-check NextDue).
+	// Wake returns a channel that is closed (every holder wakes) at the next
+	// event that may have made an entry due earlier: an arm, a nack, a
+	// replay or a reap, in this process or, on a shared store, in another.
+	// Take it before NextDue, so that an event in between is not missed.
+	// It is best effort: dispatchers also re-check NextDue periodically.
 	Wake() <-chan struct{}
 	// Extend renews a lease for leaseFor from now.
 	Extend(ctx context.Context, l Lease, leaseFor time.Duration) (Lease, error)

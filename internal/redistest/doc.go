@@ -9,7 +9,8 @@
 // safely and run in parallel.
 //
 // Start launches a dedicated server with options (append-only file, fixed
-// port) that a test can stop, kill and restart, for crash and restart tests.
+// port) that a test can stop, kill, restart, pause (SIGSTOP) and resume, for
+// crash, restart and hang tests, without touching the shared server.
 //
 // When redis-server is not installed and TEST_REDIS_URL is not set, a test
 // that needs Redis fails with a one-line hint; it never skips.

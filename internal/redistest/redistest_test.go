@@ -60,6 +60,36 @@ func TestDedicatedServerKeepsAcknowledgedWritesAcrossKill(t *testing.T) {
 	}
 }
 
+func TestDedicatedServerPausesAndResumes(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t, redistest.Options{})
+	c := redistest.ClientOf(t, s.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := c.Get(short, "k").Err()
+	stop()
+	if err == nil {
+		t.Fatal("a paused server answered")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Fatalf("after resume get k = %q, %v; want v", got, err)
+	}
+	// Stop at the end of the test must not hang on a paused server.
+	if err := s.Pause(); err != nil {
+		t.Fatalf("pause again: %v", err)
+	}
+}
+
 func TestMissingServerFailsWithHint(t *testing.T) {
 	// Not parallel: it empties PATH.
 	t.Setenv("PATH", t.TempDir())

@@ -50,6 +50,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	started bool // it ran once: its port is fixed from now on
+	paused  bool // stopped by SIGSTOP until Resume
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when cmd has been waited for
 }
@@ -97,15 +98,56 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) Dir() string { return s.dir }
 
 // Stop shuts the server down cleanly (SHUTDOWN, then SIGTERM, then SIGKILL)
-// and waits for it to exit. Stopping a stopped server does nothing.
+// and waits for it to exit. Stopping a stopped server does nothing; a paused
+// one is resumed first.
 func (s *Server) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
 		return nil
 	}
+	s.resumeLocked()
 	_ = command(s.Addr(), "SHUTDOWN", time.Second)
 	return s.waitOrKill(5 * time.Second)
+}
+
+// Pause freezes the server with SIGSTOP, as a hung or partitioned server
+// looks to its clients: connections are accepted by the kernel and requests
+// buffered, but nothing is answered until Resume (which then executes what
+// was buffered).
+func (s *Server) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return errors.New("redistest: pause: server not running")
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("redistest: pause: %w", err)
+	}
+	s.paused = true
+	return nil
+}
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return errors.New("redistest: resume: server not running")
+	}
+	return s.resumeLocked()
+}
+
+// resumeLocked sends SIGCONT to a paused server; s.mu is held.
+func (s *Server) resumeLocked() error {
+	if !s.paused {
+		return nil
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("redistest: resume: %w", err)
+	}
+	s.paused = false
+	return nil
 }
 
 // Kill ends the server with SIGKILL, as a crash would, and waits for it.
@@ -117,7 +159,7 @@ func (s *Server) Kill() error {
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.done
-	s.cmd = nil
+	s.cmd, s.paused = nil, false
 	return nil
 }
 
@@ -144,7 +186,7 @@ func (s *Server) waitOrKill(d time.Duration) error {
 			<-s.done
 		}
 	}
-	s.cmd = nil
+	s.cmd, s.paused = nil, false
 	return nil
 }
 

@@ -114,13 +114,14 @@ func Client(t testing.TB) goredis.UniversalClient {
 }
 
 // ClientOf returns a go-redis client of the server at url, closed at the end
-// of the test.
+// of the test. It honours the deadlines of the contexts it is given.
 func ClientOf(t testing.TB, url string) goredis.UniversalClient {
 	t.Helper()
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
 		t.Fatalf("redistest: parse %s: %v", url, err)
 	}
+	opts.ContextTimeoutEnabled = true
 	c := goredis.NewClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

@@ -21,6 +21,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/relay"
 )
 
 // Options configure a Server.
@@ -33,7 +34,21 @@ type Options struct {
 	Logger *slog.Logger
 	// JWKSMaxAge is the Cache-Control max-age of the JWKS. Default 5m.
 	JWKSMaxAge time.Duration
+	// StoreTimeout bounds each call a request makes to the relay store
+	// (relay.WithCallTimeout): a store that does not answer by then makes
+	// the request fail with 503 store_unavailable and a Retry-After, so an
+	// agent hears within about StoreTimeout, never after a hang. Default
+	// DefaultStoreTimeout.
+	StoreTimeout time.Duration
 }
+
+// DefaultStoreTimeout is the default Options.StoreTimeout: long enough for
+// any healthy store call (they take milliseconds), short enough that a
+// request is answered within 2 seconds when the store does not answer.
+const DefaultStoreTimeout = 1500 * time.Millisecond
+
+// storeRetryAfter is the Retry-After of a 503 store_unavailable.
+const storeRetryAfter = time.Second
 
 // Server holds NAS's two HTTP handlers: the public (agent-facing) one and the
 // internal one (relay route, operator routes, metrics).
@@ -52,6 +67,9 @@ func NewServer(svc *nas.Service, opts Options) *Server {
 	}
 	if opts.JWKSMaxAge <= 0 {
 		opts.JWKSMaxAge = 5 * time.Minute
+	}
+	if opts.StoreTimeout <= 0 {
+		opts.StoreTimeout = DefaultStoreTimeout
 	}
 	s := &Server{svc: svc, opts: opts, log: opts.Logger}
 	s.public = s.newEcho()
@@ -159,10 +177,13 @@ func (s *Server) routes(e *echo.Echo, agentAPI, internal bool) {
 	}
 }
 
-// observe turns a handler error, or a panic, into its answer here, so the
-// status is known for the request counter and every answer has the error body.
+// observe bounds the store calls of the request (Options.StoreTimeout) and
+// turns a handler error, or a panic, into its answer here, so the status is
+// known for the request counter and every answer has the error body.
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		r := c.Request()
+		c.SetRequest(r.WithContext(relay.WithCallTimeout(r.Context(), s.opts.StoreTimeout)))
 		if err := recoverCall(next, c); err != nil {
 			c.Error(err)
 		}
@@ -201,6 +222,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case errors.As(err, &ce):
 	case errors.As(err, &he):
 		ce = fromEcho(he)
+	case errors.Is(err, relay.ErrUnavailable):
+		// The store did not answer in time. A write may still be applied
+		// when it resumes; every write here is safe to repeat.
+		s.log.WarnContext(c.Request().Context(), "store unavailable", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
+		ce = contract.Errorf(http.StatusServiceUnavailable, contract.CodeStoreUnavailable, "the store did not answer in time; retry later")
+		ce.RetryAfter = storeRetryAfter
 	default:
 		s.log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
 		ce = contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")

@@ -59,7 +59,7 @@ type failedRef struct {
 // Engine is the in-memory relay.Engine. It is safe for concurrent use.
 type Engine struct {
 	now  func() time.Time
-	wake chan struct{}
+	wake relay.Broadcast
 
 	mu       sync.Mutex
 	closed   bool
@@ -89,7 +89,6 @@ func New(opts Options) *Engine {
 	}
 	return &Engine{
 		now:      now,
-		wake:     make(chan struct{}, 1),
 		rows:     make(map[key]*entry),
 		byID:     make(map[string]*entry),
 		jobs:     make(map[string][]string),
@@ -124,13 +123,8 @@ func (e *Engine) lock(ctx context.Context) error {
 	return nil
 }
 
-// signal wakes a waiting dispatcher without blocking.
-func (e *Engine) signal() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
+// signal wakes every waiting dispatcher.
+func (e *Engine) signal() { e.wake.Notify() }
 
 // Arm implements relay.Armed.
 func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult, error) {
@@ -410,9 +404,9 @@ func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	return max(wait, 0), true, nil
 }
 
-// Wake implements relay.Queue: the channel receives after an arm, a nack, a
-// replay or a reap put an entry on the due heap.
-func (e *Engine) Wake() <-chan struct{} { return e.wake }
+// Wake implements relay.Queue: the channel is closed when an arm, a nack, a
+// replay or a reap next puts an entry on the due heap.
+func (e *Engine) Wake() <-chan struct{} { return e.wake.C() }
 
 // held returns the entry of l if l's fencing token is still current.
 func (e *Engine) held(l relay.Lease) (*entry, error) {
@@ -739,8 +733,7 @@ func (e *Engine) Stats(ctx context.Context) (relay.Stats, error) {
 	}, nil
 }
 
-// Close implements relay.Engine: later calls fail with ErrClosed. The wake
-// channel stays open.
+// Close implements relay.Engine: later calls fail with ErrClosed.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

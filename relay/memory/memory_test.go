@@ -3,14 +3,21 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"testing"
 	"time"
 
-	"testing"
+	"go.uber.org/goleak"
 
 	"github.com/chronoscron/chronos/relay"
 	"github.com/chronoscron/chronos/relay/memory"
 	"github.com/chronoscron/chronos/relay/relaytest"
 )
+
+// TestMain fails the package if a test leaves goroutines behind: the
+// dispatcher suite starts dispatchers, deliverers and HTTP servers.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
@@ -22,6 +29,17 @@ func TestConformance(t *testing.T) {
 		},
 		NewWithClock: func(t *testing.T, c *relaytest.Clock) relay.Engine {
 			e := memory.New(memory.Options{Now: c.Now})
+			t.Cleanup(func() { _ = e.Close() })
+			return e
+		},
+	})
+}
+
+func TestDispatcher(t *testing.T) {
+	t.Parallel()
+	relaytest.RunDispatcherSuite(t, relaytest.Factory{
+		New: func(t *testing.T) relay.Engine {
+			e := memory.New(memory.Options{})
 			t.Cleanup(func() { _ = e.Close() })
 			return e
 		},

@@ -49,3 +49,15 @@ func TestConformanceOneShard(t *testing.T) {
 		},
 	})
 }
+
+func TestDispatcher(t *testing.T) {
+	t.Parallel()
+	relaytest.RunDispatcherSuite(t, relaytest.Factory{
+		New: func(t *testing.T) relay.Engine {
+			return newEngine(t, redis.Options{})
+		},
+		Peer: func(t *testing.T, e relay.Engine) relay.Engine {
+			return newEngine(t, redis.Options{Prefix: e.(*redis.Engine).Prefix()})
+		},
+	})
+}

@@ -20,6 +20,8 @@
 //	{chronos:P:S}:dd:<id>     string first-delivery record of a delivery id (shard of the id)
 //	{chronos:P:ctl}:stopped   set    stopped agent instances
 //	{chronos:P:ctl}:shards    string the shard count the data was written with
+//	{chronos:P:ctl}:epoch     string the epoch marker (see Lost data below)
+//	{chronos:P:ctl}:lost      string the report of a lost store, "<found at ms> <gone|replaced>", expiring with the report
 //
 // A one-shot is in exactly one of due and lease; its row and its entry there
 // are written together by one Lua script, so there is never a row without its
@@ -38,9 +40,37 @@
 // sub-millisecond fraction is rounded up, so it is never claimable early.
 // The exact fire_at is kept (milliseconds plus the nanosecond remainder).
 //
+// # Wake-ups
+//
+// A transition that makes an entry due earlier than dispatchers may be
+// waiting for (an arm or a nack that makes it the earliest of its shard, a
+// replay, a reap) publishes on the Pub/Sub channel chronos:<prefix>:wake in
+// the same script; every engine of the prefix, in every process, subscribes
+// and wakes its dispatchers, which then ask for the next due time. A dropped
+// subscription reconnects by itself and wakes them once it is back, so an
+// announcement lost meanwhile costs nothing; the dispatchers' periodic
+// recheck is the last net.
+//
+// # Lost data
+//
+// An engine that opens a store without an epoch marker writes one (a random
+// id) and remembers the marker it finds; it checks it every
+// Options.EpochCheck and on every CheckEpoch. A marker gone since (Redis
+// restarted without persistence, FLUSHALL, a failover to an empty replica)
+// or replaced by another means the armed fires written before may be gone:
+// the engine writes a new marker and a report of the loss that expires after
+// Options.LostReportFor, and every engine of the prefix, in every process,
+// reports the loss (relay.StoreEpoch) and logs it once as an error until
+// then. A store that lost its data while no process had it open is not
+// detectable: it looks like a new one.
+//
 // # Failures
 //
-// Every call retries a lost connection with backoff for Options.RetryFor.
+// Every call retries a lost connection with backoff for Options.RetryFor,
+// within its caller's deadline and relay.WithCallTimeout: the client honours
+// context deadlines on the connection itself, so a Redis that stops
+// answering fails a call at its deadline, with an error that wraps
+// relay.ErrUnavailable.
 // Acks of one shard are group-committed: those that arrive while one is in
 // flight go out together in the next script call.
 // Scripts are atomic, so a retry never half-applies a transition; a retried

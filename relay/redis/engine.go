@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -39,13 +40,23 @@ type Options struct {
 	// data: an engine refuses to open data written with another count.
 	Shards int
 	// RetryFor is how long a call keeps retrying a lost connection (with
-	// backoff) before it fails. Default DefaultRetryFor; negative disables.
+	// backoff) before it fails, unless its context's deadline or a
+	// relay.WithCallTimeout ends it sooner. Default DefaultRetryFor;
+	// negative disables.
 	RetryFor time.Duration
 	// Now, when set, replaces Redis's clock; it exists for tests that step
 	// time by hand. Production leaves it nil so that every due time and
 	// lease expiry is judged by the one clock of Redis.
 	Now func() time.Time
-	// Logger receives retries and subscription trouble. Default slog.Default().
+	// LostReportFor is how long a store found to have lost its data is
+	// reported (see CheckEpoch). Default DefaultLostReportFor.
+	LostReportFor time.Duration
+	// EpochCheck is how often the engine checks by itself that the store
+	// still holds its data. Default DefaultEpochCheck; negative turns the
+	// background check off (CheckEpoch still checks).
+	EpochCheck time.Duration
+	// Logger receives retries, subscription trouble and a lost store.
+	// Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -62,14 +73,20 @@ type Engine struct {
 
 	wakeOnce sync.Once
 	ps       *goredis.PubSub
-	wake     chan struct{}
+	wake     relay.Broadcast
 	wg       sync.WaitGroup
 	closeMu  sync.Mutex
 	isClosed bool
+
+	epochSem chan struct{} // held by the check under way
+	epoch    string        // the epoch marker this engine knows; "" before the first check
+	reported time.Time     // when the loss last logged was found; zero when none is reported
 }
 
 // New returns an engine on client c; the caller keeps ownership of c. It
-// checks that Redis answers and that the data's shard count matches.
+// checks that Redis answers and that the data's shard count matches, adopts
+// the store's epoch marker (writing one into an empty store) and, unless
+// Options.EpochCheck is negative, keeps checking it until Close.
 func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
@@ -89,17 +106,30 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.LostReportFor <= 0 {
+		opts.LostReportFor = DefaultLostReportFor
+	}
+	if opts.EpochCheck == 0 {
+		opts.EpochCheck = DefaultEpochCheck
+	}
 	e := &Engine{
-		c:      c,
-		k:      newKeys(opts.Prefix, opts.Shards),
-		opts:   opts,
-		log:    opts.Logger,
-		closed: make(chan struct{}),
-		wake:   make(chan struct{}, 1),
-		ackers: make([]acker, opts.Shards),
+		c:        c,
+		k:        newKeys(opts.Prefix, opts.Shards),
+		opts:     opts,
+		log:      opts.Logger,
+		closed:   make(chan struct{}),
+		ackers:   make([]acker, opts.Shards),
+		epochSem: make(chan struct{}, 1),
 	}
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err
+	}
+	if _, err := e.CheckEpoch(ctx); err != nil {
+		return nil, fmt.Errorf("redis: open: %w", err)
+	}
+	if e.opts.EpochCheck > 0 {
+		e.wg.Add(1)
+		go e.watchEpoch()
 	}
 	return e, nil
 }
@@ -125,8 +155,8 @@ func (e *Engine) checkShards(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the wake subscription and, if the engine opened its client,
-// closes it.
+// Close stops the wake subscription and the epoch check and, if the engine
+// opened its client, closes it.
 func (e *Engine) Close() error {
 	e.closeMu.Lock()
 	if e.isClosed {
@@ -219,14 +249,24 @@ func (e *Engine) runShards(ctx context.Context, sc *goredis.Script, keys func(s 
 
 // retry calls f until it succeeds, fails with an error that a retry cannot
 // fix, ctx ends, or Options.RetryFor has passed; it backs off with jitter
-// between tries.
+// between tries. A relay.WithCallTimeout on ctx bounds the whole. An error
+// that says Redis could not be reached or did not answer in time wraps
+// relay.ErrUnavailable.
 func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error {
+	if d, ok := relay.CallTimeout(ctx); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	start := time.Now()
 	backoff := 10 * time.Millisecond
 	for try := 1; ; try++ {
 		err := f(ctx)
-		if err == nil || !retryable(err) || ctx.Err() != nil || e.opts.RetryFor < 0 || time.Since(start) > e.opts.RetryFor {
-			return err
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) || ctx.Err() != nil || e.opts.RetryFor < 0 || time.Since(start) > e.opts.RetryFor {
+			return unavailable(ctx, err)
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		if try == 1 || try%10 == 0 {
@@ -236,43 +276,84 @@ func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return unavailable(ctx, err)
 		case <-t.C:
 		}
 		backoff = min(backoff*2, time.Second)
 	}
 }
 
-// retryable reports whether err is a lost connection or a transient server
-// state, as opposed to an error a retry would only repeat.
-func retryable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
+// unavailable marks err, the last error of a call, with
+// relay.ErrUnavailable when it says Redis could not be reached or did not
+// answer in time (the call's deadline passed). A caller that gave up
+// (cancelled) is not told the store is down.
+func unavailable(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
+		return err
 	}
-	if errors.Is(err, goredis.ErrClosed) {
-		return false
+	if retryable(err) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", relay.ErrUnavailable, err)
+	}
+	return err
+}
+
+// retryable reports whether err is a lost or refused connection, a timeout
+// or a transient server state (loading, a failover, a busy script), which a
+// retry may fix, as opposed to an error a retry would only repeat (a script
+// error, a refused login, a bad TLS setup, the caller giving up).
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false // the caller's context ended: it no longer waits
+	case errors.Is(err, goredis.ErrClosed):
+		return false // the engine is closing
+	case errors.Is(err, goredis.ErrPoolTimeout), errors.Is(err, goredis.ErrPoolExhausted):
+		return true // every connection busy: one frees up soon
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		return true // the connection dropped or the server is (re)starting
 	}
 	var rerr goredis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
-		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY", "MOVED", "ASK"} {
+		for _, p := range transientReplies {
 			if strings.HasPrefix(msg, p) {
 				return true
 			}
 		}
 		return false
 	}
+	// Dial failures, DNS failures and read or write timeouts.
 	var nerr net.Error
-	if errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.As(err, &nerr) {
 		return true
 	}
-	// Connection refused, reset and the pool's own errors land here.
-	return true
+	// The client's own words for a connection it could not get.
+	msg := err.Error()
+	for _, p := range transientClientErrors {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
-// Wake returns a channel that receives when an arm made an entry the
-// earliest of its shard (or a replay or reap made entries due). The
-// subscription starts on the first call and reconnects by itself.
+// transientClientErrors are go-redis's plain errors for a connection it
+// could not get for now.
+var transientClientErrors = []string{"redis: connection not available", "sentinels specified in configuration are unreachable"}
+
+// transientReplies are the prefixes of server errors that describe a passing
+// state: data loading, a replica or a cluster mid-failover, a busy script.
+var transientReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY ", "MOVED", "ASK"}
+
+// Wake implements relay.Queue. The channel is closed when an entry may have
+// become due earlier than dispatchers wait for: an arm or a nack made an
+// entry the earliest of its shard, or a replay or reap made entries due now,
+// in this process or any other sharing the store (Redis Pub/Sub on a channel
+// of the prefix). The subscription starts on the first call, which returns
+// once it is confirmed, and reconnects by itself; each resubscription also
+// wakes the dispatchers, since announcements made while it was down are
+// lost, and they then ask NextDue again.
 func (e *Engine) Wake() <-chan struct{} {
 	e.wakeOnce.Do(func() {
 		e.closeMu.Lock()
@@ -283,28 +364,27 @@ func (e *Engine) Wake() <-chan struct{} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		ps := e.c.Subscribe(ctx, e.k.wake())
-		// Wait for the confirmation so that an arm right after the first
-		// Wake is not missed; on failure go-redis keeps trying in Channel.
+		// Wait for the confirmation so that an announcement right after the
+		// first Wake is not missed; on failure go-redis keeps trying in the
+		// channel below, which wakes the dispatchers once it is subscribed.
 		if _, err := ps.Receive(ctx); err != nil {
 			e.log.Warn("redis wake subscription not confirmed", "err", err)
 		}
 		e.ps = ps
-		ch := ps.Channel()
+		ch := ps.ChannelWithSubscriptions()
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			for range ch {
+			for msg := range ch {
+				if sub, ok := msg.(*goredis.Subscription); ok && sub.Kind != "subscribe" {
+					continue
+				}
 				e.notify()
 			}
 		}()
 	})
-	return e.wake
+	return e.wake.C()
 }
 
-// notify wakes a waiting dispatcher without blocking.
-func (e *Engine) notify() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
+// notify wakes every waiting dispatcher of this process.
+func (e *Engine) notify() { e.wake.Notify() }

@@ -69,6 +69,14 @@ func (k keys) stopped() string { return k.control() + ":stopped" }
 // shardCount records the shard count the data was written with.
 func (k keys) shardCount() string { return k.control() + ":shards" }
 
+// epoch is the store's epoch marker: written when an engine first finds the
+// store empty; its disappearance means the data is gone.
+func (k keys) epoch() string { return k.control() + ":epoch" }
+
+// lost is the report of a lost store ("<found at ms> <gone|replaced>"),
+// expiring when the report ends.
+func (k keys) lost() string { return k.control() + ":lost" }
+
 // wake is the Pub/Sub channel that announces a new earliest due entry.
 func (k keys) wake() string { return "chronos:" + k.prefix + ":wake" }
 

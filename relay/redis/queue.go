@@ -23,7 +23,8 @@ const reapBatch = 256
 // Claim implements relay.Queue. One pipelined read finds the due heads of
 // every shard; then the shards with due one-shots are claimed round-robin,
 // starting at a different shard on every call, until there are max leases.
-// Leases of one shard come in due order.
+// Leases of one shard come in due order. When a step fails part way, the
+// leases already taken are returned with the error.
 func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
 	if max <= 0 {
 		return nil, nil
@@ -59,10 +60,10 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 			want := max - len(out)
 			got, peeked, err := e.claimShard(ctx, s, want, leaseMs, cands)
 			cands = nil // later tries read the shard again
-			if err != nil {
-				return out, err
-			}
 			out = append(out, got...)
+			if err != nil {
+				return out, err // with the leases taken so far: they are the caller's
+			}
 			// Stop on this shard when it has nothing due, or when the claim
 			// got what it looked at (what is left is not due yet).
 			if peeked == 0 || len(got) > 0 && peeked < want*peekFactor {
@@ -116,15 +117,19 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, can
 	if err != nil {
 		return nil, 0, fmt.Errorf("redis: claim: %w", err)
 	}
+	// Every row in the reply is leased now: hand over each one that decodes,
+	// even when another does not (that one lapses and the reaper returns it).
 	out := make([]relay.Lease, 0, len(rows))
+	var bad error
 	for _, r := range rows {
 		l, err := decodeLease(r)
 		if err != nil {
-			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+			bad = fmt.Errorf("redis: claim: %w", err)
+			continue
 		}
 		out = append(out, l)
 	}
-	return out, len(cands), nil
+	return out, len(cands), bad
 }
 
 // decodeLease reads {agent, job, until ms, row...}.
@@ -330,12 +335,21 @@ func (e *Engine) ackMany(ctx context.Context, s int, batch []*ackReq) {
 	}
 }
 
-// Nack implements relay.Queue.
+// Nack implements relay.Queue. A one-shot that becomes the earliest of its
+// shard is announced on the wake channel, so that every dispatcher, in any
+// process, waiting for a later time learns of it: a retry comes at its step
+// of the ladder, not at a dispatcher's next recheck.
 func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, reason string) error {
 	s := e.k.shardOf(l.AgentID)
 	v, err := e.run(ctx, scriptNack, []string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s)},
-		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason)
-	return fencedResult("nack", l, v, err)
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason, e.k.wake())
+	if err := fencedResult("nack", l, v, err); err != nil {
+		return err
+	}
+	if n, _ := integer(v); n == 2 {
+		e.notify() // this process's dispatchers need not wait for the echo
+	}
+	return nil
 }
 
 // Kill implements relay.Queue.
@@ -364,7 +378,7 @@ func fencedResult(op string, l relay.Lease, v any, err error) error {
 }
 
 // Reap implements relay.Queue: expired leases (by Redis's clock) go back to
-// armed, due now.
+// armed, due now, announced on the wake channel.
 func (e *Engine) Reap(ctx context.Context) (int, error) {
 	total := 0
 	for s := range e.k.shards {
@@ -382,7 +396,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 				break
 			}
 			keys := []string{e.k.lease(s), e.k.due(s)}
-			args := []any{now}
+			args := []any{now, e.k.wake()}
 			for _, c := range cands {
 				m, err := str(c)
 				if err != nil {

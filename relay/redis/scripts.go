@@ -198,9 +198,11 @@ return {untilms, unpack(r)}
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
-// ARGV[6] delay ms, ARGV[7] reason
+// ARGV[6] delay ms, ARGV[7] reason, ARGV[8] wake channel
 //
-// Returns 1, or 0 when the lease is lost.
+// Returns 1, 2 when the one-shot became the earliest of its shard (announced
+// on the wake channel: a dispatcher may be waiting for a later time), or 0
+// when the lease is lost.
 var scriptNack = script(`
 local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
 if not r then return 0 end
@@ -212,6 +214,11 @@ r[10] = ARGV[7]
 redis.call('HSET', KEYS[1], ARGV[2], cmsgpack.pack(r))
 redis.call('ZREM', KEYS[3], ARGV[3])
 redis.call('ZADD', KEYS[2], due, ARGV[3])
+local first = redis.call('ZRANGE', KEYS[2], 0, 0)
+if first[1] == ARGV[3] then
+  redis.call('PUBLISH', ARGV[8], due)
+  return 2
+end
 return 1
 `)
 
@@ -244,29 +251,31 @@ return 1
 // scriptReap returns the candidates whose lease has expired to armed, due now.
 //
 // KEYS[1] lease, KEYS[2] due, KEYS[2+i] rows of the agent of candidate i
-// ARGV[1] now, ARGV[1+i] member of candidate i
+// ARGV[1] now, ARGV[2] wake channel, ARGV[2+i] member of candidate i
 //
-// Returns how many were returned.
+// Returns how many were returned; when any was, they are announced on the
+// wake channel (they are due now).
 var scriptReap = script(`
 local now = clock(ARGV[1])
 local n = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local m = ARGV[i]
   local s = redis.call('ZSCORE', KEYS[1], m)
   if s and tonumber(s) < now then
     redis.call('ZREM', KEYS[1], m)
     local agent, job = split(m)
-    local v = redis.call('HGET', KEYS[i + 1], job)
+    local v = redis.call('HGET', KEYS[i], job)
     if v then
       local r = cmsgpack.unpack(v)
       r[7] = 0
       r[8] = now - r[3]
-      redis.call('HSET', KEYS[i + 1], job, cmsgpack.pack(r))
+      redis.call('HSET', KEYS[i], job, cmsgpack.pack(r))
       redis.call('ZADD', KEYS[2], now, m)
       n = n + 1
     end
   end
 end
+if n > 0 then redis.call('PUBLISH', ARGV[2], now) end
 return n
 `)
 
@@ -520,4 +529,34 @@ for i = 1, #KEYS - 1 do
   end
 end
 return out
+`)
+
+// scriptEpoch checks the epoch marker: one missing is written (and, when the
+// caller knew another, the loss reported); one replaced is reported as a
+// loss unless one is already reported.
+//
+// KEYS[1] epoch marker, KEYS[2] lost report, KEYS[3] shard count
+// ARGV[1] now, ARGV[2] the marker the caller knows ("" = none yet),
+// ARGV[3] a fresh marker, ARGV[4] how long a loss is reported (ms),
+// ARGV[5] the shard count
+//
+// Returns {marker in force, now ms} or, while a loss is reported,
+// {marker in force, now ms, report, report ms left}.
+var scriptEpoch = script(`
+local now = clock(ARGV[1])
+local known = ARGV[2]
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  cur = ARGV[3]
+  redis.call('SET', KEYS[1], cur)
+  redis.call('SET', KEYS[3], ARGV[5], 'NX')
+  if known ~= '' then
+    redis.call('SET', KEYS[2], now .. ' gone', 'PX', tonumber(ARGV[4]))
+  end
+elseif known ~= '' and cur ~= known then
+  redis.call('SET', KEYS[2], now .. ' replaced', 'NX', 'PX', tonumber(ARGV[4]))
+end
+local lost = redis.call('GET', KEYS[2])
+if not lost then return {cur, now} end
+return {cur, now, lost, redis.call('PTTL', KEYS[2])}
 `)

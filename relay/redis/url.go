@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -21,8 +22,16 @@ import (
 //	redis://sentinel:26379?master_name=NAME                Sentinel (the go-redis form)
 //
 // rediss+cluster and rediss+sentinel use TLS. The query may also hold
-// go-redis's connection options (dial_timeout=3s, pool_size=20, ...) and two
-// of the engine's own: prefix=NAME and shards=N, which override opts.
+// go-redis's connection options (dial_timeout=3s, pool_size=20, ...) and the
+// engine's own, which override opts: prefix=NAME, shards=N and
+// lost_report_for=DURATION (Options.LostReportFor).
+//
+// Every call to Redis is bounded: connecting by dial_timeout (go-redis's
+// default 5s), each reply by read_timeout and each request by write_timeout
+// (3s), and the client honours the deadline of the caller's context (and a
+// relay.WithCallTimeout) on the connection itself, so a Redis that stops
+// answering (a paused or partitioned server) fails a call at that deadline
+// rather than after the read timeout and every retry.
 func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
 	c, err := newClient(rawURL, &opts)
 	if err != nil {
@@ -55,8 +64,16 @@ func newClient(rawURL string, opts *Options) (goredis.UniversalClient, error) {
 		}
 		opts.Shards = n
 	}
+	if v := q.Get("lost_report_for"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("redis: url: lost_report_for=%q is not a positive duration", v)
+		}
+		opts.LostReportFor = d
+	}
 	q.Del("prefix")
 	q.Del("shards")
+	q.Del("lost_report_for")
 	u.RawQuery = q.Encode()
 
 	scheme, kind, _ := strings.Cut(u.Scheme, "+")
@@ -73,18 +90,21 @@ func newClient(rawURL string, opts *Options) (goredis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis: parse sentinel url: %w", err)
 		}
+		fo.ContextTimeoutEnabled = true
 		return goredis.NewFailoverClient(fo), nil
 	case kind == "" && q.Has("addr"), kind == "cluster":
 		co, err := goredis.ParseClusterURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("redis: parse cluster url: %w", err)
 		}
+		co.ContextTimeoutEnabled = true
 		return goredis.NewClusterClient(co), nil
 	case kind == "":
 		o, err := goredis.ParseURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("redis: parse url: %w", err)
 		}
+		o.ContextTimeoutEnabled = true
 		return goredis.NewClient(o), nil
 	default:
 		return nil, fmt.Errorf("redis: url scheme %q: want redis, rediss, redis+sentinel or redis+cluster", u.Scheme)

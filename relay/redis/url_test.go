@@ -25,6 +25,8 @@ func TestNewClientURLForms(t *testing.T) {
 		{"unknown scheme", "http://127.0.0.1:6379", "", "", 0},
 		{"unknown kind", "redis+ring://127.0.0.1:6379", "", "", 0},
 		{"bad shards", "redis://127.0.0.1:6379?shards=zero", "", "", 0},
+		{"bad lost_report_for", "redis://127.0.0.1:6379?lost_report_for=soon", "", "", 0},
+		{"lost_report_for", "redis://127.0.0.1:6379?lost_report_for=10m&prefix=p", "node", "p", 0},
 		{"unknown option", "redis://127.0.0.1:6379?colour=blue", "", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,14 +45,22 @@ func TestNewClientURLForms(t *testing.T) {
 			}
 			defer c.Close()
 			kind := "node"
+			var honoursDeadlines bool
 			switch cc := c.(type) {
 			case *goredis.ClusterClient:
 				kind = "cluster"
+				honoursDeadlines = cc.Options().ContextTimeoutEnabled
 			case *goredis.Client:
 				// go-redis names the address of a Sentinel-backed client so.
 				if cc.Options().Addr == "FailoverClient" {
 					kind = "failover"
 				}
+				honoursDeadlines = cc.Options().ContextTimeoutEnabled
+			}
+			// Without it a stopped Redis holds a call for the read timeout
+			// whatever the caller's deadline.
+			if !honoursDeadlines {
+				t.Error("the client does not honour context deadlines on its connections")
 			}
 			if kind != tc.kind {
 				t.Errorf("client kind %s, want %s", kind, tc.kind)

@@ -18,6 +18,10 @@ type Factory struct {
 	// NewWithClock, when set, returns a new, empty engine that reads time
 	// from clock alone; the fake-clock section runs only then.
 	NewWithClock func(t *testing.T, clock *Clock) relay.Engine
+	// Peer, when set, returns another engine on the same store as e, as a
+	// second process would open it (its own connections and wake-ups); the
+	// tests of what one process learns from another run only then.
+	Peer func(t *testing.T, e relay.Engine) relay.Engine
 }
 
 // RunEngineSuite runs the conformance suite against the engines of f. Every
@@ -77,6 +81,9 @@ var realTests = []struct {
 	{"Reap", testReap},
 	{"NextDue", testNextDue},
 	{"WakeOnArm", testWakeOnArm},
+	{"WakeOnNack", testWakeOnNack},
+	{"WakeOnReplay", testWakeOnReplay},
+	{"WakeOnReap", testWakeOnReap},
 	{"InstanceStopped", testInstanceStopped},
 	{"FirstDelivery", testFirstDelivery},
 	{"CancelAgent", testCancelAgent},
@@ -365,8 +372,10 @@ func testClaimNotBeforeFireAt(t *testing.T, e relay.Engine) {
 	if at.Before(fireAt) {
 		t.Fatalf("claimed at %s, before fire_at %s", at.Format(time.RFC3339Nano), fireAt.Format(time.RFC3339Nano))
 	}
-	if late := at.Sub(fireAt); late > 100*time.Millisecond {
-		t.Errorf("claimed %s after fire_at, want within milliseconds", late)
+	// Never early is exact; the upper bound only separates a due entry
+	// from one held back (the lag is measured by benchmarks).
+	if late := at.Sub(fireAt); late > time.Second {
+		t.Errorf("claimed %s after fire_at, want it as soon as it is due", late)
 	}
 	equal(t, l.ScheduleID, res.OneShot.ScheduleID, "claimed schedule id")
 	equal(t, l.Attempt, 1, "attempt of the first claim")
@@ -806,21 +815,59 @@ func testNextDue(t *testing.T, e relay.Engine) {
 	}
 }
 
-func testWakeOnArm(t *testing.T, e relay.Engine) {
-	w := e.Wake()
-	for drained := false; !drained; {
-		select {
-		case <-w:
-		default:
-			drained = true
-		}
-	}
-	arm(t, e, "a1", "job", now().Add(time.Hour))
+// woken fails the test unless w is closed within a few seconds.
+func woken(t *testing.T, w <-chan struct{}, after string) {
+	t.Helper()
 	select {
 	case <-w:
 	case <-time.After(5 * time.Second):
-		t.Fatal("no wake after an arm")
+		t.Fatalf("no wake after %s", after)
 	}
+}
+
+// Each wake test takes the channel right before the step that must close
+// it, as a dispatcher does before it asks NextDue.
+
+func testWakeOnArm(t *testing.T, e relay.Engine) {
+	w := e.Wake()
+	arm(t, e, "a1", "job", now().Add(time.Hour))
+	woken(t, w, "an arm")
+	// Every holder wakes, not one of them.
+	w1, w2 := e.Wake(), e.Wake()
+	arm(t, e, "a1", "job2", now().Add(time.Minute))
+	woken(t, w1, "an arm (first holder)")
+	woken(t, w2, "an arm (second holder)")
+}
+
+func testWakeOnNack(t *testing.T, e relay.Engine) {
+	arm(t, e, "a1", "job", now().Add(-time.Second))
+	l := claimOne(t, e, time.Minute)
+	w := e.Wake()
+	// Due again in a second: earlier than anything a dispatcher waits for.
+	noErr(t, e.Nack(ctxT(t), l, time.Second, "agent answered 500"), "nack")
+	woken(t, w, "a nack")
+}
+
+func testWakeOnReplay(t *testing.T, e relay.Engine) {
+	res := arm(t, e, "a1", "job", now().Add(-time.Second))
+	noErr(t, e.Kill(ctxT(t), claimOne(t, e, time.Minute), "gave up"), "kill")
+	w := e.Wake()
+	n, err := e.Replay(ctxT(t), []string{res.OneShot.ScheduleID})
+	noErr(t, err, "replay")
+	equal(t, n, 1, "replayed")
+	woken(t, w, "a replay")
+}
+
+func testWakeOnReap(t *testing.T, e relay.Engine) {
+	arm(t, e, "a1", "job", now().Add(-time.Second))
+	claimOne(t, e, 50*time.Millisecond)
+	w := e.Wake()
+	eventually(t, 5*time.Second, "reap", func() bool {
+		n, err := e.Reap(ctxT(t))
+		noErr(t, err, "reap")
+		return n == 1
+	})
+	woken(t, w, "a reap")
 }
 
 func testInstanceStopped(t *testing.T, e relay.Engine) {

@@ -1,0 +1,35 @@
+package relay
+
+import (
+	"context"
+	"time"
+)
+
+// StoreEpoch is implemented by engines whose data can vanish under the
+// processes using them: a server restarted without persistence, flushed, or
+// failed over to a replica that had none of it. Such an engine writes an
+// epoch marker when it first initialises an empty store and checks that it
+// is still there: a marker gone (or replaced) means every armed fire written
+// before may be gone, which nothing else would notice (an empty store looks
+// healthy). The embedded engine, whose data lives and dies with its process,
+// does not implement it.
+type StoreEpoch interface {
+	// CheckEpoch checks the store's epoch marker and reports whether a loss
+	// of the store's data is being reported (by this process or any other
+	// sharing the store).
+	CheckEpoch(ctx context.Context) (EpochStatus, error)
+}
+
+// EpochStatus is what CheckEpoch found.
+type EpochStatus struct {
+	// Lost is true while a loss of the store's data is reported: for a
+	// fixed time after a process found the epoch marker gone or replaced.
+	Lost bool
+	// Since is when the loss was found, Until when its report ends (by the
+	// store's clock); both are zero unless Lost.
+	Since, Until time.Time
+	// Reason says what was found: the marker was gone (a restart without
+	// persistence, a flush) or replaced (another process found it gone
+	// first, or the data was restored from elsewhere).
+	Reason string
+}

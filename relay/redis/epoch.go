@@ -1,0 +1,119 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+var _ relay.StoreEpoch = (*Engine)(nil)
+
+// Defaults of the lost-data check.
+const (
+	// DefaultLostReportFor is how long a lost store is reported: the
+	// default resync interval of agents, by the end of which every awake
+	// agent has armed its jobs again.
+	DefaultLostReportFor = 5 * time.Minute
+	// DefaultEpochCheck is how often an engine checks the epoch marker by
+	// itself.
+	DefaultEpochCheck = 15 * time.Second
+)
+
+// Reasons of a lost store, as EpochStatus.Reason gives them.
+const (
+	ReasonMarkerGone     = "the store's epoch marker was gone: Redis restarted without persistence, was flushed, or failed over to a replica without the data"
+	ReasonMarkerReplaced = "the store's epoch marker was replaced: another process found it gone first, or the data was restored from elsewhere"
+)
+
+// CheckEpoch implements relay.StoreEpoch. The first check of an engine
+// adopts the store's marker (writing one into an empty store); a later one
+// that finds it gone or replaced reports the loss to every engine of the
+// prefix for Options.LostReportFor. The first check that sees a report logs
+// it as an error, and the first after it ends says so.
+func (e *Engine) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
+	// One check at a time adopts the marker; a caller waits for another's
+	// check no longer than its context allows.
+	select {
+	case e.epochSem <- struct{}{}:
+		defer func() { <-e.epochSem }()
+	case <-ctx.Done():
+		return relay.EpochStatus{}, fmt.Errorf("redis: check epoch: %w", unavailable(ctx, ctx.Err()))
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	fresh := "ep_" + hex.EncodeToString(b[:])
+	v, err := e.run(ctx, scriptEpoch, []string{e.k.epoch(), e.k.lost(), e.k.shardCount()},
+		e.nowArg(), e.epoch, fresh, durMs(e.opts.LostReportFor), e.opts.Shards)
+	if err != nil {
+		return relay.EpochStatus{}, fmt.Errorf("redis: check epoch: %w", err)
+	}
+	st, marker, err := decodeEpoch(v)
+	if err != nil {
+		return relay.EpochStatus{}, fmt.Errorf("redis: check epoch: %w", err)
+	}
+	e.epoch = marker
+	switch {
+	case st.Lost && !st.Since.Equal(e.reported):
+		e.reported = st.Since
+		e.log.ErrorContext(ctx, "relay store lost its data: armed fires may be gone; agents arm theirs again when they next reconcile",
+			"prefix", e.opts.Prefix, "reason", st.Reason, "since", st.Since, "reported_until", st.Until)
+	case !st.Lost && !e.reported.IsZero():
+		e.reported = time.Time{}
+		e.log.InfoContext(ctx, "relay store loss no longer reported", "prefix", e.opts.Prefix)
+	}
+	return st, nil
+}
+
+// decodeEpoch reads scriptEpoch's reply.
+func decodeEpoch(v any) (relay.EpochStatus, string, error) {
+	a, err := array(v)
+	if err != nil || (len(a) != 2 && len(a) != 4) {
+		return relay.EpochStatus{}, "", errReply
+	}
+	marker, err := str(a[0])
+	if err != nil {
+		return relay.EpochStatus{}, "", err
+	}
+	if len(a) == 2 {
+		return relay.EpochStatus{}, marker, nil
+	}
+	now, err1 := integer(a[1])
+	report, err2 := str(a[2])
+	left, err3 := integer(a[3])
+	at, kind, ok := strings.Cut(report, " ")
+	since, err4 := strconv.ParseInt(at, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || !ok {
+		return relay.EpochStatus{}, "", fmt.Errorf("%w: lost report %q", errReply, report)
+	}
+	reason := ReasonMarkerGone
+	if kind == "replaced" {
+		reason = ReasonMarkerReplaced
+	}
+	return relay.EpochStatus{Lost: true, Since: ms(since), Until: ms(now + max(left, 0)), Reason: reason}, marker, nil
+}
+
+// watchEpoch checks the epoch marker every Options.EpochCheck until the
+// engine closes, so that a lost store is logged even when nobody asks.
+func (e *Engine) watchEpoch() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.opts.EpochCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.closed:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), min(e.opts.EpochCheck, 5*time.Second))
+			if _, err := e.CheckEpoch(ctx); err != nil {
+				e.log.Debug("relay store epoch not checked", "err", err)
+			}
+			cancel()
+		}
+	}
+}

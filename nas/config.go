@@ -76,6 +76,11 @@ type Config struct {
 	OperatorTokenFile string `yaml:"operator_token_file"`
 	// DeliveryTimeout bounds the whole call to an agent. Default 30s.
 	DeliveryTimeout time.Duration `yaml:"delivery_timeout"`
+	// UnarmedAfter is how long a job may stay without an armed fire after
+	// its last fire was delivered, dropped (instance stopped) or
+	// dead-lettered before NAS reports it (chronos_nas_unarmed_jobs, the
+	// operator route, a warn log line). Default 10m.
+	UnarmedAfter time.Duration `yaml:"unarmed_after"`
 	// LogLevel is debug, info, warn or error. Default "info".
 	LogLevel string `yaml:"log_level"`
 }
@@ -159,6 +164,7 @@ const (
 	DefaultMaxFuture        = 400 * 24 * time.Hour
 	DefaultPastSkew         = contract.DefaultFireAtPastSkewSec * time.Second
 	DefaultDeliveryTimeout  = 30 * time.Second
+	DefaultUnarmedAfter     = 10 * time.Minute
 	DefaultLogLevel         = "info"
 )
 
@@ -210,6 +216,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DeliveryTimeout == 0 {
 		c.DeliveryTimeout = DefaultDeliveryTimeout
+	}
+	if c.UnarmedAfter == 0 {
+		c.UnarmedAfter = DefaultUnarmedAfter
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = DefaultLogLevel
@@ -325,6 +334,9 @@ func (c Config) validate(requireCredentials bool) error {
 	}
 	if c.DeliveryTimeout <= 0 {
 		bad("delivery_timeout: must be positive")
+	}
+	if c.UnarmedAfter < time.Second {
+		bad("unarmed_after: %s must be at least 1s", c.UnarmedAfter)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

@@ -35,6 +35,12 @@ type FireVerifier interface {
 	VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error
 }
 
+// ReconcileVerifier decides whether a reconcile request may proceed, as
+// FireVerifier does for fires; *fireauth.JWTVerifier implements it.
+type ReconcileVerifier interface {
+	VerifyReconcile(ctx context.Context, token string, body []byte) error
+}
+
 // Firer claims slots; *agent.Runtime implements it.
 type Firer interface {
 	Fire(ctx context.Context, jobID string, slot time.Time, trigger agent.Trigger) (agent.FireResult, error)
@@ -69,6 +75,11 @@ type Config struct {
 	// Checks are the readiness checks by name (e.g. "jwks"); /readyz is 200
 	// when all pass and the server is not draining.
 	Checks map[string]Check
+	// Reconcile, when set, serves POST /api/cron/reconcile: a request whose
+	// cron_reconcile token ReconcileVerifier accepts is answered 202 and
+	// handed to Reconcile. Without it the route answers 503.
+	Reconcile         func(reason string)
+	ReconcileVerifier ReconcileVerifier
 	// ReadyWait is how long a fire waits for a verifier that is still
 	// loading its keys (a woken agent's first fire) before answering 503;
 	// default 5 s.
@@ -104,6 +115,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), activity: make(chan struct{}, 1)}
 	s.mux.HandleFunc(contract.PathFire, s.fire)
+	s.mux.HandleFunc(contract.PathReconcile, s.reconcile)
 	s.mux.HandleFunc(contract.PathHealthz, s.healthz)
 	s.mux.HandleFunc(contract.PathReadyz, s.readyz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -251,6 +263,9 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 	case agent.FireGone:
 		log.Info("fire for an unknown job")
 		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireGone, JobID: req.JobID})
+	case agent.FireRefreshed:
+		log.Info("refresh fire: arming again nearer to the slot", "reason", res.Reason)
+		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireRefreshed, JobID: req.JobID})
 	case agent.FireBusy:
 		retry := res.RetryAfter
 		if retry <= 0 {

@@ -238,6 +238,10 @@ func (c *Client) ListPage(ctx context.Context, limit int, cursor string) (contra
 type Listing struct {
 	Armed       []contract.ArmedJob
 	FailedFires []contract.FailedFire
+	// Unarmed and Instance are what the first page says of the jobs whose
+	// last fire has a final outcome and of the agent's instance.
+	Unarmed  []contract.UnarmedJob
+	Instance *contract.InstanceStatus
 }
 
 // List fetches every page of the armed set and the failed fires NAS reports.
@@ -252,6 +256,9 @@ func (c *Client) List(ctx context.Context) (Listing, error) {
 		}
 		all.Armed = append(all.Armed, page.Armed...)
 		all.FailedFires = append(all.FailedFires, page.FailedFires...)
+		if cursor == "" {
+			all.Unarmed, all.Instance = page.Unarmed, page.Instance
+		}
 		if page.NextCursor == nil || *page.NextCursor == "" {
 			return all, nil
 		}

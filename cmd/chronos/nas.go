@@ -145,6 +145,7 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer svc.Close()
 	srv := nashttp.NewServer(svc, nashttp.Options{Split: cfg.RelayListen != "", Logger: log})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -174,6 +175,7 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 		wg.Go(func() { errc <- srv.ServeInternal(ctx, relayLn) })
 	}
 	wg.Go(func() { watchKeys(ctx, keys, cfg.KeyCheckInterval, log) })
+	wg.Go(func() { svc.WatchUnarmed(ctx) })
 	if n := *cfg.Relay.Dispatchers; n > 0 {
 		deliverer, err := newDeliverer(cfg, log)
 		if err != nil {

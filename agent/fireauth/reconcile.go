@@ -1,0 +1,131 @@
+package fireauth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/chronoscron/chronos/contract"
+)
+
+// errBadReconcileTyp refuses a token whose typ is not cron-reconcile+jwt
+// (a fire token among them).
+var errBadReconcileTyp = errors.New("typ header is not " + contract.TokenTypeCronReconcile)
+
+// rejectReconcile is a 401 invalid_token whose description is safe to send.
+func rejectReconcile(reason string) *contract.Error {
+	return contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "reconcile token rejected: %s", reason)
+}
+
+// VerifyReconcile checks a cron_reconcile token sent with the exact body
+// bytes body, exactly as VerifyFire checks a fire token (the same key set,
+// algorithms, issuer, audience, time and lifetime checks, kid required), but
+// with typ cron-reconcile+jwt and purpose cron_reconcile: a fire token is
+// refused here, and a reconcile token by VerifyFire. It returns nil when the
+// request may proceed, a 401 invalid_token *contract.Error when the token is
+// refused, and a 503 *contract.Error while the key set is not loaded yet (or
+// cannot be fetched to find an unknown kid).
+func (v *JWTVerifier) VerifyReconcile(ctx context.Context, token string, body []byte) error {
+	if token == "" {
+		return rejectReconcile("no token")
+	}
+	kfp := v.kf.Load()
+	if kfp == nil {
+		if reason := v.refuseUnsignedReconcile(token, body); reason != "" {
+			v.cfg.Logger.Warn("fireauth: reconcile token rejected", "reason", reason)
+			return rejectReconcile(reason)
+		}
+		e := contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, "the agent has not loaded NAS's signing keys yet")
+		e.RetryAfter = notReadyRetryAfter
+		return e
+	}
+	keys := (*kfp).KeyfuncCtx(ctx)
+	failuresBefore := v.fetchFailures()
+	claims := &contract.ReconcileClaims{}
+	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
+		if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
+			return nil, errNoKID
+		}
+		if typ, _ := t.Header["typ"].(string); typ != contract.TokenTypeCronReconcile {
+			return nil, errBadReconcileTyp
+		}
+		return keys(t)
+	})
+	if err != nil {
+		if errors.Is(err, jwkset.ErrKeyNotFound) && v.fetchFailures() > failuresBefore {
+			e := contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, "cannot fetch NAS's signing keys to find the token's kid")
+			e.RetryAfter = keysDownRetryAfter
+			return e
+		}
+		reason := reconcileParseReason(err)
+		v.cfg.Logger.Warn("fireauth: reconcile token rejected", "reason", reason, "error", err)
+		return rejectReconcile(reason)
+	}
+	if reason := v.checkReconcileClaims(claims, body); reason != "" {
+		v.cfg.Logger.Warn("fireauth: reconcile token rejected", "reason", reason)
+		return rejectReconcile(reason)
+	}
+	return nil
+}
+
+// refuseUnsignedReconcile is refuseUnsigned for a reconcile token.
+func (v *JWTVerifier) refuseUnsignedReconcile(token string, body []byte) string {
+	claims := &contract.ReconcileClaims{}
+	t, _, err := jwt.NewParser().ParseUnverified(token, claims)
+	switch {
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "signature or algorithm not accepted"
+	case err != nil:
+		return reconcileParseReason(err)
+	case !slices.Contains(v.cfg.Methods, t.Method.Alg()):
+		return "signature or algorithm not accepted"
+	}
+	if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
+		return reconcileParseReason(errNoKID)
+	}
+	if typ, _ := t.Header["typ"].(string); typ != contract.TokenTypeCronReconcile {
+		return reconcileParseReason(errBadReconcileTyp)
+	}
+	if err := v.validator.Validate(claims); err != nil {
+		return reconcileParseReason(err)
+	}
+	return v.checkReconcileClaims(claims, body)
+}
+
+// checkReconcileClaims applies the checks golang-jwt does not.
+func (v *JWTVerifier) checkReconcileClaims(c *contract.ReconcileClaims, body []byte) string {
+	switch {
+	case c.Audience != v.cfg.Audience:
+		return "aud does not name this agent"
+	case c.IssuedAt == nil:
+		return "iat is missing"
+	case c.ExpiresAt == nil:
+		return "exp is missing"
+	}
+	life := c.ExpiresAt.Sub(c.IssuedAt.Time)
+	switch {
+	case life <= 0:
+		return "exp is not after iat"
+	case life > v.cfg.MaxLifetime:
+		return fmt.Sprintf("lifetime exp - iat is %s, more than %s", life, v.cfg.MaxLifetime)
+	case c.Purpose != contract.PurposeCronReconcile:
+		return "purpose is not " + contract.PurposeCronReconcile
+	}
+	if subtle.ConstantTimeCompare([]byte(c.BodyHash), []byte(contract.BodyHash(body))) != 1 {
+		return "bh does not match the body"
+	}
+	return ""
+}
+
+func reconcileParseReason(err error) string {
+	if errors.Is(err, errBadReconcileTyp) {
+		return errBadReconcileTyp.Error()
+	}
+	return parseReason(err)
+}

@@ -123,10 +123,10 @@ func TestRefreshPoint(t *testing.T) {
 		horizon time.Duration
 		want    time.Time
 	}{
-		{now.Add(10 * day), 30 * day, now.Add(10 * day)},       // within: the slot itself
-		{now.Add(30 * day), 30 * day, now.Add(30 * day)},       // exactly at the horizon
-		{now.Add(45 * day), 30 * day, now.Add(15 * day)},       // one step back
-		{now.Add(60 * day), 30 * day, now.Add(30 * day)},       // two horizons: the later point
+		{now.Add(10 * day), 30 * day, now.Add(10 * day)},        // within: the slot itself
+		{now.Add(30 * day), 30 * day, now.Add(30 * day)},        // exactly at the horizon
+		{now.Add(45 * day), 30 * day, now.Add(15 * day)},        // one step back
+		{now.Add(60 * day), 30 * day, now.Add(30 * day)},        // two horizons: the later point
 		{now.Add(61 * day), 30 * day, now.Add(31*day - 30*day)}, // 61 - 2×30
 		{now.Add(621 * day), 365 * day, now.Add(256 * day)},
 		{now.Add(time.Hour), 0, now.Add(time.Hour)}, // no horizon

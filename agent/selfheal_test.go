@@ -136,7 +136,7 @@ func TestBackstopAt(t *testing.T) {
 	if _, ok, err := b.rt.BackstopAt(context.Background()); ok || err != nil {
 		t.Fatalf("no jobs: %v %v", ok, err)
 	}
-	b.add(t, JobSpec{ID: "hourly", Schedule: "every 1h"})                      // t0+1h, grace 30m
+	b.add(t, JobSpec{ID: "hourly", Schedule: "every 1h"})                     // t0+1h, grace 30m
 	b.add(t, JobSpec{ID: "graced", Schedule: "every 2h", Grace: time.Minute}) // t0+2h, grace 1m
 	b.add(t, JobSpec{ID: "paused", Schedule: "every 1m", Paused: true})
 	at, ok, err := b.rt.BackstopAt(context.Background())

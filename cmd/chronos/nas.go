@@ -67,6 +67,7 @@ the effective configuration with each key's variable, secrets redacted.`,
 	}
 	c.Flags().StringVar(&configPath, "config", "", "YAML config file (env CHRONOS_NAS_CONFIG; keys may also come from CHRONOS_NAS_* variables)")
 	c.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration and exit")
+	c.AddCommand(newNASUnarmedCmd())
 	return c
 }
 

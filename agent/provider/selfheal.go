@@ -220,6 +220,9 @@ func (r *Reconciler) heal(ctx context.Context, h Healer, o *observation, res *Re
 			r.cfg.Logger.Warn("slots passed without a fire; recorded missed", "job_id", jobID, "fire_at", slot, "slots", n, "reason", reason)
 		}
 	}
+	if len(o.waiting) == 0 {
+		return changed // no slot has come: nothing for the backstop
+	}
 	held := map[string]time.Time{}
 	for _, a := range o.listing.Armed {
 		held[a.JobID] = a.FireAt.Time

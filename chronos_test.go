@@ -196,6 +196,11 @@ var goTypes = map[string]struct {
 	"DLQListResponse":        {reflect.TypeFor[contract.DLQListResponse](), false},
 	"DLQReplayRequest":       {reflect.TypeFor[contract.DLQReplayRequest](), false},
 	"DLQReplayResponse":      {reflect.TypeFor[contract.DLQReplayResponse](), false},
+	"UnarmedJob":             {reflect.TypeFor[contract.UnarmedJob](), false},
+	"UnarmedResponse":        {reflect.TypeFor[contract.UnarmedResponse](), false},
+	"InstanceStatus":         {reflect.TypeFor[contract.InstanceStatus](), false},
+	"ReconcileRequest":       {reflect.TypeFor[contract.ReconcileRequest](), false},
+	"ReconcileResponse":      {reflect.TypeFor[contract.ReconcileResponse](), false},
 }
 
 // wireFields returns the JSON names of t's fields.

@@ -160,6 +160,12 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 					Reason: "woke pending run " + runID}
 				return nil
 			}
+			if sched, err := parseSchedule(j, rt.cfg.Location); err == nil && isRefreshPoint(j, sched, slot) {
+				// A refresh fire (NAS's horizon): nothing to run or record;
+				// the reconcile it triggers arms nearer to the slot.
+				res = FireResult{Status: FireRefreshed, Reason: fmt.Sprintf("refresh fire: the next slot is %s", j.NextRunAt.Format(time.RFC3339))}
+				return nil
+			}
 			why := "the job has no next slot"
 			if j.FinishedAt != nil {
 				why = "the job has finished"
@@ -212,6 +218,9 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		return FireResult{}, fmt.Errorf("agent: fire %s: %w", jobID, err)
 	}
 	rt.apply(ctx, p)
+	if res.Status == FireRefreshed {
+		rt.signal() // the refresh fire's arm is spent: arm again
+	}
 	return res, nil
 }
 

@@ -57,6 +57,11 @@ type ListResponse struct {
 	Armed       []ArmedJob   `json:"armed"`
 	NextCursor  *string      `json:"next_cursor"`
 	FailedFires []FailedFire `json:"failed_fires"`
+	// Unarmed (first page only) lists the caller's jobs whose last fire
+	// reached a final outcome and that are not armed again since.
+	Unarmed []UnarmedJob `json:"unarmed,omitempty"`
+	// Instance (first page only) is the state of the caller's instance.
+	Instance *InstanceStatus `json:"instance,omitempty"`
 }
 
 // FailedFiresAckRequest is the body of POST /api/agent-cron/failed-fires/ack:

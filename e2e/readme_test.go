@@ -74,8 +74,9 @@ func commandLines(b mdBlock) []string {
 	return out
 }
 
-// daemonLine matches the README commands that start a long-running process.
-var daemonLine = regexp.MustCompile(`^chronos (nas|relay|agent serve) `)
+// daemonLine matches the README commands that start a long-running process
+// (not their subcommands, such as chronos nas unarmed).
+var daemonLine = regexp.MustCompile(`^chronos (nas|relay|agent serve) --`)
 
 // TestReadmeNASConfigTableMatchesTheCode checks the README's NAS
 // configuration reference against the keys and defaults the real loader

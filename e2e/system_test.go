@@ -47,6 +47,13 @@ type systemOptions struct {
 	// RetryBase and RetryMaxDelay shorten NAS's retry ladder
 	// (relay.retry.base and relay.retry.max_delay) when set.
 	RetryBase, RetryMaxDelay time.Duration
+	// RedisURL, when set, is the store (a redis:// URL of a server the
+	// test owns, with its prefix); it wins over Redis.
+	RedisURL string
+	// Resync is the agents' cron.chronos.resync_interval (default: unset).
+	Resync time.Duration
+	// IdleExit, when set, starts the agents with --idle-exit.
+	IdleExit time.Duration
 }
 
 // system is NAS, relays and agents started as processes in one directory
@@ -98,7 +105,10 @@ func newSystem(t *testing.T, o systemOptions) *system {
 	writeFile(t, s.dir, "agents.yaml", fmt.Sprintf("- agent_id: %s\n  instance_id: %s\n  token_sha256: %s\n", agentID, instanceID, hex.EncodeToString(sum[:])))
 
 	store := "memory"
-	if o.Redis {
+	switch {
+	case o.RedisURL != "":
+		store = o.RedisURL
+	case o.Redis:
 		store = redistest.URL(t) + "/0?prefix=" + redistest.Prefix(t)
 	}
 	dispatchers := 0
@@ -154,8 +164,16 @@ allow_private_callbacks: true
 	s.callbackURL = s.proxy.URL()
 	for i, u := range s.agentURLs {
 		name := fmt.Sprintf("agent-%d.yaml", i+1)
-		writeFile(t, s.dir, name, s.agentConfig(strings.TrimPrefix(u, "http://")))
-		a := startProc(t, fmt.Sprintf("agent-%d", i+1), s.dir, nil, "agent", "serve", "--config", name)
+		cfg := s.agentConfig(strings.TrimPrefix(u, "http://"))
+		if o.Resync > 0 {
+			cfg += fmt.Sprintf("    resync_interval: %s\n", o.Resync)
+		}
+		writeFile(t, s.dir, name, cfg)
+		args := []string{"agent", "serve", "--config", name}
+		if o.IdleExit > 0 {
+			args = append(args, "--idle-exit", o.IdleExit.String())
+		}
+		a := startProc(t, fmt.Sprintf("agent-%d", i+1), s.dir, nil, args...)
 		s.agents = append(s.agents, a)
 	}
 	for i, a := range s.agents {
@@ -395,6 +413,7 @@ func describeRuns(rs []*run) string {
 
 // fireRecord is one fire the proxy passed to a replica.
 type fireRecord struct {
+	path    string // the agent route called (fires, or a reconcile request)
 	at      time.Time
 	job     string
 	fireAt  time.Time
@@ -491,7 +510,7 @@ func (p *spreadProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Attempt int       `json:"attempt"`
 	}
 	_ = json.Unmarshal(body, &fire)
-	rec := fireRecord{at: time.Now(), job: fire.JobID, fireAt: fire.FireAt, attempt: fire.Attempt, kid: tokenKID(r.Header.Get("Authorization"))}
+	rec := fireRecord{path: r.URL.Path, at: time.Now(), job: fire.JobID, fireAt: fire.FireAt, attempt: fire.Attempt, kid: tokenKID(r.Header.Get("Authorization"))}
 	p.mu.Lock()
 	lose := p.loseFirst[fire.JobID] > 0
 	if lose {

@@ -97,6 +97,11 @@ type Config struct {
 	// agent's failed_fires (on list) when the agent does not acknowledge it.
 	// Default 168h (7 days).
 	FailedFiresRetention time.Duration `yaml:"failed_fires_retention"`
+	// UnarmedAfter is how long a job may stay without an armed fire after
+	// its last fire was delivered, dropped (instance stopped) or
+	// dead-lettered before NAS reports it (chronos_nas_unarmed_jobs, the
+	// operator route, a warn log line). Default 10m.
+	UnarmedAfter time.Duration `yaml:"unarmed_after"`
 	// LogLevel is debug, info, warn or error. Default "info".
 	LogLevel string `yaml:"log_level"`
 }
@@ -197,6 +202,7 @@ const (
 	DefaultLogLevel             = "info"
 	DefaultMaxAuthAttempts      = 4
 	DefaultSessionClaim         = "sid"
+	DefaultUnarmedAfter         = 10 * time.Minute
 )
 
 // WithDefaults returns a copy of c with every unset key at its default.
@@ -257,6 +263,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.FailedFiresRetention == 0 {
 		c.FailedFiresRetention = DefaultFailedFiresRetention
+	}
+	if c.UnarmedAfter == 0 {
+		c.UnarmedAfter = DefaultUnarmedAfter
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = DefaultLogLevel
@@ -387,6 +396,9 @@ func (c Config) validate(requireCredentials bool) error {
 	}
 	if c.FailedFiresRetention <= 0 {
 		bad("failed_fires_retention: must be positive")
+	}
+	if c.UnarmedAfter < time.Second {
+		bad("unarmed_after: %s must be at least 1s", c.UnarmedAfter)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

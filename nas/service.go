@@ -64,6 +64,7 @@ type Service struct {
 	limiter  *agentLimiter
 	metrics  *Metrics
 	operator []byte
+	heal     selfHeal
 }
 
 // New builds a Service. Config must validate after WithDefaults, except that
@@ -122,6 +123,7 @@ func New(opts Options) (*Service, error) {
 	// their portal_url, which operators copy from the same place.
 	s.minter = &Minter{Keys: opts.Keys, Issuer: cfg.PublicURL, TTL: cfg.FireTokenTTL}
 	s.metrics = newMetrics(opts.Engine)
+	s.initSelfHeal()
 	return s, nil
 }
 
@@ -298,6 +300,7 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 		s.log.InfoContext(ctx, "armed", "agent_id", id.AgentID, "job_id", req.JobID,
 			"schedule_id", res.OneShot.ScheduleID, "fire_at", contract.FormatTime(res.OneShot.FireAt), "replaced", res.Replaced)
 	}
+	s.rememberCallback(ctx, id.InstanceID, cb)
 	return contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: fireAt(res.OneShot), Armed: true}, nil
 }
 
@@ -314,6 +317,10 @@ func (s *Service) Cancel(ctx context.Context, id Identity, req contract.CancelRe
 	}
 	found, err := s.engine.Cancel(ctx, id.AgentID, req.JobID)
 	if err != nil {
+		return contract.OKResponse{}, s.engineErr("cancel", err)
+	}
+	// The agent meant it: a job it cancels is not one left unarmed.
+	if err := s.engine.ForgetLastFire(ctx, id.AgentID, req.JobID); err != nil {
 		return contract.OKResponse{}, s.engineErr("cancel", err)
 	}
 	if found {
@@ -375,6 +382,9 @@ func (s *Service) List(ctx context.Context, id Identity, limit int, cursor strin
 				JobID: d.JobID, FireAt: fireAt(d.OneShot), ScheduleID: d.ScheduleID,
 				Attempts: d.Attempt, Reason: d.Reason, FailedAt: contract.NewTime(d.FailedAt),
 			})
+		}
+		if resp.Unarmed, resp.Instance, err = s.listExtras(ctx, id); err != nil {
+			return contract.ListResponse{}, s.engineErr("list", err)
 		}
 	}
 	return resp, nil
@@ -502,6 +512,7 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 			resp.Created = append(resp.Created, jobID)
 		}
 		resp.Armed = append(resp.Armed, armedJob(res.OneShot))
+		s.rememberCallback(ctx, id.InstanceID, callbacks[jobID])
 	}
 	sort.Strings(resp.Cancelled)
 	s.log.InfoContext(ctx, "armed set replaced", "agent_id", id.AgentID, "created", len(resp.Created),
@@ -578,6 +589,7 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 	if info.Stopped {
 		s.metrics.countDelivery(deliveryInstanceStopped)
 		logFire(slog.LevelInfo, "fire dropped: instance stopped", "instance_id", row.InstanceID)
+		s.recordLastFire(ctx, row, relay.LastFireInstanceStopped, "the operator stopped instance "+row.InstanceID)
 		return contract.RelayResponse{Status: contract.RelayInstanceStopped}, nil
 	}
 	// fire_at in the agent's own spelling, in the body and the token alike.
@@ -602,8 +614,14 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 		logFire(slog.LevelInfo, "fire delivered", "agent_status", res.AgentStatus, "run_id", res.RunID, "lag_ms", lag.Milliseconds())
 		resp := contract.RelayResponse{Status: contract.RelayDelivered}
 		switch res.AgentStatus {
-		case contract.FireAccepted, contract.FireDuplicate, contract.FireGone:
+		case contract.FireAccepted, contract.FireDuplicate, contract.FireGone, contract.FireRefreshed:
 			resp.AgentStatus = res.AgentStatus
+		}
+		if res.AgentStatus != contract.FireGone {
+			// The agent re-arms the job itself; until it does, the job is
+			// unarmed after this fire. (An agent that has no such job
+			// wants it unarmed.)
+			s.recordLastFire(ctx, row, relay.LastFireDelivered, "agent answered "+agentAnswer(res))
 		}
 		return resp, nil
 	case OutcomeRejected:
@@ -702,10 +720,19 @@ func (s *Service) SetInstanceStopped(ctx context.Context, instanceID string, sto
 	if e := checkPathID("instance_id", instanceID); e != nil {
 		return contract.InstanceStateResponse{}, e
 	}
+	at := s.now()
 	if err := s.engine.SetInstanceStopped(ctx, instanceID, stopped); err != nil {
 		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
 	}
+	if err := s.engine.NoteInstance(ctx, instanceID, stopped, at); err != nil {
+		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
+	}
 	s.log.InfoContext(ctx, "instance state changed", "instance_id", instanceID, "stopped", stopped)
+	if !stopped {
+		// Its agent may sleep with jobs whose fires were dropped meanwhile:
+		// ask it to reconcile now rather than at its next resync.
+		s.nudge(ctx, instanceID, contract.ReconcileReasonInstanceStarted)
+	}
 	return contract.InstanceStateResponse{InstanceID: instanceID, Stopped: stopped}, nil
 }
 

@@ -467,6 +467,7 @@ func (r *run) settle(l Lease, out Outcome) {
 		if err == nil {
 			r.cfg.Metrics.CountDeadLetter()
 			r.logFire(ctx, slog.LevelWarn, "relay: fire dead-lettered", l, "reason", out.Reason)
+			r.recordDead(ctx, l, out.Reason)
 		}
 	default:
 		if out.Kind != Retry {
@@ -479,6 +480,7 @@ func (r *run) settle(l Lease, out Outcome) {
 			if err == nil {
 				r.cfg.Metrics.CountDeadLetter()
 				r.logFire(ctx, slog.LevelWarn, "relay: fire dead-lettered", l, "reason", reason)
+				r.recordDead(ctx, l, reason)
 			}
 			break
 		}
@@ -496,6 +498,24 @@ func (r *run) settle(l Lease, out Outcome) {
 	case err != nil:
 		// The lease will lapse and the reaper hand the fire out again.
 		r.logFire(ctx, slog.LevelError, "relay: recording the outcome failed", l, "outcome", out.Kind.String(), "err", err)
+	}
+}
+
+// recordDead records a dead-lettered fire as its job's last fire when the
+// queue keeps last fires (relay.LastFires): NAS then reports the job as
+// unarmed if its agent does not arm it again, and tells the agent why the
+// slot never ran. A failure is logged: the dead letter itself holds the fire.
+func (r *run) recordDead(ctx context.Context, l Lease, reason string) {
+	lf, ok := r.q.(LastFires)
+	if !ok {
+		return
+	}
+	err := lf.RecordLastFire(ctx, LastFire{
+		AgentID: l.AgentID, InstanceID: l.InstanceID, JobID: l.JobID, ScheduleID: l.ScheduleID,
+		FireAt: l.FireAt, CallbackURL: l.CallbackURL, Outcome: LastFireDeadLettered, Reason: reason, At: r.cfg.Now(),
+	})
+	if err != nil {
+		r.logFire(ctx, slog.LevelError, "relay: recording the dead-lettered fire as the job's last fire failed", l, "err", err)
 	}
 }
 

@@ -232,6 +232,8 @@ type Engine interface {
 	Queue
 	DeadLetters
 	Control
+	LastFires
+	Instances
 	// Stats reads the gauges of the whole store.
 	Stats(ctx context.Context) (Stats, error)
 	// Close stops the engine's goroutines and closes the connections it opened.

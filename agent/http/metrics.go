@@ -22,6 +22,7 @@ const (
 	OutcomeAccepted     = "accepted"     // 202: the slot is claimed (or consumed by a policy)
 	OutcomeDuplicate    = "duplicate"    // 200: the slot was claimed already or has passed
 	OutcomeGone         = "gone"         // 200: no such job
+	OutcomeRefreshed    = "refreshed"    // 200: a refresh point of a far slot; armed again, nothing run
 	OutcomeTooEarly     = "too_early"    // 425: the slot is ahead of the clock beyond the allowed skew
 	OutcomeUnauthorized = "unauthorized" // 401: no token, or a token that fails verification
 	OutcomeUnavailable  = "unavailable"  // 503: keys loading, unknown kid, store busy, draining, job paused
@@ -29,7 +30,7 @@ const (
 	OutcomeError        = "error"        // 500: the claim failed
 )
 
-var fireOutcomes = []string{OutcomeAccepted, OutcomeDuplicate, OutcomeGone, OutcomeTooEarly,
+var fireOutcomes = []string{OutcomeAccepted, OutcomeDuplicate, OutcomeGone, OutcomeRefreshed, OutcomeTooEarly,
 	OutcomeUnauthorized, OutcomeUnavailable, OutcomeInvalid, OutcomeError}
 
 // runStatuses are the statuses of chronos_agent_runs_total: the ledger

@@ -46,6 +46,12 @@ type FireVerifier interface {
 	VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error
 }
 
+// ReconcileVerifier decides whether a reconcile request may proceed, as
+// FireVerifier does for fires; *fireauth.JWTVerifier implements it.
+type ReconcileVerifier interface {
+	VerifyReconcile(ctx context.Context, token string, body []byte) error
+}
+
 // Firer claims slots; *agent.Runtime implements it.
 type Firer interface {
 	Fire(ctx context.Context, jobID string, slot time.Time, trigger agent.Trigger) (agent.FireResult, error)
@@ -83,6 +89,11 @@ type Config struct {
 	// Checks are the readiness checks by name (e.g. "jwks"); /readyz is 200
 	// when all pass and the server is not draining.
 	Checks map[string]Check
+	// Reconcile, when set, serves POST /api/cron/reconcile: a request whose
+	// cron_reconcile token ReconcileVerifier accepts is answered 202 and
+	// handed to Reconcile. Without it the route answers 503.
+	Reconcile         func(reason string)
+	ReconcileVerifier ReconcileVerifier
 	// ReadyWait is how long a fire waits for a verifier that is still
 	// loading its keys (a woken agent's first fire) before answering 503;
 	// default 5 s.
@@ -157,6 +168,7 @@ func New(cfg Config) *Server {
 	}
 	metricsHandler := promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn)})
 	s.mux.HandleFunc(contract.PathFire, s.fire)
+	s.mux.HandleFunc(contract.PathReconcile, s.reconcile)
 	s.mux.HandleFunc(contract.PathHealthz, s.healthz)
 	s.mux.HandleFunc(contract.PathReadyz, s.readyz)
 	s.mux.HandleFunc(contract.PathMetrics, func(w http.ResponseWriter, r *http.Request) {
@@ -333,6 +345,10 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 		e := contract.Errorf(http.StatusTooEarly, contract.CodeTooEarly, "%s", res.Reason)
 		e.RetryAfter = max(res.RetryAfter, time.Second)
 		contract.WriteError(w, e)
+	case agent.FireRefreshed:
+		outcome = OutcomeRefreshed
+		log.Info("refresh fire: arming again nearer to the slot", "reason", res.Reason)
+		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireRefreshed, JobID: req.JobID})
 	case agent.FireBusy:
 		outcome = OutcomeUnavailable
 		retry := res.RetryAfter

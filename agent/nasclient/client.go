@@ -252,6 +252,10 @@ type Listing struct {
 	// FailedFires are the fires NAS gave up on that the agent has not
 	// acknowledged (AckFailedFires), oldest first.
 	FailedFires []contract.FailedFire
+	// Unarmed and Instance are what the first page says of the jobs whose
+	// last fire has a final outcome and of the agent's instance.
+	Unarmed  []contract.UnarmedJob
+	Instance *contract.InstanceStatus
 }
 
 // List fetches the whole armed set and the failed fires NAS reports, in one
@@ -279,6 +283,9 @@ func (c *Client) list(ctx context.Context, limit int) (Listing, error) {
 		}
 		all.Armed = append(all.Armed, page.Armed...)
 		all.FailedFires = append(all.FailedFires, page.FailedFires...)
+		if cursor == "" {
+			all.Unarmed, all.Instance = page.Unarmed, page.Instance
+		}
 		if page.NextCursor == nil || *page.NextCursor == "" {
 			return all, nil
 		}

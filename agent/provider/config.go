@@ -68,6 +68,10 @@ type ChronosConfig struct {
 	AccessTokenFile string `yaml:"access_token_file"`
 	// Issuer overrides the expected iss of fire tokens. Default: PortalURL.
 	Issuer string `yaml:"issuer"`
+	// ResyncInterval is how often a running agent reconciles with NAS
+	// although nothing changed, so that a fire that never arrives is
+	// noticed while it is awake (a Go duration, at least 1s). Default: 5m.
+	ResyncInterval string `yaml:"resync_interval"`
 
 	// AccessToken is the token itself, from CHRONOS_ACCESS_TOKEN or read
 	// from AccessTokenFile by the caller; never read from YAML.
@@ -82,6 +86,26 @@ func (c ChronosConfig) ExpectedIssuer() string {
 		return c.Issuer
 	}
 	return c.PortalURL
+}
+
+// minResyncInterval bounds cron.chronos.resync_interval from below.
+const minResyncInterval = time.Second
+
+// Resync returns cron.chronos.resync_interval as a duration: the default
+// when it is empty, an error naming the key when it is not a duration of at
+// least 1s.
+func (c ChronosConfig) Resync() (time.Duration, error) {
+	if c.ResyncInterval == "" {
+		return DefaultResyncInterval, nil
+	}
+	d, err := time.ParseDuration(c.ResyncInterval)
+	if err != nil {
+		return 0, fmt.Errorf("cron.chronos.resync_interval %q is not a duration (like 5m or 30s)", c.ResyncInterval)
+	}
+	if d < minResyncInterval {
+		return 0, fmt.Errorf("cron.chronos.resync_interval %s must be at least %s", d, minResyncInterval)
+	}
+	return d, nil
 }
 
 // ParseConfig reads a YAML config strictly: unknown keys are errors.
@@ -135,6 +159,7 @@ func (c *Config) envKeys() map[string]*string {
 		"CHRONOS_CRON_CHRONOS_NAS_JWKS_URL":      &c.Cron.Chronos.NASJWKSURL,
 		"CHRONOS_CRON_CHRONOS_ACCESS_TOKEN_FILE": &c.Cron.Chronos.AccessTokenFile,
 		"CHRONOS_CRON_CHRONOS_ISSUER":            &c.Cron.Chronos.Issuer,
+		"CHRONOS_CRON_CHRONOS_RESYNC_INTERVAL":   &c.Cron.Chronos.ResyncInterval,
 		EnvAccessToken:                           &c.Cron.Chronos.AccessToken,
 	}
 }
@@ -142,7 +167,7 @@ func (c *Config) envKeys() map[string]*string {
 // EnvNames lists every environment variable ApplyEnv reads.
 func EnvNames() []string {
 	var c Config
-	names := make([]string, 0, 11)
+	names := make([]string, 0, 12)
 	for k := range c.envKeys() {
 		names = append(names, k)
 	}
@@ -173,8 +198,9 @@ func (c Config) Location() (*time.Location, error) {
 }
 
 // Validate checks the settings every provider needs (home, listen,
-// timezone). The chronos settings are judged by Decide instead: a missing
-// one selects the built-in timer rather than failing.
+// timezone) and that cron.chronos.resync_interval, when set, is a valid
+// duration. The other chronos settings are judged by Decide instead: a
+// missing one selects the built-in timer rather than failing.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Home == "" {
@@ -187,6 +213,9 @@ func (c Config) Validate() error {
 		if _, err := time.LoadLocation(c.Timezone); err != nil {
 			errs = append(errs, fmt.Errorf("timezone %q: %w", c.Timezone, err))
 		}
+	}
+	if _, err := c.Cron.Chronos.Resync(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("provider: config: %w", oneLineError{err})

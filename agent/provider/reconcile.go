@@ -71,6 +71,15 @@ type ReconcilerConfig struct {
 	// RetryBase and RetryMax bound the backoff of Run after a failure
 	// (exponential with jitter); defaults 1 s and 5 min.
 	RetryBase, RetryMax time.Duration
+	// ResyncInterval makes Run reconcile on a timer too, so that a fire
+	// that never arrives is noticed while the agent is awake
+	// (cron.chronos.resync_interval); 0 disables it. With CatchUp and a
+	// Source that is a Healer, Run also wakes when the earliest slot is
+	// overdue by more than its grace (the backstop).
+	ResyncInterval time.Duration
+	// Horizon is the furthest ahead a fire is armed; a slot beyond it is
+	// armed as a refresh fire (see RefreshPoint). Default DefaultHorizon.
+	Horizon time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -79,9 +88,13 @@ type ReconcilerConfig struct {
 
 // Reconciler keeps NAS's armed set equal to the agent's desired set.
 type Reconciler struct {
-	cfg  ReconcilerConfig
-	mu   sync.Mutex
-	kick chan struct{}
+	cfg    ReconcilerConfig
+	mu     sync.Mutex
+	kick   chan struct{}
+	resync chan struct{}
+	// horizon is the effective Horizon: halved when NAS refuses a fire as
+	// too far ahead.
+	horizon atomic.Int64
 
 	inSync   atomic.Bool
 	gen      atomic.Int64 // bumped by every change; a reconcile that saw an older one is not in sync
@@ -112,7 +125,15 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Reconciler{cfg: cfg, kick: make(chan struct{}, 1)}, nil
+	if cfg.Horizon <= 0 {
+		cfg.Horizon = DefaultHorizon
+	}
+	if cfg.ResyncInterval < 0 {
+		return nil, errors.New("provider: ResyncInterval must not be negative")
+	}
+	r := &Reconciler{cfg: cfg, kick: make(chan struct{}, 1), resync: make(chan struct{}, 1)}
+	r.horizon.Store(int64(cfg.Horizon))
+	return r, nil
 }
 
 // InSync reports whether the last reconcile succeeded and no change has
@@ -138,22 +159,42 @@ func (r *Reconciler) Kick() {
 	}
 }
 
-// Run reconciles at once, then after every signal on changes and every
-// Kick, until ctx ends. After a failure it retries on a backoff timer
-// (RetryBase doubling up to RetryMax, with jitter); a success clears it.
-// Nothing else wakes it: there is no periodic reconcile.
+// Run reconciles at once, then after every signal on changes, every Kick
+// and every Resync, until ctx ends. After a failure it retries on a backoff
+// timer (RetryBase doubling up to RetryMax, with jitter); a success clears
+// it. With ResyncInterval it also reconciles on that timer, and with the
+// backstop (see ResyncInterval) when the earliest slot is overdue by more
+// than its grace. The timers live in this process only: they never wake a
+// stopped agent, and a reconcile that finds NAS in sync leaves InSync true
+// throughout, so they do not keep an idle agent from exiting.
 func (r *Reconciler) Run(ctx context.Context, changes <-chan struct{}) error {
 	var (
 		timer    *time.Timer
 		retry    <-chan time.Time
 		failures int
+		resyncC  <-chan time.Time
+		backstop = time.NewTimer(time.Hour)
 	)
+	backstop.Stop()
+	defer backstop.Stop()
+	if r.cfg.ResyncInterval > 0 {
+		t := time.NewTicker(r.cfg.ResyncInterval)
+		defer t.Stop()
+		resyncC = t.C
+	}
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	armBackstop := func() {
+		backstop.Stop()
+		if d, ok := r.nextBackstop(ctx); ok {
+			backstop.Reset(d)
+		}
+	}
 	once := func() {
+		defer armBackstop()
 		if timer != nil {
 			timer.Stop()
 			retry = nil
@@ -183,6 +224,12 @@ func (r *Reconciler) Run(ctx context.Context, changes <-chan struct{}) error {
 		case <-r.kick:
 			once()
 		case <-retry:
+			once()
+		case <-r.resync:
+			once()
+		case <-resyncC:
+			once()
+		case <-backstop.C:
 			once()
 		}
 	}
@@ -282,7 +329,10 @@ func ComputePlan(desired []agent.Desired, waiting map[string]time.Time, armed []
 type observation struct {
 	now     time.Time
 	listing nasclient.Listing
+	// desired are the fires to arm (a slot beyond the horizon as its
+	// refresh point); slots the jobs' real next slots.
 	desired []agent.Desired
+	slots   []agent.Desired
 	waiting map[string]time.Time
 	plan    Plan
 }
@@ -297,6 +347,8 @@ func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing) (ob
 	if err != nil {
 		return o, fmt.Errorf("provider: desired: %w", err)
 	}
+	o.slots = o.desired
+	o.desired = r.withinHorizon(o.desired, o.now)
 	o.waiting = Waiting(jobs, o.now)
 	o.plan = ComputePlan(o.desired, o.waiting, listing.Armed, r.cfg.CallbackURL, o.now)
 	return o, nil
@@ -311,8 +363,10 @@ func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing) (ob
 func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// InSync stays as it is while NAS is compared: a reconcile that finds
+	// it in sync (a resync) must not make an idle agent look busy. It drops
+	// as soon as something is to be done, and on any failure.
 	gen := r.gen.Load()
-	r.inSync.Store(false)
 	r.runs.Add(1)
 	start := r.cfg.Now()
 	res := Result{At: start, By: r.cfg.By}
@@ -345,6 +399,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 	res.OK = len(errs) == 0
 	err := errors.Join(errs...)
 	if err != nil {
+		r.inSync.Store(false)
 		res.Error = err.Error()
 		r.failures.Add(1)
 		st.Counts.Failures++
@@ -380,7 +435,11 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 	listing, err := r.cfg.NAS.List(ctx)
 	if err != nil {
 		fail("list", "", err)
-		if r.cfg.CatchUp {
+		if h, ok := r.healer(); ok {
+			// NAS cannot say what it will deliver: slots overdue beyond
+			// their grace are run by the misfire policy (the backstop).
+			r.backstopUnreachable(ctx, h, err, res, fail)
+		} else if r.cfg.CatchUp {
 			// NAS cannot say what it will deliver; the local misfire policy
 			// keeps overdue slots from being lost.
 			r.catchUpIfWaiting(ctx, res, fail)
@@ -394,7 +453,18 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 		fail("observe", "", err)
 		return nil, nil
 	}
-	if r.cfg.CatchUp && len(o.plan.Overdue) > 0 {
+	if !o.plan.InSync() {
+		r.inSync.Store(false)
+	}
+	if h, ok := r.healer(); ok {
+		if r.heal(ctx, h, &o, res, fail) {
+			r.inSync.Store(false)
+			if o, err = r.observe(ctx, listing); err != nil {
+				fail("observe", "", err)
+				return nil, nil
+			}
+		}
+	} else if r.cfg.CatchUp && len(o.plan.Overdue) > 0 {
 		if err := r.cfg.Source.CatchUp(ctx); err != nil {
 			fail("catch up", "", err)
 		} else {
@@ -409,11 +479,12 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 	for _, a := range listing.Armed {
 		armed[a.JobID] = Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL}
 	}
+	slots := map[string]time.Time{}
+	for _, d := range o.slots {
+		slots[d.JobID] = d.FireAt
+	}
 	for _, p := range o.plan.Provision {
-		out, err := r.cfg.NAS.Provision(ctx, contract.ProvisionRequest{
-			JobID: p.JobID, FireAt: contract.NewTime(p.FireAt), AgentCallbackURL: r.cfg.CallbackURL,
-			DedupKey: nasclient.DedupKey(p.JobID, p.FireAt),
-		})
+		out, err := r.provisionWithinHorizon(ctx, &p, slots[p.JobID])
 		if err != nil {
 			fail("provision", p.JobID, err)
 			continue

@@ -132,8 +132,9 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 	defer stopRun()
 
 	var (
-		verifier *fireauth.JWTVerifier
-		rec      *provider.Reconciler
+		verifier    *fireauth.JWTVerifier
+		rec         *provider.Reconciler
+		resyncEvery time.Duration
 	)
 	if decision.Chronos() {
 		ch := cfg.Cron.Chronos
@@ -151,9 +152,15 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 			_ = rt.Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("agent: %w", err)
 		}
+		resync, err := ch.Resync()
+		if err != nil {
+			_ = rt.Close(context.WithoutCancel(ctx))
+			return asUsage(err)
+		}
+		resyncEvery = resync
 		rec, err = provider.NewReconciler(provider.ReconcilerConfig{
 			Source: rt, NAS: nc, CallbackURL: ch.CallbackURL, Home: cfg.Home, By: "agent", CatchUp: true,
-			Logger: log.With("component", "reconcile"),
+			ResyncInterval: resync, Logger: log.With("component", "reconcile"),
 		})
 		if err != nil {
 			_ = rt.Close(context.WithoutCancel(ctx))
@@ -168,9 +175,14 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 	hcfg := agenthttp.Config{Firer: rt, Logger: log.With("component", "http")}
 	if rec != nil {
 		hcfg.Sync = rec
+		// Readiness fails once the agent has been out of sync for longer
+		// than the timer that would have healed it.
+		hcfg.ResyncInterval = resyncEvery
 	}
 	if verifier != nil {
 		hcfg.Verifier = verifier
+		hcfg.ReconcileVerifier = verifier
+		hcfg.Reconcile = func(string) { rec.Resync() }
 		hcfg.Checks = map[string]agenthttp.Check{"jwks": func(context.Context) error {
 			if !verifier.Ready() {
 				return errors.New("NAS's key set is not loaded yet")

@@ -170,6 +170,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
+	defer svc.Close()
 	srv := nashttp.NewServer(svc, nashttp.Options{Split: true, Logger: nasLog})
 
 	// The relay: a dispatcher calling NAS's relay route, each call logged.

@@ -80,6 +80,7 @@ the effective configuration with each key's variable, secrets redacted.`,
 	}
 	c.Flags().StringVar(&configPath, "config", "", "YAML config file (env CHRONOS_NAS_CONFIG; keys may also come from CHRONOS_NAS_* variables)")
 	c.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration and exit")
+	c.AddCommand(newNASUnarmedCmd())
 	return c
 }
 
@@ -179,6 +180,7 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer svc.Close()
 	srv := nashttp.NewServer(svc, nashttp.Options{Split: cfg.RelayListen != "", Logger: log})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -208,6 +210,7 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 		wg.Go(func() { errc <- srv.ServeInternal(ctx, relayLn) })
 	}
 	wg.Go(func() { watchKeys(ctx, keys, cfg.KeyCheckInterval, log) })
+	wg.Go(func() { svc.WatchUnarmed(ctx) })
 	if n := *cfg.Relay.Dispatchers; n > 0 {
 		deliverer, err := newDeliverer(cfg, log)
 		if err != nil {

@@ -69,6 +69,7 @@ func startLive(t *testing.T, alg string, retry relay.RetryPolicy) *live {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.svc.Close)
 	srv := nashttp.NewServer(l.svc, nashttp.Options{Split: true, Logger: log})
 	secret, _ := contract.ParseWebhookSecret(relaySecret)
 	deliverer, err := relay.NewHTTPDeliverer(relay.HTTPDelivererConfig{NASURL: l.internal, Keys: [][]byte{secret}, Logger: log, Timeout: 5 * time.Second})

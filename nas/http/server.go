@@ -173,6 +173,7 @@ func (s *Server) routes(e *echo.Echo, agentAPI, internal bool) {
 			e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll))
 			e.GET(contract.PathOperatorDLQ, s.operator(s.listDead))
 			e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay))
+			e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed))
 		}
 	}
 }
@@ -516,6 +517,27 @@ func (s *Server) replay(c echo.Context) error {
 		return err
 	}
 	resp, err := s.svc.Replay(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) unarmed(c echo.Context) error {
+	q := c.Request().URL.Query()
+	for k, v := range q {
+		if k != "agent" {
+			return contract.BadRequest(contract.CodeInvalidRequest, "unknown query parameter %q", k)
+		}
+		if len(v) > 1 {
+			return contract.BadRequest(contract.CodeInvalidRequest, "query parameter %q given more than once", k)
+		}
+	}
+	agentID := q.Get("agent")
+	if _, ok := q["agent"]; ok && (agentID == "" || len(agentID) > 256) {
+		return contract.BadRequest(contract.CodeInvalidRequest, "agent must be 1 to 256 characters")
+	}
+	resp, err := s.svc.Unarmed(c.Request().Context(), agentID)
 	if err != nil {
 		return err
 	}

@@ -93,6 +93,7 @@ func setup(t *testing.T, opts ...setupOpt) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(svc.Close)
 	srv := nashttp.NewServer(svc, nashttp.Options{Split: cfg.RelayListen != "", Logger: o.Logger})
 	secret, _ := contract.ParseWebhookSecret(relaySecret)
 	b := &bundle{

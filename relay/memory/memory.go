@@ -77,6 +77,11 @@ type Engine struct {
 	stopped  map[string]bool
 	seen     map[string]int64 // delivery id → expiry (ms)
 	seenExp  expiryHeap
+
+	// lastFires holds each job's last fire outcome (agent → job → record)
+	// and instances what is known of each instance; see lastfire.go.
+	lastFires map[string]map[string]*lastFireRecord
+	instances map[string]*relay.InstanceInfo
 }
 
 var _ relay.Engine = (*Engine)(nil)

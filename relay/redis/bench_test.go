@@ -124,3 +124,28 @@ func BenchmarkClaimAckConcurrent(b *testing.B) {
 		done += len(ls)
 	}
 }
+
+// BenchmarkRecordLastFire measures recording a fire's final outcome, the
+// write NAS's relay route adds to every delivered fire, from parallel
+// callers spread over 100 agents.
+func BenchmarkRecordLastFire(b *testing.B) {
+	e := benchEngine(b)
+	ctx := context.Background()
+	at := time.Now()
+	var seq int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := atomicAdd(&seq)
+			err := e.RecordLastFire(ctx, relay.LastFire{
+				AgentID: fmt.Sprintf("agent-%d", i%100), InstanceID: "inst", JobID: fmt.Sprintf("job-%d", i),
+				ScheduleID: fmt.Sprintf("sch_%032x", i), FireAt: at, CallbackURL: "https://agent.example",
+				Outcome: relay.LastFireDelivered, Reason: "agent answered 202 accepted", At: at,
+			})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

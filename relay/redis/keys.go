@@ -85,3 +85,14 @@ func (k keys) wake() string { return "chronos:" + k.prefix + ":wake" }
 func member(agent, job string) string {
 	return strconv.Itoa(len(agent)) + ":" + agent + job
 }
+
+// lastFires is the hash of agent's last fire records, job id → packed record.
+func (k keys) lastFires(shard int, agent string) string { return k.tags[shard] + ":lf:" + agent }
+
+// lastFireIndex is the shard's zset of last fire records by outcome time
+// (ms), members as in member.
+func (k keys) lastFireIndex(shard int) string { return k.tags[shard] + ":lfz" }
+
+// instance is the hash of what is known of one agent instance: stopped_at,
+// started_at (ms) and callback.
+func (k keys) instance(id string) string { return k.control() + ":inst:" + id }

@@ -66,6 +66,7 @@ var dispatcherTests = []struct {
 	{"KeepsLeasesOfAFailedClaim", testDispatchKeepsLeasesOfAFailedClaim},
 	{"RunTwice", testDispatchRunTwice},
 	{"SurvivesPanickingDeliverer", testDispatchSurvivesPanickingDeliverer},
+	{"RecordsDeadLetteredFireAsLastFire", testDispatchRecordsDeadLetteredFireAsLastFire},
 }
 
 // peerTests run with two engines on one store, as two processes share it.
@@ -679,4 +680,44 @@ func testPeerReplayWakesDispatcher(t *testing.T, e, peer relay.Engine) {
 		t.Fatalf("the replayed fire came %s after the replay, want at once", late)
 	}
 	drained(t, e)
+}
+
+// testDispatchRecordsDeadLetteredFireAsLastFire: a fire the dispatcher
+// dead-letters, whether the agent refused it or the retries ran out, becomes
+// its job's last fire, so NAS can tell the agent why the slot never ran and
+// report the job as unarmed until it is armed again.
+func testDispatchRecordsDeadLetteredFireAsLastFire(t *testing.T, e relay.Engine) {
+	for _, tc := range []struct {
+		name   string
+		answer Reply
+		retry  relay.RetryPolicy
+		reason string
+	}{
+		{"rejected", Reply{Status: http.StatusOK, Body: `{"status":"rejected","reason":"agent answered 404"}`}, relay.RetryPolicy{}, "agent answered 404"},
+		{"retries spent", failing,
+			relay.RetryPolicy{Base: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, MaxAttempts: 2, NoColdStart: true}, "gave up after 2 attempts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			agent := "a-" + strings.ReplaceAll(tc.name, " ", "-")
+			b := startDispatch(t, e, always(tc.answer), relay.DispatcherConfig{Retry: tc.retry}, 1)
+			s := armAt(t, e, agent, "job", time.Now())
+			var got []relay.UnarmedFire
+			eventually(t, 5*time.Second, "the dead-lettered fire as the job's last fire", func() bool {
+				all, _, err := e.Unarmed(ctxT(t), relay.UnarmedQuery{Before: time.Now()})
+				got = got[:0]
+				for _, f := range all {
+					if f.AgentID == agent {
+						got = append(got, f)
+					}
+				}
+				return err == nil && len(got) == 1
+			})
+			b.stop()
+			f := got[0]
+			if f.JobID != "job" || f.ScheduleID != s.ScheduleID || !f.FireAt.Equal(s.FireAt) ||
+				f.InstanceID != "i-"+agent || f.Outcome != relay.LastFireDeadLettered || !strings.Contains(f.Reason, tc.reason) {
+				t.Fatalf("last fire %+v, want the dead-lettered fire of %s with reason %q", f, s.ScheduleID, tc.reason)
+			}
+		})
+	}
 }

@@ -37,6 +37,12 @@ func RunEngineSuite(t *testing.T, f Factory) {
 			tc.run(t, f.New(t))
 		})
 	}
+	for _, tc := range lastFireTests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, f.New(t))
+		})
+	}
 	if f.NewWithClock == nil {
 		return
 	}

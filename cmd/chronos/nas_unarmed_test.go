@@ -30,7 +30,7 @@ func unarmedServer(t *testing.T) string {
 	}
 	agents, _ := nas.NewStaticAgents(nil)
 	svc, err := nas.New(nas.Options{
-		Config: nas.Config{PublicURL: "https://nas.test", OperatorToken: "op", Relay: nas.RelayConfig{Secrets: []string{nasTestSecret}}},
+		Config: nas.Config{PublicURL: "https://nas.test", OperatorToken: unarmedOpToken, Relay: nas.RelayConfig{Secrets: []string{nasTestSecret}}},
 		Engine: eng, Verifier: agents, Keys: keys, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -52,10 +52,14 @@ func unarmedServer(t *testing.T) string {
 	return srv.URL
 }
 
+// unarmedOpToken is the operator token of these tests: long enough for NAS,
+// which refuses operator tokens shorter than 16 bytes.
+const unarmedOpToken = "unarmed-operator-token-0123"
+
 func TestNASUnarmedCLI(t *testing.T) {
 	t.Parallel()
 	url := unarmedServer(t)
-	code, out, errOut := nasRunCLI(t, "nas", "unarmed", "--nas-url", url, "--operator-token", "op", "--json")
+	code, out, errOut := nasRunCLI(t, "nas", "unarmed", "--nas-url", url, "--operator-token", unarmedOpToken, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -71,13 +75,13 @@ func TestNASUnarmedCLI(t *testing.T) {
 		t.Fatalf("unarmed %v (%+v)", got, resp)
 	}
 
-	code, out, _ = nasRunCLI(t, "nas", "unarmed", "--nas-url", url, "--operator-token", "op", "--agent", "agent-b")
+	code, out, _ = nasRunCLI(t, "nas", "unarmed", "--nas-url", url, "--operator-token", unarmedOpToken, "--agent", "agent-b")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "AGENT") || !strings.Contains(lines[1], "hourly") ||
 		!strings.Contains(lines[1], "instance_stopped") || !strings.Contains(lines[1], "50m") || strings.Contains(out, "nightly") {
 		t.Fatalf("--agent agent-b: exit %d:\n%s", code, out)
 	}
-	code, out, _ = nasRunCLI(t, "nas", "unarmed", "--nas-url", url, "--operator-token", "op", "--agent", "nobody")
+	code, out, _ = nasRunCLI(t, "nas", "unarmed", "--nas-url", url, "--operator-token", unarmedOpToken, "--agent", "nobody")
 	if code != 0 || !strings.Contains(out, "no job is left without an armed fire") {
 		t.Fatalf("--agent nobody: exit %d: %q", code, out)
 	}
@@ -85,7 +89,7 @@ func TestNASUnarmedCLI(t *testing.T) {
 	// --config takes the URL and the token from NAS's config file.
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "nas.yaml")
-	nasWriteFile(t, filepath.Join(dir, "op"), "op\n")
+	nasWriteFile(t, filepath.Join(dir, "op"), unarmedOpToken+"\n")
 	nasWriteFile(t, cfgPath, fmt.Sprintf("listen: 127.0.0.1:0\nrelay_listen: %s\npublic_url: https://nas.example.com\nagents_file: agents.yaml\noperator_token_file: op\nrelay:\n  secrets: [%s]\n",
 		strings.TrimPrefix(url, "http://"), nasTestSecret))
 	if code, out, errOut := nasRunCLI(t, "nas", "unarmed", "--config", cfgPath); code != 0 || !strings.Contains(out, "nightly") {
@@ -96,11 +100,11 @@ func TestNASUnarmedCLI(t *testing.T) {
 		args []string
 		want int
 	}{
-		{[]string{"nas", "unarmed", "--operator-token", "op"}, exitUsage},                                            // no URL
-		{[]string{"nas", "unarmed", "--nas-url", url}, exitUsage},                                                    // no token
-		{[]string{"nas", "unarmed", "--nas-url", url, "--operator-token", "wrong"}, exitFailure},                     // 403
-		{[]string{"nas", "unarmed", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", "op"}, exitFailure}, // unreachable
-		{[]string{"nas", "unarmed", "--nas-url", url, "--operator-token", "op", "extra"}, exitUsage},
+		{[]string{"nas", "unarmed", "--operator-token", unarmedOpToken}, exitUsage},                                            // no URL
+		{[]string{"nas", "unarmed", "--nas-url", url}, exitUsage},                                                              // no token
+		{[]string{"nas", "unarmed", "--nas-url", url, "--operator-token", "wrong"}, exitFailure},                               // 403
+		{[]string{"nas", "unarmed", "--nas-url", "http://" + nasFreeAddr(t), "--operator-token", unarmedOpToken}, exitFailure}, // unreachable
+		{[]string{"nas", "unarmed", "--nas-url", url, "--operator-token", unarmedOpToken, "extra"}, exitUsage},
 		{[]string{"nas", "unarmed", "--bogus"}, exitUsage},
 	} {
 		if code, _, errOut := nasRunCLI(t, tc.args...); code != tc.want {

@@ -90,7 +90,7 @@ func TestShellKillReachesTheWholeTree(t *testing.T) {
 		mu      sync.Mutex
 		reports [][]Process
 	)
-	req := shellReq(&Shell{Command: treeScript(dir)}, &buf{})
+	req := shellReq(t, &Shell{Command: treeScript(dir)}, &buf{})
 	req.Processes = func(ps []Process) {
 		mu.Lock()
 		reports = append(reports, slices.Clone(ps))
@@ -125,7 +125,7 @@ func TestShellReportsLongLivedProcesses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reports := make(chan []Process, 100)
-	req := shellReq(&Shell{Command: treeScript(dir)}, &buf{})
+	req := shellReq(t, &Shell{Command: treeScript(dir)}, &buf{})
 	req.Processes = func(ps []Process) {
 		select {
 		case reports <- slices.Clone(ps):
@@ -182,7 +182,12 @@ func TestKillRun(t *testing.T) {
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)
 	}
-	leader := identify(t, sh.Process.Pid)
+	// The leader may exit at any moment; as a zombie it keeps its stat.
+	st, err := procfs.Read(sh.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := Process{PID: st.PID, Start: st.Start}
 	var pids []int
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {

@@ -173,6 +173,21 @@ func (rt *Runtime) flushBeforeClose(ctx context.Context) int {
 	return 0
 }
 
+// Unsaved returns how many results are held in memory because the store
+// could not be written: finished runs' completions and ledger lines. They
+// are lost if the process ends before they are written.
+func (rt *Runtime) Unsaved() int {
+	rt.mu.Lock()
+	n := 0
+	for _, r := range rt.runs {
+		if r.held != nil {
+			n++
+		}
+	}
+	rt.mu.Unlock()
+	return n + int(rt.journal.backlog.Load())
+}
+
 // probe remembers the last check that the home can be written.
 type probe struct {
 	mu  sync.Mutex

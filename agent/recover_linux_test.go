@@ -115,3 +115,74 @@ func TestRecoverSettlesADeadOwnersRun(t *testing.T) {
 		t.Fatalf("run %+v, want %v", r, want)
 	}
 }
+
+// TestStoppedRunsLeaveNoProcess: a run stopped by its timeout or replaced
+// by the next slot (overlap replace) is killed with its whole process
+// tree, the setsid grandchild included.
+func TestStoppedRunsLeaveNoProcess(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		overlap string
+		reason  string
+	}{
+		{"timeout", 200 * time.Millisecond, "", "timeout after 200ms"},
+		{"replace", 0, "replace", "overlap replace: replaced by run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			marks := t.TempDir()
+			// Only the first run starts the grandchild; a later one (the
+			// replacing run) ends at once.
+			script := fmt.Sprintf(`if [ ! -e %[1]s/pid ]; then setsid sleep 30 >/dev/null 2>&1 & echo $! > %[1]s/pid; touch %[1]s/ready; wait; fi`, marks)
+			j := b.add(t, JobSpec{ID: "stop", Schedule: "every 1h", Timeout: tc.timeout, Overlap: tc.overlap,
+				Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: script}}})
+			b.clock.Set(*j.NextRunAt)
+			first := b.fire(t, "stop", *j.NextRunAt)
+			ready := marks + "/ready"
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := os.Stat(ready); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the run did not start its grandchild")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			raw, err := os.ReadFile(marks + "/pid")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+			st, err := procfs.Read(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			grandchild := runner.Process{PID: pid, Start: st.Start}
+			t.Cleanup(func() {
+				if running(grandchild) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			if tc.overlap == "replace" {
+				next := b.job(t, "stop").NextRunAt
+				b.clock.Set(*next)
+				b.fire(t, "stop", *next)
+			}
+			r := b.wait(t, first.RunID)
+			if !strings.Contains(r.Reason, tc.reason) {
+				t.Fatalf("run %+v, want %q", r, tc.reason)
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			for running(grandchild) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the setsid grandchild of the stopped run survived")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}

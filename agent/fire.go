@@ -354,7 +354,7 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, slot time.Time, trig 
 // locally, and plans its start.
 func (rt *Runtime) claim(j *Job, c Claim, now time.Time, reason string, p *plan) error {
 	c.Owner = rt.self.String()
-	c.OwnerBoot, c.OwnerStart = rt.boot, rt.selfStart
+	c.OwnerBoot, c.OwnerNS, c.OwnerStart = rt.where.Boot, rt.where.NS, rt.selfStart
 	c.ClaimedAt = now.UTC()
 	c.LeaseUntil = now.Add(rt.cfg.LeaseTTL).UTC()
 	c.Slot = c.Slot.UTC()
@@ -460,10 +460,11 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 }
 
 // planKill plans to kill what is left of claim c of a dead owner on this
-// host. Processes recorded in another boot are long gone and not looked
-// for.
+// host. Processes of another boot are long gone, and those of another pid
+// namespace are not ours to find: neither is looked for.
 func (rt *Runtime) planKill(j *Job, c Claim, p *plan) {
-	if c.OwnerBoot != "" && rt.boot != "" && c.OwnerBoot != rt.boot {
+	if c.OwnerBoot != "" && rt.where.Boot != "" && c.OwnerBoot != rt.where.Boot ||
+		c.OwnerNS != "" && rt.where.NS != "" && c.OwnerNS != rt.where.NS {
 		return
 	}
 	p.kills = append(p.kills, killReq{jobID: j.ID, runID: c.RunID, procs: c.Procs})

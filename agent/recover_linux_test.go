@@ -79,7 +79,7 @@ func TestRecoverSettlesADeadOwnersRun(t *testing.T) {
 		j := st.Job("rec")
 		slot := *j.NextRunAt
 		j.AddClaim(Claim{RunID: runID, Slot: slot, Trigger: "scheduled", Attempt: 1, Owner: owner,
-			OwnerBoot: procfs.BootID(), OwnerStart: 1, LeaseUntil: slot.Add(time.Hour), ClaimedAt: slot, Procs: record})
+			OwnerBoot: procfs.BootID(), OwnerNS: procfs.PIDNamespace(), OwnerStart: 1, LeaseUntil: slot.Add(time.Hour), ClaimedAt: slot, Procs: record})
 		next := slot.Add(time.Hour)
 		j.NextRunAt = &next
 		return nil

@@ -111,7 +111,7 @@ var liveOwners sync.Map
 // provably runs (on this host), one provably gone, or unknown (the lease
 // decides). Another Runtime open in this process is alive.
 func (rt *Runtime) judge(c *Claim) store.Liveness {
-	l := store.Judge(*c, rt.self, rt.boot)
+	l := store.Judge(*c, rt.self, rt.where)
 	if l == store.OwnerGone {
 		if o, err := store.ParseOwner(c.Owner); err == nil && o.Host == rt.self.Host && o.PID == rt.self.PID {
 			if _, live := liveOwners.Load(o.ID); live {
@@ -130,8 +130,8 @@ type Runtime struct {
 	ledger    *ledger.Ledger
 	runners   *runner.Registry
 	self      store.Owner
-	boot      string // the kernel's boot id ("" when unknown)
-	selfStart uint64 // this process's start time (clock ticks since boot)
+	where     store.Where // this process's boot and pid namespace
+	selfStart uint64      // this process's start time (clock ticks since boot)
 
 	mu      sync.Mutex
 	runs    map[string]*activeRun // by run id
@@ -193,7 +193,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		ledger:  lg,
 		runners: reg,
 		self:    store.Owner{Host: cfg.Host, PID: os.Getpid(), ID: uuid.NewString()},
-		boot:    procfs.BootID(),
+		where:   store.Where{Boot: procfs.BootID(), NS: procfs.PIDNamespace()},
 		runs:    map[string]*activeRun{},
 		subs:    map[chan struct{}]struct{}{},
 		changes: make(chan struct{}, 1),

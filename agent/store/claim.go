@@ -72,16 +72,23 @@ func (l Liveness) String() string {
 	return "unknown"
 }
 
+// Where tells where the asking process runs: the kernel's boot id and its
+// pid namespace ("" when unknown).
+type Where struct {
+	Boot string
+	NS   string
+}
+
 // Judge tells what can be said about the owner of claim c, asked by the
-// process self running in boot (the kernel's boot id; "" when unknown).
-// On the same host the owner is gone when the claim was written in an
-// earlier boot, when its pid is self's under another uuid (an earlier life
-// of this pid), when the pid is not alive, or when the pid runs a process
-// that started at another time than the claim's owner (the pid was
-// reused); it is alive when the pid runs the process that started when
-// the claim says. Otherwise (another host, or a claim without the owner's
-// start time) it is unknown, and the lease decides.
-func Judge(c Claim, self Owner, boot string) Liveness {
+// process self running at where. On the same host the owner is gone when
+// the claim was written in an earlier boot, when its pid is self's under
+// another uuid (an earlier life of this pid), when the pid is not alive, or
+// when the pid runs a process that started at another time than the
+// claim's owner (the pid was reused); it is alive when the pid runs the
+// process that started when the claim says. Otherwise (another host,
+// another pid namespace, or a claim without the owner's start time) it is
+// unknown, and the lease decides.
+func Judge(c Claim, self Owner, where Where) Liveness {
 	o, err := ParseOwner(c.Owner)
 	if err != nil {
 		return OwnerUnknown
@@ -92,8 +99,13 @@ func Judge(c Claim, self Owner, boot string) Liveness {
 	if o.Host != self.Host {
 		return OwnerUnknown
 	}
-	if c.OwnerBoot != "" && boot != "" && c.OwnerBoot != boot {
+	if c.OwnerBoot != "" && where.Boot != "" && c.OwnerBoot != where.Boot {
 		return OwnerGone
+	}
+	if c.OwnerNS != "" && where.NS != "" && c.OwnerNS != where.NS {
+		// Its pids are not ours to look at (a container sharing the
+		// host name).
+		return OwnerUnknown
 	}
 	if o.PID == self.PID {
 		// Same pid, other uuid: an earlier life of this pid.
@@ -102,7 +114,7 @@ func Judge(c Claim, self Owner, boot string) Liveness {
 	if !procfs.Alive(o.PID) {
 		return OwnerGone
 	}
-	if c.OwnerStart == 0 || c.OwnerBoot == "" || c.OwnerBoot != boot {
+	if c.OwnerStart == 0 || c.OwnerBoot == "" || c.OwnerBoot != where.Boot || c.OwnerNS != where.NS {
 		return OwnerUnknown
 	}
 	st, err := procfs.Read(o.PID)

@@ -15,7 +15,7 @@ import (
 func TestOwnersByStartTime(t *testing.T) {
 	t.Parallel()
 	self := Owner{Host: "h", PID: os.Getpid(), ID: "me"}
-	boot := procfs.BootID()
+	boot, ns := procfs.BootID(), procfs.PIDNamespace()
 	owner := exec.Command("sleep", "30")
 	if err := owner.Start(); err != nil {
 		t.Fatal(err)
@@ -31,13 +31,14 @@ func TestOwnersByStartTime(t *testing.T) {
 		claim Claim
 		want  Liveness
 	}{
-		{"live owner", Claim{Owner: o, OwnerBoot: boot, OwnerStart: start}, OwnerAlive},
-		{"reused pid", Claim{Owner: o, OwnerBoot: boot, OwnerStart: start - 1}, OwnerGone},
-		{"earlier boot", Claim{Owner: o, OwnerBoot: "another-boot", OwnerStart: start}, OwnerGone},
+		{"live owner", Claim{Owner: o, OwnerBoot: boot, OwnerNS: ns, OwnerStart: start}, OwnerAlive},
+		{"reused pid", Claim{Owner: o, OwnerBoot: boot, OwnerNS: ns, OwnerStart: start - 1}, OwnerGone},
+		{"earlier boot", Claim{Owner: o, OwnerBoot: "another-boot", OwnerNS: ns, OwnerStart: start}, OwnerGone},
+		{"another pid namespace", Claim{Owner: "h:2147483646:x", OwnerBoot: boot, OwnerNS: "pid:[1]", OwnerStart: start}, OwnerUnknown},
 		{"no start time recorded", Claim{Owner: o}, OwnerUnknown},
 	}
 	for _, tc := range tests {
-		if got := Judge(tc.claim, self, boot); got != tc.want {
+		if got := Judge(tc.claim, self, Where{Boot: boot, NS: ns}); got != tc.want {
 			t.Errorf("%s: Judge(%+v) = %v, want %v", tc.name, tc.claim, got, tc.want)
 		}
 	}

@@ -197,10 +197,12 @@ type Claim struct {
 	LeaseUntil time.Time `json:"lease_until"`
 	ClaimedAt  time.Time `json:"claimed_at"`
 	Forced     bool      `json:"forced,omitempty"`
-	// OwnerBoot and OwnerStart tie the owner to one process beyond its pid:
-	// the kernel's boot id and the process's start time (clock ticks since
-	// boot). Claims written without them are judged by pid and lease alone.
+	// OwnerBoot, OwnerNS and OwnerStart tie the owner to one process beyond
+	// its pid: the kernel's boot id, the owner's pid namespace and its
+	// start time (clock ticks since boot). Claims written without them are
+	// judged by pid and lease alone.
 	OwnerBoot  string `json:"owner_boot,omitempty"`
+	OwnerNS    string `json:"owner_ns,omitempty"`
 	OwnerStart uint64 `json:"owner_start,omitempty"`
 	// Procs are the run's long-lived processes as last recorded by its
 	// owner (the process group leader first), each with its start time, so

@@ -213,7 +213,7 @@ func TestOwners(t *testing.T) {
 		{"other host with start time", Claim{Owner: "elsewhere:1:x", OwnerBoot: "b", OwnerStart: 1}, OwnerUnknown},
 	}
 	for _, tc := range tests {
-		if got := Judge(tc.claim, self, "this-boot"); got != tc.want {
+		if got := Judge(tc.claim, self, Where{Boot: "this-boot", NS: "pid:[1]"}); got != tc.want {
 			t.Errorf("%s: Judge(%+v) = %v, want %v", tc.name, tc.claim, got, tc.want)
 		}
 	}

@@ -140,3 +140,19 @@ func BootID() string {
 	})
 	return bootID
 }
+
+var (
+	nsOnce sync.Once
+	nsID   string
+)
+
+// PIDNamespace returns the id of this process's pid namespace ("" when
+// unknown): pids are only comparable within one.
+func PIDNamespace() string {
+	nsOnce.Do(func() {
+		if l, err := os.Readlink("/proc/self/ns/pid"); err == nil {
+			nsID = l
+		}
+	})
+	return nsID
+}

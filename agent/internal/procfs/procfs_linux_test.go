@@ -3,6 +3,7 @@ package procfs
 import (
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,8 +60,8 @@ func TestReadsLiveProcesses(t *testing.T) {
 	if !HasEnv(cmd.Process.Pid, "PROCFS_TEST=yes") || HasEnv(cmd.Process.Pid, "PROCFS_TEST=y") {
 		t.Fatal("environment not read exactly")
 	}
-	if BootID() == "" || !Supported() || !Alive(cmd.Process.Pid) {
-		t.Fatalf("boot id %q, supported %v", BootID(), Supported())
+	if BootID() == "" || !strings.HasPrefix(PIDNamespace(), "pid:[") || !Supported() || !Alive(cmd.Process.Pid) {
+		t.Fatalf("boot id %q, pid namespace %q, supported %v", BootID(), PIDNamespace(), Supported())
 	}
 	_ = cmd.Process.Kill()
 	for {

@@ -19,3 +19,6 @@ func HasEnv(int, string) bool { return false }
 
 // BootID is unknown here: "".
 func BootID() string { return "" }
+
+// PIDNamespace is unknown here: "".
+func PIDNamespace() string { return "" }

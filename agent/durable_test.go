@@ -217,3 +217,27 @@ func TestStoreWritableProbes(t *testing.T) {
 		t.Fatalf("the failed probe is kept for 2 s, got writable (%v)", err)
 	}
 }
+
+// TestFireWhileTheStoreIsNotWritable: a fire whose claim cannot be
+// written is answered busy (NAS retries it) and starts nothing; once the
+// store is writable the same fire is accepted.
+func TestFireWhileTheStoreIsNotWritable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.add(t, JobSpec{ID: "f", Schedule: "every 1h"})
+	slot := *j.NextRunAt
+	b.clock.Set(slot)
+	undo := blockStore(t, b.home)
+	res := b.fire(t, "f", slot)
+	if res.Status != FireBusy || res.RetryAfter != 5*time.Second || res.Reason != "the store is not writable" {
+		t.Fatalf("fire: %+v", res)
+	}
+	if b.rt.InFlight() != 0 || len(b.runs(t, "f")) != 0 {
+		t.Fatalf("a refused fire left a run: in flight %d", b.rt.InFlight())
+	}
+	undo()
+	if res := b.fire(t, "f", slot); res.Status != FireAccepted || res.Skipped {
+		t.Fatalf("fire after: %+v", res)
+	}
+	b.gate.finish(b.started(t), nil)
+}

@@ -199,7 +199,8 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 			return FireResult{Status: FireBusy, RetryAfter: time.Second, Reason: "store busy"}, nil
 		}
 		if errors.Is(err, store.ErrUnwritable) {
-			return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: err.Error()}, nil
+			rt.log.Warn("fire deferred: the store is not writable", "job_id", jobID, "fire_at", slot, "error", err)
+			return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: "the store is not writable"}, nil
 		}
 		if errors.Is(err, errDraining) {
 			return drainingResult(), nil

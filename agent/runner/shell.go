@@ -140,7 +140,7 @@ func (s *ShellRunner) Run(ctx context.Context, req Request) Result {
 	// reused meanwhile; its start time makes the record usable later.
 	root := Process{PID: cmd.Process.Pid}
 	root.Start, _ = procfs.StartTime(root.PID)
-	tree := NewTree(req.RunID, root, nil)
+	tree := newChildTree(req.RunID, root)
 	if req.Processes != nil {
 		req.Processes([]Process{root})
 	}

@@ -40,9 +40,10 @@ const maxRecorded = 256
 //
 // On systems without /proc a Tree knows only the process group.
 type Tree struct {
-	runID string
-	root  Process
-	self  int
+	runID   string
+	root    Process
+	ownRoot bool // root is the caller's child, not yet waited for
+	self    int
 
 	mu    sync.Mutex
 	seen  map[Process]int  // members, with the number of scans that saw them
@@ -52,8 +53,7 @@ type Tree struct {
 }
 
 // NewTree returns the tree of run runID, whose first process is root (zero
-// when unknown; a root with pid but no start time is trusted as the caller's
-// own unwaited child) and whose members recorded so far are known.
+// when unknown) and whose members recorded so far are known.
 func NewTree(runID string, root Process, known []Process) *Tree {
 	t := &Tree{runID: runID, root: root, self: os.Getpid(), seen: map[Process]int{}, other: map[Process]bool{}}
 	for _, p := range known {
@@ -61,6 +61,14 @@ func NewTree(runID string, root Process, known []Process) *Tree {
 			t.seen[p] = 1
 		}
 	}
+	return t
+}
+
+// newChildTree returns the tree of a run whose leader is the caller's
+// child, not yet waited for (so its pid cannot be reused meanwhile).
+func newChildTree(runID string, root Process) *Tree {
+	t := NewTree(runID, root, nil)
+	t.ownRoot = root.PID > 0
 	return t
 }
 
@@ -182,14 +190,17 @@ func (t *Tree) Kill(ctx context.Context) (int, error) {
 	stopped := map[Process]bool{}
 	for range 20 {
 		ms, err := t.Scan()
-		if errors.Is(err, procfs.ErrUnsupported) {
-			if t.root.PID > 0 && syscall.Kill(-t.root.PID, syscall.SIGKILL) == nil {
-				return 1, nil
-			}
-			return 0, nil
-		}
 		if err != nil {
-			return 0, fmt.Errorf("runner: kill run %s: %w", t.runID, err)
+			// Without /proc the process group is all that is known; it is
+			// safe to signal only while the leader is the caller's child.
+			n := 0
+			if t.ownRoot && syscall.Kill(-t.root.PID, syscall.SIGKILL) == nil {
+				n = 1
+			}
+			if errors.Is(err, procfs.ErrUnsupported) {
+				return n, nil
+			}
+			return n, fmt.Errorf("runner: kill run %s: %w", t.runID, err)
 		}
 		if t.groupIsOurs() {
 			_ = syscall.Kill(-t.root.PID, syscall.SIGSTOP)

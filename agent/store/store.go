@@ -38,7 +38,7 @@ var (
 	ErrLockTimeout = errors.New("store lock busy")
 	// ErrUnwritable is wrapped by the error of an Update whose change could
 	// not be written (a full disk, a read-only home); see WriteError.
-	ErrUnwritable = errors.New("store not writable")
+	ErrUnwritable = errors.New("not writable")
 )
 
 // Options tune a store. The zero value is usable.

@@ -241,3 +241,16 @@ func waitFor(t *testing.T, path string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// BenchmarkScan measures one look at every process of the host for a run
+// (what a running shell job costs every 500 ms).
+func BenchmarkScan(b *testing.B) {
+	tree := NewTree("bench-run", Process{}, nil)
+	for b.Loop() {
+		if _, err := tree.Scan(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	all, _ := procfs.All()
+	b.ReportMetric(float64(len(all)), "processes")
+}

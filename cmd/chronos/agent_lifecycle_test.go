@@ -210,9 +210,11 @@ fi`, marks)
 				}
 				return len(is) > 0
 			})
-			if took := interrupted.Time.Sub(restart); took > time.Second {
+			took := interrupted.Time.Sub(restart)
+			if took > time.Second {
 				t.Errorf("interrupted %s after the restart, want within a second", took)
 			}
+			t.Logf("recorded interrupted %s after the restart", took.Round(time.Millisecond))
 			if !strings.Contains(interrupted.Reason, "is gone") {
 				t.Errorf("interrupted because %q, want the owner gone", interrupted.Reason)
 			}

@@ -102,9 +102,7 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 	}
 	e := rt.entry(&j, c.RunID, ledger.StateRunning, c.Slot, Trigger(c.Trigger), rt.now(), "")
 	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, rel
-	if aerr := rt.ledger.Append(context.WithoutCancel(ctx), e); aerr != nil {
-		log.Error("ledger append failed", "error", aerr)
-	}
+	rt.record(e)
 	if err == nil {
 		rn, gerr := rt.runners.Get(j.Payload.Kind)
 		if gerr != nil {
@@ -118,7 +116,8 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 			}
 			cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
 			log.Info("run started")
-			res = rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw})
+			res = rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw,
+				Processes: func(ps []runner.Process) { rt.noteProcs(r, ps) }})
 			if cause := context.Cause(runCtx); res.Err != nil && cause != nil && !strings.Contains(res.Err.Error(), cause.Error()) {
 				res.Err = fmt.Errorf("%w (%w)", res.Err, cause)
 			}
@@ -127,7 +126,19 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 			res.Err = fmt.Errorf("output: %w", cerr)
 		}
 	}
-	rt.finish(log, j, c, rel, res, context.Cause(ctx))
+	rt.finish(log, r, j, c, rel, res, context.Cause(ctx))
+}
+
+// noteProcs keeps the latest list of a run's processes and asks the renew
+// loop to record it.
+func (rt *Runtime) noteProcs(r *activeRun, ps []runner.Process) {
+	rt.mu.Lock()
+	r.procs = append(r.procs[:0:0], ps...)
+	rt.mu.Unlock()
+	select {
+	case rt.persist <- struct{}{}:
+	default:
+	}
 }
 
 func openOutput(path string) (*os.File, error) {
@@ -138,8 +149,9 @@ func openOutput(path string) (*os.File, error) {
 }
 
 // renewLoop extends the leases of all runs of this process every third of
-// the lease TTL, in one store update; a run whose claim is gone (lease lost,
-// replaced, job removed) is stopped.
+// the lease TTL, in one store update, and records their processes when
+// they change; a run whose claim is gone (lease lost, replaced, job
+// removed) is stopped.
 func (rt *Runtime) renewLoop(ctx context.Context) {
 	defer rt.watchWG.Done()
 	t := time.NewTicker(rt.cfg.LeaseTTL / 3)
@@ -149,6 +161,7 @@ func (rt *Runtime) renewLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-rt.persist:
 		}
 		if rt.InFlight() == 0 {
 			continue
@@ -157,8 +170,10 @@ func (rt *Runtime) renewLoop(ctx context.Context) {
 		err := rt.store.Update(ctx, func(st *store.State) error {
 			rt.mu.Lock()
 			live := make(map[string]*activeRun, len(rt.runs))
+			procs := make(map[string][]runner.Process, len(rt.runs))
 			for id, r := range rt.runs {
 				live[id] = r
+				procs[id] = r.procs
 			}
 			rt.mu.Unlock()
 			held := map[string]bool{}
@@ -172,6 +187,9 @@ func (rt *Runtime) renewLoop(ctx context.Context) {
 					c := &j.Claims[i]
 					if lr, ok := live[c.RunID]; ok && lr.token == c.Token {
 						c.LeaseUntil = until
+						if ps := procs[c.RunID]; ps != nil {
+							c.Procs = append(c.Procs[:0:0], ps...)
+						}
 						held[c.RunID] = true
 					}
 				}
@@ -200,8 +218,11 @@ var errLeaseLost = errors.New("claim lost: lease expired or taken over")
 
 // finish records a run's outcome. Only the holder of the current fencing
 // token updates the job; any other completion is discarded and the ledger
-// says so.
-func (rt *Runtime) finish(log *slog.Logger, j Job, c Claim, rel string, res runner.Result, cause error) {
+// says so. A completion that cannot be written (a full disk, a read-only
+// home) is held and written again with backoff until it is durable: the run
+// stays this process's meanwhile, so its claim is never reaped and the slot
+// never runs twice. Only Close's deadline gives it up.
+func (rt *Runtime) finish(log *slog.Logger, r *activeRun, j Job, c Claim, rel string, res runner.Result, cause error) {
 	state := ledger.StateSucceeded
 	reason := ""
 	if res.Err != nil {
@@ -252,20 +273,12 @@ func (rt *Runtime) finish(log *slog.Logger, j Job, c Claim, rel string, res runn
 		}
 		return nil
 	}
-	// The completion must land: retry a busy lock for a while.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*rt.cfg.LeaseTTL)
-	defer cancel()
-	var err error
-	for {
-		err = rt.store.Update(ctx, update)
-		if err == nil || !errors.Is(err, store.ErrLockTimeout) || ctx.Err() != nil {
-			break
-		}
-		rt.unregister(p)
-	}
-	if err != nil {
-		rt.unregister(p)
-		log.Error("run completion not stored", "error", err)
+	if err := rt.storeCompletion(log, r, update, p); err != nil {
+		// Given up at shutdown: the claim stays, and the next start records
+		// the run interrupted (and retries it under on_interrupt retry).
+		log.Error("run completion lost: the store is not writable and the agent is shutting down",
+			"state", state, "error", err)
+		return
 	}
 	e := rt.entry(&j, c.RunID, state, c.Slot, Trigger(c.Trigger), rt.now(), reason)
 	e.Token, e.Attempt, e.Forced, e.Output, e.ExitCode = c.Token, c.Attempt, c.Forced, rel, res.ExitCode
@@ -279,10 +292,54 @@ func (rt *Runtime) finish(log *slog.Logger, j Job, c Claim, rel string, res runn
 			e.Reason += "; outcome: " + reason
 		}
 	}
-	if aerr := rt.ledger.Append(context.Background(), e); aerr != nil {
-		log.Error("ledger append failed", "error", aerr)
-	}
+	rt.record(e)
 	log.Info("run ended", "state", state, "discarded", discarded != "", "reason", e.Reason)
 	rt.apply(context.Background(), p)
 	rt.signal()
+}
+
+// storeCompletion applies update until it is durable: a busy lock is
+// retried at once, any other failure after a backoff (100 ms doubling to
+// 5 s), while r is marked held. It gives up only when Close stops waiting.
+func (rt *Runtime) storeCompletion(log *slog.Logger, r *activeRun, update func(*store.State) error, p *plan) error {
+	wait := heldBackoff
+	failures := 0
+	for {
+		err := rt.store.Update(context.Background(), update)
+		if err == nil {
+			if failures > 0 {
+				log.Info("run completion stored", "after_failures", failures)
+				rt.setHeld(r, nil)
+			}
+			return nil
+		}
+		rt.unregister(p)
+		if errors.Is(err, store.ErrLockTimeout) {
+			select {
+			case <-rt.giveUp:
+				return err
+			default:
+				continue
+			}
+		}
+		failures++
+		if failures == 1 {
+			log.Error("run completion not stored; holding it and trying again", "error", err)
+		}
+		rt.setHeld(r, err)
+		t := time.NewTimer(wait)
+		select {
+		case <-rt.giveUp:
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, heldMaxBackoff)
+	}
+}
+
+func (rt *Runtime) setHeld(r *activeRun, err error) {
+	rt.mu.Lock()
+	r.held = err
+	rt.mu.Unlock()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -94,8 +95,16 @@ func drainingResult() FireResult {
 type plan struct {
 	lines   []ledger.Entry
 	starts  []startReq
-	cancels []string // local run ids to stop (replaced)
-	reg     []string // run ids registered during the update
+	cancels []string  // local run ids to stop (replaced)
+	reg     []string  // run ids registered during the update
+	kills   []killReq // what is left of runs whose owner died
+}
+
+// killReq names a run of a dead owner on this host whose processes must
+// be killed before anything else happens to its slot.
+type killReq struct {
+	jobID, runID string
+	procs        []runner.Process
 }
 
 type startReq struct {
@@ -211,6 +220,10 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		rt.unregister(p)
 		if errors.Is(err, store.ErrLockTimeout) {
 			return FireResult{Status: FireBusy, RetryAfter: time.Second, Reason: "store busy"}, nil
+		}
+		if errors.Is(err, store.ErrUnwritable) {
+			rt.log.Warn("fire deferred: the store is not writable", "job_id", jobID, "fire_at", slot, "error", err)
+			return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: "the store is not writable"}, nil
 		}
 		if errors.Is(err, errDraining) {
 			return drainingResult(), nil
@@ -346,8 +359,11 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, slot time.Time, trig 
 					fmt.Sprintf("overlap replace: replaced by run %s", runID))
 				e.Owner, e.Token, e.Attempt = c.Owner, c.Token, c.Attempt
 				p.lines = append(p.lines, e)
-				if rt.judge(c.Owner) == store.OwnerSelf {
+				switch rt.judge(&c) {
+				case store.OwnerSelf:
 					p.cancels = append(p.cancels, c.RunID)
+				case store.OwnerGone:
+					rt.planKill(j, c, p)
 				}
 			}
 			j.Claims = nil
@@ -365,6 +381,7 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, slot time.Time, trig 
 // locally, and plans its start.
 func (rt *Runtime) claim(j *Job, c Claim, now time.Time, reason string, p *plan) error {
 	c.Owner = rt.self.String()
+	c.OwnerBoot, c.OwnerNS, c.OwnerStart = rt.where.Boot, rt.where.NS, rt.selfStart
 	c.ClaimedAt = now.UTC()
 	c.LeaseUntil = now.Add(rt.cfg.LeaseTTL).UTC()
 	c.Slot = c.Slot.UTC()
@@ -403,9 +420,15 @@ func (rt *Runtime) advance(j *Job, sched *schedule.Schedule, slot, now time.Time
 	j.NextRunAt = utcPtr(next)
 }
 
-// reap releases claims whose owner is provably gone or whose lease expired,
-// recording them interrupted; under on_interrupt retry the slot is owed
-// again as a pending retry with backoff. The caller holds the store lock.
+// reap releases claims whose owner is provably gone or, for an owner that
+// cannot be judged (another host), whose lease expired, recording them
+// interrupted; what is left of a dead owner's processes is killed first
+// (see apply). A claim of this process is never reaped while the run is
+// this process's (running, or its result held until durable), nor one of a
+// live owner on this host, whatever its lease says. Under on_interrupt
+// retry the slot is owed again as a pending retry: at once when the owner
+// is provably gone, after the backoff when only its lease expired. The
+// caller holds the store lock.
 func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 	if len(j.Claims) == 0 {
 		return
@@ -413,15 +436,21 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 	kept := make([]Claim, 0, len(j.Claims))
 	for _, c := range j.Claims {
 		var why string
-		switch rt.judge(c.Owner) {
+		gone := false
+		switch rt.judge(&c) {
 		case store.OwnerSelf:
 			if rt.isActive(c.RunID, c.Token) {
 				kept = append(kept, c)
 				continue
 			}
 			why = "this process no longer runs it"
+		case store.OwnerAlive:
+			kept = append(kept, c)
+			continue
 		case store.OwnerGone:
 			why = fmt.Sprintf("owner %s is gone", c.Owner)
+			gone = true
+			rt.planKill(j, c, p)
 		default:
 			if !now.After(c.LeaseUntil) {
 				kept = append(kept, c)
@@ -433,10 +462,17 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 		if j.OnInterrupt == InterruptRetry {
 			if c.Attempt < maxAttempts(j) {
 				d := retryDelay(j.Retry, c.Attempt+1)
+				if gone {
+					d = 0
+				}
 				j.Pending = append(j.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
 					Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,
 					Reason: fmt.Sprintf("retry %d/%d after interruption", c.Attempt+1, maxAttempts(j))})
-				reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(j), d)
+				if d == 0 {
+					reason += fmt.Sprintf("; retry %d/%d now", c.Attempt+1, maxAttempts(j))
+				} else {
+					reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(j), d)
+				}
 			} else {
 				reason += fmt.Sprintf("; no retry left (%d attempts)", c.Attempt)
 			}
@@ -448,6 +484,34 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 		p.lines = append(p.lines, e)
 	}
 	j.Claims = kept
+}
+
+// planKill plans to kill what is left of claim c of a dead owner on this
+// host. Processes of another boot are long gone, and those of another pid
+// namespace are not ours to find: neither is looked for.
+func (rt *Runtime) planKill(j *Job, c Claim, p *plan) {
+	if c.OwnerBoot != "" && rt.where.Boot != "" && c.OwnerBoot != rt.where.Boot ||
+		c.OwnerNS != "" && rt.where.NS != "" && c.OwnerNS != rt.where.NS {
+		return
+	}
+	p.kills = append(p.kills, killReq{jobID: j.ID, runID: c.RunID, procs: c.Procs})
+}
+
+// killLeftovers kills what is left of runs whose owner died: their recorded
+// processes, their process group and every process naming the run in its
+// environment (see runner.KillRun).
+func (rt *Runtime) killLeftovers(ctx context.Context, kills []killReq) {
+	for _, k := range kills {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		n, err := runner.KillRun(kctx, k.runID, k.procs)
+		cancel()
+		switch {
+		case err != nil:
+			rt.log.Error("killing what is left of an interrupted run failed", "job_id", k.jobID, "run_id", k.runID, "killed", n, "error", err)
+		case n > 0:
+			rt.log.Warn("killed what was left of an interrupted run", "job_id", k.jobID, "run_id", k.runID, "processes", n)
+		}
+	}
 }
 
 // drain starts the first due pending run of j when the overlap policy lets
@@ -490,7 +554,7 @@ func (rt *Runtime) slotHandled(ctx context.Context, jobID string, slot time.Time
 			return true, nil
 		}
 	}
-	return false, nil
+	return rt.heldSlot(jobID, slot), nil
 }
 
 // missedRunID is the run id of a missed slot: fixed per job and slot, so
@@ -499,14 +563,14 @@ func missedRunID(jobID string, slot time.Time) string {
 	return "m" + slot.UTC().Format("20060102T150405") + "-" + jobID
 }
 
-// apply carries out a committed plan: ledger lines, cancellations, starts.
+// apply carries out a committed plan: the processes of runs whose owner
+// died are killed first (before their slot can run again), then the ledger
+// lines are written (or held until they can be), then cancellations and
+// starts.
 func (rt *Runtime) apply(ctx context.Context, p *plan) {
+	rt.killLeftovers(ctx, p.kills)
 	for _, e := range p.lines {
-		if err := rt.ledger.Append(context.WithoutCancel(ctx), e); err != nil {
-			// The store already holds the decision; the line is lost but
-			// the claim state stays consistent.
-			rt.log.Error("ledger append failed", "job_id", e.JobID, "run_id", e.RunID, "state", e.State, "error", err)
-		}
+		rt.record(e)
 	}
 	for _, id := range p.cancels {
 		rt.cancelRun(id, errReplaced)
@@ -520,6 +584,39 @@ func (rt *Runtime) apply(ctx context.Context, p *plan) {
 }
 
 var errReplaced = errors.New("replaced by a newer run (overlap replace)")
+
+// Recover takes over what died with an earlier agent, before this one takes
+// fires: runs whose owner is provably gone (on this host: its process is
+// not running, or its pid now runs another process, or it ran before the
+// last boot) are recorded interrupted, what is left of their processes is
+// killed, and each job's on_interrupt policy is applied at once; under
+// retry a new attempt starts now, with a new fencing token. Claims whose
+// lease expired are reaped too, and pending runs that are due start. Unlike
+// CatchUp it leaves overdue slots alone (a provider decides those). The
+// serving agent calls it when it starts.
+func (rt *Runtime) Recover(ctx context.Context) error {
+	if rt.closing.Load() {
+		return errDraining
+	}
+	p := &plan{}
+	err := rt.store.Update(ctx, func(st *store.State) error {
+		*p = plan{}
+		now := rt.now()
+		for _, j := range st.All() {
+			rt.reap(j, now, p)
+			if err := rt.drain(j, now, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		rt.unregister(p)
+		return fmt.Errorf("agent: recover: %w", err)
+	}
+	rt.apply(ctx, p)
+	return nil
+}
 
 // CatchUp handles everything due at now for all jobs, in one store update:
 // claims whose owners are gone or whose leases expired are reaped; due
@@ -681,7 +778,7 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 		if err != nil {
 			return err
 		}
-		if has {
+		if has || rt.heldLine(runID) {
 			return nil
 		}
 		now := rt.now()

@@ -164,7 +164,7 @@ func (rt *Runtime) Wait(ctx context.Context, runID string, since time.Time) (led
 				}
 			}
 		}
-		if !found && rt.runDone(runID) == nil {
+		if !found && rt.runDone(runID) == nil && !rt.heldLine(runID) {
 			return ledger.Run{}, fmt.Errorf("agent: wait: %w: %s", ErrRunUnknown, runID)
 		}
 		select {

@@ -317,7 +317,9 @@ func TestOnInterruptPolicies(t *testing.T) {
 		{"record, lease expired elsewhere", "record", func(*testing.T) string { return "elsewhere:1:x" },
 			time.Minute, "interrupted", []ledger.State{"interrupted"}, "lease of owner elsewhere:1:x expired"},
 		{"retry, owner gone", "retry", func(t *testing.T) string { return fmt.Sprintf("%s:%d:x", host, deadPID(t)) },
-			time.Hour, "succeeded", []ledger.State{"interrupted", "claimed", "running", "succeeded"}, "retry 2/3 in 10s"},
+			time.Hour, "succeeded", []ledger.State{"interrupted", "claimed", "running", "succeeded"}, "retry 2/3 now"},
+		{"retry, lease expired elsewhere", "retry", func(*testing.T) string { return "elsewhere:1:x" },
+			time.Minute, "succeeded", []ledger.State{"interrupted", "claimed", "running", "succeeded"}, "retry 2/3 in 10s"},
 		{"record, same pid earlier life", "record", func(*testing.T) string { return fmt.Sprintf("%s:%d:old", host, os.Getpid()) },
 			time.Hour, "interrupted", []ledger.State{"interrupted"}, "is gone"},
 	}
@@ -334,12 +336,20 @@ func TestOnInterruptPolicies(t *testing.T) {
 			}
 			if tc.policy == "retry" {
 				j := b.job(t, "i")
-				if len(j.Pending) != 1 || j.Pending[0].Attempt != 2 {
-					t.Fatalf("pending %+v, want one retry at attempt 2", j.Pending)
-				}
-				b.clock.Add(10 * time.Second)
-				if err := b.rt.CatchUp(t.Context()); err != nil {
-					t.Fatal(err)
+				if strings.HasSuffix(tc.reason, "now") {
+					// A dead owner's run is retried at once.
+					if len(j.Pending) != 0 || len(j.Claims) != 1 || j.Claims[0].Attempt != 2 {
+						t.Fatalf("pending %+v claims %+v, want attempt 2 claimed at once", j.Pending, j.Claims)
+					}
+				} else {
+					// Only the lease expired: the retry waits out its backoff.
+					if len(j.Pending) != 1 || j.Pending[0].Attempt != 2 {
+						t.Fatalf("pending %+v, want one retry at attempt 2", j.Pending)
+					}
+					b.clock.Add(10 * time.Second)
+					if err := b.rt.CatchUp(t.Context()); err != nil {
+						t.Fatal(err)
+					}
 				}
 				b.drainRuns(t, 1)
 				if j := b.job(t, "i"); j.Fence != 2 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/chronoscron/chronos/agent/internal/procfs"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
@@ -106,14 +107,15 @@ func (c Config) validate() error {
 // this pid.
 var liveOwners sync.Map
 
-// judge tells whether a claim's owner is this Runtime, provably gone, or
-// unknown (the lease decides).
-func (rt *Runtime) judge(owner string) store.Liveness {
-	l := store.Judge(owner, rt.self)
+// judge tells whether a claim's owner is this Runtime, another one that
+// provably runs (on this host), one provably gone, or unknown (the lease
+// decides). Another Runtime open in this process is alive.
+func (rt *Runtime) judge(c *Claim) store.Liveness {
+	l := store.Judge(*c, rt.self, rt.where)
 	if l == store.OwnerGone {
-		if o, err := store.ParseOwner(owner); err == nil && o.Host == rt.self.Host && o.PID == rt.self.PID {
+		if o, err := store.ParseOwner(c.Owner); err == nil && o.Host == rt.self.Host && o.PID == rt.self.PID {
 			if _, live := liveOwners.Load(o.ID); live {
-				return store.OwnerUnknown
+				return store.OwnerAlive
 			}
 		}
 	}
@@ -122,12 +124,14 @@ func (rt *Runtime) judge(owner string) store.Liveness {
 
 // Runtime runs the jobs of one home directory. It is safe for concurrent use.
 type Runtime struct {
-	cfg     Config
-	log     *slog.Logger
-	store   *store.Store
-	ledger  *ledger.Ledger
-	runners *runner.Registry
-	self    store.Owner
+	cfg       Config
+	log       *slog.Logger
+	store     *store.Store
+	ledger    *ledger.Ledger
+	runners   *runner.Registry
+	self      store.Owner
+	where     store.Where // this process's boot and pid namespace
+	selfStart uint64      // this process's start time (clock ticks since boot)
 
 	mu      sync.Mutex
 	runs    map[string]*activeRun // by run id
@@ -138,15 +142,25 @@ type Runtime struct {
 	changes chan struct{}
 	stop    context.CancelFunc
 	watchWG sync.WaitGroup
+
+	persist chan struct{} // a run's processes changed: record them soon
+	giveUp  chan struct{} // closed when Close stops waiting for results
+	journal journal
+	probe   probe
 }
 
-// activeRun is a run executing in this process.
+// activeRun is a run of this process, from its claim until its result is
+// durable.
 type activeRun struct {
 	ctx    context.Context
 	jobID  string
 	token  uint64
 	cancel context.CancelCauseFunc
 	done   chan struct{}
+
+	// Guarded by Runtime.mu:
+	procs []runner.Process // its long-lived processes, to record
+	held  error            // why its finished result is not stored yet
 }
 
 // Open opens the home directory, prunes old ledger days and output, and
@@ -179,10 +193,15 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		ledger:  lg,
 		runners: reg,
 		self:    store.Owner{Host: cfg.Host, PID: os.Getpid(), ID: uuid.NewString()},
+		where:   store.Where{Boot: procfs.BootID(), NS: procfs.PIDNamespace()},
 		runs:    map[string]*activeRun{},
 		subs:    map[chan struct{}]struct{}{},
 		changes: make(chan struct{}, 1),
+		persist: make(chan struct{}, 1),
+		giveUp:  make(chan struct{}),
+		journal: journal{kick: make(chan struct{}, 1)},
 	}
+	rt.selfStart, _ = procfs.StartTime(rt.self.PID)
 	if cfg.Retention > 0 {
 		if _, err := lg.Prune(ctx, cfg.Now(), cfg.Retention, rt.outputRoot()); err != nil {
 			rt.log.Warn("ledger retention failed", "error", err)
@@ -191,10 +210,11 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	liveOwners.Store(rt.self.ID, struct{}{})
 	wctx, stop := context.WithCancel(context.Background())
 	rt.stop = stop
-	rt.watchWG.Add(2)
+	rt.watchWG.Add(3)
 	last, _ := st.Fingerprint()
 	go rt.watch(wctx, last)
 	go rt.renewLoop(wctx)
+	go rt.flushLoop(wctx)
 	return rt, nil
 }
 
@@ -272,7 +292,8 @@ func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
 	}
 }
 
-// InFlight returns the number of runs executing in this process.
+// InFlight returns the number of runs of this process in progress; a run
+// that has ended counts until its result is stored.
 func (rt *Runtime) InFlight() int {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -282,9 +303,13 @@ func (rt *Runtime) InFlight() int {
 // errShutdown is the cause given to runs stopped by Close.
 var errShutdown = errors.New("agent shut down")
 
-// Close stops accepting fires and waits for runs in progress. If ctx ends
-// first, the remaining runs are stopped and recorded interrupted (and
-// retried later under on_interrupt retry). The store is released.
+// Close stops accepting fires and waits for runs in progress, and for their
+// results to be stored. If ctx ends first, the remaining runs are stopped and
+// recorded interrupted (and retried later under on_interrupt retry), and a
+// result that still cannot be written (the store is not writable) is given
+// up, with an error in the log: that run is found interrupted by the next
+// start. Ledger lines held back by a failing disk are tried until ctx ends
+// (at most 10 s more). The store is released.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
 	already := rt.closing.Swap(true)
@@ -306,6 +331,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 			r.cancel(errShutdown)
 		}
 		rt.mu.Unlock()
+		close(rt.giveUp)
 		// Stopped runs record themselves; this is bounded by the runners'
 		// kill paths.
 		<-done
@@ -313,6 +339,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.stop()
 	rt.watchWG.Wait()
+	if lost := rt.flushBeforeClose(ctx); lost > 0 && err == nil {
+		err = fmt.Errorf("agent: close: %d ledger lines could not be written: %w", lost, rt.journal.failure())
+	}
 	liveOwners.Delete(rt.self.ID)
 	if cerr := rt.store.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("agent: close: %w", cerr)

@@ -85,12 +85,28 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 			}
 		}
 		for _, j := range st.All() {
-			for _, c := range j.Claims {
-				if rt.judge(c.Owner) == store.OwnerSelf {
+			for i := range j.Claims {
+				c := &j.Claims[i]
+				switch rt.judge(c) {
+				case store.OwnerSelf:
 					continue
-				}
-				if rt.judge(c.Owner) == store.OwnerGone || !c.LeaseUntil.After(now) {
+				case store.OwnerAlive:
+					// A live owner's claim is never reaped; look again
+					// after its lease (or a third of one, once it has
+					// passed: the owner cannot renew it) to notice its
+					// death.
+					at := c.LeaseUntil.Add(time.Millisecond)
+					if !at.After(now) {
+						at = now.Add(rt.cfg.LeaseTTL / 3)
+					}
+					consider(at)
+					continue
+				case store.OwnerGone:
 					w.sweep = true
+				default:
+					if !c.LeaseUntil.After(now) {
+						w.sweep = true
+					}
 				}
 				consider(c.LeaseUntil.Add(time.Millisecond))
 			}

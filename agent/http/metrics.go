@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/ledger"
 )
@@ -65,6 +66,19 @@ type keyHealth interface {
 // (*agent.Runtime); their runs are counted as the ledger records them.
 type ledgerOwner interface {
 	Ledger() *ledger.Ledger
+}
+
+// runtimeStore is the StoreProbe of an *agent.Runtime: it fails while a
+// finished run's result or a ledger line is held in memory because writing
+// it failed, or while a probe write into the home fails.
+type runtimeStore struct{ rt *agent.Runtime }
+
+// Writable implements StoreProbe.
+func (p runtimeStore) Writable(context.Context) error {
+	if ok, err := p.rt.StoreWritable(); !ok {
+		return err
+	}
+	return nil
 }
 
 // DirProbe is a StoreProbe that creates, writes, syncs and removes a small

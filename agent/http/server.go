@@ -110,7 +110,8 @@ type Config struct {
 	ResyncInterval time.Duration
 	// Store probes that the agent's store can be written; /readyz fails
 	// ("store") while it cannot, and /metrics reports it. Default: when
-	// Firer is an *agent.Runtime, a DirProbe of its home and ledger
+	// Firer is an *agent.Runtime, the runtime's own StoreWritable (results
+	// held in memory because a write failed, and a probe of its home and ledger)
 	// directories.
 	Store StoreProbe
 	// Now is the clock of the readiness and metrics checks; default time.Now.
@@ -156,7 +157,7 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	if rt, ok := cfg.Firer.(*agent.Runtime); ok && cfg.Store == nil && rt != nil {
-		cfg.Store = DirProbe{Dirs: []string{rt.Store().Home(), rt.Ledger().Dir()}}
+		cfg.Store = runtimeStore{rt}
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), activity: make(chan struct{}, 1)}
 	s.metrics = newMetrics(s)

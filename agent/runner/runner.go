@@ -61,6 +61,12 @@ type Request struct {
 	// Output receives the run's output (already size-capped by the caller).
 	// It is never nil.
 	Output io.Writer
+	// Processes, when set, is called by a runner that starts processes
+	// with the run's long-lived processes (the process group leader first)
+	// each time a new one is found, so the caller can record them: an agent
+	// restarted after its owner died uses the record to kill exactly what
+	// is left of the run. It must not block.
+	Processes func([]Process)
 }
 
 // Result is how a run ended. Err nil means success; ExitCode is the shell

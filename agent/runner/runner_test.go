@@ -26,8 +26,12 @@ func (b *buf) String() string              { b.mu.Lock(); defer b.mu.Unlock(); r
 
 var fire = time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
 
-func shellReq(sh *Shell, out *buf) Request {
-	return Request{JobID: "job", RunID: "run1", FireAt: fire, Attempt: 1, Payload: Payload{Kind: KindShell, Shell: sh}, Output: out}
+// shellReq is a request of a run whose id is unique to the test: a kill
+// finds a run's processes by the id in their environment, so two tests
+// must not share one.
+func shellReq(t *testing.T, sh *Shell, out *buf) Request {
+	id := "run-" + strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
+	return Request{JobID: "job", RunID: id, FireAt: fire, Attempt: 1, Payload: Payload{Kind: KindShell, Shell: sh}, Output: out}
 }
 
 func TestShellRunner(t *testing.T) {
@@ -39,7 +43,7 @@ func TestShellRunner(t *testing.T) {
 		wantCode int
 		wantOut  string
 	}{
-		{"env", Shell{Command: `echo "$CHRONOS_JOB_ID $CHRONOS_RUN_ID $CHRONOS_FIRE_AT $EXTRA"`, Env: map[string]string{"EXTRA": "x"}}, "", 0, "job run1 2026-06-01T09:00:00Z x\n"},
+		{"env", Shell{Command: `echo "$CHRONOS_JOB_ID $CHRONOS_RUN_ID $CHRONOS_FIRE_AT $EXTRA"`, Env: map[string]string{"EXTRA": "x"}}, "", 0, "job run-TestShellRunner-env 2026-06-01T09:00:00Z x\n"},
 		{"argv", Shell{Argv: []string{"printf", "%s|", "a b", "c"}}, "", 0, "a b|c|"},
 		{"exit status", Shell{Command: "echo oops >&2; exit 3"}, "exit status 3", 3, "oops\n"},
 		{"dir", Shell{Command: "pwd", Dir: "/"}, "", 0, "/\n"},
@@ -49,7 +53,7 @@ func TestShellRunner(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			out := &buf{}
-			res := (&ShellRunner{}).Run(context.Background(), shellReq(&tc.sh, out))
+			res := (&ShellRunner{}).Run(context.Background(), shellReq(t, &tc.sh, out))
 			if (res.Err == nil) != (tc.wantErr == "") || (res.Err != nil && !strings.Contains(res.Err.Error(), tc.wantErr)) {
 				t.Fatalf("err %v, want %q", res.Err, tc.wantErr)
 			}
@@ -70,7 +74,7 @@ func TestShellTimeoutKillsTheGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	res := (&ShellRunner{}).Run(ctx, shellReq(&Shell{Command: "sleep 30 & echo $! > " + pidFile + "; wait"}, out))
+	res := (&ShellRunner{}).Run(ctx, shellReq(t, &Shell{Command: "sleep 30 & echo $! > " + pidFile + "; wait"}, out))
 	if res.Err == nil || time.Since(start) > 5*time.Second {
 		t.Fatalf("err %v after %s", res.Err, time.Since(start))
 	}

@@ -7,17 +7,30 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/chronoscron/chronos/agent/internal/procfs"
 )
 
 // ShellRunner runs shell payloads as a child process in its own process
-// group. When the run's context ends (timeout, replace, shutdown) the whole
-// group is killed, so grandchildren die with it.
+// group, and follows the run's processes while it runs (see Tree): the
+// group, every process whose environment names the run, and their
+// descendants, so a grandchild that left the group with setsid is still
+// known. When the run's context ends (timeout, replace, shutdown) all of
+// them are killed. The long-lived ones are reported through
+// Request.Processes for the caller to record.
 type ShellRunner struct {
 	// WaitDelay bounds how long Run waits for output after the process group
 	// was killed or the main process exited (default 2 s).
 	WaitDelay time.Duration
+	// TrackInterval is how often the run's processes are looked for
+	// (default 500 ms).
+	TrackInterval time.Duration
+	// KillTimeout bounds how long a kill waits for the run's processes to
+	// be gone (default 5 s).
+	KillTimeout time.Duration
 }
 
 var _ Runner = (*ShellRunner)(nil)
@@ -45,6 +58,49 @@ func (s *ShellRunner) Validate(p Payload) error {
 	return nil
 }
 
+func (s *ShellRunner) trackInterval() time.Duration {
+	if s.TrackInterval > 0 {
+		return s.TrackInterval
+	}
+	return 500 * time.Millisecond
+}
+
+func (s *ShellRunner) killTimeout() time.Duration {
+	if s.KillTimeout > 0 {
+		return s.KillTimeout
+	}
+	return 5 * time.Second
+}
+
+// track scans the run's processes until done and reports the long-lived
+// ones whenever one is new.
+func (s *ShellRunner) track(done <-chan struct{}, tree *Tree, report func([]Process)) {
+	t := time.NewTicker(s.trackInterval())
+	defer t.Stop()
+	reported := map[Process]bool{}
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if _, err := tree.Scan(); err != nil {
+			continue
+		}
+		stable := tree.Stable()
+		fresh := false
+		for _, p := range stable {
+			if !reported[p] {
+				reported[p] = true
+				fresh = true
+			}
+		}
+		if fresh && report != nil {
+			report(stable)
+		}
+	}
+}
+
 // Run executes the payload and waits for it. The environment gets
 // CHRONOS_JOB_ID, CHRONOS_RUN_ID, CHRONOS_FIRE_AT and CHRONOS_ATTEMPT.
 func (s *ShellRunner) Run(ctx context.Context, req Request) Result {
@@ -65,7 +121,7 @@ func (s *ShellRunner) Run(ctx context.Context, req Request) Result {
 	}
 	env = append(env,
 		"CHRONOS_JOB_ID="+req.JobID,
-		"CHRONOS_RUN_ID="+req.RunID,
+		EnvRunID+"="+req.RunID,
 		"CHRONOS_FIRE_AT="+req.FireAt.UTC().Format(time.RFC3339),
 		fmt.Sprintf("CHRONOS_ATTEMPT=%d", req.Attempt),
 	)
@@ -80,23 +136,37 @@ func (s *ShellRunner) Run(ctx context.Context, req Request) Result {
 	if err := cmd.Start(); err != nil {
 		return Result{Err: fmt.Errorf("shell: start: %w", err), ExitCode: -1}
 	}
+	// The child is not waited for until cmd.Wait below, so its pid is not
+	// reused meanwhile; its start time makes the record usable later.
+	root := Process{PID: cmd.Process.Pid}
+	root.Start, _ = procfs.StartTime(root.PID)
+	tree := newChildTree(req.RunID, root)
+	if req.Processes != nil {
+		req.Processes([]Process{root})
+	}
 	done := make(chan struct{})
-	killed := make(chan struct{})
-	go func() {
+	var (
+		wg     sync.WaitGroup
+		killed atomic.Bool
+	)
+	wg.Go(func() { s.track(done, tree, req.Processes) })
+	wg.Go(func() {
 		select {
 		case <-ctx.Done():
-			// Negative pid: the whole process group.
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			close(killed)
+			// The whole process group and every process of the run, the
+			// ones that left the group included.
+			kctx, cancel := context.WithTimeout(context.Background(), s.killTimeout())
+			_, _ = tree.Kill(kctx)
+			cancel()
+			killed.Store(true)
 		case <-done:
 		}
-	}()
+	})
 	err := cmd.Wait()
 	close(done)
-	select {
-	case <-killed:
+	wg.Wait()
+	if killed.Load() {
 		return Result{Err: fmt.Errorf("shell: killed: %w", context.Cause(ctx)), ExitCode: -1}
-	default:
 	}
 	if err != nil {
 		code := -1

@@ -197,6 +197,18 @@ type Claim struct {
 	LeaseUntil time.Time `json:"lease_until"`
 	ClaimedAt  time.Time `json:"claimed_at"`
 	Forced     bool      `json:"forced,omitempty"`
+	// OwnerBoot, OwnerNS and OwnerStart tie the owner to one process beyond
+	// its pid: the kernel's boot id, the owner's pid namespace and its
+	// start time (clock ticks since boot). Claims written without them are
+	// judged by pid and lease alone.
+	OwnerBoot  string `json:"owner_boot,omitempty"`
+	OwnerNS    string `json:"owner_ns,omitempty"`
+	OwnerStart uint64 `json:"owner_start,omitempty"`
+	// Procs are the run's long-lived processes as last recorded by its
+	// owner (the process group leader first), each with its start time, so
+	// that when the owner dies another agent on the host can kill exactly
+	// what is left of the run.
+	Procs []runner.Process `json:"procs,omitempty"`
 }
 
 // Pending is a run owed but not yet started: a slot queued behind a running
@@ -273,6 +285,9 @@ func (j *Job) Clone() Job {
 	c.LastSuccessSlot = cloneTime(j.LastSuccessSlot)
 	c.FinishedAt = cloneTime(j.FinishedAt)
 	c.Claims = append([]Claim(nil), j.Claims...)
+	for i := range c.Claims {
+		c.Claims[i].Procs = append([]runner.Process(nil), c.Claims[i].Procs...)
+	}
 	c.Pending = append([]Pending(nil), j.Pending...)
 	// Decode into a fresh value: json.Unmarshal reuses the pointers it finds,
 	// which would write through into j's payload.

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -35,6 +36,9 @@ var (
 	ErrCorrupt = errors.New("jobs file is corrupt")
 	// ErrLockTimeout is returned when the lock could not be taken in time.
 	ErrLockTimeout = errors.New("store lock busy")
+	// ErrUnwritable is wrapped by the error of an Update whose change could
+	// not be written (a full disk, a read-only home); see WriteError.
+	ErrUnwritable = errors.New("not writable")
 )
 
 // Options tune a store. The zero value is usable.
@@ -60,7 +64,11 @@ type Store struct {
 	cache   *State
 	cacheFP Fingerprint
 	enc     map[*Job][]byte // each cached job's line in the file
+
+	werr atomic.Pointer[writeErr] // the last write's failure; nil: it succeeded
 }
+
+type writeErr struct{ err error }
 
 // Open opens (creating if needed) the store in home.
 func Open(home string, opts Options) (*Store, error) {
@@ -78,7 +86,13 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	lf, err := os.OpenFile(filepath.Join(home, LockFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("store: open lock file: %w", err)
+		// A read-only home can still be read under the lock: flock needs no
+		// write access to the file.
+		ro, rerr := os.Open(filepath.Join(home, LockFile))
+		if rerr != nil {
+			return nil, fmt.Errorf("store: open lock file: %w", err)
+		}
+		lf = ro
 	}
 	return &Store{home: home, opts: opts, lock: lf}, nil
 }
@@ -88,6 +102,16 @@ func (s *Store) Home() string { return s.home }
 
 // Path returns the path of jobs.json.
 func (s *Store) Path() string { return filepath.Join(s.home, JobsFile) }
+
+// WriteError returns why the last write of jobs.json by this store failed,
+// or nil when it succeeded or none was tried yet. A callback that changes
+// nothing writes nothing and leaves it as it was.
+func (s *Store) WriteError() error {
+	if w := s.werr.Load(); w != nil {
+		return w.err
+	}
+	return nil
+}
 
 // Close releases the lock file.
 func (s *Store) Close() error {
@@ -181,6 +205,9 @@ func (s *Store) Update(ctx context.Context, fn func(st *State) error) error {
 	}
 	if err := s.write(st); err != nil {
 		s.drop()
+		if errors.Is(err, ErrUnwritable) {
+			s.werr.Store(&writeErr{err: err})
+		}
 		return err
 	}
 	return nil
@@ -387,15 +414,17 @@ func (s *Store) write(st *State) error {
 	tmp := fmt.Sprintf("%s.tmp-%d", s.Path(), os.Getpid())
 	if err := writeFileSync(tmp, b); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("store: write: %w", err)
+		return fmt.Errorf("store: %w: write: %w", ErrUnwritable, err)
 	}
 	if err := os.Rename(tmp, s.Path()); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("store: rename: %w", err)
+		return fmt.Errorf("store: %w: rename: %w", ErrUnwritable, err)
 	}
 	if err := syncDir(s.home); err != nil {
-		return fmt.Errorf("store: sync directory: %w", err)
+		// The new file is in place but may not survive a crash.
+		return fmt.Errorf("store: %w: sync directory: %w", ErrUnwritable, err)
 	}
+	s.werr.Store(nil)
 	s.remember(st, enc)
 	return nil
 }

@@ -278,19 +278,21 @@ func TestOwners(t *testing.T) {
 	t.Parallel()
 	self := Owner{Host: "h", PID: os.Getpid(), ID: "me"}
 	tests := []struct {
-		owner string
+		name  string
+		claim Claim
 		want  Liveness
 	}{
-		{self.String(), OwnerSelf},
-		{fmt.Sprintf("h:%d:earlier", os.Getpid()), OwnerGone},
-		{"other:1:x", OwnerUnknown},
-		{"h:1:x", OwnerUnknown}, // pid 1 is alive: the lease decides
-		{"garbage", OwnerUnknown},
-		{"h:2147483646:x", OwnerGone},
+		{"self", Claim{Owner: self.String()}, OwnerSelf},
+		{"earlier life of this pid", Claim{Owner: fmt.Sprintf("h:%d:earlier", os.Getpid())}, OwnerGone},
+		{"other host", Claim{Owner: "other:1:x"}, OwnerUnknown},
+		{"live pid without start time", Claim{Owner: "h:1:x"}, OwnerUnknown},
+		{"garbage", Claim{Owner: "garbage"}, OwnerUnknown},
+		{"dead pid", Claim{Owner: "h:2147483646:x"}, OwnerGone},
+		{"other host with start time", Claim{Owner: "elsewhere:1:x", OwnerBoot: "b", OwnerStart: 1}, OwnerUnknown},
 	}
 	for _, tc := range tests {
-		if got := Judge(tc.owner, self); got != tc.want {
-			t.Errorf("Judge(%q) = %v, want %v", tc.owner, got, tc.want)
+		if got := Judge(tc.claim, self, Where{Boot: "this-boot", NS: "pid:[1]"}); got != tc.want {
+			t.Errorf("%s: Judge(%+v) = %v, want %v", tc.name, tc.claim, got, tc.want)
 		}
 	}
 	if o, err := ParseOwner("host:with:colons:42:abc"); err != nil || o.Host != "host:with:colons" || o.PID != 42 || o.ID != "abc" {
@@ -318,5 +320,42 @@ func TestClaimSlotIsACompareAndSet(t *testing.T) {
 	}
 	if !j.DropClaim("r1", 1) || j.DropClaim("r1", 1) {
 		t.Fatal("drop is not exactly once")
+	}
+}
+
+// TestWriteFailure: a write that fails leaves the file as it was, says so
+// with ErrUnwritable and WriteError, and the next write that succeeds
+// clears it.
+func TestWriteFailure(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s := open(t, home)
+	add := func(id string) error {
+		return s.Update(t.Context(), func(st *State) error { return st.Add(&Job{ID: id}) })
+	}
+	if err := add("a"); err != nil || s.WriteError() != nil {
+		t.Fatalf("add: %v, write error %v", err, s.WriteError())
+	}
+	// A directory (not empty) where the temporary file goes makes the
+	// write fail, for any user.
+	tmp := fmt.Sprintf("%s.tmp-%d", s.Path(), os.Getpid())
+	if err := os.MkdirAll(filepath.Join(tmp, "keep"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := add("b")
+	if !errors.Is(err, ErrUnwritable) || !errors.Is(s.WriteError(), ErrUnwritable) {
+		t.Fatalf("add: %v, write error %v", err, s.WriteError())
+	}
+	if jobs, _ := s.List(t.Context()); len(jobs) != 1 {
+		t.Fatalf("failed write changed the jobs: %+v", jobs)
+	}
+	if err := os.RemoveAll(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := add("b"); err != nil || s.WriteError() != nil {
+		t.Fatalf("add after: %v, write error %v", err, s.WriteError())
+	}
+	if jobs, _ := s.List(t.Context()); len(jobs) != 2 {
+		t.Fatalf("jobs %+v", jobs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -79,6 +80,25 @@ func agentListener(addr string) (net.Listener, bool, error) {
 	return ln, false, nil
 }
 
+// recoverRuns retries rt.Recover with backoff until it succeeds or ctx
+// ends.
+func recoverRuns(ctx context.Context, rt *agent.Runtime, log *slog.Logger) {
+	wait := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		err := rt.Recover(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		wait = min(2*wait, 30*time.Second)
+		log.Error("settling the runs of a dead agent failed; trying again", "error", err, "in", wait.String())
+	}
+}
+
 // agentNotify sends on a coalescing channel without blocking.
 func agentNotify(ch chan struct{}) {
 	select {
@@ -130,6 +150,10 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 	}
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
+	// Runs whose agent died (killed, crashed) are found and settled before
+	// any fire is taken; if the store cannot be written now, again until it
+	// can.
+	recoverErr := rt.Recover(runCtx)
 
 	var (
 		verifier    *fireauth.JWTVerifier
@@ -232,6 +256,10 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 			}
 		}
 	})
+	if recoverErr != nil {
+		log.Error("settling the runs of a dead agent failed; trying again", "error", recoverErr)
+		wg.Go(func() { recoverRuns(runCtx, rt, log) })
+	}
 	if rec != nil {
 		wg.Go(func() { _ = rec.Run(runCtx, nil) })
 		wg.Go(func() {
@@ -256,6 +284,8 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 				return "requests in progress"
 			case rt.InFlight() > 0:
 				return "runs in flight"
+			case rt.Unsaved() > 0:
+				return "results not stored yet"
 			case rec != nil && !rec.InSync():
 				return "NAS is not in sync with the jobs yet"
 			}

@@ -37,9 +37,10 @@ func newAgentStatusCmd() *cobra.Command {
 		Long: `Show the agent's state: which provider is in use and why; under the chronos
 provider the desired fires against what NAS holds (asked live), the last
 reconcile, its counters and recent errors, and the health of NAS's key set (as
-the serving agent last saw it and fetched now); and the last fires from the run
-ledger with their outcomes. It changes nothing at NAS. Fires NAS reports as
-failed are recorded in the ledger as missed, as a reconcile would.`,
+the serving agent last saw it and fetched now); whether the home (jobs.json,
+the ledger) can be written; and the last fires from the run ledger with their
+outcomes. It changes nothing at NAS. Fires NAS reports as failed are recorded
+in the ledger as missed, as a reconcile would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAgentStatus(cmd.Context(), o, cmd.OutOrStdout())
@@ -61,6 +62,11 @@ type agentStatus struct {
 
 	Agent   *provider.AgentState `json:"agent,omitempty"`
 	Running bool                 `json:"running"`
+
+	// StoreWritable says whether the home can be written now (jobs.json
+	// and the ledger); StoreError says why not.
+	StoreWritable bool   `json:"store_writable"`
+	StoreError    string `json:"store_error,omitempty"`
 
 	// InSync is true when NAS holds exactly the desired fires (chronos only).
 	InSync   *bool                 `json:"in_sync,omitempty"`
@@ -112,6 +118,11 @@ func runAgentStatus(ctx context.Context, o agentStatusOptions, out io.Writer) er
 	state, err := provider.ReadState(cfg.Home)
 	if err != nil {
 		st.Errors = append(st.Errors, provider.ErrorEntry{At: time.Now(), Op: "read state", Error: err.Error()})
+	}
+	if ok, err := rt.StoreWritable(); ok {
+		st.StoreWritable = true
+	} else {
+		st.StoreError = err.Error()
 	}
 	st.Agent = state.Agent
 	st.Running = state.Agent != nil && state.Agent.StoppedAt == nil && processAlive(state.Agent.PID)
@@ -227,6 +238,11 @@ func printAgentStatus(out io.Writer, st agentStatus) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", termSafeArgs(args)...) }
 	p("provider:\t%s (%s)", st.Provider, st.Why)
 	p("home:\t%s", st.Home)
+	if st.StoreWritable {
+		p("store:\twritable")
+	} else {
+		p("store:\tNOT writable: %s", st.StoreError)
+	}
 	switch a := st.Agent; {
 	case a == nil:
 		p("agent:\tnever started on this home")

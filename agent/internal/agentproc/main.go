@@ -4,6 +4,7 @@
 //	agentproc race  -home H -job J -last T -out F   claim every slot of J up to T, log wins to F
 //	agentproc serve -home H                          run the built-in timer until SIGTERM
 //	agentproc add   -home H -id J -schedule S -- CMD add a shell job
+//	agentproc catchup -home H                        one CatchUp, as another agent on the host
 package main
 
 import (
@@ -34,6 +35,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "add":
 		err = add(os.Args[2:])
+	case "catchup":
+		err = catchUp(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
@@ -150,4 +153,22 @@ func add(args []string) error {
 		Retry:   agent.Retry{Backoff: 0},
 		Payload: runner.Payload{Kind: runner.KindShell, Shell: &runner.Shell{Command: strings.Join(fs.Args(), " ")}}})
 	return err
+}
+
+func catchUp(args []string) error {
+	fs := flag.NewFlagSet("catchup", flag.ContinueOnError)
+	home := fs.String("home", "", "home")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	if err != nil {
+		return err
+	}
+	if err := rt.CatchUp(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return err
+	}
+	return rt.Close(ctx)
 }

@@ -1,0 +1,251 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/ledger"
+)
+
+// Results that cannot be written at once (a full disk, a read-only home)
+// are held in memory and written again, with backoff, until they are
+// durable: a run's completion in jobs.json (see finish) and ledger lines
+// (the journal). Meanwhile the runtime reports the store unwritable.
+
+const (
+	// heldBackoff is the first wait before writing a held result again; it
+	// doubles up to heldMaxBackoff.
+	heldBackoff    = 100 * time.Millisecond
+	heldMaxBackoff = 5 * time.Second
+	// probeEvery bounds how often StoreWritable probes the home.
+	probeEvery = 2 * time.Second
+	// closeFlush bounds how long Close keeps trying held ledger lines
+	// after its context allows.
+	closeFlush = 10 * time.Second
+)
+
+// journal holds ledger lines that could not be appended, in order; every
+// later line waits behind them, so a run's lines stay in order.
+type journal struct {
+	mu    sync.Mutex // serialises appends
+	lines []ledger.Entry
+
+	backlog atomic.Int64
+	err     atomic.Pointer[error] // why the oldest held line failed
+	kick    chan struct{}
+}
+
+func (j *journal) failure() error {
+	if p := j.err.Load(); p != nil {
+		return *p
+	}
+	return errors.New("ledger not writable")
+}
+
+// record appends e to the ledger, or holds it (and every later line) until
+// it can be appended. It never fails: a held line is written by flushLoop.
+func (rt *Runtime) record(e ledger.Entry) {
+	j := &rt.journal
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.lines) == 0 {
+		err := rt.ledger.Append(context.Background(), e)
+		if err == nil {
+			return
+		}
+		j.err.Store(&err)
+		rt.log.Error("ledger line not written; holding it and trying again", "job_id", e.JobID, "run_id", e.RunID, "state", e.State, "error", err)
+	}
+	j.lines = append(j.lines, e)
+	j.backlog.Store(int64(len(j.lines)))
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+}
+
+// flush appends held lines in order until one fails; it reports whether
+// none is left.
+func (rt *Runtime) flush() bool {
+	j := &rt.journal
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := len(j.lines)
+	for len(j.lines) > 0 {
+		if err := rt.ledger.Append(context.Background(), j.lines[0]); err != nil {
+			j.err.Store(&err)
+			return false
+		}
+		j.lines = j.lines[1:]
+		j.backlog.Store(int64(len(j.lines)))
+	}
+	if n > 0 {
+		j.lines = nil
+		j.err.Store(nil)
+		rt.log.Info("held ledger lines written", "lines", n)
+		rt.signal()
+	}
+	return true
+}
+
+// heldLine reports whether a held ledger line belongs to run runID.
+func (rt *Runtime) heldLine(runID string) bool {
+	j := &rt.journal
+	if j.backlog.Load() == 0 {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range j.lines {
+		if e.RunID == runID {
+			return true
+		}
+	}
+	return false
+}
+
+// heldSlot reports whether a held ledger line is about slot of jobID.
+func (rt *Runtime) heldSlot(jobID string, slot time.Time) bool {
+	j := &rt.journal
+	if j.backlog.Load() == 0 {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range j.lines {
+		if e.JobID == jobID && e.Slot.Equal(slot) {
+			return true
+		}
+	}
+	return false
+}
+
+// flushLoop writes held ledger lines with backoff until ctx ends.
+func (rt *Runtime) flushLoop(ctx context.Context) {
+	defer rt.watchWG.Done()
+	wait := heldBackoff
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rt.journal.kick:
+		case <-retry:
+		}
+		if rt.flush() {
+			wait, retry = heldBackoff, nil
+			continue
+		}
+		retry = time.After(wait)
+		wait = min(2*wait, heldMaxBackoff)
+	}
+}
+
+// flushBeforeClose tries held ledger lines until ctx ends (at least once,
+// at most closeFlush) and returns how many are left, logging them lost.
+func (rt *Runtime) flushBeforeClose(ctx context.Context) int {
+	limit := time.NewTimer(closeFlush)
+	defer limit.Stop()
+	wait := heldBackoff
+	for !rt.flush() {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-limit.C:
+		case <-t.C:
+			wait = min(2*wait, heldMaxBackoff)
+			continue
+		}
+		t.Stop()
+		j := &rt.journal
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		for _, e := range j.lines {
+			rt.log.Error("ledger line lost at shutdown: the ledger is not writable", "job_id", e.JobID, "run_id", e.RunID, "state", e.State, "error", j.failure())
+		}
+		return len(j.lines)
+	}
+	return 0
+}
+
+// Unsaved returns how many results are held in memory because the store
+// could not be written: finished runs' completions and ledger lines. They
+// are lost if the process ends before they are written.
+func (rt *Runtime) Unsaved() int {
+	rt.mu.Lock()
+	n := 0
+	for _, r := range rt.runs {
+		if r.held != nil {
+			n++
+		}
+	}
+	rt.mu.Unlock()
+	return n + int(rt.journal.backlog.Load())
+}
+
+// probe remembers the last check that the home can be written.
+type probe struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+// StoreWritable reports whether the agent's home can be written. It is
+// false, with the reason, while a finished run's result is held in memory
+// because writing it failed, while ledger lines are held for the same
+// reason, or while a probe fails: a small file created, written, synced
+// and removed in the home and in its runs directory, at most every 2 s
+// (at once after a failed write of jobs.json). It never waits for the
+// store's lock, so health checks and metrics can call it freely.
+func (rt *Runtime) StoreWritable() (bool, error) {
+	rt.mu.Lock()
+	var held []string
+	var heldErr error
+	for id, r := range rt.runs {
+		if r.held != nil {
+			held = append(held, id)
+			heldErr = r.held
+		}
+	}
+	rt.mu.Unlock()
+	if len(held) > 0 {
+		return false, fmt.Errorf("the result of %d finished run(s) is not stored yet (%s): %w", len(held), held[0], heldErr)
+	}
+	if n := rt.journal.backlog.Load(); n > 0 {
+		return false, fmt.Errorf("%d ledger line(s) not written yet: %w", n, rt.journal.failure())
+	}
+	p := &rt.probe
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); p.at.IsZero() || now.Sub(p.at) >= probeEvery || (rt.store.WriteError() != nil && p.err == nil) {
+		p.at = now
+		p.err = errors.Join(probeDir(rt.cfg.Home), probeDir(rt.ledger.Dir()))
+	}
+	if p.err != nil {
+		return false, p.err
+	}
+	return true, nil
+}
+
+// probeDir checks that a file can be created, written, synced and removed
+// in dir.
+func probeDir(dir string) error {
+	f, err := os.CreateTemp(dir, ".write-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	_, werr := f.Write([]byte("probe\n"))
+	serr := f.Sync()
+	cerr := f.Close()
+	rerr := os.Remove(name)
+	if err := errors.Join(werr, serr, cerr, rerr); err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	return nil
+}

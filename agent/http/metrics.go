@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,15 +71,18 @@ type ledgerOwner interface {
 
 // runtimeStore is the StoreProbe of an *agent.Runtime: it fails while a
 // finished run's result or a ledger line is held in memory because writing
-// it failed, or while a probe write into the home fails.
-type runtimeStore struct{ rt *agent.Runtime }
+// it failed, and otherwise probes the runtime's home and ledger directory.
+type runtimeStore struct {
+	rt  *agent.Runtime
+	dir DirProbe
+}
 
 // Writable implements StoreProbe.
-func (p runtimeStore) Writable(context.Context) error {
-	if ok, err := p.rt.StoreWritable(); !ok {
-		return err
+func (p runtimeStore) Writable(ctx context.Context) error {
+	if n := p.rt.Unsaved(); n > 0 {
+		return fmt.Errorf("%d finished run result(s) or ledger line(s) not stored yet, held in memory until the store can be written", n)
 	}
-	return nil
+	return p.dir.Writable(ctx)
 }
 
 // DirProbe is a StoreProbe that creates, writes, syncs and removes a small
@@ -242,6 +246,9 @@ func publicProbeError(err error) string {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return "not writable: " + pe.Err.Error()
+	}
+	if strings.Contains(err.Error(), "held in memory") {
+		return "not writable: " + err.Error()
 	}
 	return "not writable"
 }

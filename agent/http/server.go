@@ -157,7 +157,7 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	if rt, ok := cfg.Firer.(*agent.Runtime); ok && cfg.Store == nil && rt != nil {
-		cfg.Store = runtimeStore{rt}
+		cfg.Store = runtimeStore{rt: rt, dir: DirProbe{Dirs: []string{rt.Store().Home(), rt.Ledger().Dir()}}}
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), activity: make(chan struct{}, 1)}
 	s.metrics = newMetrics(s)

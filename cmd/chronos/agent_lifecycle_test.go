@@ -382,7 +382,7 @@ while [ ! -e %[1]s/go ]; do sleep 0.05; done`, marks)
 	poll(t, 10*time.Second, "/readyz to report the store", func() bool {
 		var code int
 		code, body = readyz(t, url)
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "store is not writable")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `"store":"not writable`)
 	})
 	var status, stderr bytes.Buffer
 	if code := run(t.Context(), []string{"agent", "status", "--home", home, "--json"}, &status, &stderr); code != 0 {

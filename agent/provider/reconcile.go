@@ -387,6 +387,12 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 	fail := func(op, jobID string, err error) {
 		errs = append(errs, err)
 		st.addError(r.cfg.Now(), op, jobID, err)
+		if ctx.Err() != nil {
+			// Cut short because the agent is stopping: the next start
+			// reconciles again, so this is no warning.
+			r.cfg.Logger.Debug("reconcile step cut short", "op", op, "job_id", jobID, "error", err)
+			return
+		}
 		r.cfg.Logger.Warn("reconcile step failed", "op", op, "job_id", jobID, "error", err)
 	}
 	o, armedAfter := r.reconcile(ctx, &st, &res, fail)

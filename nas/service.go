@@ -93,7 +93,10 @@ func New(opts Options) (*Service, error) {
 		}
 		secrets = append(secrets, k)
 	}
-	allow, _ := ParseAllowlist(cfg.CallbackAllowlist)
+	allow, err := ParseAllowlist(cfg.CallbackAllowlist)
+	if err != nil {
+		return nil, fmt.Errorf("nas: callback_allowlist: %w", err)
+	}
 	s := &Service{
 		cfg:      cfg,
 		engine:   opts.Engine,

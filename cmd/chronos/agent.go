@@ -80,11 +80,12 @@ func loadAgentConfig(path string, lookup func(string) (string, bool)) (provider.
 	return cfg, provider.Decide(cfg), nil
 }
 
-// agentLogger returns a JSON logger at level (debug, info, warn, error).
+// agentLogger returns a JSON logger at level (debug, info, warn, error),
+// read as NAS reads its log_level.
 func agentLogger(w io.Writer, level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("agent: --log-level %q: want debug, info, warn or error", level)
+	l, err := parseLogLevel("agent: --log-level", level)
+	if err != nil {
+		return nil, err
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }

@@ -84,11 +84,32 @@ the effective configuration with each key's variable, secrets redacted.`,
 	return c
 }
 
-// newNASLogger returns a JSON logger on w at the configured level.
-func newNASLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(strings.ToUpper(level)))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+// newNASLogger returns a JSON logger on w at the configured log_level; a
+// level that is not one of the four is a usage error naming the key.
+func newNASLogger(w io.Writer, level string) (*slog.Logger, error) {
+	l, err := parseLogLevel("log_level", level)
+	if err != nil {
+		return nil, err
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// parseLogLevel reads a log level as NAS, relay and agent accept it: debug,
+// info, warn or error, in any case. slog's offsets ("warn+2") are not
+// accepted: they are no level an operator can look up. A bad level is a
+// usage error naming key, the setting it came from.
+func parseLogLevel(key, level string) (slog.Level, error) {
+	switch strings.ToLower(level) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, usagef("%s: %q is not debug, info, warn or error", key, level)
 }
 
 // openEngine opens the configured relay store.
@@ -156,7 +177,10 @@ func openVerifier(ctx context.Context, cfg nas.Config) (nas.AgentVerifier, error
 
 // runNAS runs NAS until ctx ends (SIGTERM/interrupt), then shuts down.
 func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
-	log := newNASLogger(stderr, cfg.LogLevel)
+	log, err := newNASLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 

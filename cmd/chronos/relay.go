@@ -71,7 +71,10 @@ type relayRunOptions struct {
 
 // runRelay runs the dispatchers until ctx ends, then drains them.
 func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.Writer) error {
-	log := newNASLogger(stderr, cfg.LogLevel)
+	log, err := newNASLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	engine, err := openEngine(ctx, cfg.Store, log)

@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -32,4 +34,35 @@ type EpochStatus struct {
 	// persistence, a flush) or replaced (another process found it gone
 	// first, or the data was restored from elsewhere).
 	Reason string
+}
+
+// CheckStore is the store's part of a process's readiness, as NAS and a
+// relay process report it: "store" fails while e does not answer and, on an
+// engine that implements StoreEpoch, "store_epoch" fails while a loss of
+// the store's data is reported or cannot be checked.
+func CheckStore(ctx context.Context, e Engine) map[string]error {
+	checks := map[string]error{"store": nil}
+	_, err := e.Stats(ctx)
+	if err != nil {
+		checks["store"] = fmt.Errorf("store: %w", err)
+	}
+	ep, ok := e.(StoreEpoch)
+	if !ok {
+		return checks
+	}
+	if err != nil {
+		checks["store_epoch"] = errors.New("not checked: the store did not answer")
+		return checks
+	}
+	st, err := ep.CheckEpoch(ctx)
+	switch {
+	case err != nil:
+		checks["store_epoch"] = fmt.Errorf("not checked: %w", err)
+	case st.Lost:
+		checks["store_epoch"] = fmt.Errorf("the store lost its data at %s (%s); armed fires may be gone until agents arm them again; reported until %s",
+			st.Since.UTC().Format(time.RFC3339), st.Reason, st.Until.UTC().Format(time.RFC3339))
+	default:
+		checks["store_epoch"] = nil
+	}
+	return checks
 }

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/nas"
@@ -87,7 +86,7 @@ func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.
 		return err
 	}
 	defer deliverer.Close()
-	metrics := newRelayProcessMetrics(engine.Stats)
+	metrics := newRelayProcessMetrics(engine)
 
 	var wg sync.WaitGroup
 	errc := make(chan error, *cfg.Relay.Dispatchers+1)
@@ -114,37 +113,8 @@ func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.
 	}
 	log.Info("relay started", "store", storeKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
 	for range *cfg.Relay.Dispatchers {
-		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics, LeaseFor: o.lease, Retry: cfg.Relay.Retry.Policy()})
+		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics.dispatch, LeaseFor: o.lease, Retry: cfg.Relay.Retry.Policy()})
 		wg.Go(func() { errc <- d.Run(ctx) })
 	}
 	return awaitStop(ctx, cancel, &wg, errc, log, "relay")
-}
-
-// relayOpsServer serves health, readiness (the store answers) and metrics.
-func relayOpsServer(engine relay.Engine, m *relayProcessMetrics) *http.Server {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		w.Header().Set("Content-Type", "application/json")
-		if _, err := engine.Stats(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, `{"status":"store unavailable"}`)
-			return
-		}
-		_, _ = io.WriteString(w, `{"status":"ready"}`)
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
-	return &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-	}
 }

@@ -88,7 +88,20 @@ the effective configuration with each key's variable, secrets redacted.`,
 func newNASLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(strings.ToUpper(level)))
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: durationText}))
+}
+
+// durationText writes a time.Duration attribute as a Go duration string
+// ("276ms") instead of the JSON handler's integer nanoseconds: the rule for
+// every duration in the logs of NAS, the relay and the agent (a key ending
+// in a unit, such as lag_ms, carries a number in that unit instead). Call
+// sites pass d.String() themselves, for loggers the binary does not build;
+// this catches any that does not.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // openEngine opens the configured relay store.

@@ -105,3 +105,23 @@ func TestRunsListShowsResult(t *testing.T) {
 		t.Errorf("output file of the first run: %q, %v", b, err)
 	}
 }
+
+// TestRunsListEscapesPaths: the output path (under a home whose name holds
+// a terminal escape) is printed escaped in the table, raw in --json.
+func TestRunsListEscapesPaths(t *testing.T) {
+	t.Parallel()
+	home := filepath.Join(t.TempDir(), "home\x1b[2J")
+	mustCLI(t, "jobs", "add", "--home", home, "--id", "esc", "--schedule", "every 1h", "--", "true")
+	mustCLI(t, "jobs", "run", "--home", home, "esc")
+	out := mustCLI(t, "runs", "list", "--home", home)
+	if strings.Contains(out, "\x1b") || !strings.Contains(out, `home\x1b[2J`+string(filepath.Separator)+"output") {
+		t.Fatalf("table does not escape the output path:\n%q", out)
+	}
+	var runs []struct{ Output string }
+	if err := json.Unmarshal([]byte(mustCLI(t, "runs", "list", "--home", home, "--json")), &runs); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || !strings.HasPrefix(runs[0].Output, "output"+string(filepath.Separator)+"esc") {
+		t.Fatalf("--json output %+v", runs)
+	}
+}

@@ -312,6 +312,7 @@ func (rt *Runtime) entry(j *Job, runID string, s ledger.State, slot time.Time, t
 		LatenessMS: now.Sub(slot).Milliseconds(),
 		Reason:     reason,
 		Owner:      rt.self.String(),
+		Runner:     j.Payload.Kind,
 	}
 }
 

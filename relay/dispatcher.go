@@ -213,7 +213,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	case <-drained:
 		timer.Stop()
 	case <-timer.C:
-		r.log.Warn("relay: drain timed out; cancelling deliveries in flight", "timeout", d.cfg.DrainTimeout)
+		r.log.Warn("relay: drain timed out; cancelling deliveries in flight", "timeout", d.cfg.DrainTimeout.String())
 		stopDeliveries()
 		<-drained
 	}
@@ -315,7 +315,7 @@ func (r *run) loop(ctx context.Context) {
 	// failed backs off after an engine error.
 	failed := func(what string, err error) {
 		errDelay = min(max(2*errDelay, 50*time.Millisecond), 5*time.Second)
-		r.log.Error("relay: "+what+" failed", "err", err, "retry_in", errDelay)
+		r.log.Error("relay: "+what+" failed", "err", err, "retry_in", errDelay.String())
 		pause(errDelay)
 	}
 	for ctx.Err() == nil {
@@ -488,7 +488,7 @@ func (r *run) settle(l Lease, out Outcome) {
 		if err == nil {
 			r.cfg.Metrics.CountRetry(out.ColdStart)
 			r.logFire(ctx, slog.LevelInfo, "relay: fire will be retried", l,
-				"reason", out.Reason, "retry_in", delay, "cold_start", out.ColdStart)
+				"reason", out.Reason, "retry_in", delay.String(), "cold_start", out.ColdStart)
 		}
 	}
 	switch {

@@ -199,7 +199,7 @@ func (h *HTTPDeliverer) Deliver(ctx context.Context, l Lease) Outcome {
 	out := classify(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data, h.now(), h.unauthorizedDelay)
 	if resp.StatusCode == http.StatusUnauthorized {
 		h.log.Error("relay: NAS refused the relay signature; check that relay.secrets match",
-			"schedule_id", l.ScheduleID, "agent_id", l.AgentID, "job_id", l.JobID, "retry_in", out.RetryAfter)
+			"schedule_id", l.ScheduleID, "agent_id", l.AgentID, "job_id", l.JobID, "retry_in", out.RetryAfter.String())
 	}
 	return out
 }

@@ -404,7 +404,7 @@ func (v *JWTVerifier) verifyUnknownKID(ctx context.Context, used *keySet, token 
 		}
 		// Debug only: this is what a flood of made-up kids produces, and
 		// the fire route logs and counts every deferred fire anyway.
-		v.cfg.Logger.Debug("fireauth: unknown kid; the key set was fetched for an unknown kid moments ago", "job_id", req.JobID, "retry_after", wait)
+		v.cfg.Logger.Debug("fireauth: unknown kid; the key set was fetched for an unknown kid moments ago", "job_id", req.JobID, "retry_after", wait.String())
 		return nil, unavailable(wait, "the token's kid is not in NAS's key set as fetched moments ago; retry once it may be fetched again")
 	}
 	select {
@@ -416,10 +416,10 @@ func (v *JWTVerifier) verifyUnknownKID(ctx context.Context, used *keySet, token 
 	if errors.Is(err, errUnknownKID) {
 		wait := v.untilUnknownKIDFetch()
 		if call.err != nil {
-			v.cfg.Logger.Warn("fireauth: unknown kid while the key set is unreachable", "job_id", req.JobID, "error", call.err, "retry_after", wait)
+			v.cfg.Logger.Warn("fireauth: unknown kid while the key set is unreachable", "job_id", req.JobID, "error", call.err, "retry_after", wait.String())
 			return nil, unavailable(wait, "cannot fetch NAS's signing keys to find the token's kid")
 		}
-		v.cfg.Logger.Warn("fireauth: unknown kid; not in the key set just fetched", "job_id", req.JobID, "retry_after", wait)
+		v.cfg.Logger.Warn("fireauth: unknown kid; not in the key set just fetched", "job_id", req.JobID, "retry_after", wait.String())
 		return nil, unavailable(wait, "the token's kid is not in NAS's key set; retry once it may be fetched again")
 	}
 	return v.verified(claims, err, req)

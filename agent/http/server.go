@@ -342,7 +342,7 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireGone, JobID: req.JobID})
 	case agent.FireTooEarly:
 		outcome = OutcomeTooEarly
-		log.Warn("fire refused: too early", "reason", res.Reason, "retry_after", res.RetryAfter)
+		log.Warn("fire refused: too early", "reason", res.Reason, "retry_after", res.RetryAfter.String())
 		e := contract.Errorf(http.StatusTooEarly, contract.CodeTooEarly, "%s", res.Reason)
 		e.RetryAfter = max(res.RetryAfter, time.Second)
 		contract.WriteError(w, e)
@@ -356,7 +356,7 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 		if retry <= 0 {
 			retry = defaultBusyRetry
 		}
-		log.Warn("fire deferred", "reason", res.Reason, "retry_after", retry)
+		log.Warn("fire deferred", "reason", res.Reason, "retry_after", retry.String())
 		contract.WriteError(w, unavailable(retry, "cannot claim the slot now: %s", res.Reason))
 	default:
 		outcome = OutcomeError

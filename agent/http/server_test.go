@@ -472,3 +472,50 @@ func TestRoutes(t *testing.T) {
 		t.Fatal("no activity signalled")
 	}
 }
+
+// TestFireDeferredLogsDurationText: a duration in the agent's JSON log is
+// a Go duration string ("1.5s"), not the handler's integer nanoseconds.
+func TestFireDeferredLogsDurationText(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	firer := fakeFirer{res: agent.FireResult{Status: agent.FireBusy, RetryAfter: 1500 * time.Millisecond, Reason: "store busy"}}
+	h := apitest.New(t, agenthttp.New(agenthttp.Config{Firer: firer, Verifier: allow{}, Logger: log}))
+	f := fireFor("job-1", slot)
+	req := httptest.NewRequest(http.MethodPost, contract.PathFire, bytes.NewReader(f.Body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer x")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] != "fire deferred" {
+			continue
+		}
+		if got, ok := rec["retry_after"].(string); !ok || got != "1.5s" {
+			t.Fatalf("retry_after = %#v, want the string \"1.5s\": %s", rec["retry_after"], line)
+		}
+		return
+	}
+	t.Fatalf("no \"fire deferred\" line in:\n%s", logs.String())
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -46,11 +46,14 @@ type Entry struct {
 	Reason     string    `json:"reason,omitempty"`
 	Owner      string    `json:"owner,omitempty"`
 	Token      uint64    `json:"token,omitempty"`
-	Output     string    `json:"output,omitempty"`
-	ExitCode   int       `json:"exit_code,omitempty"`
-	Error      string    `json:"error,omitempty"`
-	Forced     bool      `json:"forced,omitempty"`
-	Discarded  bool      `json:"discarded,omitempty"`
+	// Runner is the job's payload kind (shell, http): it says whether
+	// ExitCode is an exit status or an HTTP status.
+	Runner    string `json:"runner,omitempty"`
+	Output    string `json:"output,omitempty"`
+	ExitCode  int    `json:"exit_code,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Forced    bool   `json:"forced,omitempty"`
+	Discarded bool   `json:"discarded,omitempty"`
 }
 
 // Ledger appends to and reads the runs directory.
@@ -128,6 +131,7 @@ type Run struct {
 	Reason     string    `json:"reason,omitempty"`
 	Owner      string    `json:"owner,omitempty"`
 	Token      uint64    `json:"token,omitempty"`
+	Runner     string    `json:"runner,omitempty"`
 	Output     string    `json:"output,omitempty"`
 	ExitCode   int       `json:"exit_code,omitempty"`
 	Error      string    `json:"error,omitempty"`
@@ -135,6 +139,10 @@ type Run struct {
 	Discarded  bool      `json:"discarded,omitempty"`
 	FirstAt    time.Time `json:"first_at"`
 	LastAt     time.Time `json:"last_at"`
+	// StartedAt is when the latest attempt started running (zero if no
+	// attempt ran); DurationMS how long it ran, set once it ended.
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	DurationMS *int64    `json:"duration_ms,omitempty"`
 	States     []State   `json:"states"`
 
 	ended map[uint64]bool // tokens whose attempt has a terminal line
@@ -159,6 +167,15 @@ func (r *Run) apply(e Entry) {
 		r.ended[e.Token] = true
 	}
 	r.State, r.LastAt = e.State, e.Time
+	if e.State == StateRunning {
+		r.StartedAt, r.DurationMS = e.Time, nil
+	} else if e.State.Terminal() && !r.StartedAt.IsZero() && !e.Discarded {
+		d := max(e.Time.Sub(r.StartedAt).Milliseconds(), 0)
+		r.DurationMS = &d
+	}
+	if e.Runner != "" {
+		r.Runner = e.Runner
+	}
 	if e.Reason != "" {
 		r.Reason = e.Reason
 	}

@@ -369,7 +369,7 @@ func (c *Client) call(ctx context.Context, op, method, path string, q url.Values
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return lastErr
 		}
-		c.cfg.Logger.Debug("nasclient: retrying", "op", op, "attempt", attempt, "wait", wait, "error", err)
+		c.cfg.Logger.Debug("nasclient: retrying", "op", op, "attempt", attempt, "wait", wait.String(), "error", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -205,7 +205,7 @@ func (r *Reconciler) Run(ctx context.Context, changes <-chan struct{}) error {
 			}
 			failures++
 			d := r.backoff(failures)
-			r.cfg.Logger.Warn("reconcile failed; retrying", "error", err, "failures", failures, "retry_in", d)
+			r.cfg.Logger.Warn("reconcile failed; retrying", "error", err, "failures", failures, "retry_in", d.String())
 			timer = time.NewTimer(d)
 			retry = timer.C
 			return

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -19,14 +20,30 @@ var durationUnits = map[string]int64{
 	"w": 7 * secondsPerDay, "wk": 7 * secondsPerDay, "week": 7 * secondsPerDay, "weeks": 7 * secondsPerDay,
 }
 
+// subSecondUnits are units below a second, in nanoseconds. Schedules count
+// whole seconds; these are read only to say so plainly.
+var subSecondUnits = map[string]int64{
+	"ms": 1e6, "msec": 1e6, "msecs": 1e6, "millisecond": 1e6, "milliseconds": 1e6,
+	"us": 1e3, "usec": 1e3, "usecs": 1e3, "microsecond": 1e3, "microseconds": 1e3,
+	"ns": 1, "nsec": 1, "nsecs": 1, "nanosecond": 1, "nanoseconds": 1,
+}
+
+// errBelowSecond marks a duration that is not a whole, positive number of
+// seconds because it is written in units below a second.
+var errBelowSecond = errors.New("below the smallest of 1s")
+
 // parseDuration reads "90s", "1h30m", "1d", "2 hours", "1 hour 30 minutes"
-// into whole seconds (> 0).
-func parseDuration(text string) (int64, error) {
+// into whole seconds (> 0). what names the value in errors ("interval",
+// "duration"). Units below a second ("500ms", "2000ms") are read so that a
+// sub-second value gets a clear error, and whole seconds written in them
+// are accepted.
+func parseDuration(text, what string) (int64, error) {
 	in := strings.TrimSpace(strings.ToLower(text))
+	in = strings.NewReplacer("µ", "u", "μ", "u").Replace(in)
 	if in == "" {
-		return 0, fmt.Errorf("missing duration")
+		return 0, fmt.Errorf("missing %s", what)
 	}
-	var total int64
+	var total, subNanos int64
 	i := 0
 	for i < len(in) {
 		for i < len(in) && in[i] == ' ' {
@@ -50,18 +67,36 @@ func parseDuration(text string) (int64, error) {
 		for k < len(in) && in[k] >= 'a' && in[k] <= 'z' {
 			k++
 		}
+		if ns, sub := subSecondUnits[in[j:k]]; sub {
+			subNanos += n * ns
+			i = k
+			continue
+		}
 		unit, ok := durationUnits[in[j:k]]
 		if !ok && j == k {
 			return 0, fmt.Errorf("duration %q: want a whole number followed by a unit (s, m, h, d or w)", text)
 		}
 		if !ok {
-			return 0, fmt.Errorf("duration %q: unknown unit %q (want s, m, h, d or w)", text, in[j:k])
+			return 0, fmt.Errorf("%s %q: unknown unit %q (want s, m, h, d or w; the smallest %s is 1s)", what, text, in[j:k], what)
 		}
 		total += n * unit
 		if total > maxDurationSeconds {
 			return 0, fmt.Errorf("duration %q is longer than 100 years", text)
 		}
 		i = k
+	}
+	if subNanos > 0 {
+		whole := time.Duration(total)*time.Second + time.Duration(subNanos)
+		switch {
+		case whole < time.Second:
+			return 0, fmt.Errorf("%s %s is %w", what, whole, errBelowSecond)
+		case subNanos%int64(time.Second) != 0:
+			return 0, fmt.Errorf("%s %s is not a whole number of seconds (the smallest unit is 1s)", what, whole)
+		}
+		total += subNanos / int64(time.Second)
+		if total > maxDurationSeconds {
+			return 0, fmt.Errorf("duration %q is longer than 100 years", text)
+		}
 	}
 	if total <= 0 {
 		return 0, fmt.Errorf("duration %q must be positive", text)
@@ -78,7 +113,7 @@ func relativeText(lower string) (string, bool) {
 	if rest, ok := strings.CutPrefix(lower, "+"); ok {
 		return strings.TrimSpace(rest), true
 	}
-	if _, err := parseDuration(lower); err == nil {
+	if _, err := parseDuration(lower, "duration"); err == nil || errors.Is(err, errBelowSecond) {
 		return lower, true
 	}
 	return "", false

@@ -58,7 +58,9 @@ const maxYear = 100000
 //     @yearly @annually @monthly @weekly @daily @midnight @hourly;
 //   - intervals "every 90s", "every 15m", "every 2h", "every 1d", "every 1h30m",
 //     "@every 5m", anchored at Options.Anchor: fires at anchor + k·d for k ≥ 1
-//     (the anchor itself is not a fire);
+//     (the anchor itself is not a fire); intervals and relative one-shots
+//     count whole seconds, so the smallest interval is 1s ("every 500ms" is
+//     ErrInvalid saying so, "every 2000ms" is every 2s);
 //   - one-shots "in 30m", "30m", "+90s", "2h30m" counted from Options.Anchor,
 //     an RFC 3339 timestamp, or "2026-06-18 09:00[:05]" read in the schedule's zone;
 //   - phrases such as "every monday 9am", "weekdays at 9am", "daily at 7am",
@@ -180,7 +182,7 @@ func (s *Schedule) read(body string, anchor time.Time) error {
 		return nil
 	}
 	if rel, ok := relativeText(lower); ok {
-		d, err := parseDuration(rel)
+		d, err := parseDuration(rel, "duration")
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
@@ -200,7 +202,7 @@ func (s *Schedule) read(body string, anchor time.Time) error {
 }
 
 func (s *Schedule) readInterval(text string, anchor time.Time) error {
-	d, err := parseDuration(text)
+	d, err := parseDuration(text, "interval")
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -412,5 +413,57 @@ func TestConcurrentNext(t *testing.T) {
 		if got := <-done; !got.Equal(want) {
 			t.Errorf("concurrent Next = %v, want %v", got, want)
 		}
+	}
+}
+
+// TestSubSecondDurations: intervals and relative one-shots count whole
+// seconds; one written below a second says the smallest is 1s, and whole
+// seconds written in smaller units are read as such.
+func TestSubSecondDurations(t *testing.T) {
+	t.Parallel()
+	anchor := mustTime(t, "2026-01-01T00:00:00Z")
+	cases := []struct {
+		expr   string
+		msg    string        // exact tail of the error; "" when it parses
+		period time.Duration // the interval when it parses
+	}{
+		{"every 500ms", "interval 500ms is below the smallest of 1s", 0},
+		{"@every 500ms", "interval 500ms is below the smallest of 1s", 0},
+		{"every 999 milliseconds", "interval 999ms is below the smallest of 1s", 0},
+		{"every 250µs", "interval 250µs is below the smallest of 1s", 0},
+		{"every 10us", "interval 10µs is below the smallest of 1s", 0},
+		{"every 1ns", "interval 1ns is below the smallest of 1s", 0},
+		{"every 1s500ms", "interval 1.5s is not a whole number of seconds (the smallest unit is 1s)", 0},
+		{"every 1500ms", "interval 1.5s is not a whole number of seconds (the smallest unit is 1s)", 0},
+		{"in 500ms", "duration 500ms is below the smallest of 1s", 0},
+		{"500ms", "duration 500ms is below the smallest of 1s", 0},
+		{"every 5 fortnights", `interval "5 fortnights": unknown unit "fortnights" (want s, m, h, d or w; the smallest interval is 1s)`, 0},
+		{"every 2000ms", "", 2 * time.Second},
+		{"every 1m 500ms 500ms", "", 61 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.expr, func(t *testing.T) {
+			t.Parallel()
+			s, err := Parse(tc.expr, Options{Anchor: anchor})
+			if tc.msg == "" {
+				if err != nil {
+					t.Fatalf("Parse(%q): %v", tc.expr, err)
+				}
+				if s.Kind() != KindInterval || s.Period() != tc.period {
+					t.Fatalf("Parse(%q) = %s, period %s; want an interval of %s", tc.expr, s.Kind(), s.Period(), tc.period)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Parse(%q) = %s, want error", tc.expr, s.Describe())
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("Parse(%q) error %v is not ErrInvalid", tc.expr, err)
+			}
+			want := "schedule " + strconv.Quote(tc.expr) + ": " + ErrInvalid.Error() + ": " + tc.msg
+			if err.Error() != want {
+				t.Errorf("Parse(%q) error\n got %q\nwant %q", tc.expr, err, want)
+			}
+		})
 	}
 }

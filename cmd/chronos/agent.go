@@ -87,7 +87,7 @@ func agentLogger(w io.Writer, level string) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: durationText})), nil
 }
 
 // configFlag registers --config on c.

@@ -91,7 +91,7 @@ func newNASLogger(w io.Writer, level string) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: durationText})), nil
 }
 
 // parseLogLevel reads a log level as NAS, relay and agent accept it: debug,
@@ -110,6 +110,19 @@ func parseLogLevel(key, level string) (slog.Level, error) {
 		return slog.LevelError, nil
 	}
 	return 0, usagef("%s: %q is not debug, info, warn or error", key, level)
+}
+
+// durationText writes a time.Duration attribute as a Go duration string
+// ("276ms") instead of the JSON handler's integer nanoseconds: the rule for
+// every duration in the logs of NAS, the relay and the agent (a key ending
+// in a unit, such as lag_ms, carries a number in that unit instead). Call
+// sites pass d.String() themselves, for loggers the binary does not build;
+// this catches any that does not.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // openEngine opens the configured relay store.

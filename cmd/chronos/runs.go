@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/runner"
 )
 
 func newRunsCmd() *cobra.Command {
@@ -28,6 +29,13 @@ func newRunsListCmd(home *string) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, oldest first, one line per run (its lines in the ledger folded)",
+		Long: `List runs, oldest first, one line per run (its lines in the ledger folded).
+
+The table shows for each run: whether it was forced (jobs run --force),
+its result (the exit status of a shell job as "exit N", the HTTP status of
+an http job as "http N", "-" when the run never ran or got no answer), how
+long its latest attempt ran, and the file holding its output. --json prints
+every field of the ledger's fold, these included.`,
 		Example: `  chronos runs list --job backup --since 24h
   chronos runs list --since 2026-06-01 --limit 200 --json`,
 		Args: cobra.NoArgs,
@@ -63,11 +71,21 @@ func newRunsListCmd(home *string) *cobra.Command {
 				return jobsJSON(out, runs)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tJOB\tSLOT\tTRIGGER\tSTATE\tATTEMPT\tLATE\tREASON")
-			for _, r := range runs {
+			fmt.Fprintln(tw, "RUN\tJOB\tSLOT\tTRIGGER\tSTATE\tATTEMPT\tFORCED\tLATE\tRESULT\tDURATION\tOUTPUT\tREASON")
+			for i := range runs {
+				r := &runs[i]
 				late := (time.Duration(r.LatenessMS) * time.Millisecond).String()
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", termSafeArgs([]any{r.RunID, r.JobID, r.Slot.Format(time.RFC3339),
-					jobsDash(r.Trigger), r.State, r.Attempt, late, jobsDash(runsOneLine(r.Reason))})...)
+				forced := "-"
+				if r.Forced {
+					forced = "yes"
+				}
+				output := ""
+				if r.Output != "" {
+					output = filepath.Join(hd, r.Output)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{r.RunID, r.JobID, r.Slot.Format(time.RFC3339),
+					jobsDash(r.Trigger), r.State, r.Attempt, forced, late, runsResult(r), runsDuration(r), jobsDash(output),
+					jobsDash(runsOneLine(r.Reason))})...)
 			}
 			return tw.Flush()
 		},
@@ -98,4 +116,40 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // runsOneLine folds a reason onto one line of at most 120 bytes.
 func runsOneLine(s string) string {
 	return cutText(strings.ReplaceAll(s, "\n", " "), 120)
+}
+
+// runsResult says how a run's latest attempt ended: "exit N" for a shell
+// job, "http N" for an http job, "-" when it did not run or got no status.
+func runsResult(r *ledger.Run) string {
+	if r.StartedAt.IsZero() || !r.State.Terminal() || r.DurationMS == nil {
+		return "-"
+	}
+	switch r.Runner {
+	case runner.KindHTTP:
+		if r.ExitCode > 0 {
+			return fmt.Sprintf("http %d", r.ExitCode)
+		}
+	case runner.KindShell:
+		// exit_code is left out of a line when it is 0: a run that ended
+		// without an error exited 0.
+		// A negative status is a process that never exited on its own
+		// (killed, or not started): the reason says which.
+		if r.ExitCode > 0 || (r.ExitCode == 0 && r.Error == "") {
+			return fmt.Sprintf("exit %d", r.ExitCode)
+		}
+	default:
+		if r.ExitCode != 0 {
+			return fmt.Sprintf("code %d", r.ExitCode)
+		}
+	}
+	return "-"
+}
+
+// runsDuration is how long the latest attempt ran, "-" while it runs or
+// when it never ran.
+func runsDuration(r *ledger.Run) string {
+	if r.DurationMS == nil {
+		return "-"
+	}
+	return (time.Duration(*r.DurationMS) * time.Millisecond).String()
 }

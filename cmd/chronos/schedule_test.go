@@ -187,3 +187,37 @@ func TestScheduleNextVectors(t *testing.T) {
 		t.Fatal("no vectors")
 	}
 }
+
+// TestSubSecondInterval: an interval below a second is refused by schedule
+// next and jobs add alike, with exit 2 and one line naming the smallest
+// interval, and jobs add stores nothing.
+func TestSubSecondInterval(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	const want = `interval 500ms is below the smallest of 1s`
+	for _, args := range [][]string{
+		{"schedule", "next", "every 500ms"},
+		{"schedule", "explain", "every 500ms"},
+		{"jobs", "add", "--home", home, "--id", "fast", "--schedule", "every 500ms", "--", "true"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			code, out, errOut := cli(t, args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d (stderr %q)", code, exitUsage, errOut)
+			}
+			if out != "" {
+				t.Errorf("stdout not empty: %q", out)
+			}
+			if strings.Count(errOut, "\n") != 1 || !strings.HasSuffix(errOut, want+"\n") {
+				t.Errorf("stderr %q: want one line ending in %q", errOut, want)
+			}
+		})
+	}
+	if out := mustCLI(t, "jobs", "list", "--home", home, "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("a refused job was stored: %s", out)
+	}
+	// Whole seconds written in milliseconds are an interval like any other.
+	if out := mustCLI(t, "schedule", "next", "every 2000ms", "--after", "2026-01-01T00:00:00Z", "-n", "2"); !strings.Contains(out, "2026-01-01T00:00:02Z") {
+		t.Errorf("every 2000ms:\n%s", out)
+	}
+}

@@ -169,6 +169,18 @@ func TestNASReportsJobsLeftUnarmed(t *testing.T) {
 	if n := countLogs(t, logs.String(), "job left without an armed fire after its last fire"); n != 3 {
 		t.Fatalf("%d warn lines for 3 unarmed jobs over two checks, want 3:\n%s", n, logs.String())
 	}
+	// Durations in NAS's JSON log are Go duration strings, not nanoseconds.
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "job left without an armed fire after its last fire" {
+			continue
+		}
+		s, ok := rec["unarmed_for"].(string)
+		d, err := time.ParseDuration(s)
+		if !ok || err != nil || d < time.Minute {
+			t.Fatalf("unarmed_for = %#v, want a Go duration string of at least 1m0s: %s", rec["unarmed_for"], line)
+		}
+	}
 	// The agent cancels one job and arms another again.
 	if rec := b.do(b.public, request{method: http.MethodPost, path: contract.PathCancel, token: tokenA, body: contract.CancelRequest{JobID: "cancelled"}}); rec.Code != 200 {
 		t.Fatalf("cancel: %d %s", rec.Code, rec.Body)

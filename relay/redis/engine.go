@@ -270,7 +270,7 @@ func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		if try == 1 || try%10 == 0 {
-			e.log.WarnContext(ctx, "redis call failed, retrying", "err", err, "try", try, "wait", wait)
+			e.log.WarnContext(ctx, "redis call failed, retrying", "err", err, "try", try, "wait", wait.String())
 		}
 		t := time.NewTimer(wait)
 		select {

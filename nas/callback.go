@@ -261,9 +261,16 @@ func (c *AgentCaller) CloseIdle() { c.client.CloseIdleConnections() }
 
 // Fire POSTs body to fireURL with the bearer token and maps the answer.
 func (c *AgentCaller) Fire(ctx context.Context, fireURL, token string, body []byte) FireResult {
+	return c.post(ctx, fireURL, token, body)
+}
+
+// post is one guarded call to an agent (a fire or a reconcile request):
+// the bearer token, a JSON body, the call's timeout, a capped read of the
+// answer, and the answer classified by ClassifyAnswer.
+func (c *AgentCaller) post(ctx context.Context, target, token string, body []byte) FireResult {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fireURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return FireResult{Outcome: OutcomeRejected, Reason: "invalid callback URL"}
 	}

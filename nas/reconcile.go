@@ -1,15 +1,12 @@
 package nas
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"time"
 
@@ -76,22 +73,7 @@ var _ reconcileCaller = (*AgentCaller)(nil)
 // (no proxy, no redirects, the SSRF dial guard, timeouts, a capped read) and
 // classifies the answer as a fire's.
 func (c *AgentCaller) Reconcile(ctx context.Context, reconcileURL, token string, body []byte) FireResult {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, reconcileURL, bytes.NewReader(body))
-	if err != nil {
-		return FireResult{Outcome: OutcomeRejected, Reason: "invalid callback URL"}
-	}
-	req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
-	req.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+token)
-	req.Header.Set("User-Agent", "chronos-nas")
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return classifyDialError(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
-	return ClassifyAnswer(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data)
+	return c.post(ctx, reconcileURL, token, body)
 }
 
 // reconcileBody is the exact body of a reconcile request.

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/chronoscron/chronos/contract"
@@ -84,25 +83,10 @@ func (v *JWTVerifier) VerifyReconcile(ctx context.Context, token string, body []
 	return nil
 }
 
-// parseReconcile is parse for a reconcile token: its signature with set,
-// its registered claims, and the kid and typ headers.
+// parseReconcile is parse for a reconcile token (typ cron-reconcile+jwt).
 func (v *JWTVerifier) parseReconcile(ctx context.Context, set *keySet, token string) (*contract.ReconcileClaims, error) {
-	keys := set.kf.KeyfuncCtx(ctx)
 	claims := &contract.ReconcileClaims{}
-	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
-		if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
-			return nil, errNoKID
-		}
-		if typ, _ := t.Header["typ"].(string); typ != contract.TokenTypeCronReconcile {
-			return nil, errBadReconcileTyp
-		}
-		k, err := keys(t)
-		if errors.Is(err, jwkset.ErrKeyNotFound) {
-			return nil, errUnknownKID
-		}
-		return k, err
-	})
-	return claims, err
+	return claims, v.parseToken(ctx, set, token, claims, contract.TokenTypeCronReconcile, errBadReconcileTyp)
 }
 
 // refuseUnsignedReconcile is refuseUnsigned for a reconcile token.

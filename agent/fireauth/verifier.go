@@ -438,14 +438,21 @@ func (v *JWTVerifier) verified(claims *contract.FireClaims, err error, req contr
 // parse verifies token's signature with set and its registered claims,
 // requiring the kid and typ headers. A kid the set lacks is errUnknownKID.
 func (v *JWTVerifier) parse(ctx context.Context, set *keySet, token string) (*contract.FireClaims, error) {
-	keys := set.kf.KeyfuncCtx(ctx)
 	claims := &contract.FireClaims{}
+	return claims, v.parseToken(ctx, set, token, claims, contract.TokenTypeCronFire, errBadTyp)
+}
+
+// parseToken verifies token into claims with set: its signature, its
+// registered claims, a kid header and the typ header typ (badTyp when it is
+// another). A kid the set lacks is errUnknownKID.
+func (v *JWTVerifier) parseToken(ctx context.Context, set *keySet, token string, claims jwt.Claims, typ string, badTyp error) error {
+	keys := set.kf.KeyfuncCtx(ctx)
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
 			return nil, errNoKID
 		}
-		if typ, _ := t.Header["typ"].(string); typ != contract.TokenTypeCronFire {
-			return nil, errBadTyp
+		if got, _ := t.Header["typ"].(string); got != typ {
+			return nil, badTyp
 		}
 		k, err := keys(t)
 		if errors.Is(err, jwkset.ErrKeyNotFound) {
@@ -453,7 +460,7 @@ func (v *JWTVerifier) parse(ctx context.Context, set *keySet, token string) (*co
 		}
 		return k, err
 	})
-	return claims, err
+	return err
 }
 
 // refuseUnsigned applies every check that needs no key to token, unverified:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -115,22 +114,8 @@ func (v *JWTVerifier) refuseUnsignedReconcile(token string, body []byte) string 
 
 // checkReconcileClaims applies the checks golang-jwt does not.
 func (v *JWTVerifier) checkReconcileClaims(c *contract.ReconcileClaims, body []byte) string {
-	switch {
-	case c.Audience != v.cfg.Audience:
-		return "aud does not name this agent"
-	case c.IssuedAt == nil:
-		return "iat is missing"
-	case c.ExpiresAt == nil:
-		return "exp is missing"
-	}
-	life := c.ExpiresAt.Sub(c.IssuedAt.Time)
-	switch {
-	case life <= 0:
-		return "exp is not after iat"
-	case life > v.cfg.MaxLifetime:
-		return fmt.Sprintf("lifetime exp - iat is %s, more than %s", life, v.cfg.MaxLifetime)
-	case c.Purpose != contract.PurposeCronReconcile:
-		return "purpose is not " + contract.PurposeCronReconcile
+	if reason := v.checkEnvelope(c.Audience, c.IssuedAt, c.ExpiresAt, c.Purpose, contract.PurposeCronReconcile); reason != "" {
+		return reason
 	}
 	if subtle.ConstantTimeCompare([]byte(c.BodyHash), []byte(contract.BodyHash(body))) != 1 {
 		return "bh does not match the body"

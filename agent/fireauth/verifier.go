@@ -493,22 +493,10 @@ func (v *JWTVerifier) refuseUnsigned(token string, body []byte, req contract.Fir
 // checkClaims applies the checks golang-jwt does not: returns "" when the
 // claims are acceptable, else the reason.
 func (v *JWTVerifier) checkClaims(c *contract.FireClaims, body []byte, req contract.FireRequest) string {
-	switch {
-	case c.Audience != v.cfg.Audience:
-		return "aud does not name this agent"
-	case c.IssuedAt == nil:
-		return "iat is missing"
-	case c.ExpiresAt == nil:
-		return "exp is missing"
+	if reason := v.checkEnvelope(c.Audience, c.IssuedAt, c.ExpiresAt, c.Purpose, contract.PurposeCronFire); reason != "" {
+		return reason
 	}
-	life := c.ExpiresAt.Sub(c.IssuedAt.Time)
 	switch {
-	case life <= 0:
-		return "exp is not after iat"
-	case life > v.cfg.MaxLifetime:
-		return fmt.Sprintf("lifetime exp - iat is %s, more than %s", life, v.cfg.MaxLifetime)
-	case c.Purpose != contract.PurposeCronFire:
-		return "purpose is not " + contract.PurposeCronFire
 	case c.JobID == "" || c.JobID != req.JobID:
 		return "job_id does not match the body"
 	case c.ScheduleID != req.ScheduleID:
@@ -522,6 +510,30 @@ func (v *JWTVerifier) checkClaims(c *contract.FireClaims, body []byte, req contr
 	}
 	if subtle.ConstantTimeCompare([]byte(c.BodyHash), []byte(contract.BodyHash(body))) != 1 {
 		return "bh does not match the body"
+	}
+	return ""
+}
+
+// checkEnvelope applies the checks every NAS token gets beyond golang-jwt's:
+// the single expected aud, iat and exp present, a lifetime of at most
+// MaxLifetime, and the purpose want. It returns "" or the reason.
+func (v *JWTVerifier) checkEnvelope(aud string, iat, exp *jwt.NumericDate, purpose, want string) string {
+	switch {
+	case aud != v.cfg.Audience:
+		return "aud does not name this agent"
+	case iat == nil:
+		return "iat is missing"
+	case exp == nil:
+		return "exp is missing"
+	}
+	life := exp.Sub(iat.Time)
+	switch {
+	case life <= 0:
+		return "exp is not after iat"
+	case life > v.cfg.MaxLifetime:
+		return fmt.Sprintf("lifetime exp - iat is %s, more than %s", life, v.cfg.MaxLifetime)
+	case purpose != want:
+		return "purpose is not " + want
 	}
 	return ""
 }

@@ -3,7 +3,6 @@ package agenthttp
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/chronoscron/chronos/contract"
@@ -36,22 +35,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) {
 		contract.WriteError(w, unavailable(noProviderRetry, "the chronos provider is not in use on this agent"))
 		return
 	}
-	if e := contract.CheckJSONContentType(r.Header.Get(contract.HeaderContentType)); e != nil {
+	body, e := s.readJSONBody(w, r)
+	if e != nil {
 		contract.WriteError(w, e)
-		return
-	}
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		contract.WriteError(w, contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			contract.WriteError(w, contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body exceeds %d bytes", s.cfg.MaxBodyBytes))
-			return
-		}
-		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidRequest, "reading body: %v", err))
 		return
 	}
 	var req contract.ReconcileRequest

@@ -259,22 +259,9 @@ func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	outcome = OutcomeInvalid
-	if e := contract.CheckJSONContentType(r.Header.Get(contract.HeaderContentType)); e != nil {
+	body, e := s.readJSONBody(w, r)
+	if e != nil {
 		contract.WriteError(w, e)
-		return
-	}
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		contract.WriteError(w, contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			contract.WriteError(w, contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body exceeds %d bytes", s.cfg.MaxBodyBytes))
-			return
-		}
-		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidRequest, "reading body: %v", err))
 		return
 	}
 	var req contract.FireRequest
@@ -435,4 +422,24 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 	}
+}
+
+// readJSONBody reads a request's JSON body within MaxBodyBytes (also when
+// it is chunked): a wrong media type is 415, a body over the limit 413.
+func (s *Server) readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *contract.Error) {
+	if e := contract.CheckJSONContentType(r.Header.Get(contract.HeaderContentType)); e != nil {
+		return nil, e
+	}
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body exceeds %d bytes", s.cfg.MaxBodyBytes)
+		}
+		return nil, contract.BadRequest(contract.CodeInvalidRequest, "reading body: %v", err)
+	}
+	return body, nil
 }

@@ -5,7 +5,7 @@ PKGS      ?= ./...
 TESTFLAGS ?= -race -timeout 20m
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build demo test deps vet fmt-check unit bench fuzz clean
+.PHONY: all build demo test deps vet fmt-check lint tools unit bench fuzz clean
 
 all: build
 
@@ -16,8 +16,9 @@ build:
 demo:
 	$(GO) run ./cmd/chronos demo $(DEMOFLAGS)
 
-## test: install what the tests need, then vet, the gofmt check and the race-enabled test suite.
-test: deps vet fmt-check unit
+## test: install what the tests need, then vet, the gofmt check, the linters and the race-enabled
+## test suite.
+test: deps vet fmt-check lint unit
 
 ## deps: redis-server for the Redis engine's tests and PyJWT with cryptography for the Hermes
 ## compatibility test (Debian packages, installed when missing and root), Go modules.
@@ -52,6 +53,23 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+## The linters, pinned; `make tools` installs them with go install into a directory named for
+## their versions, so a version bump installs afresh.
+STATICCHECK_VERSION ?= v0.7.0
+DEADCODE_VERSION    ?= v0.52.0
+TOOLS               := $(CURDIR)/bin/tools/staticcheck-$(STATICCHECK_VERSION)-deadcode-$(DEADCODE_VERSION)
+
+tools:
+	@[ -x $(TOOLS)/staticcheck ] || GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@[ -x $(TOOLS)/deadcode ] || GOBIN=$(TOOLS) $(GO) install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
+
+## lint: staticcheck clean, go.mod tidy, and no code that nothing (tests included) reaches.
+lint: tools
+	$(TOOLS)/staticcheck $(PKGS)
+	$(GO) mod tidy -diff
+	@out=$$($(TOOLS)/deadcode -test $(PKGS)); \
+	if [ -n "$$out" ]; then echo "unreachable code (deadcode -test):"; echo "$$out"; exit 1; fi
 
 unit:
 	$(GO) test $(TESTFLAGS) $(PKGS)

@@ -217,12 +217,6 @@ cron:
 `, s.home, addr, s.publicURL, s.callbackURL, instanceID, s.publicURL)
 }
 
-// cli runs a chronos command in the system's directory.
-func (s *system) cli(args ...string) cliResult {
-	s.t.Helper()
-	return chronos(s.t, s.dir, nil, args...)
-}
-
 // mustCLI runs a chronos command that must succeed and returns its stdout.
 func (s *system) mustCLI(args ...string) string {
 	s.t.Helper()

@@ -56,11 +56,10 @@ func (h *Handler) Exchanges() int { return h.c.count() }
 // recorder passes a response through to w while keeping a copy of its
 // status, headers and body.
 type recorder struct {
-	w       http.ResponseWriter
-	status  int
-	header  http.Header // snapshot taken when the header was written
-	body    bytes.Buffer
-	flusher bool
+	w      http.ResponseWriter
+	status int
+	header http.Header // snapshot taken when the header was written
+	body   bytes.Buffer
 }
 
 func (r *recorder) Header() http.Header { return r.w.Header() }

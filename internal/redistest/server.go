@@ -94,9 +94,6 @@ func (s *Server) URL() string { return "redis://" + s.Addr() }
 // Addr is the host:port of the server.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// Dir is the server's working directory.
-func (s *Server) Dir() string { return s.dir }
-
 // Stop shuts the server down cleanly (SHUTDOWN, then SIGTERM, then SIGKILL)
 // and waits for it to exit. Stopping a stopped server does nothing; a paused
 // one is resumed first.

@@ -5,7 +5,9 @@
 // identity verifiers (an agents file of token hashes and JWT access tokens),
 // the provision / cancel / list / bulk logic on top of a relay.Engine, the
 // relay route that turns a due one-shot into a signed cron_fire token and an
-// outbound call to the agent, the signing keys and their JWKS with rotation,
+// outbound call to the agent, the operator actions (stop and start an
+// instance, cancel an agent's jobs, the dead letter, unarmed jobs), the
+// signing keys and their JWKS with rotation,
 // the SSRF-safe agent caller, and metrics. The HTTP adapter lives in nas/http;
 // cmd/chronos wires the parts together.
 //

@@ -151,7 +151,7 @@ var (
 // OpenAgentsFile loads path; checkEvery bounds how often it is re-checked.
 func OpenAgentsFile(path string, checkEvery time.Duration) (*AgentsFile, error) {
 	f := &AgentsFile{path: path, checkEvery: checkEvery}
-	if err := f.reload(time.Now(), true); err != nil {
+	if err := f.reload(time.Now()); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -188,11 +188,18 @@ func indexAgents(entries []AgentEntry) ([]agentHash, map[string]Identity) {
 	return hashes, sessions
 }
 
-func (f *AgentsFile) reload(now time.Time, force bool) error {
-	if f.path == "" {
+// reloadIfDue reloads the file when checkEvery has passed since the last
+// check.
+func (f *AgentsFile) reloadIfDue(now time.Time) error {
+	if now.Sub(f.lastCheck) < f.checkEvery {
 		return nil
 	}
-	if !force && now.Sub(f.lastCheck) < f.checkEvery {
+	return f.reload(now)
+}
+
+// reload reads the file again if its size or modification time changed.
+func (f *AgentsFile) reload(now time.Time) error {
+	if f.path == "" {
 		return nil
 	}
 	f.lastCheck = now
@@ -222,7 +229,7 @@ func (f *AgentsFile) reload(now time.Time, force bool) error {
 func (f *AgentsFile) current() ([]agentHash, map[string]Identity) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	_ = f.reload(time.Now(), false)
+	_ = f.reloadIfDue(time.Now())
 	return f.entries, f.sessions
 }
 

@@ -48,3 +48,40 @@ func TestNewRefusesBadSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestNewRefusesKeysWithoutSigningKey checks that a key ring whose set has
+// no active signing key is an error from New, not a panic in it.
+func TestNewRefusesKeysWithoutSigningKey(t *testing.T) {
+	t.Parallel()
+	secret := contract.FormatWebhookSecret([]byte("0123456789abcdef0123456789abcdef"))
+	eng := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = eng.Close() })
+	agents, err := nas.NewStaticAgents([]nas.AgentEntry{{AgentID: "a", InstanceID: "i", TokenSHA256: nas.TokenSHA256("t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range []string{"", nas.AlgEdDSA} {
+		t.Run("signing_alg="+alg, func(t *testing.T) {
+			t.Parallel()
+			cfg := nas.Config{PublicURL: "https://nas.example.com", SigningAlg: alg, Relay: nas.RelayConfig{Secrets: []string{secret}}}
+			var svc *nas.Service
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("New panicked: %v", r)
+					}
+				}()
+				svc, err = nas.New(nas.Options{Config: cfg, Engine: eng, Verifier: agents,
+					Keys: nas.NewKeyRing(&nas.KeySet{}), Logger: slog.New(slog.DiscardHandler)})
+			}()
+			if err == nil {
+				svc.Close()
+				t.Fatal("New accepted a key ring without a signing key")
+			}
+			if !strings.Contains(err.Error(), "signing key") {
+				t.Fatalf("error %q does not say the signing key is missing", err)
+			}
+		})
+	}
+}

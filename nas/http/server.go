@@ -6,13 +6,10 @@ package nashttp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -74,10 +71,7 @@ func NewServer(svc *nas.Service, opts Options) *Server {
 	s := &Server{svc: svc, opts: opts, log: opts.Logger}
 	s.public = s.newEcho()
 	s.internal = s.newEcho()
-	s.routes(s.public, true, !opts.Split)
-	if opts.Split {
-		s.routes(s.internal, false, true)
-	}
+	s.routes()
 	return s
 }
 
@@ -153,28 +147,44 @@ func echoPath(p string) string {
 	return strings.ReplaceAll(p, "}", "")
 }
 
-func (s *Server) routes(e *echo.Echo, agentAPI, internal bool) {
+// routes registers on NewServer's handlers: health on both, the agent API
+// and JWKS on the public one, the relay route, metrics and operator routes
+// on the internal one, or on the public one when not split.
+func (s *Server) routes() {
+	s.healthRoutes(s.public)
+	s.agentRoutes(s.public)
+	if !s.opts.Split {
+		s.internalRoutes(s.public)
+		return
+	}
+	s.healthRoutes(s.internal)
+	s.internalRoutes(s.internal)
+}
+
+func (s *Server) healthRoutes(e *echo.Echo) {
 	e.GET(contract.PathHealthz, s.healthz)
 	e.GET(contract.PathReadyz, s.readyz)
-	if agentAPI {
-		e.POST(contract.PathProvision, s.agent(s.provision))
-		e.POST(contract.PathCancel, s.agent(s.cancel))
-		e.GET(contract.PathList, s.agent(s.list))
-		e.PUT(contract.PathArmed, s.agent(s.putArmed))
-		e.POST(contract.PathFailedFiresAck, s.agent(s.ackFailedFires))
-		e.GET(contract.PathJWKS, s.jwks)
-	}
-	if internal {
-		e.POST(contract.PathRelay, s.relay)
-		e.GET(contract.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(s.svc.Metrics().Registry, promhttp.HandlerOpts{})))
-		if s.svc.HasOperator() {
-			e.POST(echoPath(contract.PathOperatorInstanceStop), s.operator(s.stopInstance))
-			e.POST(echoPath(contract.PathOperatorInstanceStart), s.operator(s.startInstance))
-			e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll))
-			e.GET(contract.PathOperatorDLQ, s.operator(s.listDead))
-			e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay))
-			e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed))
-		}
+}
+
+func (s *Server) agentRoutes(e *echo.Echo) {
+	e.POST(contract.PathProvision, s.agent(s.provision))
+	e.POST(contract.PathCancel, s.agent(s.cancel))
+	e.GET(contract.PathList, s.agent(s.list))
+	e.PUT(contract.PathArmed, s.agent(s.putArmed))
+	e.POST(contract.PathFailedFiresAck, s.agent(s.ackFailedFires))
+	e.GET(contract.PathJWKS, s.jwks)
+}
+
+func (s *Server) internalRoutes(e *echo.Echo) {
+	e.POST(contract.PathRelay, s.relay)
+	e.GET(contract.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(s.svc.Metrics().Registry, promhttp.HandlerOpts{})))
+	if s.svc.HasOperator() {
+		e.POST(echoPath(contract.PathOperatorInstanceStop), s.operator(s.stopInstance))
+		e.POST(echoPath(contract.PathOperatorInstanceStart), s.operator(s.startInstance))
+		e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll))
+		e.GET(contract.PathOperatorDLQ, s.operator(s.listDead))
+		e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay))
+		e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed))
 	}
 }
 
@@ -209,337 +219,4 @@ func recoverCall(h echo.HandlerFunc, c echo.Context) (err error) {
 		}
 	}()
 	return h(c)
-}
-
-// handleError is the one place that maps errors to statuses and bodies.
-// Internal errors are logged and answered without their text.
-func (s *Server) handleError(err error, c echo.Context) {
-	if c.Response().Committed {
-		return
-	}
-	var ce *contract.Error
-	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &ce):
-	case errors.As(err, &he):
-		ce = fromEcho(he)
-	case errors.Is(err, relay.ErrUnavailable):
-		// The store did not answer in time. A write may still be applied
-		// when it resumes; every write here is safe to repeat.
-		s.log.WarnContext(c.Request().Context(), "store unavailable", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
-		ce = contract.Errorf(http.StatusServiceUnavailable, contract.CodeStoreUnavailable, "the store did not answer in time; retry later")
-		ce.RetryAfter = storeRetryAfter
-	default:
-		s.log.ErrorContext(c.Request().Context(), "request failed", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
-		ce = contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
-	}
-	// A 503, and a 502 for an agent that failed, always say when to come
-	// back. An agent that gave no delay is "0": the relay then retries on its
-	// own ladder (the fast cold-start one for a waking agent).
-	status := ce.HTTPStatus()
-	agentDown := ce.Code == contract.CodeAgentUnavailable
-	if (status == http.StatusServiceUnavailable || (status == http.StatusBadGateway && agentDown)) && ce.RetryAfter <= 0 {
-		if !agentDown {
-			ce.RetryAfter = time.Second
-		} else {
-			c.Response().Header().Set(contract.HeaderRetryAfter, "0")
-		}
-	}
-	// A refused bearer token says which scheme is expected (RFC 6750 §3).
-	switch ce.Code {
-	case contract.CodeUnauthenticated:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos"`)
-	case contract.CodeInvalidToken:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos", error="invalid_token"`)
-	}
-	contract.WriteError(c.Response(), ce)
-}
-
-func fromEcho(he *echo.HTTPError) *contract.Error {
-	switch he.Code {
-	case http.StatusNotFound:
-		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
-	case http.StatusMethodNotAllowed:
-		return contract.Errorf(http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed, "method not allowed on this route")
-	case http.StatusRequestEntityTooLarge:
-		return contract.Errorf(he.Code, contract.CodeBodyTooLarge, "body too large")
-	case http.StatusUnsupportedMediaType:
-		return contract.Errorf(he.Code, contract.CodeUnsupportedMediaType, "Content-Type must be application/json")
-	case http.StatusUnauthorized:
-		return contract.Errorf(he.Code, contract.CodeUnauthenticated, "unauthenticated")
-	case http.StatusForbidden:
-		return contract.Errorf(he.Code, contract.CodeForbidden, "forbidden")
-	case http.StatusTooManyRequests:
-		return contract.Errorf(he.Code, contract.CodeRateLimited, "too many requests")
-	case http.StatusServiceUnavailable:
-		return contract.Errorf(he.Code, contract.CodeUnavailable, "unavailable")
-	}
-	if he.Code >= 500 {
-		return contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
-	}
-	return contract.Errorf(he.Code, contract.CodeInvalidRequest, "%s", http.StatusText(he.Code))
-}
-
-func writeJSON(c echo.Context, status int, v any) error {
-	contract.WriteJSON(c.Response(), status, v)
-	return nil
-}
-
-// ---- agent API ----
-
-type agentHandler func(c echo.Context, id nas.Identity) error
-
-// agent authenticates the caller from its token alone (and takes one token
-// of its rate limit) before the handler reads anything else.
-func (s *Server) agent(h agentHandler) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := s.svc.Authorize(c.Request().Context(), c.Request().Header.Get(contract.HeaderAuthorization))
-		if err != nil {
-			return err
-		}
-		return h(c, id)
-	}
-}
-
-func decode(c echo.Context, limit int64, v any) error {
-	if e := contract.DecodeRequest(c.Response(), c.Request(), limit, v); e != nil {
-		return e
-	}
-	return nil
-}
-
-func (s *Server) provision(c echo.Context, id nas.Identity) error {
-	var req contract.ProvisionRequest
-	if err := decode(c, contract.DefaultMaxBodyBytes, &req); err != nil {
-		return err
-	}
-	resp, err := s.svc.Provision(c.Request().Context(), id, req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-func (s *Server) cancel(c echo.Context, id nas.Identity) error {
-	var req contract.CancelRequest
-	if err := decode(c, contract.DefaultMaxBodyBytes, &req); err != nil {
-		return err
-	}
-	resp, err := s.svc.Cancel(c.Request().Context(), id, req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-// pageParams reads limit and cursor; an absent limit is 0 (list: every
-// armed job; the dead letter: the largest page). A limit too large for an
-// int is clamped like any large one.
-func pageParams(c echo.Context) (int, string, error) {
-	q := c.Request().URL.Query()
-	for k := range q {
-		if k != "limit" && k != "cursor" && k != "agent_id" {
-			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "unknown query parameter %q", k)
-		}
-		if len(q[k]) > 1 {
-			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "query parameter %q given more than once", k)
-		}
-	}
-	limit := 0
-	if v, ok := q["limit"]; ok {
-		n, err := strconv.Atoi(v[0])
-		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v[0], "-") {
-			// A limit too large for an int is clamped like any large one.
-			n, err = contract.MaxListLimit, nil
-		}
-		if err != nil || n < 1 {
-			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "limit must be a positive integer")
-		}
-		limit = n
-	}
-	cursor := q.Get("cursor")
-	if _, ok := q["cursor"]; ok && cursor == "" {
-		return 0, "", contract.BadRequest(contract.CodeInvalidCursor, "cursor must not be empty")
-	}
-	return limit, cursor, nil
-}
-
-func (s *Server) list(c echo.Context, id nas.Identity) error {
-	if _, ok := c.Request().URL.Query()["agent_id"]; ok {
-		return contract.BadRequest(contract.CodeInvalidRequest, "unknown query parameter \"agent_id\"")
-	}
-	limit, cursor, err := pageParams(c)
-	if err != nil {
-		return err
-	}
-	resp, err := s.svc.List(c.Request().Context(), id, limit, cursor)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-func (s *Server) ackFailedFires(c echo.Context, id nas.Identity) error {
-	var req contract.FailedFiresAckRequest
-	// Up to 1000 ids of up to 256 bytes: more than the small-body limit.
-	if err := decode(c, contract.DefaultMaxBulkBodyBytes, &req); err != nil {
-		return err
-	}
-	resp, err := s.svc.AckFailedFires(c.Request().Context(), id, req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-func (s *Server) putArmed(c echo.Context, id nas.Identity) error {
-	var req contract.PutArmedRequest
-	if err := decode(c, contract.DefaultMaxBulkBodyBytes, &req); err != nil {
-		return err
-	}
-	resp, err := s.svc.PutArmed(c.Request().Context(), id, req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-// ---- relay route ----
-
-func (s *Server) relay(c echo.Context) error {
-	r := c.Request()
-	if e := contract.CheckJSONContentType(r.Header.Get(contract.HeaderContentType)); e != nil {
-		return e
-	}
-	limit := int64(contract.DefaultMaxBodyBytes)
-	if r.ContentLength > limit {
-		return contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body exceeds %d bytes", limit)
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, limit))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return contract.Errorf(http.StatusRequestEntityTooLarge, contract.CodeBodyTooLarge, "body exceeds %d bytes", limit)
-		}
-		return contract.BadRequest(contract.CodeInvalidRequest, "reading body failed")
-	}
-	resp, err := s.svc.Relay(r.Context(), nas.RelayHeaders{
-		ID:        r.Header.Get(contract.HeaderWebhookID),
-		Timestamp: r.Header.Get(contract.HeaderWebhookTimestamp),
-		Signature: r.Header.Get(contract.HeaderWebhookSignature),
-	}, body)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-// ---- keys and health ----
-
-func (s *Server) jwks(c echo.Context) error {
-	h := c.Response().Header()
-	h.Set(contract.HeaderContentType, contract.MediaTypeJSON)
-	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(int(s.opts.JWKSMaxAge/time.Second)))
-	c.Response().WriteHeader(http.StatusOK)
-	_, err := c.Response().Write(s.svc.JWKS())
-	return err
-}
-
-func (s *Server) healthz(c echo.Context) error {
-	return writeJSON(c, http.StatusOK, contract.HealthResponse{Status: "ok"})
-}
-
-func (s *Server) readyz(c echo.Context) error {
-	checks := s.svc.Ready(c.Request().Context())
-	resp := contract.HealthResponse{Status: "ok", Checks: map[string]string{}}
-	status := http.StatusOK
-	for name, err := range checks {
-		if err != nil {
-			resp.Status, status = "unavailable", http.StatusServiceUnavailable
-			resp.Checks[name] = err.Error()
-			continue
-		}
-		resp.Checks[name] = "ok"
-	}
-	return writeJSON(c, status, resp)
-}
-
-// ---- operator ----
-
-func (s *Server) operator(h echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if err := s.svc.AuthorizeOperator(c.Request().Header.Get(contract.HeaderAuthorization)); err != nil {
-			return err
-		}
-		return h(c)
-	}
-}
-
-func (s *Server) stopInstance(c echo.Context) error  { return s.setInstance(c, true) }
-func (s *Server) startInstance(c echo.Context) error { return s.setInstance(c, false) }
-
-func (s *Server) setInstance(c echo.Context, stopped bool) error {
-	resp, err := s.svc.SetInstanceStopped(c.Request().Context(), c.Param("instance_id"), stopped)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-func (s *Server) cancelAll(c echo.Context) error {
-	resp, err := s.svc.CancelAgent(c.Request().Context(), c.Param("agent_id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-func (s *Server) listDead(c echo.Context) error {
-	limit, cursor, err := pageParams(c)
-	if err != nil {
-		return err
-	}
-	q := c.Request().URL.Query()
-	agentID := q.Get("agent_id")
-	if _, ok := q["agent_id"]; ok && (agentID == "" || len(agentID) > 256) {
-		return contract.BadRequest(contract.CodeInvalidRequest, "agent_id must be 1 to 256 characters")
-	}
-	resp, err := s.svc.ListDead(c.Request().Context(), agentID, cursor, limit)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-func (s *Server) replay(c echo.Context) error {
-	var req contract.DLQReplayRequest
-	if err := decode(c, contract.DefaultMaxBodyBytes, &req); err != nil {
-		return err
-	}
-	resp, err := s.svc.Replay(c.Request().Context(), req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
-}
-
-func (s *Server) unarmed(c echo.Context) error {
-	q := c.Request().URL.Query()
-	for k, v := range q {
-		if k != "agent" {
-			return contract.BadRequest(contract.CodeInvalidRequest, "unknown query parameter %q", k)
-		}
-		if len(v) > 1 {
-			return contract.BadRequest(contract.CodeInvalidRequest, "query parameter %q given more than once", k)
-		}
-	}
-	agentID := q.Get("agent")
-	if _, ok := q["agent"]; ok && (agentID == "" || len(agentID) > 256) {
-		return contract.BadRequest(contract.CodeInvalidRequest, "agent must be 1 to 256 characters")
-	}
-	resp, err := s.svc.Unarmed(c.Request().Context(), agentID)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
 }

@@ -1,0 +1,288 @@
+package nas
+
+// The agent API: provision, cancel, list, the bulk armed set and the
+// acknowledgement of failed fires, each for the agent Authorize identified.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/relay"
+)
+
+// checkArm validates one arm request and returns the normalised callback.
+func (s *Service) checkArm(jobID string, fireAt contract.Time, callback, dedupKey string, now time.Time) (string, *contract.Error) {
+	if e := checkJobID(jobID); e != nil {
+		return "", e
+	}
+	if fireAt.IsZero() {
+		return "", contract.BadRequest(contract.CodeInvalidFireAt, "fire_at is required")
+	}
+	dj, dt, ok := strings.Cut(dedupKey, ":")
+	if !ok || dj != jobID {
+		return "", contract.BadRequest(contract.CodeInvalidDedupKey, "dedup_key must be job_id:fire_at")
+	}
+	if t, err := contract.ParseTime(dt); err != nil || !t.Equal(fireAt.Time) {
+		return "", contract.BadRequest(contract.CodeInvalidDedupKey, "dedup_key must be job_id:fire_at with the same instant as fire_at")
+	}
+	cb, e := s.policy.CheckCallbackURL(callback)
+	if e != nil {
+		return "", e
+	}
+	if fireAt.Before(now.Add(-s.cfg.Limits.PastSkew)) {
+		return "", contract.Errorf(http.StatusUnprocessableEntity, contract.CodeFireAtInPast,
+			"fire_at %s is more than %s in the past; run overdue jobs locally", fireAt, s.cfg.Limits.PastSkew)
+	}
+	if fireAt.After(now.Add(s.cfg.Limits.MaxFuture)) {
+		return "", contract.Errorf(http.StatusUnprocessableEntity, contract.CodeFireAtTooFar,
+			"fire_at %s is more than %s ahead", fireAt, s.cfg.Limits.MaxFuture)
+	}
+	return cb, nil
+}
+
+// newScheduleID returns a fresh random schedule id.
+func newScheduleID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "sch_" + hex.EncodeToString(b[:])
+}
+
+// Provision arms (upserts) the one-shot of id's job. The same fire_at again
+// returns the same schedule id and writes nothing.
+func (s *Service) Provision(ctx context.Context, id Identity, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
+	cb, e := s.checkArm(req.JobID, req.FireAt, req.AgentCallbackURL, req.DedupKey, s.now())
+	if e != nil {
+		return contract.ProvisionResponse{}, e
+	}
+	res, err := s.engine.Arm(ctx, relay.ArmRequest{
+		AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: req.JobID,
+		FireAt: req.FireAt.Time, FireAtSpelling: req.FireAt.Spelling(), CallbackURL: cb,
+		ScheduleID: newScheduleID(), MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
+	})
+	if err != nil {
+		return contract.ProvisionResponse{}, s.engineErr("provision", err)
+	}
+	if res.Changed {
+		s.log.InfoContext(ctx, "armed", "agent_id", id.AgentID, "job_id", req.JobID,
+			"schedule_id", res.OneShot.ScheduleID, "fire_at", contract.FormatTime(res.OneShot.FireAt), "replaced", res.Replaced)
+	}
+	s.rememberCallback(ctx, id.InstanceID, cb)
+	return contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: fireAt(res.OneShot), Armed: true}, nil
+}
+
+// Cancel removes id's job; an unknown job is a no-op.
+func (s *Service) Cancel(ctx context.Context, id Identity, req contract.CancelRequest) (contract.OKResponse, error) {
+	if e := checkJobID(req.JobID); e != nil {
+		return contract.OKResponse{}, e
+	}
+	found, err := s.engine.Cancel(ctx, id.AgentID, req.JobID)
+	if err != nil {
+		return contract.OKResponse{}, s.engineErr("cancel", err)
+	}
+	// The agent meant it: a job it cancels is not one left unarmed.
+	if err := s.engine.ForgetLastFire(ctx, id.AgentID, req.JobID); err != nil {
+		return contract.OKResponse{}, s.engineErr("cancel", err)
+	}
+	if found {
+		s.log.InfoContext(ctx, "cancelled", "agent_id", id.AgentID, "job_id", req.JobID)
+	}
+	return contract.OKResponse{OK: true}, nil
+}
+
+// listChunk is how many armed rows one engine call reads while an unpaged
+// list gathers them all.
+const listChunk = 1000
+
+// List answers id's armed jobs. Without a limit (limit <= 0) it answers every
+// armed job (after cursor, if given) in one page, with no next cursor: at
+// most the agent's quota, unless the quota was lowered after the jobs were
+// armed. With a limit it pages: at most limit jobs, clamped to
+// contract.MaxListLimit, and a next cursor while more remain. The first page
+// (no cursor) also carries the agent's failed fires: those dead-lettered
+// within failed_fires_retention that it has not acknowledged, oldest first,
+// at most contract.MaxFailedFires. Reading consumes nothing.
+func (s *Service) List(ctx context.Context, id Identity, limit int, cursor string) (contract.ListResponse, error) {
+	engineCursor := ""
+	if cursor != "" {
+		c, ok := s.cursors.Open(id.AgentID, cursor)
+		if !ok {
+			return contract.ListResponse{}, contract.BadRequest(contract.CodeInvalidCursor, "cursor is not one NAS issued to this agent")
+		}
+		engineCursor = c
+	}
+	var items []relay.OneShot
+	next := ""
+	if limit > 0 {
+		var err error
+		items, next, err = s.engine.List(ctx, id.AgentID, engineCursor, min(limit, contract.MaxListLimit))
+		if err != nil {
+			return contract.ListResponse{}, s.engineErr("list", err)
+		}
+	} else {
+		var err error
+		if items, err = s.listAll(ctx, id.AgentID, engineCursor); err != nil {
+			return contract.ListResponse{}, err
+		}
+	}
+	resp := contract.ListResponse{Armed: make([]contract.ArmedJob, 0, len(items)), FailedFires: []contract.FailedFire{}}
+	for _, o := range items {
+		resp.Armed = append(resp.Armed, armedJob(o))
+	}
+	if next != "" {
+		c := s.cursors.Sign(id.AgentID, next)
+		resp.NextCursor = &c
+	}
+	if cursor == "" {
+		failed, err := s.engine.ListFailed(ctx, id.AgentID, s.cfg.FailedFiresRetention, contract.MaxFailedFires)
+		if err != nil {
+			return contract.ListResponse{}, s.engineErr("list failed fires", err)
+		}
+		for _, d := range failed {
+			resp.FailedFires = append(resp.FailedFires, contract.FailedFire{
+				JobID: d.JobID, FireAt: fireAt(d.OneShot), ScheduleID: d.ScheduleID,
+				Attempts: d.Attempt, Reason: d.Reason, FailedAt: contract.NewTime(d.FailedAt),
+			})
+		}
+		if resp.Unarmed, resp.Instance, err = s.listExtras(ctx, id); err != nil {
+			return contract.ListResponse{}, s.engineErr("list", err)
+		}
+	}
+	return resp, nil
+}
+
+// listAll reads every armed row of agentID after the engine cursor, in
+// chunks, so that no single engine call holds the store for long.
+func (s *Service) listAll(ctx context.Context, agentID, cursor string) ([]relay.OneShot, error) {
+	var all []relay.OneShot
+	for {
+		items, next, err := s.engine.List(ctx, agentID, cursor, listChunk)
+		if err != nil {
+			return nil, s.engineErr("list", err)
+		}
+		all = append(all, items...)
+		if next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
+}
+
+// AckFailedFires forgets the caller's failed fires with the given schedule
+// ids: list no longer reports them (the dead letter keeps them). Ids that are
+// unknown, of another agent, replayed or already acknowledged are ignored;
+// the answer counts the others. 1 to contract.MaxFailedFires non-empty ids of
+// at most 256 bytes; anything else is a 400 and changes nothing.
+func (s *Service) AckFailedFires(ctx context.Context, id Identity, req contract.FailedFiresAckRequest) (contract.FailedFiresAckResponse, error) {
+	switch n := len(req.ScheduleIDs); {
+	case req.ScheduleIDs == nil:
+		return contract.FailedFiresAckResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "schedule_ids is required")
+	case n == 0 || n > contract.MaxFailedFires:
+		return contract.FailedFiresAckResponse{}, contract.BadRequest(contract.CodeInvalidRequest,
+			"schedule_ids must hold 1 to %d ids, not %d", contract.MaxFailedFires, n)
+	}
+	for i, sid := range req.ScheduleIDs {
+		if sid == "" || len(sid) > 256 {
+			return contract.FailedFiresAckResponse{}, contract.BadRequest(contract.CodeInvalidRequest,
+				"schedule_ids[%d]: a schedule id is 1 to 256 bytes", i)
+		}
+	}
+	n, err := s.engine.AckFailed(ctx, id.AgentID, s.cfg.FailedFiresRetention, req.ScheduleIDs)
+	if err != nil {
+		return contract.FailedFiresAckResponse{}, s.engineErr("ack failed fires", err)
+	}
+	if n > 0 {
+		s.log.InfoContext(ctx, "failed fires acknowledged", "agent_id", id.AgentID, "acknowledged", n)
+	}
+	return contract.FailedFiresAckResponse{OK: true, Acknowledged: n}, nil
+}
+
+func armedJob(o relay.OneShot) contract.ArmedJob {
+	return contract.ArmedJob{JobID: o.JobID, FireAt: fireAt(o), ScheduleID: o.ScheduleID, AgentCallbackURL: o.CallbackURL}
+}
+
+// PutArmed makes id's armed set equal to req: it validates every entry first
+// (nothing is written on any error), cancels jobs not listed, then arms each
+// listed job (an upsert per job).
+func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArmedRequest) (contract.PutArmedResponse, error) {
+	now := s.now()
+	if req.Armed == nil {
+		return contract.PutArmedResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "armed is required (an empty list cancels everything)")
+	}
+	if q := s.cfg.Limits.MaxArmedPerAgent; q > 0 && len(req.Armed) > q {
+		return contract.PutArmedResponse{}, contract.Errorf(http.StatusUnprocessableEntity, contract.CodeQuotaExceeded,
+			"%d jobs exceed the quota of %d armed jobs", len(req.Armed), q)
+	}
+	desired := make(map[string]contract.DesiredArm, len(req.Armed))
+	callbacks := make(map[string]string, len(req.Armed))
+	for i, d := range req.Armed {
+		cb, e := s.checkArm(d.JobID, d.FireAt, d.AgentCallbackURL, d.DedupKey, now)
+		if e != nil {
+			e.Description = fmt.Sprintf("armed[%d]: %s", i, e.Description)
+			return contract.PutArmedResponse{}, e
+		}
+		if _, dup := desired[d.JobID]; dup {
+			return contract.PutArmedResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "armed[%d]: job_id %q is listed twice", i, d.JobID)
+		}
+		desired[d.JobID] = d
+		callbacks[d.JobID] = cb
+	}
+	items, err := s.listAll(ctx, id.AgentID, "")
+	if err != nil {
+		return contract.PutArmedResponse{}, fmt.Errorf("put armed: %w", err)
+	}
+	existing := make(map[string]relay.OneShot, len(items))
+	for _, o := range items {
+		existing[o.JobID] = o
+	}
+	resp := contract.PutArmedResponse{Armed: []contract.ArmedJob{}, Created: []string{}, Updated: []string{}, Cancelled: []string{}, Unchanged: []string{}}
+	for jobID := range existing {
+		if _, keep := desired[jobID]; keep {
+			continue
+		}
+		found, err := s.engine.Cancel(ctx, id.AgentID, jobID)
+		if err != nil {
+			return contract.PutArmedResponse{}, s.engineErr("put armed: cancel", err)
+		}
+		if found {
+			resp.Cancelled = append(resp.Cancelled, jobID)
+		}
+	}
+	jobIDs := make([]string, 0, len(desired))
+	for j := range desired {
+		jobIDs = append(jobIDs, j)
+	}
+	sort.Strings(jobIDs)
+	for _, jobID := range jobIDs {
+		d := desired[jobID]
+		res, err := s.engine.Arm(ctx, relay.ArmRequest{
+			AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: jobID,
+			FireAt: d.FireAt.Time, FireAtSpelling: d.FireAt.Spelling(), CallbackURL: callbacks[jobID],
+			ScheduleID: newScheduleID(), MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
+		})
+		if err != nil {
+			return contract.PutArmedResponse{}, s.engineErr("put armed: arm", err)
+		}
+		_, existed := existing[jobID]
+		switch {
+		case !res.Changed:
+			resp.Unchanged = append(resp.Unchanged, jobID)
+		case existed || res.Replaced != "":
+			resp.Updated = append(resp.Updated, jobID)
+		default:
+			resp.Created = append(resp.Created, jobID)
+		}
+		resp.Armed = append(resp.Armed, armedJob(res.OneShot))
+		s.rememberCallback(ctx, id.InstanceID, callbacks[jobID])
+	}
+	sort.Strings(resp.Cancelled)
+	s.log.InfoContext(ctx, "armed set replaced", "agent_id", id.AgentID, "created", len(resp.Created),
+		"updated", len(resp.Updated), "cancelled", len(resp.Cancelled), "unchanged", len(resp.Unchanged))
+	return resp, nil
+}

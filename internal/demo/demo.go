@@ -73,8 +73,9 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 		n.header("%10s  %-10s %-15s %s", "TIME", "JOB", "STEP", "DETAIL")
 	}
 	<-ctx.Done()
-	// Everything stops before the agent lets go of its home, as the
-	// summary reads the ledger the runs went into.
+	// NAS and the agent are stopping together; NAS's servers and dispatcher
+	// are waited for before the agent closes its runtime, so no fire is
+	// in flight against a closed agent, and the summary comes last.
 	ns.stop()
 	ag.close()
 	if err != nil {

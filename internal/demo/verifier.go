@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -8,24 +8,27 @@ import (
 	"strings"
 
 	"github.com/chronoscron/chronos/agent/fireauth"
+	agenthttp "github.com/chronoscron/chronos/agent/http"
 	"github.com/chronoscron/chronos/contract"
 )
 
 // observedVerifier is the agent's fire-token verifier with each accepted
-// token reported to the demo log as the "token verified" step.
+// token reported to the narration as the "token verified" step.
 type observedVerifier struct {
-	v   *fireauth.JWTVerifier
-	log *demoLog
+	v        *fireauth.JWTVerifier
+	narrator *narrator
 }
+
+var _ agenthttp.FireVerifier = observedVerifier{}
 
 // VerifyFire verifies as the wrapped verifier does and reports a success.
 func (o observedVerifier) VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error {
 	if err := o.v.VerifyFire(ctx, token, body, req); err != nil {
 		return err
 	}
-	o.log.markFired(req.JobID) // its next arm is a re-arm
+	o.narrator.markFired(req.JobID) // its next arm is a re-arm
 	kid, alg := tokenHeader(token)
-	o.log.step(req.JobID, stepVerified, fmt.Sprintf("%s kid %s: signature, aud, iss, exp, purpose and body hash checked", alg, shortID(kid)))
+	o.narrator.step(req.JobID, stepVerified, fmt.Sprintf("%s kid %s: signature, aud, iss, exp, purpose and body hash checked", alg, shortID(kid)))
 	return nil
 }
 

@@ -1,0 +1,100 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+// sampleJob is a sample job of the demo.
+type sampleJob struct {
+	id, schedule, command, about string
+}
+
+// sampleJobs are the sample jobs: the first fires within 3 s of the start.
+var sampleJobs = []sampleJob{
+	{"tick", "every 3s", `echo "tick for slot $CHRONOS_FIRE_AT"`, "an interval, anchored at creation"},
+	{"once", "in 5s", `echo "one-shot run $CHRONOS_RUN_ID"`, "a one-shot, 5 s after creation"},
+	{"paris", "CRON_TZ=Europe/Paris */10 * * * * *", `echo "Paris says $(TZ=Europe/Paris date +%H:%M:%S)"`, "cron with seconds, in a zone"},
+}
+
+// addSampleJobs waits (up to 10 s) for the agent to load NAS's key set, then
+// adds the sample jobs, or finds them in a kept home, and lists them. It
+// returns nil without adding anything when ctx ends first.
+func addSampleJobs(ctx context.Context, a *agentSide, n *narrator) error {
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.waitKeys(wctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("demo: the agent could not load NAS's keys: %w", err)
+	}
+	n.header("  jobs")
+	for _, j := range sampleJobs {
+		job, err := addSampleJob(ctx, a.rt, j)
+		if err != nil {
+			return err
+		}
+		next := "none"
+		if job.NextRunAt != nil {
+			next = clock(*job.NextRunAt)
+		}
+		n.header("    %-6s %-38s %s; first fire %s", j.id, j.schedule, j.about, next)
+	}
+	return nil
+}
+
+// addSampleJob adds j, or returns the job of that id a kept home has.
+func addSampleJob(ctx context.Context, rt *agent.Runtime, j sampleJob) (agent.Job, error) {
+	spec := agent.JobSpec{ID: j.id, Name: j.about, Schedule: j.schedule,
+		Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: j.command}}, Timeout: 30 * time.Second}
+	job, _, err := rt.AddJob(ctx, spec)
+	switch {
+	case errors.Is(err, store.ErrExists):
+		job, err = rt.Job(ctx, j.id)
+		if err != nil {
+			return job, fmt.Errorf("demo: %w", err)
+		}
+	case err != nil:
+		return job, fmt.Errorf("demo: add job %s: %w", j.id, err)
+	}
+	return job, nil
+}
+
+// runDetail describes a finished run from the ledger: exit code and the first
+// line of its output.
+func runDetail(rt *agent.Runtime, home, jobID, runID string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	runs, err := rt.Ledger().Runs(ctx, ledger.Filter{JobID: jobID})
+	if err != nil {
+		return ""
+	}
+	for _, r := range runs {
+		if r.RunID != runID {
+			continue
+		}
+		detail := fmt.Sprintf("exit %d", r.ExitCode)
+		if r.Output != "" {
+			if b, err := os.ReadFile(filepath.Join(home, r.Output)); err == nil {
+				line, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+				if len(line) > 60 {
+					line = line[:60] + "…"
+				}
+				detail += fmt.Sprintf(", output %q", line)
+			}
+		}
+		return detail
+	}
+	return ""
+}

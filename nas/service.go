@@ -724,10 +724,14 @@ func (s *Service) SetInstanceStopped(ctx context.Context, instanceID string, sto
 		return contract.InstanceStateResponse{}, e
 	}
 	at := s.now()
-	if err := s.engine.SetInstanceStopped(ctx, instanceID, stopped); err != nil {
+	state := relay.InstanceRunning
+	if stopped {
+		state = relay.InstanceStopped
+	}
+	if err := s.engine.SetInstanceState(ctx, instanceID, state); err != nil {
 		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
 	}
-	if err := s.engine.NoteInstance(ctx, instanceID, stopped, at); err != nil {
+	if err := s.engine.NoteInstance(ctx, instanceID, state, at); err != nil {
 		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
 	}
 	s.log.InfoContext(ctx, "instance state changed", "instance_id", instanceID, "stopped", stopped)

@@ -542,7 +542,7 @@ const deliveryTTL = 2*contract.WebhookTolerance + time.Minute
 // relay.retry.max_auth_attempts.
 func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contract.RelayResponse, error) {
 	now := s.now()
-	if err := contract.VerifyWebhook(s.secrets, h.ID, h.Timestamp, h.Signature, body, now, contract.WebhookTolerance); err != nil {
+	if err := contract.VerifyWebhook(contract.WebhookCall{ID: h.ID, Timestamp: h.Timestamp, Signature: h.Signature, Body: body}, contract.WebhookVerifyOptions{Keys: s.secrets, Now: now}); err != nil {
 		s.log.WarnContext(ctx, "relay call refused", "reason", err.Error())
 		return contract.RelayResponse{}, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidSignature, "relay signature does not verify")
 	}

@@ -50,11 +50,11 @@ func ExampleVerifyWebhook() {
 	h := contract.WebhookHeaders([][]byte{key}, "msg_p5jXN8AQM9LWM0D4loKWxJek", sent, body)
 	fmt.Println(h[contract.HeaderWebhookSignature])
 
-	err := contract.VerifyWebhook([][]byte{key}, h[contract.HeaderWebhookID], h[contract.HeaderWebhookTimestamp],
-		h[contract.HeaderWebhookSignature], body, sent.Add(time.Minute), contract.WebhookTolerance)
+	err := contract.VerifyWebhook(contract.WebhookCall{ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp], Signature: h[contract.HeaderWebhookSignature], Body: body},
+		contract.WebhookVerifyOptions{Keys: [][]byte{key}, Now: sent.Add(time.Minute)})
 	fmt.Println(err)
-	err = contract.VerifyWebhook([][]byte{key}, h[contract.HeaderWebhookID], h[contract.HeaderWebhookTimestamp],
-		h[contract.HeaderWebhookSignature], body, sent.Add(10*time.Minute), contract.WebhookTolerance)
+	err = contract.VerifyWebhook(contract.WebhookCall{ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp], Signature: h[contract.HeaderWebhookSignature], Body: body},
+		contract.WebhookVerifyOptions{Keys: [][]byte{key}, Now: sent.Add(10 * time.Minute)})
 	fmt.Println(err)
 	// Output:
 	// v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=

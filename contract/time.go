@@ -114,87 +114,106 @@ func ParseTime(s string) (time.Time, error) {
 	if len(s) < 20 {
 		return bad("too short")
 	}
-	for i, c := range []byte(s[:19]) {
-		switch i {
-		case 4, 7:
-			if c != '-' {
-				return bad("date must be YYYY-MM-DD")
-			}
-		case 10:
-			if c != 'T' && c != 't' {
-				return bad("date and time must be separated by T")
-			}
-		case 13, 16:
-			if c != ':' {
-				return bad("time must be HH:MM:SS")
-			}
-		default:
-			if c < '0' || c > '9' {
-				return bad("unexpected character")
-			}
-		}
+	if why := checkDateTimeLayout(s[:19]); why != "" {
+		return bad(why)
 	}
-	year := atoi(s[0:4])
-	month := atoi(s[5:7])
-	day := atoi(s[8:10])
-	hour := atoi(s[11:13])
-	minute := atoi(s[14:16])
-	sec := atoi(s[17:19])
-	if month < 1 || month > 12 {
+	year, month, day := atoi(s[0:4]), atoi(s[5:7]), atoi(s[8:10])
+	hour, minute, sec := atoi(s[11:13]), atoi(s[14:16]), atoi(s[17:19])
+	switch {
+	case month < 1 || month > 12:
 		return bad("month out of range")
-	}
-	if day < 1 || day > daysIn(year, month) {
+	case day < 1 || day > DaysIn(year, time.Month(month)):
 		return bad("day out of range")
-	}
-	if hour > 23 || minute > 59 {
+	case hour > 23 || minute > 59:
 		return bad("hour or minute out of range")
-	}
-	if sec > 59 {
+	case sec > 59:
 		return bad("second out of range (leap seconds are not accepted)")
 	}
-	rest := s[19:]
-	nsec := 0
-	if rest[0] == '.' {
-		n := 1
-		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
-			n++
-		}
-		digits := rest[1:n]
-		if len(digits) == 0 {
-			return bad("empty fraction")
-		}
-		if len(digits) > 9 {
-			return bad("more than 9 fraction digits")
-		}
-		nsec = atoi(digits)
-		for i := len(digits); i < 9; i++ {
-			nsec *= 10
-		}
-		rest = rest[n:]
+	nsec, rest, why := parseFraction(s[19:])
+	if why != "" {
+		return bad(why)
 	}
-	var loc *time.Location
-	switch {
-	case rest == "Z" || rest == "z":
-		loc = time.UTC
-	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
-		isDigits(rest[1:3]) && isDigits(rest[4:6]):
-		oh, om := atoi(rest[1:3]), atoi(rest[4:6])
-		if om > 59 || oh*60+om > 14*60 {
-			return bad("offset out of range (at most ±14:00)")
-		}
-		off := (oh*60 + om) * 60
-		if rest[0] == '-' {
-			off = -off
-		}
-		loc = time.FixedZone("", off)
-	default:
-		return bad("offset must be Z or ±hh:mm")
+	loc, why := parseOffset(rest)
+	if why != "" {
+		return bad(why)
 	}
 	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, loc)
 	if u := t.UTC(); u.Year() < 1970 || u.Year() > 9999 {
 		return bad("instant out of range (1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z)")
 	}
 	return t, nil
+}
+
+// checkDateTimeLayout checks the fixed part YYYY-MM-DDTHH:MM:SS of a time,
+// character by character; it returns what is wrong, or "".
+func checkDateTimeLayout(s string) string {
+	for i, c := range []byte(s) {
+		switch i {
+		case 4, 7:
+			if c != '-' {
+				return "date must be YYYY-MM-DD"
+			}
+		case 10:
+			if c != 'T' && c != 't' {
+				return "date and time must be separated by T"
+			}
+		case 13, 16:
+			if c != ':' {
+				return "time must be HH:MM:SS"
+			}
+		default:
+			if c < '0' || c > '9' {
+				return "unexpected character"
+			}
+		}
+	}
+	return ""
+}
+
+// parseFraction reads an optional fraction of a second (a dot and 1 to 9
+// digits) at the start of rest: it returns the nanoseconds, what follows it,
+// and what is wrong, or "".
+func parseFraction(rest string) (nsec int, after, why string) {
+	if rest[0] != '.' {
+		return 0, rest, ""
+	}
+	n := 1
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	digits := rest[1:n]
+	if len(digits) == 0 {
+		return 0, "", "empty fraction"
+	}
+	if len(digits) > 9 {
+		return 0, "", "more than 9 fraction digits"
+	}
+	nsec = atoi(digits)
+	for i := len(digits); i < 9; i++ {
+		nsec *= 10
+	}
+	return nsec, rest[n:], ""
+}
+
+// parseOffset reads the zone of a time, all of rest: Z or ±hh:mm of at most
+// 14 hours. It returns the zone, and what is wrong, or "".
+func parseOffset(rest string) (*time.Location, string) {
+	switch {
+	case rest == "Z" || rest == "z":
+		return time.UTC, ""
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' &&
+		isDigits(rest[1:3]) && isDigits(rest[4:6]):
+		oh, om := atoi(rest[1:3]), atoi(rest[4:6])
+		if om > 59 || oh*60+om > 14*60 {
+			return nil, "offset out of range (at most ±14:00)"
+		}
+		off := (oh*60 + om) * 60
+		if rest[0] == '-' {
+			off = -off
+		}
+		return time.FixedZone("", off), ""
+	}
+	return nil, "offset must be Z or ±hh:mm"
 }
 
 func isDigits(s string) bool {
@@ -212,20 +231,6 @@ func atoi(s string) int {
 		n = n*10 + int(s[i]-'0')
 	}
 	return n
-}
-
-func daysIn(year, month int) int {
-	switch month {
-	case 2:
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	default:
-		return 31
-	}
 }
 
 func truncate(s string, n int) string {

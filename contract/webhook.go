@@ -78,10 +78,44 @@ func webhookMAC(key []byte, id, ts string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// VerifyWebhook checks a signed call: the timestamp within tolerance of now in
-// both directions, and at least one space-separated v1 signature matching any
-// of keys. It compares in constant time.
-func VerifyWebhook(keys [][]byte, id, timestamp, signature string, body []byte, now time.Time, tolerance time.Duration) error {
+// WebhookCall is one signed call as it was received: its three webhook
+// headers and its exact body.
+type WebhookCall struct {
+	// ID is the webhook-id header.
+	ID string
+	// Timestamp is the webhook-timestamp header: Unix seconds.
+	Timestamp string
+	// Signature is the webhook-signature header: space-separated v1
+	// signatures.
+	Signature string
+	// Body is the request body, byte for byte.
+	Body []byte
+}
+
+// WebhookVerifyOptions say whom VerifyWebhook trusts and when it checks.
+type WebhookVerifyOptions struct {
+	// Keys are the secrets a signature may be made with (current first,
+	// then those still accepted during a rotation).
+	Keys [][]byte
+	// Now is the receiver's clock reading; zero means time.Now().
+	Now time.Time
+	// Tolerance is how far the timestamp may be from Now, either way; zero
+	// means WebhookTolerance.
+	Tolerance time.Duration
+}
+
+// VerifyWebhook checks a signed call: the timestamp within the tolerance of
+// now in both directions, and at least one space-separated v1 signature
+// matching any of the keys. It compares in constant time.
+func VerifyWebhook(call WebhookCall, opts WebhookVerifyOptions) error {
+	id, timestamp, keys, body := call.ID, call.Timestamp, opts.Keys, call.Body
+	now, tolerance := opts.Now, opts.Tolerance
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if tolerance == 0 {
+		tolerance = WebhookTolerance
+	}
 	if id == "" || len(id) > maxWebhookIDLen {
 		return fmt.Errorf("%w: missing or oversized %s", ErrWebhookSignature, HeaderWebhookID)
 	}
@@ -96,7 +130,7 @@ func VerifyWebhook(keys [][]byte, id, timestamp, signature string, body []byte, 
 	if len(keys) == 0 {
 		return fmt.Errorf("%w: no secret configured", ErrWebhookSignature)
 	}
-	for _, sig := range strings.Fields(signature) {
+	for _, sig := range strings.Fields(call.Signature) {
 		enc, ok := strings.CutPrefix(sig, webhookSigVersion)
 		if !ok {
 			continue

@@ -39,7 +39,8 @@ func TestSignWebhookKnownAnswer(t *testing.T) {
 	if got := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)); got != want {
 		t.Errorf("HMAC from the definition = %s, want %s", got, want)
 	}
-	if err := contract.VerifyWebhook([][]byte{k}, id, "1614265330", want, body, ts.Add(time.Minute), contract.WebhookTolerance); err != nil {
+	if err := contract.VerifyWebhook(contract.WebhookCall{ID: id, Timestamp: "1614265330", Signature: want, Body: body},
+		contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: ts.Add(time.Minute)}); err != nil {
 		t.Errorf("VerifyWebhook: %v", err)
 	}
 }
@@ -63,7 +64,8 @@ func TestWebhookRoundTrip(t *testing.T) {
 	if !strings.HasPrefix(h[contract.HeaderWebhookSignature], "v1,") {
 		t.Errorf("signature %q lacks the v1, prefix", h[contract.HeaderWebhookSignature])
 	}
-	if err := contract.VerifyWebhook([][]byte{k}, h[contract.HeaderWebhookID], h[contract.HeaderWebhookTimestamp], h[contract.HeaderWebhookSignature], body, ts, contract.WebhookTolerance); err != nil {
+	if err := contract.VerifyWebhook(contract.WebhookCall{ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp], Signature: h[contract.HeaderWebhookSignature], Body: body},
+		contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: ts}); err != nil {
 		t.Errorf("VerifyWebhook: %v", err)
 	}
 }
@@ -95,12 +97,51 @@ func TestWebhookRotation(t *testing.T) {
 		{"receiver moved on past old", [][]byte{next}, onlyOld, false},
 		{"no keys configured", nil, both, false},
 	} {
-		err := contract.VerifyWebhook(tc.keys, "id", strconv.FormatInt(ts.Unix(), 10), tc.sig, body, ts, contract.WebhookTolerance)
+		err := contract.VerifyWebhook(contract.WebhookCall{ID: "id", Timestamp: strconv.FormatInt(ts.Unix(), 10), Signature: tc.sig, Body: body},
+			contract.WebhookVerifyOptions{Keys: tc.keys, Now: ts})
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: VerifyWebhook = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 		if err != nil && !errors.Is(err, contract.ErrWebhookSignature) {
 			t.Errorf("%s: %v does not wrap ErrWebhookSignature", tc.name, err)
+		}
+	}
+}
+
+// The options' zero values are the receiver's clock and WebhookTolerance; a
+// tolerance given is the one applied.
+func TestVerifyWebhookOptions(t *testing.T) {
+	t.Parallel()
+	k := key(7)
+	body := []byte(`{"a":1}`)
+	call := func(sent time.Time) contract.WebhookCall {
+		h := contract.WebhookHeaders([][]byte{k}, "id-1", sent, body)
+		return contract.WebhookCall{ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp],
+			Signature: h[contract.HeaderWebhookSignature], Body: body}
+	}
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		sent time.Time
+		opts contract.WebhookVerifyOptions
+		ok   bool
+	}{
+		{"zero Now is the clock", now, contract.WebhookVerifyOptions{Keys: [][]byte{k}}, true},
+		{"zero Now refuses an old call", now.Add(-time.Hour), contract.WebhookVerifyOptions{Keys: [][]byte{k}}, false},
+		{"zero Tolerance is WebhookTolerance", now.Add(-contract.WebhookTolerance + 10*time.Second),
+			contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: now}, true},
+		{"beyond the default", now.Add(-contract.WebhookTolerance - time.Second),
+			contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: now}, false},
+		{"a wider tolerance given", now.Add(-contract.WebhookTolerance - time.Second),
+			contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: now, Tolerance: 10 * time.Minute}, true},
+		{"a narrower tolerance given", now.Add(-time.Minute),
+			contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: now, Tolerance: 30 * time.Second}, false},
+		{"no keys", now, contract.WebhookVerifyOptions{Now: now}, false},
+		{"another key", now, contract.WebhookVerifyOptions{Keys: [][]byte{key(8)}, Now: now}, false},
+	} {
+		err := contract.VerifyWebhook(call(tc.sent), tc.opts)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: VerifyWebhook = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}
 }
@@ -124,7 +165,8 @@ func TestWebhookTolerance(t *testing.T) {
 		{time.Hour, false},
 		{-time.Hour, false},
 	} {
-		err := contract.VerifyWebhook([][]byte{k}, "id", "1781773200", sig, body, ts.Add(tc.skew), contract.WebhookTolerance)
+		err := contract.VerifyWebhook(contract.WebhookCall{ID: "id", Timestamp: "1781773200", Signature: sig, Body: body},
+			contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: ts.Add(tc.skew)})
 		if (err == nil) != tc.ok {
 			t.Errorf("now - timestamp = %s: VerifyWebhook = %v, want ok=%v", tc.skew, err, tc.ok)
 		}
@@ -166,7 +208,8 @@ func TestWebhookRejects(t *testing.T) {
 		{"empty signature", id, tsStr, "", body},
 		{"hex instead of base64", id, tsStr, "v1,deadbeef", body},
 	} {
-		err := contract.VerifyWebhook([][]byte{k}, tc.id, tc.ts, tc.sig, tc.body, ts, contract.WebhookTolerance)
+		err := contract.VerifyWebhook(contract.WebhookCall{ID: tc.id, Timestamp: tc.ts, Signature: tc.sig, Body: tc.body},
+			contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: ts})
 		if err == nil {
 			t.Errorf("%s: VerifyWebhook accepted it", tc.name)
 		} else if !errors.Is(err, contract.ErrWebhookSignature) {
@@ -174,7 +217,8 @@ func TestWebhookRejects(t *testing.T) {
 		}
 	}
 	// A malformed signature beside a good one does not hide the good one.
-	if err := contract.VerifyWebhook([][]byte{k}, id, tsStr, "v1,!!! v2,"+enc+" "+good, body, ts, contract.WebhookTolerance); err != nil {
+	if err := contract.VerifyWebhook(contract.WebhookCall{ID: id, Timestamp: tsStr, Signature: "v1,!!! v2," + enc + " " + good, Body: body},
+		contract.WebhookVerifyOptions{Keys: [][]byte{k}, Now: ts}); err != nil {
 		t.Errorf("good signature after malformed ones: %v", err)
 	}
 }

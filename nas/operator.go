@@ -7,6 +7,7 @@ package nas
 import (
 	"context"
 	"fmt"
+	"github.com/chronoscron/chronos/relay"
 	"strings"
 
 	"github.com/chronoscron/chronos/contract"
@@ -23,33 +24,25 @@ func checkPathID(name, v string) *contract.Error {
 // StopInstance stops an agent instance: its fires are dropped, not retried,
 // until StartInstance.
 func (s *Service) StopInstance(ctx context.Context, instanceID string) (contract.InstanceStateResponse, error) {
-	return s.setInstanceState(ctx, instanceID, instanceStopped)
+	return s.setInstanceState(ctx, instanceID, relay.InstanceStopped)
 }
 
 // StartInstance starts a stopped agent instance again and asks its agent to
 // reconcile.
 func (s *Service) StartInstance(ctx context.Context, instanceID string) (contract.InstanceStateResponse, error) {
-	return s.setInstanceState(ctx, instanceID, instanceRunning)
+	return s.setInstanceState(ctx, instanceID, relay.InstanceRunning)
 }
 
-// instanceState is what the operator sets an instance to.
-type instanceState int
-
-const (
-	instanceRunning instanceState = iota
-	instanceStopped
-)
-
-func (s *Service) setInstanceState(ctx context.Context, instanceID string, state instanceState) (contract.InstanceStateResponse, error) {
+func (s *Service) setInstanceState(ctx context.Context, instanceID string, state relay.InstanceState) (contract.InstanceStateResponse, error) {
 	if e := checkPathID("instance_id", instanceID); e != nil {
 		return contract.InstanceStateResponse{}, e
 	}
-	stopped := state == instanceStopped
+	stopped := state == relay.InstanceStopped
 	at := s.now()
-	if err := s.engine.SetInstanceStopped(ctx, instanceID, stopped); err != nil {
+	if err := s.engine.SetInstanceState(ctx, instanceID, state); err != nil {
 		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
 	}
-	if err := s.engine.NoteInstance(ctx, instanceID, stopped, at); err != nil {
+	if err := s.engine.NoteInstance(ctx, instanceID, state, at); err != nil {
 		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
 	}
 	s.log.InfoContext(ctx, "instance state changed", "instance_id", instanceID, "stopped", stopped)

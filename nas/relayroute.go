@@ -58,7 +58,7 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 // relayRequest verifies a relay call's signature and decodes and checks its
 // body.
 func (s *Service) relayRequest(ctx context.Context, h RelayHeaders, body []byte, now time.Time) (contract.RelayRequest, error) {
-	if err := contract.VerifyWebhook(s.secrets, h.ID, h.Timestamp, h.Signature, body, now, contract.WebhookTolerance); err != nil {
+	if err := contract.VerifyWebhook(contract.WebhookCall{ID: h.ID, Timestamp: h.Timestamp, Signature: h.Signature, Body: body}, contract.WebhookVerifyOptions{Keys: s.secrets, Now: now}); err != nil {
 		s.log.WarnContext(ctx, "relay call refused", "reason", err.Error())
 		return contract.RelayRequest{}, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidSignature, "relay signature does not verify")
 	}

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -183,12 +184,35 @@ type DeadLetters interface {
 	ReplayAgent(ctx context.Context, agentID string) (int, error)
 }
 
+// InstanceState is whether an operator let an agent instance run or stopped
+// it.
+type InstanceState string
+
+// States of an agent instance.
+const (
+	// InstanceRunning is an instance whose fires are delivered (the state of
+	// every instance never stopped).
+	InstanceRunning InstanceState = "running"
+	// InstanceStopped is an instance whose fires are dropped, not retried.
+	InstanceStopped InstanceState = "stopped"
+)
+
+// Check returns an error unless s is InstanceRunning or InstanceStopped.
+func (s InstanceState) Check() error {
+	switch s {
+	case InstanceRunning, InstanceStopped:
+		return nil
+	}
+	return fmt.Errorf("relay: unknown instance state %q", string(s))
+}
+
 // Control holds small shared facts NAS processes agree on through the engine.
 type Control interface {
-	// SetInstanceStopped stops or starts an agent instance: fires of a
-	// stopped instance are dropped, not retried.
-	SetInstanceStopped(ctx context.Context, instanceID string, stopped bool) error
-	// InstanceStopped reports whether SetInstanceStopped stopped instanceID.
+	// SetInstanceState stops (InstanceStopped) or starts (InstanceRunning)
+	// an agent instance: fires of a stopped instance are dropped, not
+	// retried. Any other state is refused and changes nothing.
+	SetInstanceState(ctx context.Context, instanceID string, state InstanceState) error
+	// InstanceStopped reports whether SetInstanceState stopped instanceID.
 	InstanceStopped(ctx context.Context, instanceID string) (bool, error)
 	// FirstDelivery records a delivery id and reports whether it is the first
 	// time it is seen (within ttl).

@@ -96,8 +96,9 @@ type InstanceInfo struct {
 // Instances is the part of an engine that remembers, per agent instance,
 // when the operator last stopped and started it and where it is called back.
 type Instances interface {
-	// NoteInstance records that instanceID was stopped (or started) at at.
-	NoteInstance(ctx context.Context, instanceID string, stopped bool, at time.Time) error
+	// NoteInstance records that instanceID was stopped (InstanceStopped) or
+	// started (InstanceRunning) at at. Any other state is refused.
+	NoteInstance(ctx context.Context, instanceID string, state InstanceState, at time.Time) error
 	// SetInstanceCallback records the callback URL instanceID arms with.
 	SetInstanceCallback(ctx context.Context, instanceID, callbackURL string) error
 	// Instance returns what is known of instanceID (a zero InstanceInfo

@@ -24,26 +24,6 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// isLeap reports whether y is a Gregorian leap year.
-func isLeap(y int64) bool {
-	return y%4 == 0 && (y%100 != 0 || y%400 == 0)
-}
-
-// daysIn returns the number of days of month m (1–12) in year y.
-func daysIn(y int64, m int) int {
-	switch m {
-	case 2:
-		if isLeap(y) {
-			return 29
-		}
-		return 28
-	case 4, 6, 9, 11:
-		return 30
-	default:
-		return 31
-	}
-}
-
 // daysFromCivil returns the day number (days since 1970-01-01) of y-m-d.
 func daysFromCivil(y int64, m, d int) int64 {
 	if m <= 2 {

@@ -5,6 +5,9 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
 )
 
 // cronSpec is a parsed cron line: one bit set per field plus the day-of-month
@@ -95,83 +98,119 @@ func parseCron(line string) (*cronSpec, error) {
 	return c, nil
 }
 
+// dstRule is the daylight-saving rule of c: wildcard jobs follow the wall
+// clock.
+func (c *cronSpec) dstRule() dstRule {
+	if c.wildcard {
+		return dstWallClock
+	}
+	return dstFixedTime
+}
+
 // parseField parses one comma-separated field into c.
 func (c *cronSpec) parseField(field int, s string) error {
-	lo, hi := fieldBounds[field][0], fieldBounds[field][1]
 	var set uint64
 	for elem := range strings.SplitSeq(s, ",") {
 		if elem == "" {
 			return fmt.Errorf("empty list element")
 		}
-		// Day-of-month L, day-of-week DOW#n and DOWL.
-		if field == fieldDOM && strings.EqualFold(elem, "L") {
-			c.domLast = true
+		special, err := c.parseSpecial(field, elem)
+		if err != nil {
+			return err
+		}
+		if special {
 			continue
 		}
-		if field == fieldDOW {
-			if i := strings.IndexByte(elem, '#'); i >= 0 {
-				w, err := parseValue(elem[:i], field)
-				if err != nil {
-					return err
-				}
-				n, err := strconv.Atoi(elem[i+1:])
-				if err != nil || n < 1 || n > 5 || len(elem[i+1:]) > 1 {
-					return fmt.Errorf("%q: the week number after # must be 1 to 5", elem)
-				}
-				c.dowNth[w%7] |= 1 << n
-				continue
-			}
-			if len(elem) > 1 && (elem[len(elem)-1] == 'L' || elem[len(elem)-1] == 'l') {
-				w, err := parseValue(elem[:len(elem)-1], field)
-				if err != nil {
-					return err
-				}
-				c.dowLast |= 1 << (w % 7)
-				continue
-			}
-		}
-		rng, stepStr, hasStep := strings.Cut(elem, "/")
-		step := 1
-		if hasStep {
-			n, err := strconv.Atoi(stepStr)
-			if err != nil || len(stepStr) > 3 || n < 1 {
-				return fmt.Errorf("%q: the step after / must be a positive number", elem)
-			}
-			step = n
-		}
-		var a, b int
-		switch {
-		case rng == "*":
-			a, b = lo, hi
-		case strings.Contains(rng, "-"):
-			as, bs, _ := strings.Cut(rng, "-")
-			var err error
-			if a, err = parseValue(as, field); err != nil {
-				return err
-			}
-			if b, err = parseValue(bs, field); err != nil {
-				return err
-			}
-			if field == fieldDOW && b == 0 && a > 0 {
-				b = 7 // FRI-SUN: Sunday as the end of a range is 7
-			}
-			if a > b {
-				return fmt.Errorf("%q: range runs backwards", elem)
-			}
-		default:
-			var err error
-			if a, err = parseValue(rng, field); err != nil {
-				return err
-			}
-			b = a
-			if hasStep {
-				b = hi // a/n: from a to the end of the field, every n
-			}
+		a, b, step, err := parseRange(field, elem)
+		if err != nil {
+			return err
 		}
 		for v := a; v <= b; v += step {
 			set |= 1 << v
 		}
 	}
+	c.setField(field, set)
+	return nil
+}
+
+// parseSpecial parses the elements that name days rather than a range:
+// day-of-month L, day-of-week DOW#n and DOWL. It reports whether elem was
+// one.
+func (c *cronSpec) parseSpecial(field int, elem string) (bool, error) {
+	if field == fieldDOM && strings.EqualFold(elem, "L") {
+		c.domLast = true
+		return true, nil
+	}
+	if field != fieldDOW {
+		return false, nil
+	}
+	if i := strings.IndexByte(elem, '#'); i >= 0 {
+		w, err := parseValue(elem[:i], field)
+		if err != nil {
+			return false, err
+		}
+		n, err := strconv.Atoi(elem[i+1:])
+		if err != nil || n < 1 || n > 5 || len(elem[i+1:]) > 1 {
+			return false, fmt.Errorf("%q: the week number after # must be 1 to 5", elem)
+		}
+		c.dowNth[w%7] |= 1 << n
+		return true, nil
+	}
+	if len(elem) > 1 && (elem[len(elem)-1] == 'L' || elem[len(elem)-1] == 'l') {
+		w, err := parseValue(elem[:len(elem)-1], field)
+		if err != nil {
+			return false, err
+		}
+		c.dowLast |= 1 << (w % 7)
+		return true, nil
+	}
+	return false, nil
+}
+
+// parseRange parses one list element of field: *, a value or a range a-b,
+// each optionally followed by /step. It returns the first and last values and
+// the step.
+func parseRange(field int, elem string) (a, b, step int, err error) {
+	lo, hi := fieldBounds[field][0], fieldBounds[field][1]
+	rng, stepStr, hasStep := strings.Cut(elem, "/")
+	step = 1
+	if hasStep {
+		n, err := strconv.Atoi(stepStr)
+		if err != nil || len(stepStr) > 3 || n < 1 {
+			return 0, 0, 0, fmt.Errorf("%q: the step after / must be a positive number", elem)
+		}
+		step = n
+	}
+	switch {
+	case rng == "*":
+		return lo, hi, step, nil
+	case strings.Contains(rng, "-"):
+		as, bs, _ := strings.Cut(rng, "-")
+		if a, err = parseValue(as, field); err != nil {
+			return 0, 0, 0, err
+		}
+		if b, err = parseValue(bs, field); err != nil {
+			return 0, 0, 0, err
+		}
+		if field == fieldDOW && b == 0 && a > 0 {
+			b = 7 // FRI-SUN: Sunday as the end of a range is 7
+		}
+		if a > b {
+			return 0, 0, 0, fmt.Errorf("%q: range runs backwards", elem)
+		}
+		return a, b, step, nil
+	}
+	if a, err = parseValue(rng, field); err != nil {
+		return 0, 0, 0, err
+	}
+	if hasStep {
+		return a, hi, step, nil // a/n: from a to the end of the field, every n
+	}
+	return a, a, step, nil
+}
+
+// setField stores the values of field parsed into set.
+func (c *cronSpec) setField(field int, set uint64) {
 	switch field {
 	case fieldSecond:
 		c.seconds = set
@@ -189,7 +228,6 @@ func (c *cronSpec) parseField(field int, s string) error {
 		}
 		c.dow = uint8(set & 0x7f)
 	}
-	return nil
 }
 
 // parseValue parses a number or, for months and weekdays, a three-letter name.
@@ -227,7 +265,7 @@ func parseValue(s string, field int) (int, error) {
 // dayMask returns the bits (1–31) of the days of month m of year y that match
 // the day-of-month and day-of-week fields.
 func (c *cronSpec) dayMask(y int64, m int) uint32 {
-	dim := daysIn(y, m)
+	dim := contract.DaysIn(int(y), time.Month(m))
 	valid := uint32(1)<<(dim+1) - 2
 	first := weekdayOfDays(daysFromCivil(y, m, 1))
 	domM := c.dom

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chronoscron/chronos/contract"
 )
 
 // maxDurationSeconds bounds intervals and relative one-shots (about 100 years).
@@ -150,7 +152,7 @@ func parseTimestamp(text string, loc *time.Location) (at time.Time, matched bool
 	}
 	y, mo, d := num(m[1]), num(m[2]), num(m[3])
 	h, mi, sec := num(m[4]), num(m[5]), num(m[6])
-	if mo < 1 || mo > 12 || d < 1 || d > daysIn(int64(y), mo) || h > 23 || mi > 59 || sec > 59 || y < 1 {
+	if mo < 1 || mo > 12 || d < 1 || d > contract.DaysIn(y, time.Month(mo)) || h > 23 || mi > 59 || sec > 59 || y < 1 {
 		return time.Time{}, true, fmt.Errorf("%w: timestamp %q is not a real date and time", ErrInvalid, text)
 	}
 	ws := civil{year: int64(y), month: mo, day: d, hour: h, minute: mi, second: sec}.wallSeconds()
@@ -188,107 +190,129 @@ var dayWords = map[string][]int{
 
 var clockRe = regexp.MustCompile(`^(\d{1,2})(?::(\d{2}))?(am|pm|a\.m\.|p\.m\.)?$`)
 
+// fixedPhrases are the phrases that each stand for one cron line.
+var fixedPhrases = map[string]string{
+	"every minute": "* * * * *",
+	"hourly":       "0 * * * *",
+	"every hour":   "0 * * * *",
+	"weekly":       "0 0 * * 0",
+	"every week":   "0 0 * * 0",
+	"monthly":      "0 0 1 * *",
+	"every month":  "0 0 1 * *",
+	"yearly":       "0 0 1 1 *",
+	"annually":     "0 0 1 1 *",
+	"every year":   "0 0 1 1 *",
+}
+
 // parsePhrase turns phrases people type into a cron line: "every monday 9am",
 // "weekdays at 9am", "daily at 7am", "monday, wednesday at 9:30pm", "noon".
 func parsePhrase(lower string) (string, error) {
-	switch strings.Join(strings.Fields(lower), " ") {
-	case "every minute":
-		return "* * * * *", nil
-	case "hourly", "every hour":
-		return "0 * * * *", nil
-	case "weekly", "every week":
-		return "0 0 * * 0", nil
-	case "monthly", "every month":
-		return "0 0 1 * *", nil
-	case "yearly", "annually", "every year":
-		return "0 0 1 1 *", nil
-	}
-	unknown := func(w string) error {
-		return fmt.Errorf("%w: cannot read %q (want a cron line, \"every 15m\", \"in 30m\", a timestamp, or a phrase like \"every monday 9am\" or \"weekdays at 9:30pm\")", ErrInvalid, w)
+	if line, ok := fixedPhrases[strings.Join(strings.Fields(lower), " ")]; ok {
+		return line, nil
 	}
 	toks := strings.Fields(strings.NewReplacer(",", " ", "&", " and ").Replace(lower))
-	var days [7]bool
-	anyDay, anyTime := false, false
-	var hours []int
-	minute := -1
-	afterAt := false
+	p := phrase{minute: -1}
 	for i := 0; i < len(toks); i++ {
-		w := toks[i]
-		switch w {
-		case "every", "each", "on", "and", "the":
-			continue
-		case "at", "@":
-			afterAt = true
-			continue
-		case "noon", "midday":
-			if err := addTime(&hours, &minute, 12, 0); err != nil {
-				return "", err
-			}
-			anyTime = true
-			continue
-		case "midnight":
-			if err := addTime(&hours, &minute, 0, 0); err != nil {
-				return "", err
-			}
-			anyTime = true
-			continue
-		}
-		if ds, ok := dayWords[w]; ok {
-			for _, d := range ds {
-				days[d] = true
-			}
-			anyDay = true
-			continue
-		}
-		m := clockRe.FindStringSubmatch(w)
-		if m == nil {
-			return "", unknown(w)
-		}
-		mer := m[3]
-		if mer == "" && i+1 < len(toks) {
-			switch toks[i+1] {
-			case "am", "pm", "a.m.", "p.m.":
-				mer = toks[i+1]
-				i++
-			}
-		}
-		if mer == "" && m[2] == "" && !afterAt {
-			return "", unknown(w)
-		}
-		h, _ := strconv.Atoi(m[1])
-		mi := 0
-		if m[2] != "" {
-			mi, _ = strconv.Atoi(m[2])
-		}
-		if mi > 59 {
-			return "", fmt.Errorf("%w: %q is not a time of day", ErrInvalid, w)
-		}
-		if mer != "" {
-			if h < 1 || h > 12 {
-				return "", fmt.Errorf("%w: %q is not a time of day", ErrInvalid, w)
-			}
-			h %= 12
-			if mer[0] == 'p' {
-				h += 12
-			}
-		} else if h > 23 {
-			return "", fmt.Errorf("%w: %q is not a time of day", ErrInvalid, w)
-		}
-		if err := addTime(&hours, &minute, h, mi); err != nil {
+		used, err := p.word(toks[i], toks[i+1:])
+		if err != nil {
 			return "", err
 		}
-		anyTime = true
+		i += used
 	}
-	if !anyDay && !anyTime {
-		return "", unknown(lower)
+	if !p.anyDay && p.minute < 0 {
+		return "", unknownPhrase(lower)
 	}
-	if !anyTime {
+	return p.cron(), nil
+}
+
+// unknownPhrase is the error for a word (or a whole phrase) parsePhrase
+// cannot read.
+func unknownPhrase(w string) error {
+	return fmt.Errorf("%w: cannot read %q (want a cron line, \"every 15m\", \"in 30m\", a timestamp, or a phrase like \"every monday 9am\" or \"weekdays at 9:30pm\")", ErrInvalid, w)
+}
+
+// phrase collects what the words of a phrase say.
+type phrase struct {
+	days    [7]bool
+	anyDay  bool
+	hours   []int
+	minute  int  // -1 until a time of day is read
+	afterAt bool // an "at" was read: a bare number is an hour
+}
+
+// word reads word w, followed by rest; it returns how many words of rest it
+// used too (an "am" or "pm" written apart).
+func (p *phrase) word(w string, rest []string) (int, error) {
+	switch w {
+	case "every", "each", "on", "and", "the":
+		return 0, nil
+	case "at", "@":
+		p.afterAt = true
+		return 0, nil
+	case "noon", "midday":
+		return 0, addTime(&p.hours, &p.minute, 12, 0)
+	case "midnight":
+		return 0, addTime(&p.hours, &p.minute, 0, 0)
+	}
+	if ds, ok := dayWords[w]; ok {
+		for _, d := range ds {
+			p.days[d] = true
+		}
+		p.anyDay = true
+		return 0, nil
+	}
+	h, mi, used, err := p.readClock(w, rest)
+	if err != nil {
+		return 0, err
+	}
+	return used, addTime(&p.hours, &p.minute, h, mi)
+}
+
+// readClock reads a time of day ("9am", "9:30", "9 pm", "21" after "at")
+// from w and, for an "am" or "pm" written apart, the first word of rest; it
+// returns the hour, the minute and how many words of rest it used.
+func (p *phrase) readClock(w string, rest []string) (h, mi, used int, err error) {
+	m := clockRe.FindStringSubmatch(w)
+	if m == nil {
+		return 0, 0, 0, unknownPhrase(w)
+	}
+	mer := m[3]
+	if mer == "" && len(rest) > 0 {
+		switch rest[0] {
+		case "am", "pm", "a.m.", "p.m.":
+			mer, used = rest[0], 1
+		}
+	}
+	if mer == "" && m[2] == "" && !p.afterAt {
+		return 0, 0, 0, unknownPhrase(w)
+	}
+	h, _ = strconv.Atoi(m[1])
+	if m[2] != "" {
+		mi, _ = strconv.Atoi(m[2])
+	}
+	if mi > 59 || mer != "" && (h < 1 || h > 12) || mer == "" && h > 23 {
+		return 0, 0, 0, fmt.Errorf("%w: %q is not a time of day", ErrInvalid, w)
+	}
+	if mer != "" {
+		h %= 12
+		if mer[0] == 'p' {
+			h += 12
+		}
+	}
+	return h, mi, used, nil
+}
+
+// cron is the cron line of what was read: midnight when no time was given,
+// every day when no day was.
+func (p *phrase) cron() string {
+	hours, minute := p.hours, p.minute
+	if minute < 0 {
 		hours, minute = []int{0}, 0
 	}
 	dow := "*"
-	if anyDay {
+	if p.anyDay {
 		var set []int
-		for d, on := range days {
+		for d, on := range p.days {
 			if on {
 				set = append(set, d)
 			}
@@ -297,7 +321,7 @@ func parsePhrase(lower string) (string, error) {
 			dow = compactList(set)
 		}
 	}
-	return fmt.Sprintf("%d %s * * %s", minute, compactList(hours), dow), nil
+	return fmt.Sprintf("%d %s * * %s", minute, compactList(hours), dow)
 }
 
 // addTime records one time of day; several times must share the minute.

@@ -266,7 +266,7 @@ func (s *Schedule) Next(after time.Time) (time.Time, bool) {
 	if y < 2040 {
 		y = 2040 // tz tables end by then; past it the rules repeat with the calendar
 	}
-	t, ok := nextInZone(s.loc, from, s.cron.wildcard, s.cron, int64(y)+401)
+	t, ok := nextInZone(s.loc, from, s.cron.dstRule(), s.cron, int64(y)+401)
 	if !ok {
 		return time.Time{}, false
 	}

@@ -77,13 +77,25 @@ type civilNexter interface {
 	nextCivil(ws int64, limitYear int64) (int64, bool)
 }
 
+// dstRule is how a schedule's wall-clock matches meet a daylight-saving
+// change (see nextInZone).
+type dstRule int
+
+// The rules of nextInZone.
+const (
+	// dstFixedTime is the rule of fixed-time jobs.
+	dstFixedTime dstRule = iota
+	// dstWallClock is the rule of wildcard jobs: they follow the wall clock.
+	dstWallClock
+)
+
 // nextInZone returns the first fire instant at or after from (Unix seconds)
 // of a schedule whose wall-clock matches come from cn, applying the DST rules
 // in loc:
 //
-//   - wildcard: fires at every instant whose wall reading matches; wall times
+//   - dstWallClock (wildcard jobs): fires at every instant whose wall reading matches; wall times
 //     skipped by a forward change never happen, repeated ones fire twice.
-//   - fixed-time: a match skipped by a forward change of under 3 h fires once
+//   - dstFixedTime: a match skipped by a forward change of under 3 h fires once
 //     at the instant the change happens (the first instant after the gap); a
 //     match repeated by a backward change of under 3 h fires only in the
 //     first pass. Changes of 3 h or more are clock corrections: the new wall
@@ -91,7 +103,8 @@ type civilNexter interface {
 //
 // The search walks offset stretches; inside a stretch it asks cn for the first
 // wall match, so it never steps minute by minute. It stops after limitYear.
-func nextInZone(loc *time.Location, from int64, wild bool, cn civilNexter, limitYear int64) (int64, bool) {
+func nextInZone(loc *time.Location, from int64, rule dstRule, cn civilNexter, limitYear int64) (int64, bool) {
+	wild := rule == dstWallClock
 	t := from
 	for range 1 << 16 {
 		seg := segmentAt(loc, t)
@@ -147,7 +160,7 @@ func nextInZone(loc *time.Location, from int64, wild bool, cn civilNexter, limit
 // it fires: the reading itself, its first pass when it repeats, or the end of
 // the gap when it is skipped.
 func resolveLocal(loc *time.Location, ws int64) (int64, bool) {
-	return nextInZone(loc, ws-offsetSlack, false, exactWall(ws), civilOf(ws).year+1)
+	return nextInZone(loc, ws-offsetSlack, dstFixedTime, exactWall(ws), civilOf(ws).year+1)
 }
 
 // exactWall matches one wall second only.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/relay"
 )
 
 func TestNASRelay(t *testing.T) {
@@ -81,7 +82,7 @@ func TestNASRelay(t *testing.T) {
 			return b.signedRelay("d-1", time.Now(), relayBody(t, agentB, "job-1", sch, fireAt, 1))
 		}, want: want{status: 200, relay: contract.RelayDropped}},
 		{name: "stopped instance", prepare: func(t *testing.T, b *bundle, sch string, fireAt time.Time) request {
-			if err := b.engine.SetInstanceStopped(context.Background(), instanceA, true); err != nil {
+			if err := b.engine.SetInstanceState(context.Background(), instanceA, relay.InstanceStopped); err != nil {
 				t.Fatal(err)
 			}
 			return b.signedRelay("d-1", time.Now(), relayBody(t, agentA, "job-1", sch, fireAt, 1))

@@ -365,7 +365,7 @@ func (brokenEngine) ListFailed(context.Context, string, time.Duration, int) ([]r
 func (brokenEngine) AckFailed(context.Context, string, time.Duration, []string) (int, error) {
 	return 0, errBroken
 }
-func (brokenEngine) SetInstanceStopped(context.Context, string, bool) error {
+func (brokenEngine) SetInstanceState(context.Context, string, relay.InstanceState) error {
 	return errBroken
 }
 func (brokenEngine) Stats(context.Context) (relay.Stats, error) { return relay.Stats{}, errBroken }

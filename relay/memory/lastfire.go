@@ -145,13 +145,16 @@ func (e *Engine) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.Una
 }
 
 // NoteInstance implements relay.Instances.
-func (e *Engine) NoteInstance(ctx context.Context, instanceID string, stopped bool, at time.Time) error {
+func (e *Engine) NoteInstance(ctx context.Context, instanceID string, state relay.InstanceState, at time.Time) error {
+	if err := state.Check(); err != nil {
+		return fmt.Errorf("memory: note instance: %w", err)
+	}
 	if err := e.lock(ctx); err != nil {
 		return fmt.Errorf("memory: note instance: %w", err)
 	}
 	defer e.mu.Unlock()
 	info := e.instance(instanceID)
-	if stopped {
+	if state == relay.InstanceStopped {
 		info.StoppedAt = at
 	} else {
 		info.StartedAt = at

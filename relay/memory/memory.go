@@ -664,13 +664,16 @@ func (e *Engine) replay(id string) bool {
 	return true
 }
 
-// SetInstanceStopped implements relay.Control.
-func (e *Engine) SetInstanceStopped(ctx context.Context, instanceID string, stopped bool) error {
+// SetInstanceState implements relay.Control.
+func (e *Engine) SetInstanceState(ctx context.Context, instanceID string, state relay.InstanceState) error {
+	if err := state.Check(); err != nil {
+		return fmt.Errorf("memory: set instance state: %w", err)
+	}
 	if err := e.lock(ctx); err != nil {
-		return fmt.Errorf("memory: set instance stopped: %w", err)
+		return fmt.Errorf("memory: set instance state: %w", err)
 	}
 	defer e.mu.Unlock()
-	if stopped {
+	if state == relay.InstanceStopped {
 		e.stopped[instanceID] = true
 	} else {
 		delete(e.stopped, instanceID)

@@ -2,6 +2,8 @@ package redis_test
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +49,65 @@ return 1`, []string{rows}).Err(); err != nil {
 	// The lease is real: it acks.
 	if err := e.Ack(ctx, ls[0]); err != nil {
 		t.Fatalf("ack of the returned lease: %v", err)
+	}
+}
+
+// TestClaimAcrossShardsLeavesNoLeaseUnreturned claims over several shards
+// when one shard holds an unreadable row: whichever shard the claim reaches
+// it at, every lease the engine took except that row's is handed to the
+// caller (no fire sits leased with nobody to deliver it), and each acks.
+func TestClaimAcrossShardsLeavesNoLeaseUnreturned(t *testing.T) {
+	t.Parallel()
+	prefix := redistest.Prefix(t)
+	e := newEngine(t, redis.Options{Prefix: prefix, Shards: 4})
+	ctx := ctxFor(t, 10*time.Second)
+	past := time.Now().Add(-time.Second)
+	arm := func(agent, job string) {
+		t.Helper()
+		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: agent, JobID: job, FireAt: past, ScheduleID: "s-" + agent + "-" + job}); err != nil {
+			t.Fatalf("arm %s/%s: %v", agent, job, err)
+		}
+	}
+	for i := range 12 {
+		arm("agent-"+strconv.Itoa(i), "j")
+	}
+	arm("broken", "bad")
+	arm("broken", "good")
+	c := redistest.Client(t)
+	var rows string
+	for _, k := range keysOf(ctx, t, c, prefix) {
+		if strings.HasSuffix(k, ":a:broken") {
+			rows = k
+		}
+	}
+	if rows == "" {
+		t.Fatal("no rows key of the broken agent")
+	}
+	if err := c.Eval(ctx, `local r = cmsgpack.unpack(redis.call('HGET', KEYS[1], 'bad'))
+r[1] = 12345
+redis.call('HSET', KEYS[1], 'bad', cmsgpack.pack(r))
+return 1`, []string{rows}).Err(); err != nil {
+		t.Fatalf("corrupt the row: %v", err)
+	}
+	ls, err := e.Claim(ctx, 100, time.Minute)
+	if err == nil {
+		t.Fatal("claim of an unreadable row succeeded")
+	}
+	st, serr := e.Stats(ctx)
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	if st.Leased != int64(len(ls))+1 {
+		t.Fatalf("%d leased in the store, %d returned with %v: leases were taken and not handed over", st.Leased, len(ls), err)
+	}
+	var good bool
+	for _, l := range ls {
+		good = good || l.AgentID == "broken"
+		if err := e.Ack(ctx, l); err != nil {
+			t.Fatalf("ack of %s/%s: %v", l.AgentID, l.JobID, err)
+		}
+	}
+	if !good {
+		t.Errorf("the broken agent's readable fire was not returned: %+v", ls)
 	}
 }

@@ -14,6 +14,92 @@ import (
 // replayBatch is how many dead letters one replay step handles.
 const replayBatch = 256
 
+// scriptListDead pages dead letters newest first.
+//
+// KEYS[1] dead by time (or of one agent), KEYS[2] dead
+// ARGV[1] now (unused), ARGV[2] start at failed ms ("+inf" = newest),
+// ARGV[3] the schedule id to start after at that ms ("" = none), ARGV[4] count
+//
+// Returns {{failed ms, dead letter}, ...}: up to count entries strictly after
+// the position (failed ms desc, schedule id desc).
+var scriptListDead = script(`
+local maxs, after, count = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local out = {}
+local off = 0
+while #out < count do
+  local page = redis.call('ZREVRANGEBYSCORE', KEYS[1], maxs, '-inf', 'WITHSCORES', 'LIMIT', off, 100)
+  if #page == 0 then break end
+  off = off + #page / 2
+  for i = 1, #page, 2 do
+    local sid, score = page[i], page[i + 1]
+    if after == '' or tonumber(score) ~= tonumber(maxs) or sid < after then
+      local v = redis.call('HGET', KEYS[2], sid)
+      if v then out[#out + 1] = cmsgpack.unpack(v) end
+      if #out >= count then break end
+    end
+  end
+end
+return out
+`)
+
+// scriptDeadAgents maps schedule ids to the agents of their dead letters.
+//
+// KEYS[1] dead
+// ARGV[1] now (unused), ARGV[2...] schedule ids
+//
+// Returns {schedule id, agent, ...} for the ids found.
+var scriptDeadAgents = script(`
+local out = {}
+for i = 2, #ARGV do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if v then
+    local d = cmsgpack.unpack(v)
+    out[#out + 1] = ARGV[i]
+    out[#out + 1] = d[1]
+  end
+end
+return out
+`)
+
+// scriptReplay re-arms dead letters, due now, with attempts reset; one whose
+// job was armed again since is dropped instead.
+//
+// KEYS[1] dead, KEYS[2] dead by time, KEYS[3] due,
+// KEYS[2+2i] rows of the agent of id i, KEYS[3+2i] dead of the agent of id i
+// ARGV[1] now, ARGV[2] wake channel, ARGV[1+2i] schedule id i, ARGV[2+2i] agent of id i
+//
+// Returns how many were re-armed.
+var scriptReplay = script(`
+local now = clock(ARGV[1])
+local n = 0
+local i = 1
+while 2 + 2 * i <= #ARGV do
+  local sid, agent = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
+  local rows, dagent = KEYS[2 + 2 * i], KEYS[3 + 2 * i]
+  local v = redis.call('HGET', KEYS[1], sid)
+  if v then
+    local d = cmsgpack.unpack(v)
+    if d[1] == agent then
+      redis.call('HDEL', KEYS[1], sid)
+      redis.call('ZREM', KEYS[2], sid)
+      redis.call('ZREM', dagent, sid)
+      local job = d[2]
+      if redis.call('HEXISTS', rows, job) == 0 then
+        local r = {d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12], d[15]}
+        redis.call('HSET', rows, job, cmsgpack.pack(r))
+        redis.call('ZADD', KEYS[3], now, #agent .. ':' .. agent .. job)
+        n = n + 1
+      end
+    end
+  else
+    redis.call('ZREM', dagent, sid)
+  end
+  i = i + 1
+end
+if n > 0 then redis.call('PUBLISH', ARGV[2], now) end
+return n
+`)
+
 // ListDead implements relay.DeadLetters: newest first (failed at, then
 // schedule id, descending), across every shard when agentID is "". A cursor
 // is bound to the filter it was issued for; limit <= 0 means 100.

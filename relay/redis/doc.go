@@ -25,8 +25,9 @@
 //
 // A one-shot is in exactly one of due and lease; its row and its entry there
 // are written together by one Lua script, so there is never a row without its
-// fire or the reverse. Every state transition is one script (scripts.go);
-// each declares every key it touches in KEYS. Reads of one key (Get is one
+// fire or the reverse. Every state transition is one script, kept in the
+// file of its family with the Go that calls it; each declares every key it
+// touches in KEYS. Reads of one key (Get is one
 // HGET, decoded in Go) and the first-delivery record (one SET NX GET with a
 // nonce of the caller) are single commands, atomic by themselves. Where a transition needs keys
 // it can only learn by reading (a claim touches the rows of the agents whose
@@ -76,4 +77,24 @@
 // Scripts are atomic, so a retry never half-applies a transition; a retried
 // arm is an idempotent upsert, and a claim whose reply was lost leaves leases
 // that the reaper returns to armed when they expire.
+//
+// # Files
+//
+// engine.go builds an engine and runs scripts; retry.go decides which errors
+// a retry may fix; scripts.go holds the Lua prelude every script shares.
+// Each family of transitions has one file, its scripts beside its Go:
+//
+//	arm.go       Arm, Cancel, CancelAgent
+//	claim.go     Claim, NextDue, Extend, Reap (leases)
+//	ack.go       Ack (group-committed), Nack (retry), Kill (dead-letter)
+//	dead.go      ListDead, Replay, ReplayAgent (the operator's dead letter)
+//	failed.go    ListFailed, AckFailed (an agent's failed-fire feed)
+//	lookup.go    Get, List, Stats
+//	delivery.go  FirstDelivery, LookupDelivery (the relay route's checks)
+//	control.go   SetInstanceState, InstanceStopped, NoteInstance, Instance
+//	lastfire.go  RecordLastFire, LastFiresOf, Unarmed
+//	epoch.go     CheckEpoch (lost data)
+//	wake.go      Wake (the Pub/Sub subscription)
+//
+// keys.go names every key, reply.go and msgpack.go decode replies and rows.
 package redis

@@ -31,6 +31,36 @@ const (
 	ReasonMarkerReplaced = "the store's epoch marker was replaced: another process found it gone first, or the data was restored from elsewhere"
 )
 
+// scriptEpoch checks the epoch marker: one missing is written (and, when the
+// caller knew another, the loss reported); one replaced is reported as a
+// loss unless one is already reported.
+//
+// KEYS[1] epoch marker, KEYS[2] lost report, KEYS[3] shard count
+// ARGV[1] now, ARGV[2] the marker the caller knows ("" = none yet),
+// ARGV[3] a fresh marker, ARGV[4] how long a loss is reported (ms),
+// ARGV[5] the shard count
+//
+// Returns {marker in force, now ms} or, while a loss is reported,
+// {marker in force, now ms, report, report ms left}.
+var scriptEpoch = script(`
+local now = clock(ARGV[1])
+local known = ARGV[2]
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  cur = ARGV[3]
+  redis.call('SET', KEYS[1], cur)
+  redis.call('SET', KEYS[3], ARGV[5], 'NX')
+  if known ~= '' then
+    redis.call('SET', KEYS[2], now .. ' gone', 'PX', tonumber(ARGV[4]))
+  end
+elseif known ~= '' and cur ~= known then
+  redis.call('SET', KEYS[2], now .. ' replaced', 'NX', 'PX', tonumber(ARGV[4]))
+end
+local lost = redis.call('GET', KEYS[2])
+if not lost then return {cur, now} end
+return {cur, now, lost, redis.call('PTTL', KEYS[2])}
+`)
+
 // CheckEpoch implements relay.StoreEpoch. The first check of an engine
 // adopts the store's marker (writing one into an empty store); a later one
 // that finds it gone or replaced reports the loss to every engine of the

@@ -89,7 +89,7 @@ func TestKeysShardedUnderHashTags(t *testing.T) {
 	if _, err := e.FirstDelivery(ctx, "delivery-1", time.Minute); err != nil {
 		t.Fatalf("first delivery: %v", err)
 	}
-	if err := e.SetInstanceStopped(ctx, "i-agent-1", true); err != nil {
+	if err := e.SetInstanceState(ctx, "i-agent-1", relay.InstanceStopped); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 

@@ -284,8 +284,8 @@ func testInstances(t *testing.T, e relay.Engine) {
 		t.Fatalf("unknown instance: %+v", info)
 	}
 	stop, start := now(), now().Add(time.Minute)
-	noErr(t, e.SetInstanceStopped(ctx, "i1", true), "stop")
-	noErr(t, e.NoteInstance(ctx, "i1", true, stop), "note stop")
+	noErr(t, e.SetInstanceState(ctx, "i1", relay.InstanceStopped), "stop")
+	noErr(t, e.NoteInstance(ctx, "i1", relay.InstanceStopped, stop), "note stop")
 	noErr(t, e.SetInstanceCallback(ctx, "i1", "https://a1.example/cb"), "callback")
 	info, err = e.Instance(ctx, "i1")
 	noErr(t, err, "instance")
@@ -294,8 +294,8 @@ func testInstances(t *testing.T, e relay.Engine) {
 	equal(t, info.StartedAt.IsZero(), true, "started at unset")
 	equal(t, info.CallbackURL, "https://a1.example/cb", "callback")
 
-	noErr(t, e.SetInstanceStopped(ctx, "i1", false), "start")
-	noErr(t, e.NoteInstance(ctx, "i1", false, start), "note start")
+	noErr(t, e.SetInstanceState(ctx, "i1", relay.InstanceRunning), "start")
+	noErr(t, e.NoteInstance(ctx, "i1", relay.InstanceRunning, start), "note start")
 	noErr(t, e.SetInstanceCallback(ctx, "i1", "https://a1.example/cb2"), "callback moved")
 	info, err = e.Instance(ctx, "i1")
 	noErr(t, err, "instance")
@@ -303,6 +303,13 @@ func testInstances(t *testing.T, e relay.Engine) {
 	sameTime(t, info.StoppedAt, stop, "stopped at after start")
 	sameTime(t, info.StartedAt, start, "started at")
 	equal(t, info.CallbackURL, "https://a1.example/cb2", "callback after a move")
+	if err := e.NoteInstance(ctx, "i1", "paused", start.Add(time.Minute)); err == nil {
+		t.Error("NoteInstance with an unknown state accepted")
+	}
+	info, err = e.Instance(ctx, "i1")
+	noErr(t, err, "instance")
+	sameTime(t, info.StoppedAt, stop, "stopped at after a refused note")
+	sameTime(t, info.StartedAt, start, "started at after a refused note")
 	other, err := e.Instance(ctx, "i2")
 	noErr(t, err, "instance")
 	equal(t, other.CallbackURL, "", "another instance's callback")

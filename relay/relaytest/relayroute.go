@@ -87,9 +87,8 @@ func (r *RelayRoute) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
-	if err := contract.VerifyWebhook(r.keys, req.Header.Get(contract.HeaderWebhookID),
-		req.Header.Get(contract.HeaderWebhookTimestamp), req.Header.Get(contract.HeaderWebhookSignature),
-		body, time.Now(), contract.WebhookTolerance); err != nil {
+	if err := contract.VerifyWebhook(contract.WebhookCall{ID: req.Header.Get(contract.HeaderWebhookID), Timestamp: req.Header.Get(contract.HeaderWebhookTimestamp), Signature: req.Header.Get(contract.HeaderWebhookSignature), Body: body},
+		contract.WebhookVerifyOptions{Keys: r.keys, Now: time.Now()}); err != nil {
 		r.mu.Lock()
 		r.badSigs++
 		r.mu.Unlock()

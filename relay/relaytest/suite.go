@@ -879,19 +879,34 @@ func testWakeOnReap(t *testing.T, e relay.Engine) {
 func testInstanceStopped(t *testing.T, e relay.Engine) {
 	ctx := ctxT(t)
 	for _, step := range []struct {
-		set        bool
+		set        relay.InstanceState
 		i1, i2, i3 bool
 	}{
-		{true, true, false, false},
-		{true, true, false, false},
-		{false, false, false, false},
+		{relay.InstanceStopped, true, false, false},
+		{relay.InstanceStopped, true, false, false},
+		{relay.InstanceRunning, false, false, false},
 	} {
-		noErr(t, e.SetInstanceStopped(ctx, "i1", step.set), "set stopped")
+		noErr(t, e.SetInstanceState(ctx, "i1", step.set), "set instance state")
 		for id, want := range map[string]bool{"i1": step.i1, "i2": step.i2, "i3": step.i3} {
 			got, err := e.InstanceStopped(ctx, id)
 			noErr(t, err, "instance stopped")
 			equal(t, got, want, "stopped "+id)
 		}
+	}
+	// A state the engine does not know is refused and changes nothing.
+	noErr(t, e.SetInstanceState(ctx, "i2", relay.InstanceStopped), "stop i2")
+	for _, bad := range []relay.InstanceState{"", "paused", "Stopped"} {
+		if err := e.SetInstanceState(ctx, "i2", bad); err == nil {
+			t.Errorf("SetInstanceState(%q) accepted", bad)
+		}
+		if err := e.SetInstanceState(ctx, "i3", bad); err == nil {
+			t.Errorf("SetInstanceState(%q) accepted", bad)
+		}
+	}
+	for id, want := range map[string]bool{"i2": true, "i3": false} {
+		got, err := e.InstanceStopped(ctx, id)
+		noErr(t, err, "instance stopped")
+		equal(t, got, want, "stopped "+id+" after refused states")
 	}
 }
 

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/chronoscron/chronos/relay"
@@ -19,6 +18,114 @@ const claimTries = 4
 
 // reapBatch is how many expired leases one reap step handles.
 const reapBatch = 256
+
+// scriptPeek lists due candidates without changing anything; the claim or
+// reap that follows re-checks each one.
+//
+// KEYS[1] due or lease zset
+// ARGV[1] now, ARGV[2] count, ARGV[3] "due" (score <= now) or "expired" (score < now)
+//
+// Returns up to count members in score order.
+var scriptPeek = script(`
+local now = clock(ARGV[1])
+local max = now
+if ARGV[3] == 'expired' then max = '(' .. now end
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max, 'LIMIT', 0, tonumber(ARGV[2]))
+`)
+
+// scriptClaim leases the candidates that are still due.
+//
+// KEYS[1] due, KEYS[2] lease, KEYS[3] token counter,
+// KEYS[3+i] rows of the agent of candidate i
+// ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[3+i] member of candidate i
+//
+// Returns {{agent, job, lease until ms, row...}, ...} in candidate order.
+var scriptClaim = script(`
+local now = clock(ARGV[1])
+local untilms = now + tonumber(ARGV[2])
+local max = tonumber(ARGV[3])
+local out = {}
+for i = 4, #ARGV do
+  if #out >= max then break end
+  local m = ARGV[i]
+  local s = redis.call('ZSCORE', KEYS[1], m)
+  if s and tonumber(s) <= now then
+    redis.call('ZREM', KEYS[1], m)
+    local agent, job = split(m)
+    local v = redis.call('HGET', KEYS[i], job)
+    if v then
+      local r = cmsgpack.unpack(v)
+      r[6] = r[6] + 1
+      r[7] = redis.call('INCR', KEYS[3])
+      redis.call('HSET', KEYS[i], job, cmsgpack.pack(r))
+      redis.call('ZADD', KEYS[2], untilms, m)
+      out[#out + 1] = {agent, job, untilms, unpack(r)}
+    end
+  end
+end
+return out
+`)
+
+// scriptHead reads the earliest due entry of a shard and Redis's clock.
+//
+// KEYS[1] due
+// ARGV[1] now (unused)
+//
+// Returns {earliest due ms or -1, Redis time s, Redis time µs}.
+var scriptHead = script(`
+local t = redis.call('TIME')
+local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local s = -1
+if h[2] then s = tonumber(h[2]) end
+return {s, tonumber(t[1]), tonumber(t[2])}
+`)
+
+// scriptExtend renews a lease.
+//
+// KEYS[1] rows of the agent, KEYS[2] lease
+// ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
+// ARGV[5] token, ARGV[6] lease ms
+//
+// Returns {lease until ms, row...}, or an empty array when the lease is lost.
+var scriptExtend = script(`
+local now = clock(ARGV[1])
+local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
+if not r then return {} end
+local untilms = now + tonumber(ARGV[6])
+redis.call('ZADD', KEYS[2], untilms, ARGV[3])
+return {untilms, unpack(r)}
+`)
+
+// scriptReap returns the candidates whose lease has expired to armed, due now.
+//
+// KEYS[1] lease, KEYS[2] due, KEYS[2+i] rows of the agent of candidate i
+// ARGV[1] now, ARGV[2] wake channel, ARGV[2+i] member of candidate i
+//
+// Returns how many were returned; when any was, they are announced on the
+// wake channel (they are due now).
+var scriptReap = script(`
+local now = clock(ARGV[1])
+local n = 0
+for i = 3, #ARGV do
+  local m = ARGV[i]
+  local s = redis.call('ZSCORE', KEYS[1], m)
+  if s and tonumber(s) < now then
+    redis.call('ZREM', KEYS[1], m)
+    local agent, job = split(m)
+    local v = redis.call('HGET', KEYS[i], job)
+    if v then
+      local r = cmsgpack.unpack(v)
+      r[7] = 0
+      r[8] = now - r[3]
+      redis.call('HSET', KEYS[i], job, cmsgpack.pack(r))
+      redis.call('ZADD', KEYS[2], now, m)
+      n = n + 1
+    end
+  end
+end
+if n > 0 then redis.call('PUBLISH', ARGV[2], now) end
+return n
+`)
 
 // Claim implements relay.Queue. One pipelined read finds the due heads of
 // every shard; then the shards with due one-shots are claimed round-robin,
@@ -223,160 +330,6 @@ func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Durati
 	return out, nil
 }
 
-// Ack implements relay.Queue. Acks of one shard are group-committed: while
-// one script call is in flight, the acks that arrive queue up and go out
-// together in the next call, so a burst costs a few round trips, not one per
-// fire, and a lone ack waits for nobody.
-func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
-	s := e.k.shardOf(l.AgentID)
-	a := &e.ackers[s]
-	req := &ackReq{l: l, done: make(chan error, 1)}
-	a.mu.Lock()
-	a.pending = append(a.pending, req)
-	if a.busy {
-		a.mu.Unlock()
-		select {
-		case err := <-req.done:
-			return err
-		case <-ctx.Done():
-			return fmt.Errorf("redis: ack: %w", ctx.Err())
-		}
-	}
-	a.busy = true
-	a.mu.Unlock()
-	e.flushAcks(ctx, s, true)
-	return <-req.done
-}
-
-// ackBatch bounds the acks of one script call.
-const ackBatch = 256
-
-// ackReq is one Ack waiting for its batch.
-type ackReq struct {
-	l    relay.Lease
-	done chan error
-}
-
-// acker queues the acks of one shard.
-type acker struct {
-	mu      sync.Mutex
-	pending []*ackReq
-	busy    bool // a flush is running
-}
-
-// flushAcks sends queued acks of shard s until none is left. The caller has
-// set busy. With handOff, once the caller's own batch is done a goroutine
-// takes over what queued meanwhile, so no caller waits for others' acks.
-func (e *Engine) flushAcks(ctx context.Context, s int, handOff bool) {
-	a := &e.ackers[s]
-	// Other callers' acks ride on this call: do not let this caller's
-	// cancellation fail them.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.ackTimeout())
-	defer cancel()
-	for {
-		a.mu.Lock()
-		if len(a.pending) == 0 {
-			a.busy = false
-			a.mu.Unlock()
-			return
-		}
-		n := min(len(a.pending), ackBatch)
-		batch := a.pending[:n:n]
-		a.pending = a.pending[n:]
-		if len(a.pending) == 0 {
-			a.pending = nil
-		}
-		a.mu.Unlock()
-		e.ackMany(ctx, s, batch)
-		if handOff {
-			a.mu.Lock()
-			more := len(a.pending) > 0
-			if !more {
-				a.busy = false
-			}
-			a.mu.Unlock()
-			if more {
-				go e.flushAcks(ctx, s, false) // keeps ctx's values, not its end
-			}
-			return
-		}
-	}
-}
-
-// ackTimeout bounds one batch of acks, retries included.
-func (e *Engine) ackTimeout() time.Duration {
-	return max(e.opts.RetryFor, 0) + 10*time.Second
-}
-
-// ackMany runs one batch of acks and answers each caller.
-func (e *Engine) ackMany(ctx context.Context, s int, batch []*ackReq) {
-	keys := make([]string, 1, 1+len(batch))
-	keys[0] = e.k.lease(s)
-	args := make([]any, 1, 1+4*len(batch))
-	args[0] = e.nowArg()
-	for _, r := range batch {
-		keys = append(keys, e.k.rows(s, r.l.AgentID))
-		args = append(args, r.l.JobID, member(r.l.AgentID, r.l.JobID), r.l.ScheduleID, r.l.Token)
-	}
-	v, err := e.run(ctx, scriptAckMany, keys, args...)
-	var res []any
-	if err == nil {
-		res, err = array(v)
-		if err == nil && len(res) != len(batch) {
-			err = fmt.Errorf("%w: %d results for %d acks", errReply, len(res), len(batch))
-		}
-	}
-	for i, r := range batch {
-		if err != nil {
-			r.done <- fmt.Errorf("redis: ack: %w", err)
-			continue
-		}
-		r.done <- fencedResult("ack", r.l, res[i], nil)
-	}
-}
-
-// Nack implements relay.Queue. A one-shot that becomes the earliest of its
-// shard is announced on the wake channel, so that every dispatcher, in any
-// process, waiting for a later time learns of it: a retry comes at its step
-// of the ladder, not at a dispatcher's next recheck.
-func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, reason string) error {
-	s := e.k.shardOf(l.AgentID)
-	v, err := e.run(ctx, scriptNack, []string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s)},
-		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason, e.k.wake())
-	if err := fencedResult("nack", l, v, err); err != nil {
-		return err
-	}
-	if n, _ := integer(v); n == 2 {
-		e.notify() // this process's dispatchers need not wait for the echo
-	}
-	return nil
-}
-
-// Kill implements relay.Queue.
-func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
-	s := e.k.shardOf(l.AgentID)
-	v, err := e.run(ctx, scriptKill,
-		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), e.k.dead(s),
-			e.k.deadByTime(s), e.k.deadOfAgent(s, l.AgentID), e.k.failed(s, l.AgentID)},
-		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, reason, l.AgentID, relay.FailedFeedCap)
-	return fencedResult("kill", l, v, err)
-}
-
-// fencedResult maps the 1/0 reply of a fenced script.
-func fencedResult(op string, l relay.Lease, v any, err error) error {
-	if err != nil {
-		return fmt.Errorf("redis: %s: %w", op, err)
-	}
-	n, err := integer(v)
-	if err != nil {
-		return fmt.Errorf("redis: %s: %w", op, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("redis: %s %s: %w", op, l.ScheduleID, relay.ErrLeaseLost)
-	}
-	return nil
-}
-
 // Reap implements relay.Queue: expired leases (by Redis's clock) go back to
 // armed, due now, announced on the wake channel.
 func (e *Engine) Reap(ctx context.Context) (int, error) {
@@ -427,12 +380,4 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 		e.notify()
 	}
 	return total, nil
-}
-
-// durMs rounds a duration up to whole milliseconds.
-func durMs(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

@@ -55,13 +55,13 @@ func TestLookupDeliveryMatchesTheThreeCalls(t *testing.T) {
 			}
 
 			// Another instance stopped: still not stopped; its own: stopped.
-			if err := e.SetInstanceStopped(ctx, "i-other", true); err != nil {
+			if err := e.SetInstanceState(ctx, "i-other", relay.InstanceStopped); err != nil {
 				t.Fatal(err)
 			}
 			if info, err := e.LookupDelivery(ctx, "d4", time.Minute, "a", "j"); err != nil || !info.Found || info.Stopped {
 				t.Fatalf("lookup with another instance stopped: %+v, %v", info, err)
 			}
-			if err := e.SetInstanceStopped(ctx, "i-a", true); err != nil {
+			if err := e.SetInstanceState(ctx, "i-a", relay.InstanceStopped); err != nil {
 				t.Fatal(err)
 			}
 			if info, err := e.LookupDelivery(ctx, "d5", time.Minute, "a", "j"); err != nil || !info.Found || !info.Stopped {

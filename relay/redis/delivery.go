@@ -1,0 +1,183 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+// scriptFirstDelivery records a delivery id unless it is already recorded
+// and not yet expired by the engine's clock. The record holds the caller's
+// nonce, so a retry of a call whose reply was lost is still told "first".
+//
+// KEYS[1] the delivery's record
+// ARGV[1] now, ARGV[2] ttl ms, ARGV[3] nonce of this call
+//
+// Returns 1 the first time, else 0.
+var scriptFirstDelivery = script(`
+local now = clock(ARGV[1])
+local ttl = tonumber(ARGV[2])
+local v = redis.call('GET', KEYS[1])
+if v then
+  local sp = string.find(v, ' ', 1, true)
+  if string.sub(v, sp + 1) == ARGV[3] then return 1 end
+  if tonumber(string.sub(v, 1, sp - 1)) >= now then return 0 end
+end
+redis.call('SET', KEYS[1], (now + ttl) .. ' ' .. ARGV[3], 'PX', ttl)
+return 1
+`)
+
+// FirstDelivery implements relay.Control. The record expires by the engine's
+// clock after ttl. Each call writes a nonce of its own, so when the reply to
+// a call that did record the id is lost, the retry still answers true.
+func (e *Engine) FirstDelivery(ctx context.Context, deliveryID string, ttl time.Duration) (bool, error) {
+	if ttl <= 0 {
+		ttl = time.Millisecond
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	nonce := hex.EncodeToString(b[:])
+	key := e.k.delivery(deliveryID)
+	if e.opts.Now != nil {
+		v, err := e.run(ctx, scriptFirstDelivery, []string{key}, e.nowArg(), durMs(ttl), nonce)
+		if err != nil {
+			return false, fmt.Errorf("redis: first delivery: %w", err)
+		}
+		n, err := integer(v)
+		if err != nil {
+			return false, fmt.Errorf("redis: first delivery: %w", err)
+		}
+		return n == 1, nil
+	}
+	// On Redis's clock one command does it: SET NX with GET returns the
+	// value it found, or nil when it wrote ours.
+	var first bool
+	err := e.retry(ctx, func(ctx context.Context) error {
+		old, err := e.c.SetArgs(ctx, key, nonce, goredis.SetArgs{Mode: "NX", TTL: ttl, Get: true}).Result()
+		switch {
+		case errors.Is(err, goredis.Nil):
+			first = true
+			return nil
+		case err != nil:
+			return err
+		}
+		first = old == nonce
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("redis: first delivery: %w", err)
+	}
+	return first, nil
+}
+
+var _ relay.DeliveryLookup = (*Engine)(nil)
+
+// LookupDelivery implements relay.DeliveryLookup: the first-delivery record,
+// the row read and the size of the stopped-instance set go out in one
+// pipeline (one round trip on a single node); only when some instance is
+// stopped does a second call ask about the row's instance.
+func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
+	if e.opts.Now != nil {
+		// A test clock needs the scripted FirstDelivery: take the long way.
+		return e.lookupDeliverySlow(ctx, deliveryID, ttl, agentID, jobID)
+	}
+	if ttl <= 0 {
+		ttl = time.Millisecond
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	nonce := hex.EncodeToString(b[:])
+	key := e.k.delivery(deliveryID)
+	rows := e.k.rows(e.k.shardOf(agentID), agentID)
+	var (
+		info     relay.DeliveryInfo
+		packed   []byte
+		nStopped int64
+	)
+	err := e.retry(ctx, func(ctx context.Context) error {
+		var set *goredis.StatusCmd
+		var get *goredis.StringCmd
+		var card *goredis.IntCmd
+		_, err := e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			set = p.SetArgs(ctx, key, nonce, goredis.SetArgs{Mode: "NX", TTL: ttl, Get: true})
+			get = p.HGet(ctx, rows, jobID)
+			card = p.SCard(ctx, e.k.stopped())
+			return nil
+		})
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		// As in FirstDelivery: nil means ours was written; our own nonce
+		// means a retry after a lost reply to the call that wrote it.
+		switch old, err := set.Result(); {
+		case errors.Is(err, goredis.Nil):
+			info.First = true
+		case err != nil:
+			return err
+		default:
+			info.First = old == nonce
+		}
+		switch v, err := get.Bytes(); {
+		case errors.Is(err, goredis.Nil):
+			info.Found, packed = false, nil
+		case err != nil:
+			return err
+		default:
+			info.Found, packed = true, v
+		}
+		n, err := card.Result()
+		nStopped = n
+		return err
+	})
+	if err != nil {
+		return relay.DeliveryInfo{}, fmt.Errorf("redis: lookup delivery: %w", err)
+	}
+	if !info.First {
+		return relay.DeliveryInfo{}, nil
+	}
+	if !info.Found {
+		return info, nil
+	}
+	f, err := unpackArray(packed)
+	if err != nil {
+		return relay.DeliveryInfo{}, fmt.Errorf("redis: lookup delivery %s/%s: %w", agentID, jobID, err)
+	}
+	if info.Row, err = decodeRow(agentID, jobID, f); err != nil {
+		return relay.DeliveryInfo{}, fmt.Errorf("redis: lookup delivery: %w", err)
+	}
+	if nStopped > 0 {
+		if info.Stopped, err = e.InstanceStopped(ctx, info.Row.InstanceID); err != nil {
+			return relay.DeliveryInfo{}, err
+		}
+	}
+	return info, nil
+}
+
+// lookupDeliverySlow is LookupDelivery as its three separate calls.
+func (e *Engine) lookupDeliverySlow(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
+	var info relay.DeliveryInfo
+	first, err := e.FirstDelivery(ctx, deliveryID, ttl)
+	if err != nil || !first {
+		return info, err
+	}
+	info.First = true
+	row, err := e.Get(ctx, agentID, jobID)
+	switch {
+	case errors.Is(err, relay.ErrNotFound):
+		return info, nil
+	case err != nil:
+		return relay.DeliveryInfo{}, err
+	}
+	info.Found, info.Row = true, row
+	if info.Stopped, err = e.InstanceStopped(ctx, row.InstanceID); err != nil {
+		return relay.DeliveryInfo{}, err
+	}
+	return info, nil
+}

@@ -1,0 +1,116 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chronoscron/chronos/relay"
+)
+
+// retry calls f until it succeeds, fails with an error that a retry cannot
+// fix, ctx ends, or Options.RetryFor has passed; it backs off with jitter
+// between tries. A relay.WithCallTimeout on ctx bounds the whole. An error
+// that says Redis could not be reached or did not answer in time wraps
+// relay.ErrUnavailable.
+func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error {
+	if d, ok := relay.CallTimeout(ctx); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	start := time.Now()
+	backoff := 10 * time.Millisecond
+	for try := 1; ; try++ {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) || ctx.Err() != nil || e.opts.RetryFor < 0 || time.Since(start) > e.opts.RetryFor {
+			return unavailable(ctx, err)
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		if try == 1 || try%10 == 0 {
+			e.log.WarnContext(ctx, "redis call failed, retrying", "err", err, "try", try, "wait", wait.String())
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return unavailable(ctx, err)
+		case <-t.C:
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// unavailable marks err, the last error of a call, with
+// relay.ErrUnavailable when it says Redis could not be reached or did not
+// answer in time (the call's deadline passed). A caller that gave up
+// (cancelled) is not told the store is down.
+func unavailable(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	if retryable(err) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", relay.ErrUnavailable, err)
+	}
+	return err
+}
+
+// retryable reports whether err is a lost or refused connection, a timeout
+// or a transient server state (loading, a failover, a busy script), which a
+// retry may fix, as opposed to an error a retry would only repeat (a script
+// error, a refused login, a bad TLS setup, the caller giving up).
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false // the caller's context ended: it no longer waits
+	case errors.Is(err, goredis.ErrClosed):
+		return false // the engine is closing
+	case errors.Is(err, goredis.ErrPoolTimeout), errors.Is(err, goredis.ErrPoolExhausted):
+		return true // every connection busy: one frees up soon
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		return true // the connection dropped or the server is (re)starting
+	}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		for _, p := range transientReplies {
+			if strings.HasPrefix(msg, p) {
+				return true
+			}
+		}
+		return false
+	}
+	// Dial failures, DNS failures and read or write timeouts.
+	var nerr net.Error
+	if errors.As(err, &nerr) {
+		return true
+	}
+	// The client's own words for a connection it could not get.
+	msg := err.Error()
+	for _, p := range transientClientErrors {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// transientClientErrors are go-redis's plain errors for a connection it
+// could not get for now.
+var transientClientErrors = []string{"redis: connection not available", "sentinels specified in configuration are unreachable"}
+
+// transientReplies are the prefixes of server errors that describe a passing
+// state: data loading, a replica or a cluster mid-failover, a busy script.
+var transientReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY ", "MOVED", "ASK"}

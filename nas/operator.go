@@ -7,10 +7,10 @@ package nas
 import (
 	"context"
 	"fmt"
-	"github.com/chronoscron/chronos/relay"
 	"strings"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/relay"
 )
 
 // checkPathID answers 400 for a path parameter that cannot be an id.

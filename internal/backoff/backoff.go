@@ -125,7 +125,7 @@ type Retrier struct {
 // or After when the error is Permanent, the attempts are spent, a Retry-After
 // exceeds MaxWait, or ctx's deadline comes before the next attempt could
 // start (waiting it out would only end in ctx's error). When ctx ends during
-// a wait, it returns an error wrapping both ctx's error and op's last one.
+// a wait, it returns a *StoppedError.
 func (r Retrier) Do(ctx context.Context, op func(ctx context.Context, attempt int) error) error {
 	for attempt := 1; ; attempt++ {
 		err := op(ctx, attempt)
@@ -156,10 +156,27 @@ func (r Retrier) Do(ctx context.Context, op func(ctx context.Context, attempt in
 			r.OnRetry(attempt, wait, err)
 		}
 		if serr := Sleep(ctx, wait); serr != nil {
-			return fmt.Errorf("%w (last error: %w)", serr, err)
+			return &StoppedError{Cause: serr, Last: err}
 		}
 	}
 }
+
+// StoppedError is Do's error when its context ended while it waited for
+// the next attempt. It unwraps to both errors.
+type StoppedError struct {
+	// Cause is the context's error.
+	Cause error
+	// Last is the last attempt's error.
+	Last error
+}
+
+// Error implements error.
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("%v (last error: %v)", e.Cause, e.Last)
+}
+
+// Unwrap returns the context's error and the last attempt's.
+func (e *StoppedError) Unwrap() []error { return []error{e.Cause, e.Last} }
 
 // control is an error that tells Do how to go on.
 type control struct {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 )
@@ -290,7 +289,9 @@ func TestRetrierDoStopsWhenContextEnds(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, errBoom) || !strings.Contains(err.Error(), "last error: boom") {
+		var stopped *StoppedError
+		if !errors.As(err, &stopped) || !errors.Is(err, context.Canceled) || !errors.Is(err, errBoom) ||
+			err.Error() != "context canceled (last error: boom)" {
 			t.Fatalf("Do = %v, want context.Canceled wrapping the last error", err)
 		}
 	case <-time.After(5 * time.Second):

@@ -64,6 +64,7 @@ var dispatcherTests = []struct {
 	{"ShutdownReleasesWaitingFires", testDispatchShutdownReleasesWaitingFires},
 	{"CancelsDeliveryWhenLeaseLost", testDispatchCancelsDeliveryWhenLeaseLost},
 	{"KeepsLeasesOfAFailedClaim", testDispatchKeepsLeasesOfAFailedClaim},
+	{"BacksOffAfterStoreErrors", testDispatchBacksOffAfterStoreErrors},
 	{"RunTwice", testDispatchRunTwice},
 	{"SurvivesPanickingDeliverer", testDispatchSurvivesPanickingDeliverer},
 	{"RecordsDeadLetteredFireAsLastFire", testDispatchRecordsDeadLetteredFireAsLastFire},
@@ -585,6 +586,52 @@ func testDispatchKeepsLeasesOfAFailedClaim(t *testing.T, e relay.Engine) {
 		t.Fatal("the failing claim never happened")
 	}
 	equal(t, c.Req.Attempt, 1, "attempt of the delivery")
+}
+
+// brokenClaims is a Queue whose first fail claims fail with nothing taken,
+// as a store that is down does; it records when each claim came.
+type brokenClaims struct {
+	relay.Queue
+	fail int
+
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (q *brokenClaims) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
+	q.mu.Lock()
+	q.at = append(q.at, time.Now())
+	n := len(q.at)
+	q.mu.Unlock()
+	if n <= q.fail {
+		return nil, errors.New("store down")
+	}
+	return q.Queue.Claim(ctx, max, leaseFor)
+}
+
+// testDispatchBacksOffAfterStoreErrors: claims that fail are repeated on
+// the dispatcher's store-error schedule (50ms doubling), not in a tight
+// loop, and the fire due meanwhile is delivered, on its first attempt, once
+// the store answers again.
+func testDispatchBacksOffAfterStoreErrors(t *testing.T, e relay.Engine) {
+	q := &brokenClaims{Queue: e, fail: 4}
+	armAt(t, e, "a1", "job", time.Now())
+	b := startDispatchers(t, e, dispatchOptions{queue: q, answer: always(Delivered)})
+	c := b.route.Wait(t, 1, 5*time.Second)[0]
+	drained(t, e)
+	b.stop()
+	equal(t, c.Req.Attempt, 1, "attempt of the delivery")
+	q.mu.Lock()
+	at := slices.Clone(q.at)
+	q.mu.Unlock()
+	if len(at) < 5 {
+		t.Fatalf("%d claims, want the 4 that failed and one that took the fire", len(at))
+	}
+	for i, want := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		if gap := at[i+1].Sub(at[i]); gap < want {
+			t.Errorf("claim %d came %s after failed claim %d, want at least %s", i+2, gap, i+1, want)
+		}
+	}
 }
 
 func testDispatchRunTwice(t *testing.T, e relay.Engine) {

@@ -121,14 +121,6 @@ const (
 	ColdStartLadder
 )
 
-// String returns "normal" or "cold_start".
-func (l Ladder) String() string {
-	if l == ColdStartLadder {
-		return "cold_start"
-	}
-	return "normal"
-}
-
 // ladderOf returns the ladder a retry of the failed delivery o is counted on.
 func ladderOf(o Outcome) Ladder {
 	if o.ColdStart {

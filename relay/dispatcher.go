@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/backoff"
 )
 
 // DispatcherConfig configures a Dispatcher. A zero field takes its default
@@ -94,21 +96,21 @@ func (c DispatcherConfig) WithDefaults() DispatcherConfig {
 func (c DispatcherConfig) validate() error {
 	switch {
 	case c.Batch < 1:
-		return fmt.Errorf("Batch %d must be at least 1", c.Batch)
+		return fmt.Errorf("DispatcherConfig.Batch %d must be at least 1", c.Batch)
 	case c.Concurrency < 1:
-		return fmt.Errorf("Concurrency %d must be at least 1", c.Concurrency)
+		return fmt.Errorf("DispatcherConfig.Concurrency %d must be at least 1", c.Concurrency)
 	case c.PerAgent < 1:
-		return fmt.Errorf("PerAgent %d must be at least 1", c.PerAgent)
+		return fmt.Errorf("DispatcherConfig.PerAgent %d must be at least 1", c.PerAgent)
 	case c.MaxHeld < 0:
-		return fmt.Errorf("MaxHeld %d must not be negative", c.MaxHeld)
+		return fmt.Errorf("DispatcherConfig.MaxHeld %d must not be negative", c.MaxHeld)
 	case c.LeaseFor < 4*time.Millisecond:
-		return fmt.Errorf("LeaseFor %s must be at least 4ms", c.LeaseFor)
+		return fmt.Errorf("DispatcherConfig.LeaseFor %s must be at least 4ms", c.LeaseFor)
 	case c.Recheck <= 0:
-		return fmt.Errorf("Recheck %s must be positive", c.Recheck)
+		return fmt.Errorf("DispatcherConfig.Recheck %s must be positive", c.Recheck)
 	case c.DrainTimeout <= 0:
-		return fmt.Errorf("DrainTimeout %s must be positive", c.DrainTimeout)
+		return fmt.Errorf("DispatcherConfig.DrainTimeout %s must be positive", c.DrainTimeout)
 	case c.OpTimeout <= 0:
-		return fmt.Errorf("OpTimeout %s must be positive", c.OpTimeout)
+		return fmt.Errorf("DispatcherConfig.OpTimeout %s must be positive", c.OpTimeout)
 	}
 	return c.Retry.validate()
 }
@@ -121,9 +123,8 @@ type Metrics interface {
 	ObserveFireLag(lag time.Duration)
 	// CountOutcome counts one delivery attempt by the deliverer's verdict.
 	CountOutcome(kind OutcomeKind)
-	// CountRetry counts a retry scheduled; cold says it is on the cold-start
-	// ladder.
-	CountRetry(cold bool)
+	// CountRetry counts a retry scheduled on ladder.
+	CountRetry(ladder Ladder)
 	// CountDeadLetter counts a fire moved to the dead letter.
 	CountDeadLetter()
 }
@@ -138,7 +139,7 @@ func (NopMetrics) ObserveFireLag(time.Duration) {}
 func (NopMetrics) CountOutcome(OutcomeKind) {}
 
 // CountRetry implements Metrics.
-func (NopMetrics) CountRetry(bool) {}
+func (NopMetrics) CountRetry(Ladder) {}
 
 // CountDeadLetter implements Metrics.
 func (NopMetrics) CountDeadLetter() {}
@@ -299,24 +300,21 @@ func (r *run) room() (n int, deferred time.Duration) {
 	return n, 0
 }
 
+// storeErrorBackoff spaces a dispatcher's engine calls after consecutive
+// failures: 50ms doubling to 5s, reset by a successful claim.
+var storeErrorBackoff = backoff.Policy{Base: 50 * time.Millisecond, Max: 5 * time.Second}
+
 // loop claims and dispatches until ctx ends.
 func (r *run) loop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var errDelay time.Duration
-	// pause waits d or until ctx ends.
-	pause := func(d time.Duration) {
-		timer.Reset(d)
-		select {
-		case <-ctx.Done():
-		case <-timer.C:
-		}
-	}
+	failures := 0
 	// failed backs off after an engine error.
 	failed := func(what string, err error) {
-		errDelay = min(max(2*errDelay, 50*time.Millisecond), 5*time.Second)
-		r.log.Error("relay: "+what+" failed", "err", err, "retry_in", errDelay.String())
-		pause(errDelay)
+		failures++
+		wait := storeErrorBackoff.Delay(failures)
+		r.log.Error("relay: "+what+" failed", "err", err, "retry_in", wait.String())
+		_ = backoff.Sleep(ctx, wait) // an ended ctx ends the loop
 	}
 	for ctx.Err() == nil {
 		room, deferred := r.room()
@@ -333,7 +331,7 @@ func (r *run) loop(ctx context.Context) {
 				failed("claim", err)
 				continue
 			}
-			errDelay = 0
+			failures = 0
 			if len(leases) == room {
 				continue // more may be due
 			}
@@ -486,7 +484,7 @@ func (r *run) settle(l Lease, out Outcome) {
 		}
 		err = r.q.Nack(ctx, l, delay, out.Reason)
 		if err == nil {
-			r.cfg.Metrics.CountRetry(out.ColdStart)
+			r.cfg.Metrics.CountRetry(ladderOf(out))
 			r.logFire(ctx, slog.LevelInfo, "relay: fire will be retried", l,
 				"reason", out.Reason, "retry_in", delay.String(), "cold_start", out.ColdStart)
 		}

@@ -3,6 +3,8 @@ package relay
 import (
 	"fmt"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/backoff"
 )
 
 // RetryPolicy decides when a failed delivery is tried again and when the
@@ -90,21 +92,12 @@ func (p RetryPolicy) Next(l Lease, o Outcome, now time.Time, rnd func(n int64) i
 	if o.ColdStart && len(p.ColdStart) > 0 {
 		if n <= len(p.ColdStart) {
 			d := p.ColdStart[n-1]
-			delay = d + jitter(d/5, rnd)
+			delay = backoff.Between(d, d+d/5, rnd)
 		}
 		step = n - len(p.ColdStart)
 	}
 	if delay == 0 {
-		ceiling := p.Base
-		for i := 1; i < step && ceiling < p.MaxDelay; i++ {
-			if ceiling > p.MaxDelay/2 {
-				ceiling = p.MaxDelay
-				break
-			}
-			ceiling *= 2
-		}
-		ceiling = min(ceiling, p.MaxDelay)
-		delay = p.Base + jitter(ceiling-p.Base, rnd)
+		delay = p.ladder(rnd).Delay(step)
 	}
 	delay = max(delay, o.RetryAfter)
 	if now.Add(delay).Sub(l.FireAt) > p.MaxAge {
@@ -113,10 +106,25 @@ func (p RetryPolicy) Next(l Lease, o Outcome, now time.Time, rnd func(n int64) i
 	return delay, true
 }
 
-// jitter returns a uniform duration in [0, span].
-func jitter(span time.Duration, rnd func(n int64) int64) time.Duration {
-	if span <= 0 {
-		return 0
+// ladder is the normal ladder of p as a backoff schedule drawn with rnd.
+func (p RetryPolicy) ladder(rnd func(n int64) int64) backoff.Policy {
+	return backoff.Policy{Base: p.Base, Max: p.MaxDelay, Jitter: backoff.JitterAboveBase, Rand: rnd}
+}
+
+// Ladder names the ladder a retry is scheduled on, for metrics.
+type Ladder int
+
+const (
+	// NormalLadder is the exponential ladder from Base to MaxDelay.
+	NormalLadder Ladder = iota
+	// ColdStartLadder is the short ladder of a failure marked ColdStart.
+	ColdStartLadder
+)
+
+// ladderOf returns the ladder a retry of the failed delivery o is counted on.
+func ladderOf(o Outcome) Ladder {
+	if o.ColdStart {
+		return ColdStartLadder
 	}
-	return time.Duration(rnd(int64(span) + 1))
+	return NormalLadder
 }

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
+
+	"github.com/chronoscron/chronos/internal/backoff"
 )
 
 // keySet is one fetched key set; it is never changed once built.
@@ -65,20 +66,8 @@ func parseKeySet(ctx context.Context, raw []byte, now time.Time, log *slog.Logge
 // run loads the key set, retrying with backoff until one load succeeds, then
 // fetches it again every RefreshInterval, until ctx ends.
 func (v *JWTVerifier) run(ctx context.Context) {
-	delay := v.cfg.LoadBackoff
-	for v.set.Load() == nil {
-		if v.await(ctx, v.fetch(TriggerLoad)) == nil && v.set.Load() != nil {
-			break
-		}
-		wait := delay/2 + rand.N(delay/2+1)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		delay = min(delay*2, v.cfg.LoadBackoffMax)
+	if err := v.load(ctx); err != nil {
+		return // ctx ended
 	}
 	t := time.NewTimer(v.cfg.RefreshInterval)
 	defer t.Stop()
@@ -91,6 +80,28 @@ func (v *JWTVerifier) run(ctx context.Context) {
 		_ = v.await(ctx, v.fetch(TriggerPeriodic))
 		t.Reset(v.cfg.RefreshInterval)
 	}
+}
+
+// load fetches the key set until one fetch succeeds (or another fetch,
+// for an unknown kid, loaded it meanwhile), waiting between tries on the
+// LoadBackoff schedule; it returns an error only when ctx ends (or its
+// deadline leaves no time for another try).
+func (v *JWTVerifier) load(ctx context.Context) error {
+	r := backoff.Retrier{Policy: backoff.Policy{
+		Base: v.cfg.LoadBackoff, Max: v.cfg.LoadBackoffMax, Jitter: backoff.JitterUpperHalf,
+	}}
+	return r.Do(ctx, func(ctx context.Context, _ int) error {
+		if v.set.Load() != nil {
+			return nil
+		}
+		if err := v.await(ctx, v.fetch(TriggerLoad)); err != nil {
+			return err
+		}
+		if v.set.Load() == nil {
+			return errors.New("fireauth: the key set fetched is not in use")
+		}
+		return nil
+	})
 }
 
 // await waits for call and returns its error, or ctx's.

@@ -85,7 +85,7 @@ func (v *JWTVerifier) VerifyReconcile(ctx context.Context, token string, body []
 // parseReconcile is parse for a reconcile token (typ cron-reconcile+jwt).
 func (v *JWTVerifier) parseReconcile(ctx context.Context, set *keySet, token string) (*contract.ReconcileClaims, error) {
 	claims := &contract.ReconcileClaims{}
-	return claims, v.parseToken(ctx, set, token, claims, contract.TokenTypeCronReconcile, errBadReconcileTyp)
+	return claims, v.parseToken(ctx, set, token, claims, reconcileToken)
 }
 
 // refuseUnsignedReconcile is refuseUnsigned for a reconcile token.

@@ -126,13 +126,18 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func (c Config) validate(needURL bool) error {
-	if needURL {
-		u, err := url.Parse(c.JWKSURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("fireauth: JWKSURL %q must be an absolute http(s) URL", c.JWKSURL)
-		}
+// validateURL checks JWKSURL, which only a verifier that fetches its key
+// set needs.
+func (c Config) validateURL() error {
+	u, err := url.Parse(c.JWKSURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("fireauth: JWKSURL %q must be an absolute http(s) URL", c.JWKSURL)
 	}
+	return nil
+}
+
+// validate checks the settings every verifier needs.
+func (c Config) validate() error {
 	if c.Issuer == "" {
 		return errors.New("fireauth: Issuer is required")
 	}
@@ -220,7 +225,10 @@ type JWTVerifier struct {
 // are there. Close stops the background work.
 func New(ctx context.Context, cfg Config) (*JWTVerifier, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.validate(true); err != nil {
+	if err := cfg.validateURL(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	v := newVerifier(cfg)
@@ -238,7 +246,7 @@ func New(ctx context.Context, cfg Config) (*JWTVerifier, error) {
 // the set lacks is refused (401), since the set never changes.
 func NewStatic(jwks []byte, cfg Config) (*JWTVerifier, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.validate(false); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	set, err := parseKeySet(context.Background(), jwks, cfg.Now(), cfg.Logger)
@@ -439,20 +447,33 @@ func (v *JWTVerifier) verified(claims *contract.FireClaims, err error, req contr
 // requiring the kid and typ headers. A kid the set lacks is errUnknownKID.
 func (v *JWTVerifier) parse(ctx context.Context, set *keySet, token string) (*contract.FireClaims, error) {
 	claims := &contract.FireClaims{}
-	return claims, v.parseToken(ctx, set, token, claims, contract.TokenTypeCronFire, errBadTyp)
+	return claims, v.parseToken(ctx, set, token, claims, fireToken)
 }
 
+// tokenKind is what a kind of NAS token carries in its typ header, and the
+// error that refuses a token of another typ.
+type tokenKind struct {
+	typ    string
+	badTyp error
+}
+
+// The kinds of token NAS sends an agent.
+var (
+	fireToken      = tokenKind{typ: contract.TokenTypeCronFire, badTyp: errBadTyp}
+	reconcileToken = tokenKind{typ: contract.TokenTypeCronReconcile, badTyp: errBadReconcileTyp}
+)
+
 // parseToken verifies token into claims with set: its signature, its
-// registered claims, a kid header and the typ header typ (badTyp when it is
-// another). A kid the set lacks is errUnknownKID.
-func (v *JWTVerifier) parseToken(ctx context.Context, set *keySet, token string, claims jwt.Claims, typ string, badTyp error) error {
+// registered claims, a kid header and the typ header of kind (kind.badTyp
+// when it is another). A kid the set lacks is errUnknownKID.
+func (v *JWTVerifier) parseToken(ctx context.Context, set *keySet, token string, claims jwt.Claims, kind tokenKind) error {
 	keys := set.kf.KeyfuncCtx(ctx)
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		if kid, ok := t.Header["kid"].(string); !ok || kid == "" {
 			return nil, errNoKID
 		}
-		if got, _ := t.Header["typ"].(string); got != typ {
-			return nil, badTyp
+		if got, _ := t.Header["typ"].(string); got != kind.typ {
+			return nil, kind.badTyp
 		}
 		k, err := keys(t)
 		if errors.Is(err, jwkset.ErrKeyNotFound) {

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/backoff"
 )
 
 // Defaults of Config.
@@ -214,7 +214,7 @@ func (c *Client) Provision(ctx context.Context, req contract.ProvisionRequest) (
 		req.DedupKey = DedupKey(req.JobID, req.FireAt.Time)
 	}
 	var out contract.ProvisionResponse
-	err := c.call(ctx, "provision", http.MethodPost, contract.PathProvision, nil, req, &out)
+	err := c.call(ctx, request{op: "provision", method: http.MethodPost, path: contract.PathProvision, in: req, out: &out})
 	return out, err
 }
 
@@ -227,7 +227,7 @@ func DedupKey(jobID string, fireAt time.Time) string {
 // Cancel disarms jobID; cancelling an unknown job is not an error.
 func (c *Client) Cancel(ctx context.Context, jobID string) error {
 	var out contract.OKResponse
-	return c.call(ctx, "cancel", http.MethodPost, contract.PathCancel, nil, contract.CancelRequest{JobID: jobID}, &out)
+	return c.call(ctx, request{op: "cancel", method: http.MethodPost, path: contract.PathCancel, in: contract.CancelRequest{JobID: jobID}, out: &out})
 }
 
 // ListPage fetches one page of the caller's armed one-shots. An empty cursor
@@ -242,7 +242,7 @@ func (c *Client) ListPage(ctx context.Context, limit int, cursor string) (contra
 		q.Set("cursor", cursor)
 	}
 	var out contract.ListResponse
-	err := c.call(ctx, "list", http.MethodGet, contract.PathList, q, nil, &out)
+	err := c.call(ctx, request{op: "list", method: http.MethodGet, path: contract.PathList, query: q, out: &out})
 	return out, err
 }
 
@@ -307,8 +307,8 @@ func (c *Client) AckFailedFires(ctx context.Context, scheduleIDs []string) (int,
 	total := 0
 	for chunk := range slices.Chunk(scheduleIDs, contract.MaxFailedFires) {
 		var out contract.FailedFiresAckResponse
-		err := c.call(ctx, "ack failed fires", http.MethodPost, contract.PathFailedFiresAck, nil,
-			contract.FailedFiresAckRequest{ScheduleIDs: chunk}, &out)
+		err := c.call(ctx, request{op: "ack failed fires", method: http.MethodPost, path: contract.PathFailedFiresAck,
+			in: contract.FailedFiresAckRequest{ScheduleIDs: chunk}, out: &out})
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && (apiErr.StatusCode == http.StatusNotFound || apiErr.StatusCode == http.StatusMethodNotAllowed) {
 			return total, fmt.Errorf("%w: %w", ErrUnsupported, err)
@@ -333,103 +333,101 @@ func (c *Client) PutArmed(ctx context.Context, req contract.PutArmedRequest) (co
 	}
 	req.Armed = arms
 	var out contract.PutArmedResponse
-	err := c.call(ctx, "put armed", http.MethodPut, contract.PathArmed, nil, req, &out)
+	err := c.call(ctx, request{op: "put armed", method: http.MethodPut, path: contract.PathArmed, in: req, out: &out})
 	return out, err
 }
 
-// call performs one logical call with retries and decodes a 200 into out.
-func (c *Client) call(ctx context.Context, op, method, path string, q url.Values, in, out any) error {
+// request is one logical call to NAS.
+type request struct {
+	op     string     // names the call in errors and logs, e.g. "provision"
+	method string     // HTTP method
+	path   string     // below the portal URL
+	query  url.Values // nil for none
+	in     any        // JSON body; nil for none
+	out    any        // decodes a 200's body
+}
+
+// call performs req with retries and decodes a 200 into req.out. Transient
+// failures are retried on the client's backoff schedule, or after NAS's
+// Retry-After when it sent one.
+func (c *Client) call(ctx context.Context, req request) error {
 	var body []byte
-	if in != nil {
-		b, err := json.Marshal(in)
+	if req.in != nil {
+		b, err := json.Marshal(req.in)
 		if err != nil {
-			return fmt.Errorf("nasclient: %s: encode: %w", op, err)
+			return fmt.Errorf("nasclient: %s: encode: %w", req.op, err)
 		}
 		body = b
 	}
 	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawQuery = q.Encode()
-	var lastErr error
-	for attempt := 1; ; attempt++ {
-		wait, err := c.attempt(ctx, op, method, u.String(), body, out)
-		if err == nil {
-			return nil
-		}
-		lastErr = err
-		if wait < 0 || attempt >= c.cfg.MaxAttempts {
-			return lastErr
-		}
-		if wait == 0 {
-			wait = c.backoff(attempt)
-		}
-		if wait > c.cfg.MaxRetryAfter {
-			return lastErr
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return lastErr
-		}
-		c.cfg.Logger.Debug("nasclient: retrying", "op", op, "attempt", attempt, "wait", wait.String(), "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("nasclient: %s: %w (last error: %w)", op, ctx.Err(), lastErr)
-		case <-t.C:
-		}
+	u.Path = c.base.Path + req.path
+	u.RawQuery = req.query.Encode()
+	target := u.String()
+	r := backoff.Retrier{
+		Policy:      backoff.Policy{Base: c.cfg.BaseBackoff, Max: c.cfg.MaxBackoff, Jitter: backoff.JitterUpperHalf},
+		MaxAttempts: c.cfg.MaxAttempts,
+		MaxWait:     c.cfg.MaxRetryAfter,
+		OnRetry: func(attempt int, wait time.Duration, err error) {
+			c.cfg.Logger.Debug("nasclient: retrying", "op", req.op, "attempt", attempt, "wait", wait.String(), "error", err)
+		},
 	}
+	err := r.Do(ctx, func(ctx context.Context, _ int) error {
+		return c.attempt(ctx, req, target, body)
+	})
+	if stopped := (*backoff.StoppedError)(nil); errors.As(err, &stopped) {
+		return fmt.Errorf("nasclient: %s: %w", req.op, err)
+	}
+	return err
 }
 
-// backoff returns the delay before attempt+1: full jitter over an
-// exponentially growing cap.
-func (c *Client) backoff(attempt int) time.Duration {
-	ceil := c.cfg.BaseBackoff << min(attempt-1, 20)
-	if ceil > c.cfg.MaxBackoff || ceil <= 0 {
-		ceil = c.cfg.MaxBackoff
-	}
-	return ceil/2 + rand.N(ceil/2+1)
-}
-
-// attempt makes one request. It returns the error and how to go on: wait < 0
-// means do not retry, 0 means retry after backoff, > 0 retry after wait.
-func (c *Client) attempt(ctx context.Context, op, method, u string, body []byte, out any) (time.Duration, error) {
+// attempt makes one request of req to target with body. A failure not worth
+// retrying is backoff.Permanent; one with a Retry-After is backoff.After.
+func (c *Client) attempt(ctx context.Context, req request, target string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
+	op := req.op
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	hreq, err := http.NewRequestWithContext(ctx, req.method, target, rd)
 	if err != nil {
-		return -1, fmt.Errorf("nasclient: %s: %w", op, err)
+		return backoff.Permanent(fmt.Errorf("nasclient: %s: %w", op, err))
 	}
-	req.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+c.token)
-	req.Header.Set("Accept", contract.MediaTypeJSON)
-	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	hreq.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+c.token)
+	hreq.Header.Set("Accept", contract.MediaTypeJSON)
+	hreq.Header.Set("User-Agent", c.cfg.UserAgent)
 	if body != nil {
-		req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
+		hreq.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
-			return -1, fmt.Errorf("nasclient: %s: %w", op, err)
+			return backoff.Permanent(fmt.Errorf("nasclient: %s: %w", op, err))
 		}
-		return 0, fmt.Errorf("nasclient: %s: %w", op, err) // network or timeout: transient
+		return fmt.Errorf("nasclient: %s: %w", op, err) // network or timeout: transient
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes+1))
 	if err != nil {
-		return 0, fmt.Errorf("nasclient: %s: reading the answer: %w", op, err)
+		return fmt.Errorf("nasclient: %s: reading the answer: %w", op, err)
 	}
 	if int64(len(data)) > c.cfg.MaxResponseBytes {
-		return -1, fmt.Errorf("nasclient: %s: %w (%d bytes)", op, ErrResponseTooLarge, c.cfg.MaxResponseBytes)
+		return backoff.Permanent(fmt.Errorf("nasclient: %s: %w (%d bytes)", op, ErrResponseTooLarge, c.cfg.MaxResponseBytes))
 	}
 	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(data, out); err != nil {
-			return -1, fmt.Errorf("nasclient: %s: decoding the answer: %w", op, err)
+		if err := json.Unmarshal(data, req.out); err != nil {
+			return backoff.Permanent(fmt.Errorf("nasclient: %s: decoding the answer: %w", op, err))
 		}
-		return 0, nil
+		return nil
 	}
+	return answerError(op, resp, data)
+}
+
+// answerError is NAS's refusal resp (body data) of op as a typed error,
+// marked for retrying (with NAS's Retry-After) when it is transient: 429 and
+// the 5xx that may pass.
+func answerError(op string, resp *http.Response, data []byte) error {
 	apiErr := &APIError{StatusCode: resp.StatusCode, Op: op, RetryAfter: parseRetryAfter(resp.Header.Get(contract.HeaderRetryAfter), time.Now())}
 	var eb contract.Error
 	if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
@@ -440,9 +438,9 @@ func (c *Client) attempt(ctx context.Context, op, method, u string, body []byte,
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests,
 		resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented && resp.StatusCode != http.StatusHTTPVersionNotSupported:
-		return apiErr.RetryAfter, typed(apiErr)
+		return backoff.After(typed(apiErr), apiErr.RetryAfter)
 	default:
-		return -1, typed(apiErr)
+		return backoff.Permanent(typed(apiErr))
 	}
 }
 

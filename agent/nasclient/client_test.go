@@ -497,3 +497,71 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// A Retry-After that outlasts the caller's deadline ends the call at once
+// with NAS's answer, rather than waiting only to fail on the deadline.
+func TestRetryAfterPastTheDeadlineEndsTheCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "5")
+		contract.WriteError(w, contract.Errorf(503, contract.CodeUnavailable, "busy"))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := b.client.Cancel(ctx, "j1")
+	var e *nasclient.APIError
+	if !errors.As(err, &e) || e.StatusCode != 503 || e.RetryAfter != 5*time.Second {
+		t.Fatalf("error %v, want NAS's 503 with its Retry-After", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("took %s: it waited instead of giving up", d)
+	}
+	if n := b.calls.Load(); n != 1 {
+		t.Fatalf("%d calls, want 1", n)
+	}
+}
+
+// cancelOnRetry is a log handler that cancels a context when the client
+// logs that it will retry: the client is then about to wait.
+type cancelOnRetry struct {
+	slog.Handler
+	cancel context.CancelFunc
+}
+
+func (h cancelOnRetry) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h cancelOnRetry) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "nasclient: retrying" {
+		h.cancel()
+	}
+	return nil
+}
+
+// A context that ends while the client waits to retry ends the call at once,
+// with an error that names the call and carries both the context's end and
+// NAS's last answer.
+func TestContextEndingDuringTheWaitEndsTheCall(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := setup(t, func(_ int64, w http.ResponseWriter, _ *http.Request) {
+		contract.WriteError(w, contract.Errorf(503, contract.CodeUnavailable, "busy"))
+	}, func(c *nasclient.Config) {
+		c.BaseBackoff, c.MaxBackoff = time.Hour, time.Hour
+		c.Logger = slog.New(cancelOnRetry{Handler: slog.DiscardHandler, cancel: cancel})
+	})
+	start := time.Now()
+	err := b.client.Cancel(ctx, "j1")
+	var e *nasclient.APIError
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &e) || e.StatusCode != 503 ||
+		!strings.HasPrefix(err.Error(), "nasclient: cancel: context canceled (last error: ") {
+		t.Fatalf("error %v, want the call's cancellation with NAS's 503", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %s", d)
+	}
+	if n := b.calls.Load(); n != 1 {
+		t.Fatalf("%d calls, want 1", n)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/nasclient"
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/backoff"
 )
 
 // Source is the agent side of a reconcile; *agent.Runtime implements it.
@@ -235,12 +235,9 @@ func (r *Reconciler) Run(ctx context.Context, changes <-chan struct{}) error {
 	}
 }
 
+// backoff returns how long Run waits after its failures-th failure in a row.
 func (r *Reconciler) backoff(failures int) time.Duration {
-	d := r.cfg.RetryBase << min(failures-1, 20)
-	if d > r.cfg.RetryMax || d <= 0 {
-		d = r.cfg.RetryMax
-	}
-	return d/2 + rand.N(d/2+1)
+	return backoff.Policy{Base: r.cfg.RetryBase, Max: r.cfg.RetryMax, Jitter: backoff.JitterUpperHalf}.Delay(failures)
 }
 
 // Plan is what a reconcile does, computed from the two sides.
@@ -481,6 +478,12 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 			}
 		}
 	}
+	return &o, r.apply(ctx, listing, o, res, fail)
+}
+
+// apply provisions and cancels per o's plan and returns the armed set
+// after the changes.
+func (r *Reconciler) apply(ctx context.Context, listing nasclient.Listing, o observation, res *Result, fail func(op, jobID string, err error)) []Arm {
 	armed := map[string]Arm{}
 	for _, a := range listing.Armed {
 		armed[a.JobID] = Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL}
@@ -520,7 +523,7 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 		out = append(out, a)
 	}
 	slices.SortFunc(out, func(a, b Arm) int { return strings.Compare(a.JobID, b.JobID) })
-	return &o, out
+	return out
 }
 
 func (r *Reconciler) catchUpIfWaiting(ctx context.Context, res *Result, fail func(op, jobID string, err error)) {

@@ -154,9 +154,10 @@ func (d *Dispatch) CountOutcome(kind relay.OutcomeKind) {
 	d.outcomes.WithLabelValues(kind.String()).Inc()
 }
 
-// CountRetry implements relay.Metrics.
-func (d *Dispatch) CountRetry(cold bool) {
-	if cold {
+// CountRetry implements relay.Metrics: the cold label is "true" on the
+// cold-start ladder.
+func (d *Dispatch) CountRetry(ladder relay.Ladder) {
+	if ladder == relay.ColdStartLadder {
 		d.cold.Inc()
 		return
 	}

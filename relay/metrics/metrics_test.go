@@ -58,7 +58,9 @@ func TestStoreAndDispatch(t *testing.T) {
 	d := relaymetrics.NewDispatch()
 	reg.MustRegister(relaymetrics.NewStore(eng), d)
 	d.CountOutcome(relay.Retry)
-	d.CountRetry(true)
+	d.CountRetry(relay.ColdStartLadder)
+	d.CountRetry(relay.NormalLadder)
+	d.CountRetry(relay.NormalLadder)
 	d.CountDeadLetter()
 	d.ObserveFireLag(0)
 	got := gather(t, reg)
@@ -70,7 +72,7 @@ func TestStoreAndDispatch(t *testing.T) {
 		"chronos_relay_outcomes_total{kind=retry}": 1,
 		"chronos_relay_outcomes_total{kind=dead}":  0,
 		"chronos_relay_retries_total{cold=true}":   1,
-		"chronos_relay_retries_total{cold=false}":  0,
+		"chronos_relay_retries_total{cold=false}":  2,
 		"chronos_relay_dead_lettered_total":        1,
 	}
 	for k, v := range want {

@@ -64,6 +64,7 @@ var dispatcherTests = []struct {
 	{"ShutdownReleasesWaitingFires", testDispatchShutdownReleasesWaitingFires},
 	{"CancelsDeliveryWhenLeaseLost", testDispatchCancelsDeliveryWhenLeaseLost},
 	{"KeepsLeasesOfAFailedClaim", testDispatchKeepsLeasesOfAFailedClaim},
+	{"BacksOffAfterStoreErrors", testDispatchBacksOffAfterStoreErrors},
 	{"RunTwice", testDispatchRunTwice},
 	{"SurvivesPanickingDeliverer", testDispatchSurvivesPanickingDeliverer},
 	{"RecordsDeadLetteredFireAsLastFire", testDispatchRecordsDeadLetteredFireAsLastFire},
@@ -102,9 +103,9 @@ type recorder struct {
 
 func (r *recorder) ObserveFireLag(time.Duration)     { r.lags.Add(1) }
 func (r *recorder) CountOutcome(k relay.OutcomeKind) { r.outcomes[k].Add(1) }
-func (r *recorder) CountRetry(cold bool) {
+func (r *recorder) CountRetry(ladder relay.Ladder) {
 	r.retries.Add(1)
-	if cold {
+	if ladder == relay.ColdStartLadder {
 		r.cold.Add(1)
 	}
 }
@@ -118,11 +119,28 @@ type dispatch struct {
 	stop    func() // cancels Run and waits for it to return
 }
 
-// startDispatchers starts n dispatchers on q (configured by cfg; Logger and
-// Metrics are set here) that deliver to a relay route answering with answer.
-func startDispatchers(t *testing.T, e relay.Engine, q relay.Queue, answer AnswerFunc, cfg relay.DispatcherConfig, n int) *dispatch {
+// dispatchOptions says what startDispatchers starts.
+type dispatchOptions struct {
+	// queue is what the dispatchers claim from; default the engine.
+	queue relay.Queue
+	// answer is the relay route's answer to every delivery.
+	answer AnswerFunc
+	// cfg configures each dispatcher; Logger and Metrics are set by
+	// startDispatchers.
+	cfg relay.DispatcherConfig
+	// n is how many dispatchers run; default 1.
+	n int
+}
+
+// startDispatchers starts the dispatchers of o on e that deliver to a relay
+// route answering with o.answer.
+func startDispatchers(t *testing.T, e relay.Engine, o dispatchOptions) *dispatch {
 	t.Helper()
-	b := &dispatch{engine: e, route: NewRelayRoute(t, [][]byte{nextKey}, answer), metrics: &recorder{}}
+	q, cfg := o.queue, o.cfg
+	if q == nil {
+		q = e
+	}
+	b := &dispatch{engine: e, route: NewRelayRoute(t, [][]byte{nextKey}, o.answer), metrics: &recorder{}}
 	d, err := relay.NewHTTPDeliverer(relay.HTTPDelivererConfig{
 		NASURL: b.route.URL(), Keys: [][]byte{oldKey, nextKey}, Timeout: 5 * time.Second,
 		MaxConns: 16, Logger: quiet,
@@ -133,7 +151,7 @@ func startDispatchers(t *testing.T, e relay.Engine, q relay.Queue, answer Answer
 	cfg.Logger, cfg.Metrics = quiet, b.metrics
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for range n {
+	for range max(o.n, 1) {
 		disp := relay.NewDispatcher(q, d, cfg)
 		wg.Go(func() {
 			if err := disp.Run(ctx); err != nil {
@@ -156,7 +174,7 @@ func startDispatchers(t *testing.T, e relay.Engine, q relay.Queue, answer Answer
 // startDispatch starts n dispatchers on e.
 func startDispatch(t *testing.T, e relay.Engine, answer AnswerFunc, cfg relay.DispatcherConfig, n int) *dispatch {
 	t.Helper()
-	return startDispatchers(t, e, e, answer, cfg, n)
+	return startDispatchers(t, e, dispatchOptions{answer: answer, cfg: cfg, n: n})
 }
 
 // always answers every call with rep.
@@ -559,7 +577,7 @@ func testDispatchKeepsLeasesOfAFailedClaim(t *testing.T, e relay.Engine) {
 	q := &failingClaims{Queue: e}
 	q.armed.Store(true)
 	// A lease of a minute: a dropped lease would come back only after it.
-	b := startDispatchers(t, e, q, always(Delivered), relay.DispatcherConfig{LeaseFor: time.Minute}, 1)
+	b := startDispatchers(t, e, dispatchOptions{queue: q, answer: always(Delivered), cfg: relay.DispatcherConfig{LeaseFor: time.Minute}})
 	armAt(t, e, "a1", "job", time.Now())
 	c := b.route.Wait(t, 1, 5*time.Second)[0]
 	drained(t, e)
@@ -568,6 +586,52 @@ func testDispatchKeepsLeasesOfAFailedClaim(t *testing.T, e relay.Engine) {
 		t.Fatal("the failing claim never happened")
 	}
 	equal(t, c.Req.Attempt, 1, "attempt of the delivery")
+}
+
+// brokenClaims is a Queue whose first fail claims fail with nothing taken,
+// as a store that is down does; it records when each claim came.
+type brokenClaims struct {
+	relay.Queue
+	fail int
+
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (q *brokenClaims) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
+	q.mu.Lock()
+	q.at = append(q.at, time.Now())
+	n := len(q.at)
+	q.mu.Unlock()
+	if n <= q.fail {
+		return nil, errors.New("store down")
+	}
+	return q.Queue.Claim(ctx, max, leaseFor)
+}
+
+// testDispatchBacksOffAfterStoreErrors: claims that fail are repeated on
+// the dispatcher's store-error schedule (50ms doubling), not in a tight
+// loop, and the fire due meanwhile is delivered, on its first attempt, once
+// the store answers again.
+func testDispatchBacksOffAfterStoreErrors(t *testing.T, e relay.Engine) {
+	q := &brokenClaims{Queue: e, fail: 4}
+	armAt(t, e, "a1", "job", time.Now())
+	b := startDispatchers(t, e, dispatchOptions{queue: q, answer: always(Delivered)})
+	c := b.route.Wait(t, 1, 5*time.Second)[0]
+	drained(t, e)
+	b.stop()
+	equal(t, c.Req.Attempt, 1, "attempt of the delivery")
+	q.mu.Lock()
+	at := slices.Clone(q.at)
+	q.mu.Unlock()
+	if len(at) < 5 {
+		t.Fatalf("%d claims, want the 4 that failed and one that took the fire", len(at))
+	}
+	for i, want := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		if gap := at[i+1].Sub(at[i]); gap < want {
+			t.Errorf("claim %d came %s after failed claim %d, want at least %s", i+2, gap, i+1, want)
+		}
+	}
 }
 
 func testDispatchRunTwice(t *testing.T, e relay.Engine) {
@@ -636,7 +700,7 @@ func (w *watched) NextDue(ctx context.Context) (time.Duration, bool, error) {
 func waitingDispatcher(t *testing.T, e relay.Engine, answer AnswerFunc) *dispatch {
 	t.Helper()
 	w := &watched{Engine: e, waiting: make(chan struct{}, 1)}
-	b := startDispatchers(t, e, w, answer, relay.DispatcherConfig{Recheck: time.Hour}, 1)
+	b := startDispatchers(t, e, dispatchOptions{queue: w, answer: answer, cfg: relay.DispatcherConfig{Recheck: time.Hour}})
 	select {
 	case <-w.waiting:
 	case <-time.After(5 * time.Second):

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/chronoscron/chronos/internal/backoff"
 	"github.com/chronoscron/chronos/relay"
 )
 
@@ -28,7 +28,6 @@ func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error
 		defer cancel()
 	}
 	start := time.Now()
-	backoff := 10 * time.Millisecond
 	for try := 1; ; try++ {
 		err := f(ctx)
 		if err == nil {
@@ -37,20 +36,19 @@ func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error
 		if !retryable(err) || ctx.Err() != nil || e.opts.RetryFor < 0 || time.Since(start) > e.opts.RetryFor {
 			return unavailable(ctx, err)
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait := callBackoff.Delay(try)
 		if try == 1 || try%10 == 0 {
 			e.log.WarnContext(ctx, "redis call failed, retrying", "err", err, "try", try, "wait", wait.String())
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Sleep(ctx, wait) != nil {
 			return unavailable(ctx, err)
-		case <-t.C:
 		}
-		backoff = min(backoff*2, time.Second)
 	}
 }
+
+// callBackoff spaces the tries of one Redis call: 10 ms doubling to 1 s,
+// drawn from the upper half of each step so a crowd of callers spreads out.
+var callBackoff = backoff.Policy{Base: 10 * time.Millisecond, Max: time.Second, Jitter: backoff.JitterUpperHalf}
 
 // unavailable marks err, the last error of a call, with
 // relay.ErrUnavailable when it says Redis could not be reached or did not

@@ -13,9 +13,9 @@ import (
 )
 
 // runFrom runs the built binary with args in the working directory dir, with
-// an environment that holds no CHRONOS_ variable and a HOME of its own, and
-// returns its stdout, stderr and exit error.
-func runFrom(t *testing.T, bin, dir string, args ...string) (string, string, error) {
+// an environment that holds no CHRONOS_ variable but env and a HOME of its
+// own, and returns its stdout, stderr and exit error.
+func runFrom(t *testing.T, bin, dir string, env []string, args ...string) (string, string, error) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
@@ -24,7 +24,7 @@ func runFrom(t *testing.T, bin, dir string, args ...string) (string, string, err
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "HOME="+t.TempDir())
+	cmd.Env = append(append(cmd.Env, "HOME="+t.TempDir()), env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -34,7 +34,10 @@ func runFrom(t *testing.T, bin, dir string, args ...string) (string, string, err
 // TestAgentStatusFindsTheHomeNextToItsConfig is the relative-path rule as a
 // user meets it: `chronos agent status --config /abs/agent.yaml` run from
 // another directory reads the home agent.yaml names relative to itself, and
-// creates nothing in the working directory.
+// creates nothing in the working directory. The job is added as the README
+// does, from the config's directory with a relative --home before the agent
+// ever ran: the home is still recognised as the config's, so the job takes
+// the config's zone.
 func TestAgentStatusFindsTheHomeNextToItsConfig(t *testing.T) {
 	t.Parallel()
 	bin := buildChronos(t)
@@ -45,12 +48,17 @@ func TestAgentStatusFindsTheHomeNextToItsConfig(t *testing.T) {
 	cfgPath := filepath.Join(conf, "agent.yaml")
 	writeFile(t, cfgPath, "home: agent-home\ntimezone: Europe/Paris\n")
 	home := filepath.Join(conf, "agent-home")
-	if _, errOut, err := runFrom(t, bin, conf, "jobs", "add", "--home", "agent-home", "--id", "nightly", "--schedule", "0 3 * * *", "--", "true"); err != nil {
+	if _, errOut, err := runFrom(t, bin, conf, []string{envAgentConfig + "=" + cfgPath}, "jobs", "add", "--home", "agent-home", "--id", "nightly", "--schedule", "0 3 * * *", "--", "true"); err != nil {
 		t.Fatalf("jobs add: %v: %s", err, errOut)
+	}
+	out, errOut, err := runFrom(t, bin, conf, nil, "jobs", "show", "--home", home, "nightly", "--json")
+	var j jobJSON
+	if err != nil || json.Unmarshal([]byte(out), &j) != nil || j.Timezone != "Europe/Paris" {
+		t.Fatalf("jobs show: %v %q %s: zone %q, want the config's Europe/Paris", err, out, errOut, j.Timezone)
 	}
 
 	elsewhere := t.TempDir()
-	out, errOut, err := runFrom(t, bin, elsewhere, "agent", "status", "--config", cfgPath, "--json")
+	out, errOut, err = runFrom(t, bin, elsewhere, nil, "agent", "status", "--config", cfgPath, "--json")
 	if err != nil {
 		t.Fatalf("agent status: %v: %s", err, errOut)
 	}

@@ -35,8 +35,10 @@ const MinOperatorTokenBytes = 16
 // Config is the configuration of one NAS process. Every key can be set in the
 // YAML file or from the environment as CHRONOS_NAS_<KEY> with dots turned into
 // underscores (relay.secrets → CHRONOS_NAS_RELAY_SECRETS, lists comma
-// separated). A relative file path in the YAML file is relative to that
-// file's directory; one from the environment, to the working directory. Field
+// separated); LoadConfig reads both. Each secret (operator_token,
+// relay.secrets, store) can instead be read from the file its *_file key
+// names. A relative file path in the YAML file is relative to that file's
+// directory; one from the environment, to the working directory. Field
 // comments state each default; WithDefaults fills them and Validate checks the
 // result with messages that name the key.
 type Config struct {
@@ -53,6 +55,9 @@ type Config struct {
 	PublicURL string `yaml:"public_url"`
 	// Store is "memory" (the embedded engine) or a redis:// URL. Default "memory".
 	Store string `yaml:"store"`
+	// StoreFile reads Store from a file (trimmed), for a redis:// URL that
+	// holds a password. Setting both is an error. Default "".
+	StoreFile string `yaml:"store_file"`
 	// SigningKeysDir holds the PEM signing keys (see `chronos keys generate`)
 	// and an optional file `active` naming the signing kid. Empty: an
 	// ephemeral key is generated at start (development only). Default "".
@@ -89,7 +94,8 @@ type Config struct {
 	// MinOperatorTokenBytes long. Empty: the operator routes do not exist.
 	// Default "".
 	OperatorToken string `yaml:"operator_token"`
-	// OperatorTokenFile reads OperatorToken from a file (trimmed). Default "".
+	// OperatorTokenFile reads OperatorToken from a file (trimmed). Setting
+	// both is an error. Default "".
 	OperatorTokenFile string `yaml:"operator_token_file"`
 	// DeliveryTimeout bounds the whole call to an agent. Default 30s.
 	DeliveryTimeout time.Duration `yaml:"delivery_timeout"`
@@ -111,7 +117,8 @@ type RelayConfig struct {
 	// Secrets are Standard Webhooks secrets (whsec_ + base64): the first
 	// signs relay calls, all verify. Required (at least one).
 	Secrets []string `yaml:"secrets"`
-	// SecretsFile reads Secrets from a file, one per line (trimmed). Default "".
+	// SecretsFile reads Secrets from a file, one per line (trimmed; lines
+	// starting with # are comments). Setting both is an error. Default "".
 	SecretsFile string `yaml:"secrets_file"`
 	// Dispatchers is how many dispatchers `chronos nas` runs in process; 0
 	// serves the API only. Default 1.
@@ -287,125 +294,174 @@ func baseURLFor(addr string) string {
 }
 
 // Validate checks a config after WithDefaults; each message names the key.
-func (c Config) Validate() error { return c.validate(true) }
+func (c Config) Validate() error {
+	return errors.Join(c.validate(), c.validateCredentialSource())
+}
 
-// validate checks c; requireCredentials asks for an agent credential source
-// (not needed when a verifier is supplied in code).
-func (c Config) validate(requireCredentials bool) error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+// problems collects the findings of a validation.
+type problems []error
+
+// add records one finding.
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
+
+// validate checks every key except the agent credential source, which is
+// not needed when a verifier is supplied in code.
+func (c Config) validate() error {
+	var p problems
+	c.validateListeners(&p)
+	c.validateSigning(&p)
+	c.Relay.validate(&p)
+	c.AgentJWT.validate(&p)
+	c.Limits.validate(&p)
+	c.validateDelivery(&p)
+	return errors.Join(p...)
+}
+
+// validateCredentialSource asks for at least one agent credential source.
+func (c Config) validateCredentialSource() error {
+	if c.AgentsFile == "" && c.AgentJWT.JWKSURL == "" {
+		return errors.New("agents_file or agent_jwt.jwks_url: at least one agent credential source is required")
+	}
+	return nil
+}
+
+// isHTTPURL reports whether s is an absolute http(s) URL.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// validateListeners checks listen, relay_listen, public_url, store and
+// log_level.
+func (c Config) validateListeners(p *problems) {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		bad("listen: %q is not host:port", c.Listen)
+		p.add("listen: %q is not host:port", c.Listen)
 	}
 	if c.RelayListen != "" {
 		if _, port, err := net.SplitHostPort(c.RelayListen); err != nil {
-			bad("relay_listen: %q is not host:port", c.RelayListen)
+			p.add("relay_listen: %q is not host:port", c.RelayListen)
 		} else if c.RelayListen == c.Listen && port != "0" {
-			bad("relay_listen: %q is also listen; the internal listener needs its own address", c.RelayListen)
+			p.add("relay_listen: %q is also listen; the internal listener needs its own address", c.RelayListen)
 		}
 	}
 	if c.PublicURL == "" {
-		bad("public_url: required (the issuer of fire tokens)")
-	} else if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("public_url: %q is not an absolute http(s) URL", c.PublicURL)
+		p.add("public_url: required (the issuer of fire tokens)")
+	} else if !isHTTPURL(c.PublicURL) {
+		p.add("public_url: %q is not an absolute http(s) URL", c.PublicURL)
 	}
 	if c.Store != "memory" && !strings.HasPrefix(c.Store, "redis://") && !strings.HasPrefix(c.Store, "rediss://") {
-		bad("store: %q is neither memory nor a redis:// URL", c.Store)
-	}
-	switch c.SigningAlg {
-	case AlgES256, AlgEdDSA, AlgRS256:
-	case "":
-		if c.SigningKeysDir == "" {
-			bad("signing_alg: required without signing_keys_dir (ES256, EdDSA or RS256)")
-		}
-	default:
-		bad("signing_alg: %q is not ES256, EdDSA or RS256", c.SigningAlg)
-	}
-	if c.KeyCheckInterval < 0 {
-		bad("key_check_interval: must not be negative")
-	}
-	if c.FireTokenTTL < 60*time.Second || c.FireTokenTTL > contract.MaxFireTokenLifetimeSeconds*time.Second {
-		bad("fire_token_ttl: %s is outside 60s..120s", c.FireTokenTTL)
-	}
-	if len(c.Relay.Secrets) == 0 {
-		bad("relay.secrets: at least one whsec_ secret is required")
-	}
-	for i, s := range c.Relay.Secrets {
-		if _, err := contract.ParseWebhookSecret(s); err != nil {
-			bad("relay.secrets[%d]: %v", i, err)
-		}
-	}
-	if c.Relay.Dispatchers != nil && *c.Relay.Dispatchers < 0 {
-		bad("relay.dispatchers: must not be negative")
-	}
-	switch r := c.Relay.Retry; {
-	case r.MaxAttempts < 0:
-		bad("relay.retry.max_attempts: must not be negative")
-	case r.MaxAge < 0, r.Base < 0, r.MaxDelay < 0:
-		bad("relay.retry: durations must not be negative")
-	case r.MaxAuthAttempts < 0:
-		bad("relay.retry.max_auth_attempts: must not be negative")
-	default:
-		if p := r.Policy(); p.MaxDelay < p.Base {
-			bad("relay.retry.max_delay: %s must be at least relay.retry.base %s", p.MaxDelay, p.Base)
-		}
-	}
-	if u, err := url.Parse(c.Relay.NASURL); c.Relay.NASURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
-		bad("relay.nas_url: %q is not an absolute http(s) URL", c.Relay.NASURL)
-	}
-	if requireCredentials && c.AgentsFile == "" && c.AgentJWT.JWKSURL == "" {
-		bad("agents_file or agent_jwt.jwks_url: at least one agent credential source is required")
-	}
-	if c.AgentJWT.JWKSURL != "" {
-		if u, err := url.Parse(c.AgentJWT.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("agent_jwt.jwks_url: %q is not an absolute http(s) URL", c.AgentJWT.JWKSURL)
-		}
-		if c.AgentJWT.Issuer == "" {
-			bad("agent_jwt.issuer: required with agent_jwt.jwks_url")
-		}
-		if c.AgentJWT.Audience == "" {
-			bad("agent_jwt.audience: required with agent_jwt.jwks_url")
-		}
-	}
-	if n := len(c.AgentJWT.SessionClaim); n > 64 || strings.ContainsAny(c.AgentJWT.SessionClaim, " \t\r\n") {
-		bad("agent_jwt.session_claim: %q is not a claim name", c.AgentJWT.SessionClaim)
-	}
-	if c.Limits.MaxArmedPerAgent < 0 {
-		bad("limits.max_armed_per_agent: must not be negative")
-	}
-	if c.Limits.RatePerSecond < 0 {
-		bad("limits.rate_per_second: must not be negative")
-	}
-	if c.Limits.Burst < 1 {
-		bad("limits.burst: must be at least 1")
-	}
-	if c.Limits.MaxFuture <= 0 {
-		bad("limits.max_future: must be positive")
-	}
-	if c.Limits.PastSkew < 0 {
-		bad("limits.past_skew: must not be negative")
-	}
-	if n := len(c.OperatorToken); n > 0 && n < MinOperatorTokenBytes {
-		bad("operator_token: the token (from operator_token or operator_token_file) is %d bytes; the operator routes need at least %d (make one with `head -c 24 /dev/urandom | base64`)", n, MinOperatorTokenBytes)
-	}
-	if _, err := ParseAllowlist(c.CallbackAllowlist); err != nil {
-		bad("callback_allowlist: %v", err)
-	}
-	if c.DeliveryTimeout <= 0 {
-		bad("delivery_timeout: must be positive")
-	}
-	if c.FailedFiresRetention <= 0 {
-		bad("failed_fires_retention: must be positive")
-	}
-	if c.UnarmedAfter < time.Second {
-		bad("unarmed_after: %s must be at least 1s", c.UnarmedAfter)
+		p.add("store: %q is neither memory nor a redis:// URL", c.Redacted().Store)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log_level: %q is not debug, info, warn or error", c.LogLevel)
+		p.add("log_level: %q is not debug, info, warn or error", c.LogLevel)
 	}
-	return errors.Join(errs...)
+}
+
+// validateSigning checks the fire-token settings and the operator token.
+func (c Config) validateSigning(p *problems) {
+	switch c.SigningAlg {
+	case AlgES256, AlgEdDSA, AlgRS256:
+	case "":
+		if c.SigningKeysDir == "" {
+			p.add("signing_alg: required without signing_keys_dir (ES256, EdDSA or RS256)")
+		}
+	default:
+		p.add("signing_alg: %q is not ES256, EdDSA or RS256", c.SigningAlg)
+	}
+	if c.KeyCheckInterval < 0 {
+		p.add("key_check_interval: must not be negative")
+	}
+	if c.FireTokenTTL < 60*time.Second || c.FireTokenTTL > contract.MaxFireTokenLifetimeSeconds*time.Second {
+		p.add("fire_token_ttl: %s is outside 60s..120s", c.FireTokenTTL)
+	}
+	if n := len(c.OperatorToken); n > 0 && n < MinOperatorTokenBytes {
+		p.add("operator_token: the token (from operator_token or operator_token_file) is %d bytes; the operator routes need at least %d (make one with `head -c 24 /dev/urandom | base64`)", n, MinOperatorTokenBytes)
+	}
+}
+
+// validate checks the relay section.
+func (r RelayConfig) validate(p *problems) {
+	if len(r.Secrets) == 0 {
+		p.add("relay.secrets: at least one whsec_ secret is required")
+	}
+	for i, s := range r.Secrets {
+		if _, err := contract.ParseWebhookSecret(s); err != nil {
+			p.add("relay.secrets[%d]: %v", i, err)
+		}
+	}
+	if r.Dispatchers != nil && *r.Dispatchers < 0 {
+		p.add("relay.dispatchers: must not be negative")
+	}
+	switch rt := r.Retry; {
+	case rt.MaxAttempts < 0:
+		p.add("relay.retry.max_attempts: must not be negative")
+	case rt.MaxAge < 0, rt.Base < 0, rt.MaxDelay < 0:
+		p.add("relay.retry: durations must not be negative")
+	case rt.MaxAuthAttempts < 0:
+		p.add("relay.retry.max_auth_attempts: must not be negative")
+	default:
+		if pol := rt.Policy(); pol.MaxDelay < pol.Base {
+			p.add("relay.retry.max_delay: %s must be at least relay.retry.base %s", pol.MaxDelay, pol.Base)
+		}
+	}
+	if r.NASURL != "" && !isHTTPURL(r.NASURL) {
+		p.add("relay.nas_url: %q is not an absolute http(s) URL", r.NASURL)
+	}
+}
+
+// validate checks the agent_jwt section.
+func (a AgentJWTConfig) validate(p *problems) {
+	if a.JWKSURL != "" {
+		if !isHTTPURL(a.JWKSURL) {
+			p.add("agent_jwt.jwks_url: %q is not an absolute http(s) URL", a.JWKSURL)
+		}
+		if a.Issuer == "" {
+			p.add("agent_jwt.issuer: required with agent_jwt.jwks_url")
+		}
+		if a.Audience == "" {
+			p.add("agent_jwt.audience: required with agent_jwt.jwks_url")
+		}
+	}
+	if n := len(a.SessionClaim); n > 64 || strings.ContainsAny(a.SessionClaim, " \t\r\n") {
+		p.add("agent_jwt.session_claim: %q is not a claim name", a.SessionClaim)
+	}
+}
+
+// validate checks the limits section.
+func (l LimitsConfig) validate(p *problems) {
+	if l.MaxArmedPerAgent < 0 {
+		p.add("limits.max_armed_per_agent: must not be negative")
+	}
+	if l.RatePerSecond < 0 {
+		p.add("limits.rate_per_second: must not be negative")
+	}
+	if l.Burst < 1 {
+		p.add("limits.burst: must be at least 1")
+	}
+	if l.MaxFuture <= 0 {
+		p.add("limits.max_future: must be positive")
+	}
+	if l.PastSkew < 0 {
+		p.add("limits.past_skew: must not be negative")
+	}
+}
+
+// validateDelivery checks the callback and delivery settings.
+func (c Config) validateDelivery(p *problems) {
+	if _, err := ParseAllowlist(c.CallbackAllowlist); err != nil {
+		p.add("callback_allowlist: %v", err)
+	}
+	if c.DeliveryTimeout <= 0 {
+		p.add("delivery_timeout: must be positive")
+	}
+	if c.FailedFiresRetention <= 0 {
+		p.add("failed_fires_retention: must be positive")
+	}
+	if c.UnarmedAfter < time.Second {
+		p.add("unarmed_after: %s must be at least 1s", c.UnarmedAfter)
+	}
 }
 
 // Warnings lists settings that are accepted but weak outside development,

@@ -78,7 +78,7 @@ func New(opts Options) (*Service, error) {
 		cfg.SigningAlg = opts.Keys.Alg()
 	}
 	cfg = cfg.WithDefaults()
-	if err := cfg.validate(false); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("nas: %w", err)
 	}
 	if alg := opts.Keys.Current().Active.Alg; alg != cfg.SigningAlg {

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/envconfig"
 )
 
 // Provider names.
@@ -28,7 +29,9 @@ const DefaultListen = "127.0.0.1:8787"
 // Config is the agent's configuration file (agent.yaml). Every key can also
 // be set in the environment as CHRONOS_<KEY> with dots turned into
 // underscores (cron.chronos.portal_url is CHRONOS_CRON_CHRONOS_PORTAL_URL);
-// the environment wins. The access token is never in the file: it comes from
+// the environment wins. A relative path in the file (home,
+// cron.chronos.access_token_file) is relative to the file's directory; one
+// from the environment, to the working directory. The access token is never in the file: it comes from
 // CHRONOS_ACCESS_TOKEN or from the file cron.chronos.access_token_file names.
 type Config struct {
 	// Home is the agent's home directory (jobs.json, runs/, output/).
@@ -75,7 +78,7 @@ type ChronosConfig struct {
 
 	// AccessToken is the token itself, from CHRONOS_ACCESS_TOKEN or read
 	// from AccessTokenFile by the caller; never read from YAML.
-	AccessToken string `yaml:"-"`
+	AccessToken string `yaml:"-" env:"CHRONOS_ACCESS_TOKEN"`
 	// AccessTokenErr is why reading AccessTokenFile failed, if it did.
 	AccessTokenErr error `yaml:"-"`
 }
@@ -146,43 +149,20 @@ func (e oneLineError) Unwrap() error { return e.err }
 // EnvAccessToken is the environment variable holding the access token.
 const EnvAccessToken = "CHRONOS_ACCESS_TOKEN"
 
-// envKeys maps each environment variable to the field it sets.
-func (c *Config) envKeys() map[string]*string {
-	return map[string]*string{
-		"CHRONOS_HOME":                           &c.Home,
-		"CHRONOS_LISTEN":                         &c.Listen,
-		"CHRONOS_TIMEZONE":                       &c.Timezone,
-		"CHRONOS_CRON_PROVIDER":                  &c.Cron.Provider,
-		"CHRONOS_CRON_CHRONOS_PORTAL_URL":        &c.Cron.Chronos.PortalURL,
-		"CHRONOS_CRON_CHRONOS_CALLBACK_URL":      &c.Cron.Chronos.CallbackURL,
-		"CHRONOS_CRON_CHRONOS_EXPECTED_AUDIENCE": &c.Cron.Chronos.ExpectedAudience,
-		"CHRONOS_CRON_CHRONOS_NAS_JWKS_URL":      &c.Cron.Chronos.NASJWKSURL,
-		"CHRONOS_CRON_CHRONOS_ACCESS_TOKEN_FILE": &c.Cron.Chronos.AccessTokenFile,
-		"CHRONOS_CRON_CHRONOS_ISSUER":            &c.Cron.Chronos.Issuer,
-		"CHRONOS_CRON_CHRONOS_RESYNC_INTERVAL":   &c.Cron.Chronos.ResyncInterval,
-		EnvAccessToken:                           &c.Cron.Chronos.AccessToken,
-	}
-}
+// EnvPrefix prefixes the variable of every agent config key: CHRONOS_ and
+// the key in upper case with dots turned into underscores.
+const EnvPrefix = "CHRONOS_"
 
 // EnvNames lists every environment variable ApplyEnv reads.
-func EnvNames() []string {
-	var c Config
-	names := make([]string, 0, 12)
-	for k := range c.envKeys() {
-		names = append(names, k)
-	}
-	return names
-}
+func EnvNames() []string { return envconfig.Names(&Config{}, EnvPrefix) }
 
 // ApplyEnv overrides c's fields with the variables lookup finds (a variable
 // that is set, even to the empty string, wins over the file). Values are
-// trimmed of surrounding white space.
+// trimmed of surrounding white space. Every key is a string, so no value is
+// refused.
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
-	for name, field := range c.envKeys() {
-		if v, ok := lookup(name); ok {
-			*field = strings.TrimSpace(v)
-		}
-	}
+	// Every field is a string: setting one cannot fail.
+	_ = envconfig.Apply(c, EnvPrefix, lookup)
 }
 
 // Location returns the configured zone (UTC when empty).

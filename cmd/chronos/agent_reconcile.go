@@ -71,7 +71,9 @@ func reconcileAfterJobChange(ctx context.Context, home string) error {
 
 // sameDir reports whether a and b name the same directory.
 func sameDir(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	if errA == nil && errB == nil && absA == absB {
 		return true
 	}
 	sa, errA := os.Stat(a)

@@ -291,3 +291,64 @@ func TestNASNewKeysFromTheEnvironment(t *testing.T) {
 		t.Fatalf("negative max_auth_attempts: %v", err)
 	}
 }
+
+// TestNASPrintConfigShowsNoSecret runs `chronos nas --print-config` as an
+// operator would, with every secret written in the file and then read from
+// the files the *_file keys name: no secret value is printed either way,
+// while the keys stay and the file paths are shown.
+func TestNASPrintConfigShowsNoSecret(t *testing.T) {
+	t.Parallel()
+	const (
+		token         = "operator-token-never-printed"
+		storePassword = "st0re-pa55-never-printed"
+	)
+	other := contract.FormatWebhookSecret([]byte("fedcba9876543210fedcba9876543210"))
+	store := "redis://chronos:" + storePassword + "@127.0.0.1:6379/0"
+	dir := t.TempDir()
+	nasWriteFile(t, filepath.Join(dir, "op"), token+"\n")
+	nasWriteFile(t, filepath.Join(dir, "store"), store+"\n")
+	nasWriteFile(t, filepath.Join(dir, "secrets"), nasTestSecret+"\n"+other+"\n")
+	configs := map[string]string{
+		"inline": fmt.Sprintf("public_url: https://nas.example.com\nagents_file: a.yaml\noperator_token: %s\nstore: %s\nrelay:\n  secrets: [%s, %s]\n",
+			token, store, nasTestSecret, other),
+		"files": "public_url: https://nas.example.com\nagents_file: a.yaml\noperator_token_file: op\nstore_file: store\nrelay:\n  secrets_file: secrets\n",
+	}
+	for name, content := range configs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfgPath := filepath.Join(dir, name+".yaml")
+			nasWriteFile(t, cfgPath, content)
+			code, out, errOut := nasRunCLI(t, "nas", "--config", cfgPath, "--print-config")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, secret := range []string{token, storePassword, nasTestSecret, other} {
+				if strings.Contains(out, secret) {
+					t.Errorf("secret %q printed:\n%s", secret, out)
+				}
+			}
+			for _, want := range []string{"operator_token: <redacted>", "secrets: [<redacted>, <redacted>]", "store: redis://chronos:xxxxx@127.0.0.1:6379/0"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("missing %q:\n%s", want, out)
+				}
+			}
+			if name == "files" && !strings.Contains(out, "operator_token_file: "+filepath.Join(dir, "op")) {
+				t.Errorf("the token file's path is not shown:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestNASRefusesASecretSetTwice: a secret given itself and through its
+// *_file key is a usage error naming both keys, and NAS does not start.
+func TestNASRefusesASecretSetTwice(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	nasWriteFile(t, filepath.Join(dir, "op"), "operator-token-from-the-file\n")
+	cfgPath := filepath.Join(dir, "nas.yaml")
+	nasWriteFile(t, cfgPath, fmt.Sprintf("public_url: https://nas.example.com\nagents_file: a.yaml\noperator_token: operator-token-in-the-file\noperator_token_file: op\nrelay:\n  secrets: [%s]\n", nasTestSecret))
+	code, _, errOut := nasRunCLI(t, "nas", "--config", cfgPath, "--print-config")
+	if code != exitUsage || !strings.Contains(errOut, "operator_token and operator_token_file are both set") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/envconfig"
 	"github.com/chronoscron/chronos/nas"
 	nashttp "github.com/chronoscron/chronos/nas/http"
 	"github.com/chronoscron/chronos/relay"
@@ -78,11 +79,11 @@ func TestNASConfigLoading(t *testing.T) {
 	}
 	// Every key has its own variable.
 	seen := map[string]bool{}
-	for _, f := range nasConfigFields(&cfg) {
-		if seen[f.EnvName()] {
-			t.Errorf("variable %s names two keys", f.EnvName())
+	for _, f := range envconfig.Fields(&cfg, nas.EnvPrefix) {
+		if seen[f.Env] {
+			t.Errorf("variable %s names two keys", f.Env)
 		}
-		seen[f.EnvName()] = true
+		seen[f.Env] = true
 	}
 	for _, bad := range []string{"listen: [", "no_such_key: 1\n"} {
 		nasWriteFile(t, cfgPath, bad)
@@ -117,10 +118,10 @@ func TestNASPrintConfig(t *testing.T) {
 		t.Fatal("a secret was printed")
 	}
 	var cfg nas.Config
-	for _, f := range nasConfigFields(&cfg) {
+	for _, f := range envconfig.Fields(&cfg, nas.EnvPrefix) {
 		leaf := f.Key[strings.LastIndex(f.Key, ".")+1:]
-		if !strings.Contains(out, leaf+":") || !strings.Contains(out, f.EnvName()) {
-			t.Errorf("key %s (%s) missing from --print-config", f.Key, f.EnvName())
+		if !strings.Contains(out, leaf+":") || !strings.Contains(out, f.Env) {
+			t.Errorf("key %s (%s) missing from --print-config", f.Key, f.Env)
 		}
 	}
 	if code, _, _ := nasRunCLI(t, "nas", "--config", filepath.Join(dir, "missing.yaml")); code != exitUsage {

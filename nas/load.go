@@ -1,0 +1,252 @@
+package nas
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/chronoscron/chronos/internal/envconfig"
+)
+
+// Environment variables of NAS. Every config key has its own,
+// EnvPrefix + the key in upper case with dots turned into underscores.
+const (
+	// EnvPrefix prefixes every NAS setting in the environment.
+	EnvPrefix = "CHRONOS_NAS_"
+	// EnvConfigFile names the config file when no path is given.
+	EnvConfigFile = EnvPrefix + "CONFIG"
+	// EnvURL is the base URL the dead-letter commands call.
+	EnvURL = EnvPrefix + "URL"
+)
+
+// redactedValue stands for a secret in Redacted.
+const redactedValue = "<redacted>"
+
+// CheckEnv reports every CHRONOS_NAS_ variable of environ (NAME=value pairs,
+// as os.Environ returns them) that names no config key, so that a misspelt
+// variable does not silently leave a setting at its default.
+func CheckEnv(environ []string) error {
+	var errs []error
+	for _, name := range envconfig.Unknown(&Config{}, EnvPrefix, environ, EnvConfigFile, EnvURL) {
+		errs = append(errs, fmt.Errorf("config: environment variable %s names no config key (see chronos nas --help)", name))
+	}
+	return errors.Join(errs...)
+}
+
+// LoadConfig reads the YAML file at path ("" reads none), then the
+// environment through lookup (CHRONOS_NAS_<KEY>), then the secrets the
+// *_file keys name, and returns the config with defaults applied and
+// validated. The file is strict (an unknown key is an error) and a single
+// value written for a list key is a one-element list. A relative path in the
+// file is relative to the file's directory; one from the environment, to the
+// working directory. A secret given both itself and as its *_file key is an
+// error.
+func LoadConfig(path string, lookup func(string) (string, bool)) (Config, error) {
+	var cfg Config
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if cfg, err = parseConfigFile(data); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
+		cfg.resolvePaths(filepath.Dir(path))
+	}
+	if err := envconfig.Apply(&cfg, EnvPrefix, lookup); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.readSecretFiles(); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return cfg, nil
+}
+
+// parseConfigFile decodes a config file strictly. A single value for a list
+// key is read as a one-element list, as the environment reads it; any other
+// error is reported against the file as written.
+func parseConfigFile(data []byte) (Config, error) {
+	var cfg Config
+	err := decodeStrict(data, &cfg)
+	if err == nil {
+		return cfg, nil
+	}
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || !listsFromScalars(&doc) {
+		return Config{}, err
+	}
+	fixed, merr := yaml.Marshal(&doc)
+	cfg = Config{}
+	if merr != nil || decodeStrict(fixed, &cfg) != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// decodeStrict decodes YAML into cfg: unknown keys are errors, an empty
+// document is no keys.
+func decodeStrict(data []byte, cfg *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// listsFromScalars turns each single value written for a list key
+// (relay.secrets: whsec_…) into a one-element list and reports whether it
+// changed anything.
+func listsFromScalars(doc *yaml.Node) bool {
+	lists := map[string]bool{}
+	for _, f := range envconfig.Fields(&Config{}, EnvPrefix) {
+		if f.Value.Kind() == reflect.Slice {
+			lists[f.Key] = true
+		}
+	}
+	changed := false
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		if n.Kind == yaml.DocumentNode {
+			for _, c := range n.Content {
+				walk(c, prefix)
+			}
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			key := prefix + k.Value
+			switch {
+			case v.Kind == yaml.MappingNode:
+				walk(v, key+".")
+			case lists[key] && v.Kind == yaml.ScalarNode && v.Tag != "!!null":
+				item := *v
+				*v = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle, Content: []*yaml.Node{&item}}
+				changed = true
+			}
+		}
+	}
+	walk(doc, "")
+	return changed
+}
+
+// resolvePaths makes the relative file paths of a config file relative to
+// the file's directory dir, so that a config works from any working
+// directory.
+func (c *Config) resolvePaths(dir string) {
+	for _, p := range []*string{&c.AgentsFile, &c.SigningKeysDir, &c.Relay.SecretsFile, &c.OperatorTokenFile, &c.StoreFile} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}
+
+// readSecretFiles reads each secret its *_file key names. A bearer token
+// never has surrounding white space: a stray newline in a variable or a file
+// must not lock the operator out.
+func (c *Config) readSecretFiles() error {
+	c.OperatorToken = strings.TrimSpace(c.OperatorToken)
+	var errs []error
+	if err := readSecretFile(&c.OperatorToken, c.OperatorTokenFile, "operator_token"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := readSecretFile(&c.Store, c.StoreFile, "store"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := readSecretListFile(&c.Relay.Secrets, c.Relay.SecretsFile, "relay.secrets"); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// readSecretFile sets *dst to the trimmed content of file, unless file is
+// empty. Both set, a missing file and an empty one are errors naming key.
+func readSecretFile(dst *string, file, key string) error {
+	if file == "" {
+		return nil
+	}
+	if *dst != "" {
+		return fmt.Errorf("%s and %s_file are both set: set one of them", key, key)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("%s_file: %w", key, err)
+	}
+	if *dst = strings.TrimSpace(string(data)); *dst == "" {
+		return fmt.Errorf("%s_file: %s is empty", key, file)
+	}
+	return nil
+}
+
+// readSecretListFile sets *dst to the entries of file, one per line or
+// comma separated, trimmed, # lines left out, unless file is empty. Both
+// set and a missing file are errors naming key.
+func readSecretListFile(dst *[]string, file, key string) error {
+	if file == "" {
+		return nil
+	}
+	if len(*dst) > 0 {
+		return fmt.Errorf("%s and %s_file are both set: set one of them", key, key)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("%s_file: %w", key, err)
+	}
+	*dst = nil
+	for _, line := range strings.FieldsFunc(string(data), func(r rune) bool { return r == '\n' || r == ',' }) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			*dst = append(*dst, line)
+		}
+	}
+	return nil
+}
+
+// Redacted returns a copy of c that is safe to print: the operator token and
+// every relay secret are replaced by "<redacted>", and a password in the
+// store URL by "xxxxx". The *_file keys, which name files, stay.
+func (c Config) Redacted() Config {
+	if c.OperatorToken != "" {
+		c.OperatorToken = redactedValue
+	}
+	if len(c.Relay.Secrets) > 0 {
+		secrets := make([]string, len(c.Relay.Secrets))
+		for i := range secrets {
+			secrets[i] = redactedValue
+		}
+		c.Relay.Secrets = secrets
+	}
+	if u, err := url.Parse(c.Store); err == nil && u.User != nil {
+		c.Store = u.Redacted()
+	} else if err != nil && strings.Contains(c.Store, "@") {
+		// Not a URL but it may hold credentials: print none of it.
+		c.Store = redactedValue
+	}
+	return c
+}
+
+// RedactedYAML returns c.Redacted() as YAML, keys in declaration order, each
+// commented with its environment variable: what `chronos nas
+// --print-config` prints, laid out as a config file.
+func (c Config) RedactedYAML() ([]byte, error) {
+	r := c.Redacted()
+	out, err := envconfig.Document(&r, EnvPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("print config: %w", err)
+	}
+	return out, nil
+}

@@ -225,6 +225,17 @@ func up(err error) float64 {
 	return 1
 }
 
+// StoreWritable reports whether the agent's store can be written, as
+// /readyz and /metrics do: nil when it can or when no store probe is
+// configured. The probe runs at most once a second; calls in between return
+// its last result.
+func (s *Server) StoreWritable(ctx context.Context) error {
+	if s.cfg.Store == nil {
+		return nil
+	}
+	return s.storeWritable(ctx)
+}
+
 // storeWritable runs the store probe at most once per probeEvery and
 // returns its last result.
 func (s *Server) storeWritable(ctx context.Context) error {

@@ -60,12 +60,11 @@ func (s *sidecar) startLoops() {
 	})
 }
 
-// startIdle starts the idle clock when IdleExit is set; the returned
-// channel is closed once the agent has been idle for it.
-func (s *sidecar) startIdle() <-chan struct{} {
-	// Fan the runtime's change signal out to the reconciler and the idle
-	// clock. Kick marks the reconciler out of sync at once, so an idle check
-	// never sees a change that is still on its way.
+// fanOut fans the runtime's change signal out to the reconciler and, with
+// the server's finished requests, to the returned activity channel. Kick
+// marks the reconciler out of sync at once, so an idle check never sees a
+// change that is still on its way.
+func (s *sidecar) fanOut() <-chan struct{} {
 	activity := make(chan struct{}, 1)
 	s.wg.Go(func() {
 		for {
@@ -82,6 +81,12 @@ func (s *sidecar) startIdle() <-chan struct{} {
 			}
 		}
 	})
+	return activity
+}
+
+// startIdle starts the idle clock when IdleExit is set; the returned
+// channel is closed once the agent has been idle for it.
+func (s *sidecar) startIdle(activity <-chan struct{}) <-chan struct{} {
 	idle := make(chan struct{})
 	if s.o.IdleExit > 0 {
 		s.wg.Go(func() {

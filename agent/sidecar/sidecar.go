@@ -276,8 +276,9 @@ func (s *sidecar) serve(ctx context.Context, stopRun context.CancelFunc) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(s.ln) }()
 	s.saveState(nil)
+	activity := s.fanOut()
 	s.startLoops()
-	idle := s.startIdle()
+	idle := s.startIdle(activity)
 	s.wg.Go(s.ready)
 
 	var result error

@@ -8,6 +8,16 @@
 // LISTEN_FDS=1 and LISTEN_PID=<its pid> (sd_listen_fds(3)). The connection
 // waits in the socket's backlog until the agent accepts it, so no fire is
 // refused while the agent starts.
+//
+// The protocol is read here rather than with go-systemd's activation
+// package, which reads the process environment and pid itself and drops
+// what it cannot use without a word: a malformed LISTEN_FDS means no
+// sockets, and a passed descriptor that is no listening socket becomes a nil
+// listener. The agent would then listen on its configured address while
+// systemd keeps the real socket and its queued fires. Here each of those is
+// an error the unit's start reports, the environment and pid are parameters
+// (the tests run in parallel without touching the process environment), and
+// CHRONOS_LISTEN_PID_ANY serves supervisors that cannot know the pid.
 package activation
 
 import (
@@ -23,6 +33,10 @@ const (
 	EnvListenFDs     = "LISTEN_FDS"
 	EnvListenPID     = "LISTEN_PID"
 	EnvListenFDNames = "LISTEN_FDNAMES"
+	// EnvListenPIDAny=1 accepts a socket passed with LISTEN_FDS whatever
+	// LISTEN_PID says, for supervisors that cannot know the agent's pid
+	// before starting it. systemd sets LISTEN_PID correctly and needs it not.
+	EnvListenPIDAny = "CHRONOS_LISTEN_PID_ANY"
 	// FirstFD is the first passed file descriptor (SD_LISTEN_FDS_START).
 	FirstFD = 3
 	// maxFDs bounds LISTEN_FDS against nonsense values.
@@ -95,6 +109,18 @@ func Listener(o Options) (net.Listener, error) {
 		closeAll(lns)
 		return nil, errors.New("activation: more than one socket passed; the agent listens on one")
 	}
+}
+
+// FromEnv returns the one socket passed to this process through its
+// environment (nil when none was), honouring EnvListenPIDAny. It then
+// removes the protocol's variables from the environment either way, so that
+// the runs the agent starts do not believe they were activated.
+func FromEnv() (net.Listener, error) {
+	ln, err := Listener(Options{Getenv: os.Getenv, PID: os.Getpid(), AnyPID: os.Getenv(EnvListenPIDAny) == "1"})
+	for _, k := range []string{EnvListenFDs, EnvListenPID, EnvListenFDNames, EnvListenPIDAny} {
+		_ = os.Unsetenv(k)
+	}
+	return ln, err
 }
 
 func closeAll(lns []net.Listener) {

@@ -164,3 +164,23 @@ func TestWaitIdle(t *testing.T) {
 		}
 	})
 }
+
+// TestFromEnvClearsTheProtocol: whatever it finds, FromEnv removes the
+// protocol's variables so that runs started later do not inherit them.
+func TestFromEnvClearsTheProtocol(t *testing.T) {
+	for k, v := range map[string]string{
+		activation.EnvListenFDs: "1", activation.EnvListenPID: "1", // another process's socket
+		activation.EnvListenFDNames: "fire", activation.EnvListenPIDAny: "",
+	} {
+		t.Setenv(k, v)
+	}
+	ln, err := activation.FromEnv()
+	if ln != nil || err != nil {
+		t.Fatalf("took another process's socket: %v, %v", ln, err)
+	}
+	for _, k := range []string{activation.EnvListenFDs, activation.EnvListenPID, activation.EnvListenFDNames, activation.EnvListenPIDAny} {
+		if v, ok := os.LookupEnv(k); ok {
+			t.Errorf("%s=%q is still set", k, v)
+		}
+	}
+}

@@ -194,9 +194,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.cfg.Sync != nil {
-		in, _ := s.syncState()
+		inSync := 0.0
+		if in, _ := s.syncState(); in {
+			inSync = 1
+		}
 		ch <- prometheus.MustNewConstMetric(descReconcileErrors, prometheus.CounterValue, float64(s.cfg.Sync.Failures()))
-		ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, bool01(in))
+		ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, inSync)
 	}
 	if kh, ok := s.cfg.Verifier.(keyHealth); ok {
 		h := kh.Health(ctx)
@@ -210,15 +213,27 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if s.cfg.Store != nil {
-		ch <- prometheus.MustNewConstMetric(descStoreWritable, prometheus.GaugeValue, bool01(s.storeWritable(ctx) == nil))
+		ch <- prometheus.MustNewConstMetric(descStoreWritable, prometheus.GaugeValue, up(s.storeWritable(ctx)))
 	}
 }
 
-func bool01(b bool) float64 {
-	if b {
-		return 1
+// up is a gauge's value for a check: 1 when it passed, 0 when it failed.
+func up(err error) float64 {
+	if err != nil {
+		return 0
 	}
-	return 0
+	return 1
+}
+
+// StoreWritable reports whether the agent's store can be written, as
+// /readyz and /metrics do: nil when it can or when no store probe is
+// configured. The probe runs at most once a second; calls in between return
+// its last result.
+func (s *Server) StoreWritable(ctx context.Context) error {
+	if s.cfg.Store == nil {
+		return nil
+	}
+	return s.storeWritable(ctx)
 }
 
 // storeWritable runs the store probe at most once per probeEvery and

@@ -24,8 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
-	"strings"
+
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,8 +135,6 @@ type Server struct {
 	probeErr error
 }
 
-var jobIDPattern = regexp.MustCompile(contract.JobIDPattern)
-
 // New returns a server for cfg. When cfg.Firer writes a run ledger (as
 // *agent.Runtime does), the runs it records are counted from then on.
 func New(cfg Config) *Server {
@@ -224,132 +221,149 @@ func unavailable(retry time.Duration, format string, args ...any) *contract.Erro
 
 // bearer returns the token of an "Authorization: Bearer <token>" header.
 func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get(contract.HeaderAuthorization)
-	if len(h) < len(contract.BearerPrefix) || !strings.EqualFold(h[:len(contract.BearerPrefix)], contract.BearerPrefix) {
-		return "", false
-	}
-	tok := strings.TrimSpace(h[len(contract.BearerPrefix):])
-	return tok, tok != ""
+	return contract.BearerToken(r.Header.Get(contract.HeaderAuthorization))
 }
 
+// fire answers NAS's POST /api/cron/fire: checks the request, verifies the
+// token and claims the slot, counting the outcome.
 func (s *Server) fire(w http.ResponseWriter, r *http.Request) {
-	outcome := OutcomeError
-	defer func() { s.metrics.fires.WithLabelValues(outcome).Inc() }()
+	outcome := s.serveFire(w, r)
+	s.metrics.fires.WithLabelValues(outcome).Inc()
+}
+
+// serveFire handles one fire and returns its outcome label.
+func (s *Server) serveFire(w http.ResponseWriter, r *http.Request) string {
 	if r.Method != http.MethodPost {
-		outcome = OutcomeInvalid
 		methodNotAllowed(w, r, http.MethodPost)
-		return
+		return OutcomeInvalid
 	}
-	log := s.cfg.Logger
 	if s.draining.Load() {
-		outcome = OutcomeUnavailable
 		contract.WriteError(w, unavailable(drainingRetry, "the agent is shutting down"))
-		return
+		return OutcomeUnavailable
 	}
 	token, ok := bearer(r)
 	if !ok {
-		outcome = OutcomeUnauthorized
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_request"`)
 		contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "missing bearer token"))
-		return
+		return OutcomeUnauthorized
 	}
 	if s.cfg.Verifier == nil {
-		outcome = OutcomeUnavailable
 		contract.WriteError(w, unavailable(noProviderRetry, "the chronos provider is not in use on this agent"))
-		return
+		return OutcomeUnavailable
 	}
-	outcome = OutcomeInvalid
-	body, e := s.readJSONBody(w, r)
+	body, req, e := s.readFireRequest(w, r)
 	if e != nil {
 		contract.WriteError(w, e)
-		return
+		return OutcomeInvalid
 	}
+	log := s.cfg.Logger.With("job_id", req.JobID, "fire_at", req.FireAt.String(), "schedule_id", req.ScheduleID, "attempt", req.Attempt)
+	if outcome, ok := s.verifyFire(w, r, log, fireToken{token: token, body: body, req: req}); !ok {
+		return outcome
+	}
+	res, err := s.cfg.Firer.Fire(r.Context(), req.JobID, req.FireAt.Time, agent.TriggerScheduled)
+	if err != nil {
+		log.Error("fire failed", "error", err)
+		contract.WriteError(w, err) // not a *contract.Error: 500 without details; NAS retries
+		return OutcomeError
+	}
+	return answerFire(w, log.With("status", string(res.Status), "run_id", res.RunID), req.JobID, res)
+}
+
+// readFireRequest reads and checks the body of a fire.
+func (s *Server) readFireRequest(w http.ResponseWriter, r *http.Request) ([]byte, contract.FireRequest, *contract.Error) {
 	var req contract.FireRequest
+	body, e := s.readJSONBody(w, r)
+	if e != nil {
+		return nil, req, e
+	}
 	if e := contract.DecodeBytes(body, &req); e != nil {
-		contract.WriteError(w, e)
-		return
+		return nil, req, e
 	}
 	switch {
 	case req.JobID == "":
-		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidRequest, "job_id is required"))
-		return
-	case !jobIDPattern.MatchString(req.JobID):
-		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidJobID, "job_id must match %s", contract.JobIDPattern))
-		return
+		return nil, req, contract.BadRequest(contract.CodeInvalidRequest, "job_id is required")
+	case !contract.ValidJobID(req.JobID):
+		return nil, req, contract.BadRequest(contract.CodeInvalidJobID, "job_id must match %s", contract.JobIDPattern)
 	case req.FireAt.IsZero():
-		contract.WriteError(w, contract.BadRequest(contract.CodeInvalidFireAt, "fire_at is required"))
-		return
+		return nil, req, contract.BadRequest(contract.CodeInvalidFireAt, "fire_at is required")
 	}
-	log = log.With("job_id", req.JobID, "fire_at", req.FireAt.String(), "schedule_id", req.ScheduleID, "attempt", req.Attempt)
+	return body, req, nil
+}
 
+// fireToken is what a fire's token is verified against.
+type fireToken struct {
+	token string
+	body  []byte
+	req   contract.FireRequest
+}
+
+// verifyFire verifies a fire's token, waiting a little for NAS's key set on
+// a fresh start. When the fire may not proceed it answers and returns the
+// outcome and false.
+func (s *Server) verifyFire(w http.ResponseWriter, r *http.Request, log *slog.Logger, ft fireToken) (string, bool) {
 	if rw, ok := s.cfg.Verifier.(readyWaiter); ok {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyWait)
 		_ = rw.WaitReady(ctx) // on timeout VerifyFire answers 503 itself
 		cancel()
 	}
-	if err := s.cfg.Verifier.VerifyFire(r.Context(), token, body, req); err != nil {
-		var ce *contract.Error
-		if errors.As(err, &ce) && ce.HTTPStatus() == http.StatusServiceUnavailable {
-			outcome = OutcomeUnavailable
-			log.Warn("fire deferred", "reason", ce.Description)
-			contract.WriteError(w, ce)
-			return
-		}
-		outcome = OutcomeUnauthorized
-		desc := "fire token rejected"
-		if ce != nil && ce.Description != "" {
-			desc = ce.Description
-		}
-		log.Warn("fire rejected", "status", http.StatusUnauthorized, "error", err)
-		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-		contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "%s", desc))
-		return
+	err := s.cfg.Verifier.VerifyFire(r.Context(), ft.token, ft.body, ft.req)
+	if err == nil {
+		return "", true
 	}
+	var ce *contract.Error
+	if errors.As(err, &ce) && ce.HTTPStatus() == http.StatusServiceUnavailable {
+		log.Warn("fire deferred", "reason", ce.Description)
+		contract.WriteError(w, ce)
+		return OutcomeUnavailable, false
+	}
+	desc := "fire token rejected"
+	if ce != nil && ce.Description != "" {
+		desc = ce.Description
+	}
+	log.Warn("fire rejected", "status", http.StatusUnauthorized, "error", err)
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "%s", desc))
+	return OutcomeUnauthorized, false
+}
 
-	res, err := s.cfg.Firer.Fire(r.Context(), req.JobID, req.FireAt.Time, agent.TriggerScheduled)
-	if err != nil {
-		outcome = OutcomeError
-		log.Error("fire failed", "error", err)
-		contract.WriteError(w, err) // not a *contract.Error: 500 without details; NAS retries
-		return
-	}
-	log = log.With("status", string(res.Status), "run_id", res.RunID)
+// answerFire writes the answer to a claimed (or refused) fire and returns
+// its outcome.
+func answerFire(w http.ResponseWriter, log *slog.Logger, jobID string, res agent.FireResult) string {
 	switch res.Status {
 	case agent.FireAccepted:
-		outcome = OutcomeAccepted
 		log.Info("fire accepted", "skipped", res.Skipped, "queued", res.Queued, "reason", res.Reason)
-		contract.WriteJSON(w, http.StatusAccepted, contract.FireResponse{Status: contract.FireAccepted, JobID: req.JobID, RunID: res.RunID})
+		contract.WriteJSON(w, http.StatusAccepted, contract.FireResponse{Status: contract.FireAccepted, JobID: jobID, RunID: res.RunID})
+		return OutcomeAccepted
 	case agent.FireDuplicate:
-		outcome = OutcomeDuplicate
 		log.Info("fire duplicate", "reason", res.Reason)
-		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireDuplicate, JobID: req.JobID})
+		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireDuplicate, JobID: jobID})
+		return OutcomeDuplicate
 	case agent.FireGone:
-		outcome = OutcomeGone
 		log.Info("fire for an unknown job")
-		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireGone, JobID: req.JobID})
+		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireGone, JobID: jobID})
+		return OutcomeGone
 	case agent.FireTooEarly:
-		outcome = OutcomeTooEarly
 		log.Warn("fire refused: too early", "reason", res.Reason, "retry_after", res.RetryAfter.String())
 		e := contract.Errorf(http.StatusTooEarly, contract.CodeTooEarly, "%s", res.Reason)
 		e.RetryAfter = max(res.RetryAfter, time.Second)
 		contract.WriteError(w, e)
+		return OutcomeTooEarly
 	case agent.FireRefreshed:
-		outcome = OutcomeRefreshed
 		log.Info("refresh fire: arming again nearer to the slot", "reason", res.Reason)
-		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireRefreshed, JobID: req.JobID})
+		contract.WriteJSON(w, http.StatusOK, contract.FireResponse{Status: contract.FireRefreshed, JobID: jobID})
+		return OutcomeRefreshed
 	case agent.FireBusy:
-		outcome = OutcomeUnavailable
 		retry := res.RetryAfter
 		if retry <= 0 {
 			retry = defaultBusyRetry
 		}
 		log.Warn("fire deferred", "reason", res.Reason, "retry_after", retry.String())
 		contract.WriteError(w, unavailable(retry, "cannot claim the slot now: %s", res.Reason))
-	default:
-		outcome = OutcomeError
-		log.Error("fire: unknown claim status")
-		contract.WriteError(w, errors.New("unknown claim status"))
+		return OutcomeUnavailable
 	}
+	log.Error("fire: unknown claim status")
+	contract.WriteError(w, errors.New("unknown claim status"))
+	return OutcomeError
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

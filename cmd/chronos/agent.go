@@ -15,10 +15,6 @@ const (
 	// envAgentConfig names the agent config file when --config is not given;
 	// the jobs CLI reads it too, to arm its changes at NAS.
 	envAgentConfig = provider.EnvConfigFile
-	// envListenPIDAny=1 accepts a socket passed with LISTEN_FDS whatever
-	// LISTEN_PID says, for supervisors that cannot know the agent's pid
-	// before starting it. systemd sets LISTEN_PID correctly and needs it not.
-	envListenPIDAny = "CHRONOS_LISTEN_PID_ANY"
 )
 
 func newAgentCmd() *cobra.Command {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/chronoscron/chronos/agent/provider"
+	"github.com/chronoscron/chronos/agent/sidecar"
 )
 
 // runFrom runs the built binary with args in the working directory dir, with
@@ -62,7 +63,7 @@ func TestAgentStatusFindsTheHomeNextToItsConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent status: %v: %s", err, errOut)
 	}
-	var st agentStatus
+	var st sidecar.Report
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/nasclient"
+	"github.com/chronoscron/chronos/agent/sidecar"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 )
@@ -45,7 +46,7 @@ func (e *e2e) cli(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-func (e *e2e) status(t *testing.T) agentStatus {
+func (e *e2e) status(t *testing.T) sidecar.Report {
 	t.Helper()
 	cmd := exec.Command(e.bin, "agent", "status", "--json", "--fires", "100")
 	cmd.Env = append(os.Environ(), e.env...)
@@ -53,7 +54,7 @@ func (e *e2e) status(t *testing.T) agentStatus {
 	if err != nil {
 		t.Fatalf("agent status: %v\n%s", err, out)
 	}
-	var st agentStatus
+	var st sidecar.Report
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("agent status: %v\n%s", err, out)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/activation"
 	"github.com/chronoscron/chronos/internal/buildtest"
 )
 
@@ -175,7 +176,7 @@ func waitConnection(ctx context.Context, f *os.File) error {
 // at fd 3. LISTEN_PID cannot name a child before it starts, so the test
 // uses the documented escape hatch.
 func activationEnv() []string {
-	return []string{"LISTEN_FDS=1", envListenPIDAny + "=1"}
+	return []string{"LISTEN_FDS=1", activation.EnvListenPIDAny + "=1"}
 }
 
 func writeFile(tb testing.TB, path, content string) {

@@ -5,21 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
-	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/chronoscron/chronos/agent"
-	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/nasclient"
-	"github.com/chronoscron/chronos/agent/provider"
-	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/agent/sidecar"
 )
 
 type agentStatusOptions struct {
@@ -53,46 +46,6 @@ in the ledger as missed, as a reconcile would.`,
 	return c
 }
 
-// agentStatus is what `chronos agent status` reports.
-type agentStatus struct {
-	Provider string   `json:"provider"`
-	Why      string   `json:"why"`
-	Reasons  []string `json:"reasons,omitempty"`
-	Home     string   `json:"home"`
-
-	Agent   *provider.AgentState `json:"agent,omitempty"`
-	Running bool                 `json:"running"`
-
-	// StoreWritable says whether the home can be written now (jobs.json
-	// and the ledger); StoreError says why not.
-	StoreWritable bool   `json:"store_writable"`
-	StoreError    string `json:"store_error,omitempty"`
-
-	// InSync is true when NAS holds exactly the desired fires (chronos only).
-	InSync   *bool                 `json:"in_sync,omitempty"`
-	NAS      *provider.Observation `json:"nas,omitempty"`
-	NASError string                `json:"nas_error,omitempty"`
-	// Desired are the fires the agent wants (also under the built-in timer).
-	Desired []provider.Arm `json:"desired"`
-
-	LastReconcile *provider.Result      `json:"last_reconcile,omitempty"`
-	LastSuccessAt *time.Time            `json:"last_success_at,omitempty"`
-	Counts        provider.Counts       `json:"counts"`
-	Errors        []provider.ErrorEntry `json:"errors,omitempty"`
-
-	JWKS *jwksStatus `json:"jwks,omitempty"`
-
-	LastFires []ledger.Run `json:"last_fires"`
-}
-
-type jwksStatus struct {
-	URL       string           `json:"url"`
-	Reachable bool             `json:"reachable"`
-	Keys      int              `json:"keys"`
-	Error     string           `json:"error,omitempty"`
-	Agent     *fireauth.Health `json:"agent,omitempty"`
-}
-
 func runAgentStatus(ctx context.Context, o agentStatusOptions, out io.Writer) error {
 	cfg, decision, err := loadAgentConfig(o.config, os.LookupEnv)
 	if err != nil {
@@ -101,82 +54,13 @@ func runAgentStatus(ctx context.Context, o agentStatusOptions, out io.Writer) er
 	if o.home != "" {
 		cfg.Home = o.home
 	}
-	loc, err := cfg.Location()
-	if err != nil {
-		return asUsage(err)
-	}
 	if o.fires < 0 {
 		return usagef("agent status: --fires must not be negative")
 	}
-	rt, err := agent.Open(ctx, agent.Config{Home: cfg.Home, Location: loc})
+	st, err := sidecar.Status(ctx, sidecar.StatusOptions{Config: cfg, Decision: decision, Fires: o.fires})
 	if err != nil {
-		return fmt.Errorf("agent status: %w", err)
+		return err
 	}
-	defer func() { _ = rt.Close(context.WithoutCancel(ctx)) }()
-
-	st := agentStatus{Provider: decision.Provider, Why: decision.Why(), Reasons: decision.Reasons, Home: cfg.Home}
-	state, err := provider.ReadState(cfg.Home)
-	if err != nil {
-		st.Errors = append(st.Errors, provider.ErrorEntry{At: time.Now(), Op: "read state", Error: err.Error()})
-	}
-	if ok, err := rt.StoreWritable(); ok {
-		st.StoreWritable = true
-	} else {
-		st.StoreError = err.Error()
-	}
-	st.Agent = state.Agent
-	st.Running = state.Agent != nil && state.Agent.StoppedAt == nil && processAlive(state.Agent.PID)
-	st.LastReconcile, st.LastSuccessAt, st.Counts = state.Last, state.LastSuccessAt, state.Counts
-	st.Errors = append(st.Errors, state.Errors...)
-
-	desired, err := rt.Desired(ctx)
-	if err != nil {
-		return fmt.Errorf("agent status: %w", err)
-	}
-	for _, d := range desired {
-		st.Desired = append(st.Desired, provider.Arm{JobID: d.JobID, FireAt: d.FireAt.UTC()})
-	}
-
-	if decision.Chronos() {
-		ch := cfg.Cron.Chronos
-		callCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		nc, err := nasclient.New(nasclient.Config{PortalURL: ch.PortalURL, AccessToken: ch.AccessToken, MaxAttempts: 2})
-		if err != nil {
-			return fmt.Errorf("agent status: %w", err)
-		}
-		rec, err := provider.NewReconciler(provider.ReconcilerConfig{Source: rt, NAS: nc, CallbackURL: ch.CallbackURL, Home: cfg.Home, By: "status"})
-		if err != nil {
-			return fmt.Errorf("agent status: %w", err)
-		}
-		if obs, err := rec.Observe(callCtx); err != nil {
-			st.NASError = err.Error()
-		} else {
-			st.NAS = &obs
-			st.Desired = obs.Desired
-			in := obs.Plan.InSync()
-			st.InSync = &in
-		}
-		st.JWKS = probeJWKS(callCtx, ch.NASJWKSURL)
-		if state.Agent != nil {
-			st.JWKS.Agent = state.Agent.JWKS
-		}
-	}
-
-	if o.fires > 0 {
-		runs, err := rt.Ledger().Runs(ctx, ledger.Filter{Limit: o.fires})
-		if err != nil {
-			return fmt.Errorf("agent status: %w", err)
-		}
-		st.LastFires = runs
-	}
-	if st.LastFires == nil {
-		st.LastFires = []ledger.Run{}
-	}
-	if st.Desired == nil {
-		st.Desired = []provider.Arm{}
-	}
-
 	if o.json {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -185,182 +69,75 @@ func runAgentStatus(ctx context.Context, o agentStatusOptions, out io.Writer) er
 	return printAgentStatus(out, st)
 }
 
-// processAlive reports whether pid names a live process.
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || err == syscall.EPERM
-}
-
-// probeJWKS fetches the key set now, with the verifier's limits.
-func probeJWKS(ctx context.Context, url string) *jwksStatus {
-	s := &jwksStatus{URL: url}
-	client := fireauth.NewJWKSClient(fireauth.DefaultHTTPTimeout, fireauth.DefaultMaxJWKSBytes)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		s.Error = err.Error()
-		return s
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		s.Error = err.Error()
-		return s
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		s.Error = fmt.Sprintf("answered %d", resp.StatusCode)
-		return s
-	}
-	var set contract.JWKS
-	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
-		s.Error = "not a key set: " + err.Error()
-		return s
-	}
-	s.Reachable, s.Keys = true, len(set.Keys)
-	if s.Keys == 0 {
-		s.Error = "the key set is empty"
-	}
-	return s
-}
-
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
-
-func printAgentStatus(out io.Writer, st agentStatus) error {
+func printAgentStatus(out io.Writer, st sidecar.Report) error {
+	// Every text is from the home, NAS or the key set: escaped.
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	// Every argument is text from the home, NAS or the key set: escaped.
-	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", termSafeArgs(args)...) }
-	p("provider:\t%s (%s)", st.Provider, st.Why)
-	p("home:\t%s", st.Home)
-	if st.StoreWritable {
-		p("store:\twritable")
-	} else {
-		p("store:\tNOT writable: %s", st.StoreError)
-	}
-	switch a := st.Agent; {
-	case a == nil:
-		p("agent:\tnever started on this home")
-	case st.Running:
-		p("agent:\trunning, pid %d, listening on %s, since %s", a.PID, a.Listen, fmtTime(a.StartedAt))
-	case a.StoppedAt != nil:
-		p("agent:\tstopped at %s (last pid %d, provider %s)", fmtTime(*a.StoppedAt), a.PID, a.Provider)
-	default:
-		p("agent:\tnot running (pid %d is gone; it did not stop cleanly)", a.PID)
-	}
-	if j := st.JWKS; j != nil {
-		now := "unreachable: " + j.Error
-		if j.Reachable {
-			now = fmt.Sprintf("reachable, %d keys", j.Keys)
+	for _, l := range st.Summary() {
+		if l.Label != "" {
+			l.Label += ":"
 		}
-		p("jwks:\t%s: %s", j.URL, now)
-		if h := j.Agent; h != nil {
-			seen := "not loaded"
-			if h.Loaded {
-				seen = fmt.Sprintf("loaded at %s, %d keys", fmtTime(h.LoadedAt), h.Keys)
-			}
-			if h.LastError != "" {
-				seen += fmt.Sprintf("; %d failed fetches, last at %s: %s", h.Failures, fmtTime(h.LastErrorAt), h.LastError)
-			}
-			p("\tas the agent saw it: %s", seen)
-		}
-	}
-	switch {
-	case st.NASError != "":
-		p("nas:\tcannot list armed fires: %s", st.NASError)
-	case st.NAS != nil:
-		verdict := "in sync"
-		if !*st.InSync {
-			verdict = "NOT in sync"
-		}
-		p("nas:\tdesired %d, armed %d: %s", len(st.NAS.Desired), len(st.NAS.Armed), verdict)
-	default:
-		p("desired:\t%d fires (built-in timer)", len(st.Desired))
+		fmt.Fprintf(w, "%s\t%s\n", termSafeArgs([]any{l.Label, l.Text})...)
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-
-	if st.NAS != nil {
-		armedAt := map[string]provider.Arm{}
-		for _, a := range st.NAS.Armed {
-			armedAt[a.JobID] = a
-		}
+	if rows := st.PlanRows(); st.NAS != nil {
 		t := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(t, "\nJOB\tDESIRED\tARMED\tSTATE")
-		row := func(job string, desired, armed, state string) {
-			fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", termSafeArgs([]any{job, desired, armed, state})...)
-		}
-		pl := st.NAS.Plan
-		for _, a := range pl.Unchanged {
-			row(a.JobID, fmtTime(a.FireAt), fmtTime(a.FireAt), "armed")
-		}
-		for _, a := range pl.Provision {
-			if cur, ok := armedAt[a.JobID]; ok {
-				row(a.JobID, fmtTime(a.FireAt), fmtTime(cur.FireAt), "changed: to re-arm")
-			} else {
-				row(a.JobID, fmtTime(a.FireAt), "-", "missing: to arm")
-			}
-		}
-		for _, a := range pl.Cancel {
-			row(a.JobID, "-", fmtTime(a.FireAt), "orphan: to cancel")
-		}
-		for _, a := range pl.Delivering {
-			row(a.JobID, "-", fmtTime(a.FireAt), "due: NAS is delivering it")
-		}
-		for _, a := range pl.Overdue {
-			row(a.JobID, fmtTime(a.FireAt), "-", "overdue: misfire policy at the agent's next start")
+		for _, r := range rows {
+			fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", termSafeArgs([]any{r.JobID, r.Desired, r.Armed, r.State})...)
 		}
 		if err := t.Flush(); err != nil {
 			return err
 		}
 	}
+	printReconcile(out, st)
+	return printFires(out, st.LastFires)
+}
 
+// printReconcile prints the last reconcile, the counters and the last five
+// errors.
+func printReconcile(out io.Writer, st sidecar.Report) {
 	if r := st.LastReconcile; r != nil {
 		outcome := "ok"
 		if !r.OK {
 			outcome = "FAILED: " + r.Error
 		}
 		fmt.Fprintf(out, "\nlast reconcile: %s by %s in %dms: %s (provisioned %d, cancelled %d)\n",
-			termSafeArgs([]any{fmtTime(r.At), r.By, r.DurationMS, outcome, len(r.Provisioned), len(r.Cancelled)})...)
+			termSafeArgs([]any{sidecar.FormatTime(r.At), r.By, r.DurationMS, outcome, len(r.Provisioned), len(r.Cancelled)})...)
 		c := st.Counts
 		fmt.Fprintf(out, "counts: %d reconciles, %d failed, %d provisioned, %d cancelled, %d missed recorded\n",
 			c.Reconciles, c.Failures, c.Provisioned, c.Cancelled, c.MissedRecorded)
 	}
-	if len(st.Errors) > 0 {
-		fmt.Fprintln(out, "\nrecent errors:")
-		errs := st.Errors
-		if len(errs) > 5 {
-			errs = errs[len(errs)-5:]
-		}
-		for _, e := range errs {
-			job := ""
-			if e.JobID != "" {
-				job = " " + e.JobID
-			}
-			fmt.Fprintf(out, "  %s %s%s: %s\n", termSafeArgs([]any{fmtTime(e.At), e.Op, job, e.Error})...)
-		}
+	if len(st.Errors) == 0 {
+		return
 	}
+	fmt.Fprintln(out, "\nrecent errors:")
+	for _, e := range st.Errors[max(len(st.Errors)-5, 0):] {
+		job := ""
+		if e.JobID != "" {
+			job = " " + e.JobID
+		}
+		fmt.Fprintf(out, "  %s %s%s: %s\n", termSafeArgs([]any{sidecar.FormatTime(e.At), e.Op, job, e.Error})...)
+	}
+}
 
+// printFires prints the last fires from the run ledger.
+func printFires(out io.Writer, fires []ledger.Run) error {
 	fmt.Fprintln(out)
-	if len(st.LastFires) == 0 {
+	if len(fires) == 0 {
 		fmt.Fprintln(out, "no fires recorded yet")
 		return nil
 	}
 	t := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(t, "WHEN\tJOB\tSLOT\tSTATE\tTRIGGER\tRUN\tREASON")
-	for _, r := range st.LastFires {
+	for _, r := range fires {
 		reason := r.Reason
 		if reason == "" {
 			reason = r.Error
 		}
 		reason = cutText(strings.ReplaceAll(reason, "\n", " "), 60)
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{fmtTime(r.LastAt), r.JobID, fmtTime(r.Slot), r.State, r.Trigger, r.RunID, reason})...)
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{sidecar.FormatTime(r.LastAt), r.JobID, sidecar.FormatTime(r.Slot), r.State, r.Trigger, r.RunID, reason})...)
 	}
 	return t.Flush()
 }

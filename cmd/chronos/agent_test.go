@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/chronoscron/chronos/agent/provider"
+	"github.com/chronoscron/chronos/agent/sidecar"
 )
 
 func lookupMap(m map[string]string) func(string) (string, bool) {
@@ -103,7 +104,7 @@ func TestAgentStatusBuiltin(t *testing.T) {
 	if code := run(context.Background(), []string{"agent", "status", "--config", cfg, "--json"}, &out, &errb); code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var st agentStatus
+	var st sidecar.Report
 	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}

@@ -1,0 +1,336 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/fireauth"
+	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/provider"
+	"github.com/chronoscron/chronos/contract"
+)
+
+// statusTimeout bounds the calls to NAS and the key set of one Status.
+const statusTimeout = 20 * time.Second
+
+// Report is the state of an agent's home, as `chronos agent status`
+// reports it (its --json output).
+type Report struct {
+	Provider string   `json:"provider"`
+	Why      string   `json:"why"`
+	Reasons  []string `json:"reasons,omitempty"`
+	Home     string   `json:"home"`
+
+	// Agent is the serving agent as it last recorded itself; Running says
+	// whether its process is alive and has not stopped.
+	Agent   *provider.AgentState `json:"agent,omitempty"`
+	Running bool                 `json:"running"`
+
+	// StoreWritable says whether the home can be written now (jobs.json
+	// and the ledger); StoreError says why not.
+	StoreWritable bool   `json:"store_writable"`
+	StoreError    string `json:"store_error,omitempty"`
+
+	// InSync is true when NAS holds exactly the desired fires (chronos only).
+	InSync   *bool                 `json:"in_sync,omitempty"`
+	NAS      *provider.Observation `json:"nas,omitempty"`
+	NASError string                `json:"nas_error,omitempty"`
+	// Desired are the fires the agent wants (also under the built-in timer).
+	Desired []provider.Arm `json:"desired"`
+
+	LastReconcile *provider.Result      `json:"last_reconcile,omitempty"`
+	LastSuccessAt *time.Time            `json:"last_success_at,omitempty"`
+	Counts        provider.Counts       `json:"counts"`
+	Errors        []provider.ErrorEntry `json:"errors,omitempty"`
+
+	JWKS *JWKSStatus `json:"jwks,omitempty"`
+
+	LastFires []ledger.Run `json:"last_fires"`
+}
+
+// JWKSStatus is the health of NAS's key set: fetched now, and as the
+// serving agent last saw it.
+type JWKSStatus struct {
+	URL       string           `json:"url"`
+	Reachable bool             `json:"reachable"`
+	Keys      int              `json:"keys"`
+	Error     string           `json:"error,omitempty"`
+	Agent     *fireauth.Health `json:"agent,omitempty"`
+}
+
+// StatusOptions say what Status looks at.
+type StatusOptions struct {
+	// Config is the agent's config; Home names the home to report on.
+	Config provider.Config
+	// Decision is the provider in use; the zero value means
+	// provider.Decide(Config).
+	Decision provider.Decision
+	// Fires is how many recent fires to report (0: none).
+	Fires int
+}
+
+// Status reports on the home of o.Config: the provider and why, the serving
+// agent, whether the store can be written, the desired fires against what
+// NAS holds (asked live under the chronos provider), the last reconcile and
+// recent errors, the key set's health and the last fires. It changes nothing
+// at NAS; fires NAS reports as failed are recorded in the ledger as missed,
+// as a reconcile would.
+func Status(ctx context.Context, o StatusOptions) (Report, error) {
+	if o.Decision.Provider == "" {
+		o.Decision = provider.Decide(o.Config)
+	}
+	loc, err := o.Config.Location()
+	if err != nil {
+		return Report{}, fmt.Errorf("agent status: %w", err)
+	}
+	rt, err := agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc})
+	if err != nil {
+		return Report{}, fmt.Errorf("agent status: %w", err)
+	}
+	defer func() { _ = rt.Close(context.WithoutCancel(ctx)) }()
+
+	r := Report{Provider: o.Decision.Provider, Why: o.Decision.Why(), Reasons: o.Decision.Reasons, Home: o.Config.Home}
+	state := r.readHome(rt)
+	desired, err := rt.Desired(ctx)
+	if err != nil {
+		return r, fmt.Errorf("agent status: %w", err)
+	}
+	for _, d := range desired {
+		r.Desired = append(r.Desired, provider.Arm{JobID: d.JobID, FireAt: d.FireAt.UTC()})
+	}
+	if o.Decision.Chronos() {
+		if err := r.askNAS(ctx, rt, o.Config, state); err != nil {
+			return r, err
+		}
+	}
+	if o.Fires > 0 {
+		if r.LastFires, err = rt.Ledger().Runs(ctx, ledger.Filter{Limit: o.Fires}); err != nil {
+			return r, fmt.Errorf("agent status: %w", err)
+		}
+	}
+	// Both lists are present in the JSON even when empty.
+	if r.LastFires == nil {
+		r.LastFires = []ledger.Run{}
+	}
+	if r.Desired == nil {
+		r.Desired = []provider.Arm{}
+	}
+	return r, nil
+}
+
+// readHome fills in what the home records: the state file and whether the
+// store can be written. It returns the state file.
+func (r *Report) readHome(rt *agent.Runtime) provider.State {
+	state, err := provider.ReadState(r.Home)
+	if err != nil {
+		r.Errors = append(r.Errors, provider.ErrorEntry{At: time.Now(), Op: "read state", Error: err.Error()})
+	}
+	if ok, err := rt.StoreWritable(); ok {
+		r.StoreWritable = true
+	} else {
+		r.StoreError = err.Error()
+	}
+	r.Agent = state.Agent
+	r.Running = state.Agent != nil && state.Agent.StoppedAt == nil && processAlive(state.Agent.PID)
+	r.LastReconcile, r.LastSuccessAt, r.Counts = state.Last, state.LastSuccessAt, state.Counts
+	r.Errors = append(r.Errors, state.Errors...)
+	return state
+}
+
+// askNAS compares the desired fires with what NAS holds and fetches the key
+// set now.
+func (r *Report) askNAS(ctx context.Context, rt *agent.Runtime, cfg provider.Config, state provider.State) error {
+	ch := cfg.Cron.Chronos
+	callCtx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	nc, err := newNASClient(ch, nil, 2)
+	if err != nil {
+		return fmt.Errorf("agent status: %w", err)
+	}
+	rec, err := provider.NewReconciler(provider.ReconcilerConfig{Source: rt, NAS: nc, CallbackURL: ch.CallbackURL, Home: cfg.Home, By: "status"})
+	if err != nil {
+		return fmt.Errorf("agent status: %w", err)
+	}
+	if obs, err := rec.Observe(callCtx); err != nil {
+		r.NASError = err.Error()
+	} else {
+		r.NAS = &obs
+		r.Desired = obs.Desired
+		in := obs.Plan.InSync()
+		r.InSync = &in
+	}
+	r.JWKS = probeJWKS(callCtx, ch.NASJWKSURL)
+	if state.Agent != nil {
+		r.JWKS.Agent = state.Agent.JWKS
+	}
+	return nil
+}
+
+// processAlive reports whether pid names a live process.
+func processAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || err == syscall.EPERM
+}
+
+// probeJWKS fetches the key set now, with the verifier's limits.
+func probeJWKS(ctx context.Context, url string) *JWKSStatus {
+	s := &JWKSStatus{URL: url}
+	client := fireauth.NewJWKSClient(fireauth.DefaultHTTPTimeout, fireauth.DefaultMaxJWKSBytes)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		s.Error = err.Error()
+		return s
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.Error = fmt.Sprintf("answered %d", resp.StatusCode)
+		return s
+	}
+	var set contract.JWKS
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+		s.Error = "not a key set: " + err.Error()
+		return s
+	}
+	s.Reachable, s.Keys = true, len(set.Keys)
+	if s.Keys == 0 {
+		s.Error = "the key set is empty"
+	}
+	return s
+}
+
+// Line is one labelled line of a report's summary; a line without a label
+// continues the one before.
+type Line struct {
+	Label string
+	Text  string
+}
+
+// Summary returns the report's headline as labelled lines: the provider and
+// why, the home, the store, the serving agent, the key set and NAS (or the
+// built-in timer's desired fires).
+func (r Report) Summary() []Line {
+	lines := []Line{{"provider", fmt.Sprintf("%s (%s)", r.Provider, r.Why)}, {"home", r.Home}}
+	if r.StoreWritable {
+		lines = append(lines, Line{"store", "writable"})
+	} else {
+		lines = append(lines, Line{"store", "NOT writable: " + r.StoreError})
+	}
+	lines = append(lines, Line{"agent", r.agentText()})
+	lines = append(lines, r.JWKS.lines()...)
+	switch {
+	case r.NASError != "":
+		lines = append(lines, Line{"nas", "cannot list armed fires: " + r.NASError})
+	case r.NAS != nil:
+		verdict := "in sync"
+		if r.InSync == nil || !*r.InSync {
+			verdict = "NOT in sync"
+		}
+		lines = append(lines, Line{"nas", fmt.Sprintf("desired %d, armed %d: %s", len(r.NAS.Desired), len(r.NAS.Armed), verdict)})
+	default:
+		lines = append(lines, Line{"desired", fmt.Sprintf("%d fires (built-in timer)", len(r.Desired))})
+	}
+	return lines
+}
+
+// agentText says how the serving agent is.
+func (r Report) agentText() string {
+	switch a := r.Agent; {
+	case a == nil:
+		return "never started on this home"
+	case r.Running:
+		return fmt.Sprintf("running, pid %d, listening on %s, since %s", a.PID, a.Listen, FormatTime(a.StartedAt))
+	case a.StoppedAt != nil:
+		return fmt.Sprintf("stopped at %s (last pid %d, provider %s)", FormatTime(*a.StoppedAt), a.PID, a.Provider)
+	default:
+		return fmt.Sprintf("not running (pid %d is gone; it did not stop cleanly)", a.PID)
+	}
+}
+
+// lines says how the key set is now and as the serving agent saw it.
+func (j *JWKSStatus) lines() []Line {
+	if j == nil {
+		return nil
+	}
+	now := "unreachable: " + j.Error
+	if j.Reachable {
+		now = fmt.Sprintf("reachable, %d keys", j.Keys)
+	}
+	lines := []Line{{"jwks", j.URL + ": " + now}}
+	if h := j.Agent; h != nil {
+		seen := "not loaded"
+		if h.Loaded {
+			seen = fmt.Sprintf("loaded at %s, %d keys", FormatTime(h.LoadedAt), h.Keys)
+		}
+		if h.LastError != "" {
+			seen += fmt.Sprintf("; %d failed fetches, last at %s: %s", h.Failures, FormatTime(h.LastErrorAt), h.LastError)
+		}
+		lines = append(lines, Line{"", "as the agent saw it: " + seen})
+	}
+	return lines
+}
+
+// PlanRow is one job's desired fire against the one NAS holds.
+type PlanRow struct {
+	JobID   string
+	Desired string // the desired fire time, "-" when none
+	Armed   string // the armed fire time, "-" when none
+	State   string // what the next reconcile does about it
+}
+
+// PlanRows returns a row per job NAS was compared for (none when NAS was
+// not asked).
+func (r Report) PlanRows() []PlanRow {
+	if r.NAS == nil {
+		return nil
+	}
+	armedAt := map[string]provider.Arm{}
+	for _, a := range r.NAS.Armed {
+		armedAt[a.JobID] = a
+	}
+	var rows []PlanRow
+	add := func(a provider.Arm, desired, armed, state string) {
+		rows = append(rows, PlanRow{JobID: a.JobID, Desired: desired, Armed: armed, State: state})
+	}
+	pl := r.NAS.Plan
+	for _, a := range pl.Unchanged {
+		add(a, FormatTime(a.FireAt), FormatTime(a.FireAt), "armed")
+	}
+	for _, a := range pl.Provision {
+		if cur, ok := armedAt[a.JobID]; ok {
+			add(a, FormatTime(a.FireAt), FormatTime(cur.FireAt), "changed: to re-arm")
+		} else {
+			add(a, FormatTime(a.FireAt), "-", "missing: to arm")
+		}
+	}
+	for _, a := range pl.Cancel {
+		add(a, "-", FormatTime(a.FireAt), "orphan: to cancel")
+	}
+	for _, a := range pl.Delivering {
+		add(a, "-", FormatTime(a.FireAt), "due: NAS is delivering it")
+	}
+	for _, a := range pl.Overdue {
+		add(a, FormatTime(a.FireAt), "-", "overdue: misfire policy at the agent's next start")
+	}
+	return rows
+}
+
+// FormatTime formats t for a report: RFC 3339 in UTC, "-" for the zero time.
+func FormatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

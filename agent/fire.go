@@ -257,8 +257,8 @@ func (rt *Runtime) fireOverdue(j *Job, sched *schedule.Schedule, slot, now time.
 
 // RunNow is a manual run (`jobs run`): it goes through the same claim,
 // policies and ledger with trigger manual, for a slot at now. It does not
-// move next_run_at. force bypasses the idempotency window.
-func (rt *Runtime) RunNow(ctx context.Context, jobID string, force bool) (FireResult, error) {
+// move next_run_at. o.Force bypasses the idempotency window.
+func (rt *Runtime) RunNow(ctx context.Context, jobID string, o RunOptions) (FireResult, error) {
 	if rt.closing.Load() {
 		return drainingResult(), nil
 	}
@@ -277,7 +277,7 @@ func (rt *Runtime) RunNow(ctx context.Context, jobID string, force bool) (FireRe
 		if err != nil {
 			return fmt.Errorf("agent: job %s: %w", j.ID, err)
 		}
-		res, err = rt.admit(j, sched, now.UTC(), TriggerManual, now, force, p)
+		res, err = rt.admit(j, sched, now.UTC(), TriggerManual, now, o.Force, p)
 		j.UpdatedAt = now.UTC()
 		return err
 	})

@@ -70,6 +70,7 @@ func (p JobPatch) apply(s *JobSpec) {
 func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job, *schedule.Schedule, error) {
 	var out Job
 	var sched *schedule.Schedule
+	p := &plan{}
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		j := st.Job(id)
 		if j == nil {
@@ -78,6 +79,9 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 		spec := specOf(j)
 		patch.apply(&spec)
 		now := rt.now()
+		p.lines = nil
+		old := j.Clone()
+		rt.skipPaused(&old, now, p) // the slots passed while paused, under the old schedule
 		nj, s, err := newJob(spec, now, rt.cfg.Location, rt.runners)
 		if err != nil {
 			return err
@@ -89,9 +93,12 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 				return fmt.Errorf("%w: %w", ErrInvalidJob, err)
 			}
 		}
-		keepState(nj, j, now)
+		keepState(nj, &old, now)
 		if !retimed && (j.FinishedAt == nil || nj.Repeat.Times == j.Repeat.Times) {
 			nj.NextRunAt, nj.FinishedAt = j.NextRunAt, j.FinishedAt
+		}
+		if next, ok := s.Next(now); retimed && !nj.Enabled && ok {
+			nj.PausedFrom = utcPtr(next)
 		}
 		*j, sched, out = *nj, s, nj.Clone()
 		return nil
@@ -99,6 +106,7 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 	if err != nil {
 		return Job{}, nil, fmt.Errorf("agent: edit job: %w", err)
 	}
+	rt.apply(ctx, p)
 	rt.signal()
 	return out, sched, nil
 }
@@ -114,5 +122,6 @@ func keepState(nj, old *Job, now time.Time) {
 	nj.LastRunAt, nj.LastStatus, nj.LastError, nj.LastRunID = old.LastRunAt, old.LastStatus, old.LastError, old.LastRunID
 	nj.LastSuccessAt, nj.LastSuccessSlot, nj.LastSuccessRun = old.LastSuccessAt, old.LastSuccessSlot, old.LastSuccessRun
 	nj.FailureStreak, nj.Fence, nj.Claims, nj.Pending = old.FailureStreak, old.Fence, old.Claims, old.Pending
+	nj.PausedFrom = old.PausedFrom
 	nj.UpdatedAt = now.UTC()
 }

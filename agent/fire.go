@@ -605,6 +605,7 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 		now := rt.now()
 		for _, j := range st.All() {
 			rt.reap(j, now, p)
+			rt.skipPaused(j, now, p)
 			if err := rt.drain(j, now, p); err != nil {
 				return err
 			}
@@ -622,7 +623,8 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 // CatchUp handles everything due at now for all jobs, in one store update:
 // claims whose owners are gone or whose leases expired are reaped; due
 // pending runs start; and overdue slots are dealt with by each job's misfire
-// policy (a slot within the grace window simply runs late). It never leaves
+// policy (a slot within the grace window simply runs late); the slots passed
+// while a job is paused are recorded skipped. It never leaves
 // an enabled job with a past next_run_at.
 func (rt *Runtime) CatchUp(ctx context.Context) error {
 	if rt.closing.Load() {
@@ -634,6 +636,7 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 		now := rt.now()
 		for _, j := range st.All() {
 			rt.reap(j, now, p)
+			rt.skipPaused(j, now, p)
 			if err := rt.drain(j, now, p); err != nil {
 				return err
 			}

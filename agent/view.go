@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/agent/schedule"
 )
 
 // JobView is a job as the CLI and status pages show it: the stored job plus
@@ -95,4 +96,67 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Fires returns up to n fire times of s after after, in s's zone, ending at
+// the last instant RFC 3339 can write (its years have four digits).
+func Fires(s *schedule.Schedule, after time.Time, n int) []time.Time {
+	var out []time.Time
+	for t := after; len(out) < n; {
+		next, ok := s.Next(t)
+		if !ok || next.UTC().Year() > 9999 || next.Year() > 9999 {
+			break
+		}
+		out = append(out, next.In(s.Location()))
+		t = next
+	}
+	return out
+}
+
+// Details lists what a person reads about the job, label and value, in
+// order.
+func (v *JobView) Details() [][2]string {
+	j := &v.Job
+	rows := [][2]string{{"id", j.ID}, {"name", dash(j.Name)}, {"schedule", j.Schedule + " (" + j.Kind + ")"}}
+	if v.Describe != "" {
+		rows = append(rows, [2]string{"understood as", v.Describe})
+	}
+	state := v.State
+	if j.PausedReason != "" {
+		state += ": " + j.PausedReason
+	}
+	repeat, timeout, streak := "unbounded", "none", "-"
+	if j.Repeat.Times > 0 {
+		repeat = fmt.Sprintf("%d of %d", j.Repeat.Completed, j.Repeat.Times)
+	}
+	if j.Timeout > 0 {
+		timeout = j.Timeout.Std().String()
+	}
+	if j.FailureStreak > 0 {
+		streak = fmt.Sprint(j.FailureStreak)
+	}
+	rows = append(rows, [][2]string{{"timezone", dash(j.Timezone)}, {"state", state}, {"repeat", repeat},
+		{"payload", DescribePayload(j.Payload)}, {"timeout", timeout}, {"policies", DescribePolicies(j)}}...)
+	if j.OnInterrupt == InterruptRetry {
+		rows = append(rows, [2]string{"retry", fmt.Sprintf("%d attempts, backoff %s up to %s", j.Retry.MaxAttempts, j.Retry.Backoff.Std(), j.Retry.MaxBackoff.Std())})
+	}
+	rows = append(rows, [][2]string{{"next run", JobTime(j, j.NextRunAt)}, {"last run", JobTime(j, j.LastRunAt)}, {"last status", dash(j.LastStatus)}}...)
+	if j.LastError != "" {
+		rows = append(rows, [2]string{"last error", j.LastError})
+	}
+	rows = append(rows, [][2]string{{"failure streak", streak}, {"created", JobTime(j, &j.CreatedAt)}}...)
+	for _, c := range j.Claims {
+		rows = append(rows, [2]string{"running", fmt.Sprintf("run %s slot %s owner %s token %d lease until %s", c.RunID, c.Slot.Format(time.RFC3339), c.Owner, c.Token, c.LeaseUntil.Format(time.RFC3339))})
+	}
+	for _, p := range j.Pending {
+		rows = append(rows, [2]string{"pending", fmt.Sprintf("run %s slot %s (%s) %s", p.RunID, p.Slot.Format(time.RFC3339), p.Cause, p.Reason)})
+	}
+	return rows
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

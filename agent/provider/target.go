@@ -200,3 +200,27 @@ func ArmChange(ctx context.Context, t Target, rt *agent.Runtime) (ArmReport, err
 	rep.How, rep.Armed = ArmedAtNAS, st.Armed
 	return rep, nil
 }
+
+// Describe says in one line how a change of home was armed; j is the changed
+// job (nil when it was removed).
+func (r ArmReport) Describe(home string, j *agent.Job) string {
+	switch r.How {
+	case ArmNone:
+		return fmt.Sprintf("NAS not told: no agent config is known for home %s, so nothing will arm this change until the agent next starts (start it with --config, or set %s)", home, EnvConfig)
+	case ArmTimer:
+		return "the agent of " + r.Config + " uses its built-in timer: it takes the change when it runs"
+	}
+	via := "through the agent of " + r.Config
+	if j == nil || j.NextRunAt == nil {
+		return "NAS updated " + via
+	}
+	a, ok := r.ArmFor(j.ID)
+	switch {
+	case !ok:
+		return "NOT armed at NAS " + via + " (see chronos agent status)"
+	case a.FireAt.Before(*j.NextRunAt):
+		return fmt.Sprintf("armed at NAS %s: the fire at %s is beyond NAS's horizon, so it is armed through a refresh fire at %s that re-arms it nearer to the slot",
+			via, agent.JobTime(j, j.NextRunAt), agent.JobTime(j, &a.FireAt))
+	}
+	return fmt.Sprintf("armed at NAS %s for %s", via, agent.JobTime(j, &a.FireAt))
+}

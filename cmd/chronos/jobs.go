@@ -71,36 +71,10 @@ func jobError(err error) error {
 // saved but not armed.
 func (c *jobsCLI) changed(ctx context.Context, w io.Writer, t provider.Target, rt *agent.Runtime, j *agent.Job) error {
 	rep, err := c.arm(ctx, t, rt)
-	if err != nil {
-		return err
+	if err == nil {
+		fmt.Fprintln(w, termSafe(rep.Describe(t.Home, j)))
 	}
-	switch rep.How {
-	case provider.ArmNone:
-		fmt.Fprintf(w, "NAS not told: no agent config is known for home %s, so nothing will arm this change until the agent next starts (start it with --config, or set %s)\n",
-			termSafe(t.Home), provider.EnvConfig)
-	case provider.ArmTimer:
-		fmt.Fprintf(w, "the agent of %s uses its built-in timer: it takes the change when it runs\n", termSafe(rep.Config))
-	default:
-		fmt.Fprintln(w, termSafe(armedLine(rep, j)))
-	}
-	return nil
-}
-
-// armedLine says how j was armed at NAS.
-func armedLine(rep provider.ArmReport, j *agent.Job) string {
-	via := "through the agent of " + rep.Config
-	if j == nil || j.NextRunAt == nil {
-		return "NAS updated " + via
-	}
-	a, ok := rep.ArmFor(j.ID)
-	switch {
-	case !ok:
-		return "NOT armed at NAS " + via + " (see chronos agent status)"
-	case a.FireAt.Before(*j.NextRunAt):
-		return fmt.Sprintf("armed at NAS %s: the fire at %s is beyond NAS's horizon, so it is armed through a refresh fire at %s that re-arms it nearer to the slot",
-			via, agent.JobTime(j, j.NextRunAt), agent.JobTime(j, &a.FireAt))
-	}
-	return fmt.Sprintf("armed at NAS %s for %s", via, agent.JobTime(j, &a.FireAt))
+	return err
 }
 
 func newJobsCmd() *cobra.Command { return newJobsCmdWith(provider.ArmChange) }
@@ -204,14 +178,8 @@ func (o *jobFlags) printJob(w io.Writer, rt *agent.Runtime, verb string, j *agen
 		return nil
 	}
 	fmt.Fprintln(w, "next fires:")
-	at := *j.NextRunAt
-	for i := 0; i < 3; i++ {
-		fmt.Fprintf(w, "  %s\n", at.In(sched.Location()).Format(time.RFC3339))
-		next, ok := sched.Next(at)
-		if !ok {
-			break
-		}
-		at = next
+	for _, at := range agent.Fires(sched, j.NextRunAt.Add(-time.Nanosecond), 3) {
+		fmt.Fprintf(w, "  %s\n", at.Format(time.RFC3339))
 	}
 	return nil
 }

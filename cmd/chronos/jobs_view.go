@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -50,43 +48,8 @@ func writeJobTable(w io.Writer, jobs []agent.Job) error {
 
 func writeJobDetail(w io.Writer, v *agent.JobView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, termSafe(v)) }
-	j := &v.Job
-	row("id", j.ID)
-	row("name", jobsDash(j.Name))
-	row("schedule", j.Schedule+" ("+j.Kind+")")
-	if v.Describe != "" {
-		row("understood as", v.Describe)
-	}
-	row("timezone", jobsDash(j.Timezone))
-	if j.PausedReason != "" {
-		v.State += ": " + j.PausedReason
-	}
-	row("state", v.State)
-	repeat := "unbounded"
-	if j.Repeat.Times > 0 {
-		repeat = fmt.Sprintf("%d of %d", j.Repeat.Completed, j.Repeat.Times)
-	}
-	row("repeat", repeat)
-	row("payload", agent.DescribePayload(j.Payload))
-	row("timeout", map[bool]string{true: j.Timeout.Std().String(), false: "none"}[j.Timeout > 0])
-	row("policies", agent.DescribePolicies(j))
-	if j.OnInterrupt == agent.InterruptRetry {
-		row("retry", fmt.Sprintf("%d attempts, backoff %s up to %s", j.Retry.MaxAttempts, j.Retry.Backoff.Std(), j.Retry.MaxBackoff.Std()))
-	}
-	row("next run", agent.JobTime(j, j.NextRunAt))
-	row("last run", agent.JobTime(j, j.LastRunAt))
-	row("last status", jobsDash(j.LastStatus))
-	if j.LastError != "" {
-		row("last error", j.LastError)
-	}
-	row("failure streak", map[bool]string{true: strconv.Itoa(j.FailureStreak), false: "-"}[j.FailureStreak > 0])
-	row("created", agent.JobTime(j, &j.CreatedAt))
-	for _, c := range j.Claims {
-		row("running", fmt.Sprintf("run %s slot %s owner %s token %d lease until %s", c.RunID, c.Slot.Format(time.RFC3339), c.Owner, c.Token, c.LeaseUntil.Format(time.RFC3339)))
-	}
-	for _, p := range j.Pending {
-		row("pending", fmt.Sprintf("run %s slot %s (%s) %s", p.RunID, p.Slot.Format(time.RFC3339), p.Cause, p.Reason))
+	for _, r := range v.Details() {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], termSafe(r[1]))
 	}
 	return tw.Flush()
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -141,4 +143,24 @@ func (rt *Runtime) skipPaused(j *Job, now time.Time, p *plan) {
 		}
 	}
 	j.PausedFrom = utcPtr(slot)
+}
+
+// RecordPausedIn opens the home of cfg, records the slots passed while its
+// jobs are paused (RecordPaused) and closes it; a home without jobs has
+// none. For readers of the ledger, such as runs list, that do not keep a
+// Runtime open.
+func RecordPausedIn(ctx context.Context, cfg Config) error {
+	if _, err := os.Stat(filepath.Join(cfg.Home, store.JobsFile)); err != nil {
+		return nil
+	}
+	cfg.Retention = -1
+	rt, err := Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	_, err = rt.RecordPaused(ctx)
+	if cerr := rt.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -35,11 +35,7 @@ type jobsCLI struct {
 // that name none and the agent serving the home (see provider.ResolveTarget).
 func target(homeFlag string) (provider.Target, error) {
 	t, err := provider.ResolveTarget(provider.TargetOptions{Home: homeFlag, Lookup: os.LookupEnv, Load: loadAgentConfig})
-	var u *usageError
-	if err != nil && !errors.As(err, &u) {
-		err = asUsage(err)
-	}
-	return t, err
+	return t, asUsage(err)
 }
 
 // open opens the runtime of the target home for one command.
@@ -156,14 +152,6 @@ func (o *jobFlags) payload(cmd *cobra.Command, verb string, args []string) (*run
 		return nil, asUsage(fmt.Errorf("jobs %s: %w", verb, err))
 	}
 	return &p, nil
-}
-
-// retry returns the retry settings, checking they go with --on-interrupt retry.
-func (o *jobFlags) retry(cmd *cobra.Command, verb, onInterrupt string) (agent.Retry, error) {
-	if changedAny(cmd, "retry-attempts", "retry-backoff", "retry-max-backoff") && onInterrupt != string(agent.InterruptRetry) {
-		return agent.Retry{}, usagef("jobs %s: --retry-* flags need --on-interrupt retry", verb)
-	}
-	return agent.Retry{MaxAttempts: o.retryAttempts, Backoff: store.Duration(o.retryBackoff), MaxBackoff: store.Duration(o.retryMaxBackoff)}, nil
 }
 
 // printJob prints a saved job: JSON, or how its schedule was understood and

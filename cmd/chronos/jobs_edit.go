@@ -34,9 +34,10 @@ directly) or an HTTP request (--http-url and the other --http-* flags).`,
 				return err
 			}
 			spec.Payload, spec.Timeout, spec.Grace = *p, o.timeout, o.grace
-			if spec.Retry, err = o.retry(cmd, "add", spec.OnInterrupt); err != nil {
-				return err
+			if changedAny(cmd, "retry-attempts", "retry-backoff", "retry-max-backoff") && spec.OnInterrupt != string(agent.InterruptRetry) {
+				return usagef("jobs add: --retry-* flags need --on-interrupt retry")
 			}
+			spec.Retry = o.retryOf()
 			if spec.Paused = paused; paused {
 				spec.PausedReason = "created paused"
 			}
@@ -98,33 +99,32 @@ and the --http-* flags with it). Bad input changes nothing.`,
 	return cmd
 }
 
+// retryOf returns the retry settings of the flags.
+func (o *jobFlags) retryOf() agent.Retry {
+	return agent.Retry{MaxAttempts: o.retryAttempts, Backoff: store.Duration(o.retryBackoff), MaxBackoff: store.Duration(o.retryMaxBackoff)}
+}
+
+// ifSet returns v when the flag name was given, else nil.
+func ifSet[T any](cmd *cobra.Command, name string, v *T) *T {
+	if cmd.Flags().Changed(name) {
+		return v
+	}
+	return nil
+}
+
 // patch turns the flags given to jobs edit into a patch.
 func (o *jobFlags) patch(cmd *cobra.Command, args []string) (agent.JobPatch, error) {
-	var p agent.JobPatch
-	str := map[string]**string{"name": &p.Name, "schedule": &p.Schedule, "tz": &p.Timezone, "misfire": &p.Misfire,
-		"overlap": &p.Overlap, "window": &p.Window, "on-interrupt": &p.OnInterrupt}
-	val := map[string]*string{"name": &o.spec.Name, "schedule": &o.spec.Schedule, "tz": &o.spec.Timezone, "misfire": &o.spec.Misfire,
-		"overlap": &o.spec.Overlap, "window": &o.spec.Window, "on-interrupt": &o.spec.OnInterrupt}
-	for name, dst := range str {
-		if cmd.Flags().Changed(name) {
-			*dst = val[name]
-		}
-	}
-	if cmd.Flags().Changed("repeat") {
-		p.Repeat = &o.spec.Repeat
-	}
-	if cmd.Flags().Changed("timeout") {
-		p.Timeout = &o.timeout
-	}
-	if cmd.Flags().Changed("grace") {
-		p.Grace = &o.grace
-	}
+	p := agent.JobPatch{Name: ifSet(cmd, "name", &o.spec.Name), Schedule: ifSet(cmd, "schedule", &o.spec.Schedule),
+		Timezone: ifSet(cmd, "tz", &o.spec.Timezone), Repeat: ifSet(cmd, "repeat", &o.spec.Repeat),
+		Timeout: ifSet(cmd, "timeout", &o.timeout), Grace: ifSet(cmd, "grace", &o.grace),
+		Misfire: ifSet(cmd, "misfire", &o.spec.Misfire), Overlap: ifSet(cmd, "overlap", &o.spec.Overlap),
+		Window: ifSet(cmd, "window", &o.spec.Window), OnInterrupt: ifSet(cmd, "on-interrupt", &o.spec.OnInterrupt)}
 	var err error
 	if p.Payload, err = o.payload(cmd, "edit", args); err != nil {
 		return p, err
 	}
 	if changedAny(cmd, "retry-attempts", "retry-backoff", "retry-max-backoff") {
-		r := agent.Retry{MaxAttempts: o.retryAttempts, Backoff: store.Duration(o.retryBackoff), MaxBackoff: store.Duration(o.retryMaxBackoff)}
+		r := o.retryOf()
 		p.Retry = &r
 	}
 	if p == (agent.JobPatch{}) {

@@ -65,26 +65,21 @@ func (c *jobsCLI) listCmd() *cobra.Command {
 			}
 			defer closeRuntime(rt)
 			jobs, err := rt.Jobs(cmd.Context())
-			if err != nil || !asJSON {
-				return firstErr(err, func() error { return writeJobTable(cmd.OutOrStdout(), jobs) })
-			}
 			views := make([]jobJSON, 0, len(jobs))
 			for i := range jobs {
 				views = append(views, rt.View(&jobs[i]))
 			}
-			return jobsJSON(cmd.OutOrStdout(), views)
+			switch {
+			case err != nil:
+				return err
+			case asJSON:
+				return jobsJSON(cmd.OutOrStdout(), views)
+			}
+			return writeJobTable(cmd.OutOrStdout(), jobs)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
-}
-
-// firstErr returns err, else the error of then.
-func firstErr(err error, then func() error) error {
-	if err != nil {
-		return err
-	}
-	return then()
 }
 
 func (c *jobsCLI) showCmd() *cobra.Command {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -13,8 +11,6 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/provider"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 func newRunsCmd() *cobra.Command {
@@ -60,7 +56,7 @@ every field of the ledger's fold, these included.`,
 				return err
 			}
 			hd := t.Home
-			if err := recordPaused(cmd.Context(), t); err != nil {
+			if err := agent.RecordPausedIn(cmd.Context(), agent.Config{Home: hd, Location: t.Location}); err != nil {
 				return err
 			}
 			lg, err := ledger.Open(filepath.Join(hd, "runs"))
@@ -110,17 +106,3 @@ func runsOneLine(s string) string {
 	return cutText(strings.ReplaceAll(s, "\n", " "), 120)
 }
 
-// recordPaused records the slots passed while jobs of t's home are paused,
-// so that the ledger shows them; a home without jobs has none.
-func recordPaused(ctx context.Context, t provider.Target) error {
-	if _, err := os.Stat(filepath.Join(t.Home, store.JobsFile)); err != nil {
-		return nil
-	}
-	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, Retention: -1})
-	if err != nil {
-		return err
-	}
-	defer closeRuntime(rt)
-	_, err = rt.RecordPaused(ctx)
-	return err
-}

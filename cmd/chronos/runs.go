@@ -105,4 +105,3 @@ every field of the ledger's fold, these included.`,
 func runsOneLine(s string) string {
 	return cutText(strings.ReplaceAll(s, "\n", " "), 120)
 }
-

@@ -31,7 +31,7 @@ func (rt *Runtime) Pause(ctx context.Context, id, reason string) (Job, error) {
 		j.NextRunAt = nil
 		why := pausedLine(j)
 		for _, q := range j.Pending {
-			p.lines = append(p.lines, rt.entry(j, q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), now, why))
+			p.lines = append(p.lines, rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), why}))
 		}
 		j.Pending = nil
 		rt.skipPaused(j, now, p)
@@ -133,7 +133,7 @@ func (rt *Runtime) skipPaused(j *Job, now time.Time, p *plan) {
 			reason += "; the later slots up to " + now.UTC().Format(time.RFC3339) + " were skipped too"
 			next, ok = sched.Next(now)
 		}
-		p.lines = append(p.lines, rt.entry(j, pausedRunID(j.ID, slot), ledger.StateSkipped, slot, TriggerScheduled, now, reason))
+		p.lines = append(p.lines, rt.entry(j, now, mark{pausedRunID(j.ID, slot), ledger.StateSkipped, slot, TriggerScheduled, reason}))
 		if !ok {
 			j.PausedFrom = nil
 			return

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/internal/procfs"
 	"github.com/chronoscron/chronos/agent/nasclient"
 )
 
@@ -62,16 +63,20 @@ func ResolveTarget(o TargetOptions) (Target, error) {
 	if err != nil {
 		return Target{}, err
 	}
-	if o.Home != "" && !SameDir(o.Home, cfg.Home) {
-		envPath = ""
-		lookup = withEnv(hideEnv(lookup, EnvConfig), EnvHome, o.Home)
-		if cfg, dec, err = o.Load("", lookup); err != nil {
+	if o.Home != "" {
+		if !SameDir(o.Home, cfg.Home) {
+			envPath = ""
+			lookup = hideEnv(lookup, EnvConfig)
+		}
+		if cfg, dec, err = o.Load("", withEnv(lookup, EnvHome, o.Home)); err != nil {
 			return Target{}, err
 		}
 	}
 	t := Target{Home: cfg.Home, Config: cfg, Decision: dec, ConfigPath: envPath}
 	if t.ConfigPath == "" {
-		t.useRecord(o.Load, lookup)
+		// The record's config is read as its agent reads it: without
+		// --home standing in for its home.
+		t.useRecord(o.Load, o.Lookup)
 	}
 	if t.Location, err = t.Config.Location(); err != nil {
 		return Target{}, err
@@ -137,6 +142,9 @@ const (
 	// ArmedAtNAS: the change was armed at NAS through the serving agent's
 	// config.
 	ArmedAtNAS
+	// ArmRunning: no config is known, but the agent serving the home runs;
+	// it sees the change within a second and arms it.
+	ArmRunning
 )
 
 // ArmReport is the outcome of ArmChange.
@@ -147,6 +155,8 @@ type ArmReport struct {
 	Config string
 	// Armed is the armed set after the reconcile (ArmedAtNAS only).
 	Armed []Arm
+	// PID is the running agent's process (ArmRunning only).
+	PID int
 }
 
 // ArmFor returns the fire armed for job id, if any.
@@ -170,6 +180,9 @@ const ArmTimeout = 30 * time.Second
 func ArmChange(ctx context.Context, t Target, rt *agent.Runtime) (ArmReport, error) {
 	rep := ArmReport{Config: t.ConfigPath}
 	if t.ConfigPath == "" {
+		if st, err := ReadState(t.Home); err == nil && st.Agent != nil && st.Agent.StoppedAt == nil && procfs.Alive(st.Agent.PID) {
+			rep.How, rep.PID = ArmRunning, st.Agent.PID
+		}
 		return rep, nil
 	}
 	if !t.Decision.Chronos() {
@@ -209,6 +222,8 @@ func (r ArmReport) Describe(home string, j *agent.Job) string {
 		return fmt.Sprintf("NAS not told: no agent config is known for home %s, so nothing will arm this change until the agent next starts (start it with --config, or set %s)", home, EnvConfig)
 	case ArmTimer:
 		return "the agent of " + r.Config + " uses its built-in timer: it takes the change when it runs"
+	case ArmRunning:
+		return fmt.Sprintf("the agent serving home %s (pid %d) runs: it takes the change within a second", home, r.PID)
 	}
 	via := "through the agent of " + r.Config
 	if j == nil || j.NextRunAt == nil {

@@ -29,11 +29,6 @@ func (rt *Runtime) Pause(ctx context.Context, id, reason string) (Job, error) {
 		j.Enabled = false
 		j.PausedReason = strings.TrimSpace(reason)
 		j.NextRunAt = nil
-		why := pausedLine(j)
-		for _, q := range j.Pending {
-			p.lines = append(p.lines, rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), why}))
-		}
-		j.Pending = nil
 		rt.skipPaused(j, now, p)
 		return nil
 	})
@@ -112,19 +107,26 @@ func pausedRunID(jobID string, slot time.Time) string {
 	return "p" + slot.UTC().Format("20060102T150405") + "-" + jobID
 }
 
-// skipPaused records the slots of paused job j from its PausedFrom up to
-// now skipped, at most maxEnumerate one by one (the last line then says
+// skipPaused drops the runs paused job j owes, recording them skipped, and
+// records the slots of j from its PausedFrom up to now skipped, at most maxEnumerate one by one (the last line then says
 // later ones were skipped too), and moves PausedFrom to the first slot after
 // now. The caller holds the store lock.
 func (rt *Runtime) skipPaused(j *Job, now time.Time, p *plan) {
-	if j.Enabled || j.PausedFrom == nil || j.PausedFrom.After(now) {
+	if j.Enabled {
+		return
+	}
+	why := pausedLine(j)
+	for _, q := range j.Pending {
+		p.lines = append(p.lines, rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), why}))
+	}
+	j.Pending = nil
+	if j.PausedFrom == nil || j.PausedFrom.After(now) {
 		return
 	}
 	sched, err := parseSchedule(j, rt.cfg.Location)
 	if err != nil {
 		return
 	}
-	why := pausedLine(j)
 	slot := *j.PausedFrom
 	for n := 1; ; n++ {
 		next, ok := sched.Next(slot)

@@ -104,7 +104,7 @@ func TestCompletionHeldUntilDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	since := time.Now().Add(-time.Hour)
-	res, err := rt.RunNow(t.Context(), "h", false)
+	res, err := rt.RunNow(t.Context(), "h", RunOptions{})
 	if err != nil || res.Status != FireAccepted {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -172,7 +172,7 @@ func TestLedgerLinesHeldInOrder(t *testing.T) {
 	b := setup(t)
 	b.add(t, JobSpec{ID: "l", Schedule: "@yearly"})
 	undo := blockLedger(t, b.home)
-	res, err := b.rt.RunNow(t.Context(), "l", false)
+	res, err := b.rt.RunNow(t.Context(), "l", RunOptions{})
 	if err != nil || res.Status != FireAccepted {
 		t.Fatalf("%+v %v", res, err)
 	}

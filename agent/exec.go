@@ -100,7 +100,7 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 		res = runner.Result{Err: fmt.Errorf("output: %w", err)}
 		rel = ""
 	}
-	e := rt.entry(&j, c.RunID, ledger.StateRunning, c.Slot, Trigger(c.Trigger), rt.now(), "")
+	e := rt.entry(&j, rt.now(), mark{c.RunID, ledger.StateRunning, c.Slot, Trigger(c.Trigger), ""})
 	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, rel
 	rt.record(e)
 	if err == nil {
@@ -126,7 +126,7 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 			res.Err = fmt.Errorf("output: %w", cerr)
 		}
 	}
-	rt.finish(log, r, j, c, rel, res, context.Cause(ctx))
+	rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx)})
 }
 
 // noteProcs keeps the latest list of a run's processes and asks the renew
@@ -216,13 +216,24 @@ func (rt *Runtime) renewLoop(ctx context.Context) {
 
 var errLeaseLost = errors.New("claim lost: lease expired or taken over")
 
+// ended is how a run ended: its job and claim, its output file (relative
+// to the home), the runner's result and the cause its context ended with.
+type ended struct {
+	job    Job
+	claim  Claim
+	output string
+	res    runner.Result
+	cause  error
+}
+
 // finish records a run's outcome. Only the holder of the current fencing
 // token updates the job; any other completion is discarded and the ledger
 // says so. A completion that cannot be written (a full disk, a read-only
 // home) is held and written again with backoff until it is durable: the run
 // stays this process's meanwhile, so its claim is never reaped and the slot
 // never runs twice. Only Close's deadline gives it up.
-func (rt *Runtime) finish(log *slog.Logger, r *activeRun, j Job, c Claim, rel string, res runner.Result, cause error) {
+func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
+	j, c, rel, res, cause := o.job, o.claim, o.output, o.res, o.cause
 	state := ledger.StateSucceeded
 	reason := ""
 	if res.Err != nil {
@@ -280,7 +291,7 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, j Job, c Claim, rel st
 			"state", state, "error", err)
 		return
 	}
-	e := rt.entry(&j, c.RunID, state, c.Slot, Trigger(c.Trigger), rt.now(), reason)
+	e := rt.entry(&j, rt.now(), mark{c.RunID, state, c.Slot, Trigger(c.Trigger), reason})
 	e.Token, e.Attempt, e.Forced, e.Output, e.ExitCode = c.Token, c.Attempt, c.Forced, rel, res.ExitCode
 	if res.Err != nil {
 		e.Error = res.Err.Error()

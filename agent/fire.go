@@ -156,36 +156,9 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		// Owed runs go first (a retry after its backoff, a queued slot whose
 		// blocker died).
 		if j.NextRunAt == nil || !j.NextRunAt.Equal(slot) {
-			if q := pendingAt(j, slot); q != nil {
-				// A fire armed for a pending run (see Desired) wakes it.
-				if q.NotBefore.After(now) {
-					q.NotBefore = now.UTC()
-				}
-				runID := q.RunID
-				if err := rt.drain(j, now, p); err != nil {
-					return err
-				}
-				res = FireResult{Status: FireAccepted, RunID: runID, Queued: j.ClaimIndex(runID) < 0,
-					Reason: "woke pending run " + runID}
-				return nil
-			}
-			if sched, err := parseSchedule(j, rt.cfg.Location); err == nil && isRefreshPoint(j, sched, slot) {
-				// A refresh fire (NAS's horizon): nothing to run or record;
-				// the reconcile it triggers arms nearer to the slot.
-				res = FireResult{Status: FireRefreshed, Reason: fmt.Sprintf("refresh fire: the next slot is %s", j.NextRunAt.Format(time.RFC3339))}
-				return nil
-			}
-			why := "the job has no next slot"
-			if j.FinishedAt != nil {
-				why = "the job has finished"
-			} else if j.NextRunAt != nil {
-				why = fmt.Sprintf("next_run_at is %s", j.NextRunAt.Format(time.RFC3339))
-			}
-			runID := newRunID(now)
-			p.lines = append(p.lines, rt.entry(j, runID, ledger.StateDuplicate, slot, trigger, now,
-				"slot already claimed or passed: "+why))
-			res = FireResult{Status: FireDuplicate, RunID: runID, Reason: "slot already claimed or passed: " + why}
-			return nil
+			var err error
+			res, err = rt.fireOffSlot(j, admission{slot: slot, trig: trigger}, now, p)
+			return err
 		}
 		if err := rt.drain(j, now, p); err != nil {
 			return err
@@ -204,37 +177,76 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == MisfireSkip && late > Grace(j, sched) {
 			runID := missedRunID(j.ID, slot)
 			reason := fmt.Sprintf("misfire skip: fired %s late, beyond the grace of %s", late.Round(time.Millisecond), Grace(j, sched))
-			p.lines = append(p.lines, rt.entry(j, runID, ledger.StateMissed, slot, trigger, now, reason))
+			p.lines = append(p.lines, rt.entry(j, now, mark{runID, ledger.StateMissed, slot, trigger, reason}))
 			res = FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: reason}
-			rt.advance(j, sched, slot, now, false)
+			rt.advance(j, sched, slot, now, notRun)
 			return nil
 		}
-		res, err = rt.admit(j, sched, slot, trigger, now, false, p)
+		res, err = rt.admit(j, sched, admission{slot: slot, trig: trigger}, now, p)
 		if err != nil {
 			return err
 		}
-		rt.advance(j, sched, slot, now, !res.Skipped)
+		rt.advance(j, sched, slot, now, usedBy(res))
 		return nil
 	})
 	if err != nil {
 		rt.unregister(p)
-		if errors.Is(err, store.ErrLockTimeout) {
-			return FireResult{Status: FireBusy, RetryAfter: time.Second, Reason: "store busy"}, nil
-		}
-		if errors.Is(err, store.ErrUnwritable) {
-			rt.log.Warn("fire deferred: the store is not writable", "job_id", jobID, "fire_at", slot, "error", err)
-			return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: "the store is not writable"}, nil
-		}
-		if errors.Is(err, errDraining) {
-			return drainingResult(), nil
-		}
-		return FireResult{}, fmt.Errorf("agent: fire %s: %w", jobID, err)
+		return rt.fireFailed(jobID, slot, err)
 	}
 	rt.apply(ctx, p)
 	if res.Status == FireRefreshed {
 		rt.signal() // the refresh fire's arm is spent: arm again
 	}
 	return res, nil
+}
+
+// fireFailed answers a fire whose store update failed: busy when the store
+// is locked, not writable or the agent is shutting down.
+func (rt *Runtime) fireFailed(jobID string, slot time.Time, err error) (FireResult, error) {
+	switch {
+	case errors.Is(err, store.ErrLockTimeout):
+		return FireResult{Status: FireBusy, RetryAfter: time.Second, Reason: "store busy"}, nil
+	case errors.Is(err, store.ErrUnwritable):
+		rt.log.Warn("fire deferred: the store is not writable", "job_id", jobID, "fire_at", slot, "error", err)
+		return FireResult{Status: FireBusy, RetryAfter: 5 * time.Second, Reason: "the store is not writable"}, nil
+	case errors.Is(err, errDraining):
+		return drainingResult(), nil
+	}
+	return FireResult{}, fmt.Errorf("agent: fire %s: %w", jobID, err)
+}
+
+// fireOffSlot answers a fire for a slot that is not j's next_run_at: the
+// wake time of a pending run starts it, a refresh point is answered
+// refreshed, anything else is a duplicate (recorded). The caller holds the
+// store lock.
+func (rt *Runtime) fireOffSlot(j *Job, a admission, now time.Time, p *plan) (FireResult, error) {
+	slot, trigger := a.slot, a.trig
+	if q := pendingAt(j, slot); q != nil {
+		// A fire armed for a pending run (see Desired) wakes it.
+		if q.NotBefore.After(now) {
+			q.NotBefore = now.UTC()
+		}
+		runID := q.RunID
+		if err := rt.drain(j, now, p); err != nil {
+			return FireResult{}, err
+		}
+		return FireResult{Status: FireAccepted, RunID: runID, Queued: j.ClaimIndex(runID) < 0,
+			Reason: "woke pending run " + runID}, nil
+	}
+	if sched, err := parseSchedule(j, rt.cfg.Location); err == nil && isRefreshPoint(j, sched, slot) {
+		// A refresh fire (NAS's horizon): nothing to run or record;
+		// the reconcile it triggers arms nearer to the slot.
+		return FireResult{Status: FireRefreshed, Reason: fmt.Sprintf("refresh fire: the next slot is %s", j.NextRunAt.Format(time.RFC3339))}, nil
+	}
+	why := "the job has no next slot"
+	if j.FinishedAt != nil {
+		why = "the job has finished"
+	} else if j.NextRunAt != nil {
+		why = fmt.Sprintf("next_run_at is %s", j.NextRunAt.Format(time.RFC3339))
+	}
+	runID := newRunID(now)
+	p.lines = append(p.lines, rt.entry(j, now, mark{runID, ledger.StateDuplicate, slot, trigger, "slot already claimed or passed: " + why}))
+	return FireResult{Status: FireDuplicate, RunID: runID, Reason: "slot already claimed or passed: " + why}, nil
 }
 
 // fireOverdue answers a fire for slot, j's next_run_at, when later slots are
@@ -257,8 +269,8 @@ func (rt *Runtime) fireOverdue(j *Job, sched *schedule.Schedule, slot, now time.
 
 // RunNow is a manual run (`jobs run`): it goes through the same claim,
 // policies and ledger with trigger manual, for a slot at now. It does not
-// move next_run_at. force bypasses the idempotency window.
-func (rt *Runtime) RunNow(ctx context.Context, jobID string, force bool) (FireResult, error) {
+// move next_run_at. o.Force bypasses the idempotency window.
+func (rt *Runtime) RunNow(ctx context.Context, jobID string, o RunOptions) (FireResult, error) {
 	if rt.closing.Load() {
 		return drainingResult(), nil
 	}
@@ -277,7 +289,7 @@ func (rt *Runtime) RunNow(ctx context.Context, jobID string, force bool) (FireRe
 		if err != nil {
 			return fmt.Errorf("agent: job %s: %w", j.ID, err)
 		}
-		res, err = rt.admit(j, sched, now.UTC(), TriggerManual, now, force, p)
+		res, err = rt.admit(j, sched, admission{slot: now.UTC(), trig: TriggerManual, forced: o.Force}, now, p)
 		j.UpdatedAt = now.UTC()
 		return err
 	})
@@ -299,29 +311,47 @@ func pausedReason(j *Job) string {
 	return "job paused"
 }
 
-// entry builds a ledger line for job j.
-func (rt *Runtime) entry(j *Job, runID string, s ledger.State, slot time.Time, trig Trigger, now time.Time, reason string) ledger.Entry {
+// mark is what a ledger line says about one run of a job.
+type mark struct {
+	runID  string
+	state  ledger.State
+	slot   time.Time
+	trig   Trigger
+	reason string
+}
+
+// entry builds the ledger line l of job j, written at now.
+func (rt *Runtime) entry(j *Job, now time.Time, l mark) ledger.Entry {
 	return ledger.Entry{
 		Time:       now.UTC(),
-		RunID:      runID,
+		RunID:      l.runID,
 		JobID:      j.ID,
-		State:      s,
-		Slot:       slot.UTC(),
-		Trigger:    string(trig),
+		State:      l.state,
+		Slot:       l.slot.UTC(),
+		Trigger:    string(l.trig),
 		Attempt:    1,
-		LatenessMS: now.Sub(slot).Milliseconds(),
-		Reason:     reason,
+		LatenessMS: now.Sub(l.slot).Milliseconds(),
+		Reason:     l.reason,
 		Owner:      rt.self.String(),
 		Runner:     j.Payload.Kind,
 	}
 }
 
-// admit applies the idempotency window and the overlap policy to a run of
-// slot and, if it may run, claims it. The caller holds the store lock.
-func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, slot time.Time, trig Trigger, now time.Time, forced bool, p *plan) (FireResult, error) {
+// admission asks for a run of slot, by trigger; forced bypasses the
+// idempotency window (jobs run --force).
+type admission struct {
+	slot   time.Time
+	trig   Trigger
+	forced bool
+}
+
+// admit applies the idempotency window and the overlap policy to the run a
+// asks for and, if it may run, claims it. The caller holds the store lock.
+func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, a admission, now time.Time, p *plan) (FireResult, error) {
+	slot, trig, forced := a.slot, a.trig, a.forced
 	runID := newRunID(now)
 	skip := func(reason string) FireResult {
-		e := rt.entry(j, runID, ledger.StateSkipped, slot, trig, now, reason)
+		e := rt.entry(j, now, mark{runID, ledger.StateSkipped, slot, trig, reason})
 		e.Forced = forced
 		p.lines = append(p.lines, e)
 		return FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: reason}
@@ -340,8 +370,7 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, slot time.Time, trig 
 			kept := j.Pending[:0:0]
 			for _, q := range j.Pending {
 				if q.Cause == store.PendingQueued {
-					e := rt.entry(j, q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), now,
-						fmt.Sprintf("overlap queue_one: superseded by run %s for slot %s", runID, slot.Format(time.RFC3339)))
+					e := rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), fmt.Sprintf("overlap queue_one: superseded by run %s for slot %s", runID, slot.Format(time.RFC3339))})
 					p.lines = append(p.lines, e)
 					continue
 				}
@@ -350,14 +379,13 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, slot time.Time, trig 
 			j.Pending = append(kept, Pending{RunID: runID, Slot: slot, Trigger: string(trig), Attempt: 1,
 				Cause: store.PendingQueued, Forced: forced, Reason: "queued behind run " + live.RunID})
 			reason := fmt.Sprintf("overlap queue_one: queued behind run %s", live.RunID)
-			e := rt.entry(j, runID, ledger.StateClaimed, slot, trig, now, reason)
+			e := rt.entry(j, now, mark{runID, ledger.StateClaimed, slot, trig, reason})
 			e.Forced = forced
 			p.lines = append(p.lines, e)
 			return FireResult{Status: FireAccepted, RunID: runID, Queued: true, Reason: reason}, nil
 		case OverlapReplace:
 			for _, c := range j.Claims {
-				e := rt.entry(j, c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), now,
-					fmt.Sprintf("overlap replace: replaced by run %s", runID))
+				e := rt.entry(j, now, mark{c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), fmt.Sprintf("overlap replace: replaced by run %s", runID)})
 				e.Owner, e.Token, e.Attempt = c.Owner, c.Token, c.Attempt
 				p.lines = append(p.lines, e)
 				switch rt.judge(&c) {
@@ -391,18 +419,37 @@ func (rt *Runtime) claim(j *Job, c Claim, now time.Time, reason string, p *plan)
 		return err
 	}
 	p.reg = append(p.reg, c.RunID)
-	e := rt.entry(j, c.RunID, ledger.StateClaimed, c.Slot, Trigger(c.Trigger), now, reason)
+	e := rt.entry(j, now, mark{c.RunID, ledger.StateClaimed, c.Slot, Trigger(c.Trigger), reason})
 	e.Token, e.Attempt, e.Forced = c.Token, c.Attempt, c.Forced
 	p.lines = append(p.lines, e)
 	p.starts = append(p.starts, startReq{job: j.Clone(), claim: c})
 	return nil
 }
 
+// usedBy is the use of a slot whose fire had result res.
+func usedBy(res FireResult) use {
+	if res.Skipped {
+		return notRun
+	}
+	return ran
+}
+
+// use says whether a handled slot counts against repeat.times.
+type use int
+
+// Uses of a slot.
+const (
+	// notRun: the slot was skipped or missed; it does not count.
+	notRun use = iota
+	// ran: the slot went to a run; it counts.
+	ran
+)
+
 // advance moves next_run_at past now (and past slot) after slot was
-// handled; consumed counts the slot against repeat.times.
-func (rt *Runtime) advance(j *Job, sched *schedule.Schedule, slot, now time.Time, consumed bool) {
+// handled; a slot that ran counts against repeat.times.
+func (rt *Runtime) advance(j *Job, sched *schedule.Schedule, slot, now time.Time, u use) {
 	j.UpdatedAt = now.UTC()
-	if consumed {
+	if u == ran {
 		j.Repeat.Completed++
 	}
 	if j.Repeat.Times > 0 && j.Repeat.Completed >= j.Repeat.Times {
@@ -480,7 +527,7 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 		}
 		j.LastStatus, j.LastError = store.StatusInterrupted, reason
 		j.FailureStreak++
-		e := rt.entry(j, c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), now, reason)
+		e := rt.entry(j, now, mark{c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), reason})
 		e.Owner, e.Token, e.Attempt, e.Forced = c.Owner, c.Token, c.Attempt, c.Forced
 		p.lines = append(p.lines, e)
 	}
@@ -605,6 +652,7 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 		now := rt.now()
 		for _, j := range st.All() {
 			rt.reap(j, now, p)
+			rt.skipPaused(j, now, p)
 			if err := rt.drain(j, now, p); err != nil {
 				return err
 			}
@@ -622,7 +670,8 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 // CatchUp handles everything due at now for all jobs, in one store update:
 // claims whose owners are gone or whose leases expired are reaped; due
 // pending runs start; and overdue slots are dealt with by each job's misfire
-// policy (a slot within the grace window simply runs late). It never leaves
+// policy (a slot within the grace window simply runs late); the slots passed
+// while a job is paused are recorded skipped. It never leaves
 // an enabled job with a past next_run_at.
 func (rt *Runtime) CatchUp(ctx context.Context) error {
 	if rt.closing.Load() {
@@ -634,6 +683,7 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 		now := rt.now()
 		for _, j := range st.All() {
 			rt.reap(j, now, p)
+			rt.skipPaused(j, now, p)
 			if err := rt.drain(j, now, p); err != nil {
 				return err
 			}
@@ -662,104 +712,134 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 // maxEnumerate bounds how many overdue slots are listed one by one.
 const maxEnumerate = 1000
 
+// overdue is one application of a job's misfire policy to its overdue
+// slots, under the store lock.
+type overdue struct {
+	rt     *Runtime
+	j      *Job
+	sched  *schedule.Schedule
+	now    time.Time
+	p      *plan
+	slots  []time.Time // the overdue slots, oldest first, at most maxEnumerate
+	more   bool        // more were overdue than listed
+	latest time.Time
+	onTime bool // the latest slot is within the grace
+	grace  time.Duration
+	runs   int
+}
+
 // misfire applies j's misfire policy to its overdue slots. The caller holds
 // the store lock.
 func (rt *Runtime) misfire(j *Job, sched *schedule.Schedule, now time.Time, p *plan) error {
-	slots := []time.Time{*j.NextRunAt}
-	more := false
+	o := &overdue{rt: rt, j: j, sched: sched, now: now, p: p, slots: []time.Time{*j.NextRunAt}, grace: Grace(j, sched)}
 	for {
-		n, ok := sched.Next(slots[len(slots)-1])
+		n, ok := sched.Next(o.slots[len(o.slots)-1])
 		if !ok || n.After(now) {
 			break
 		}
-		if len(slots) == maxEnumerate {
-			more = true
+		if len(o.slots) == maxEnumerate {
+			o.more = true
 			break
 		}
-		slots = append(slots, n)
+		o.slots = append(o.slots, n)
 	}
-	grace := Grace(j, sched)
-	latest := slots[len(slots)-1]
-	onTime := !more && now.Sub(latest) <= grace
-	missed := func(s time.Time, reason string) {
-		p.lines = append(p.lines, rt.entry(j, missedRunID(j.ID, s), ledger.StateMissed, s, TriggerCatchUp, now, reason))
-	}
-	trig := func(s time.Time) Trigger {
-		if s.Equal(latest) && onTime {
-			return TriggerScheduled
-		}
-		return TriggerCatchUp
-	}
-	runs := 0
-	run := func(s time.Time) error {
-		if j.Repeat.Times > 0 && j.Repeat.Completed+runs >= j.Repeat.Times {
-			missed(s, "repeat limit reached")
-			return nil
-		}
-		res, err := rt.admit(j, sched, s, trig(s), now, false, p)
-		if err != nil {
-			return err
-		}
-		if !res.Skipped {
-			runs++
-		}
-		return nil
-	}
+	o.latest = o.slots[len(o.slots)-1]
+	o.onTime = !o.more && now.Sub(o.latest) <= o.grace
+	var err error
 	switch j.Misfire {
 	case MisfireSkip:
-		for _, s := range slots {
-			if s.Equal(latest) && onTime {
-				if err := run(s); err != nil {
-					return err
-				}
-				continue
-			}
-			// Only the latest slot may still run, and only within the grace;
-			// an earlier one within the grace is superseded by it.
-			late := now.Sub(s)
-			if late > grace {
-				missed(s, fmt.Sprintf("misfire skip: overdue by %s, beyond the grace of %s", late.Round(time.Second), grace))
-				continue
-			}
-			missed(s, fmt.Sprintf("misfire skip: overdue by %s; superseded by slot %s", late.Round(time.Second), latest.Format(time.RFC3339)))
-		}
+		err = o.skip()
 	case MisfireRunAll:
-		for i, s := range slots {
-			switch {
-			case i >= rt.cfg.MaxCatchUp:
-				missed(s, fmt.Sprintf("misfire run_all: beyond the catch-up bound of %d slots", rt.cfg.MaxCatchUp))
-			case i == 0:
-				if err := run(s); err != nil {
-					return err
-				}
-			default:
-				if j.Repeat.Times > 0 && j.Repeat.Completed+runs >= j.Repeat.Times {
-					missed(s, "repeat limit reached")
-					continue
-				}
-				runID := newRunID(now)
-				j.Pending = append(j.Pending, Pending{RunID: runID, Slot: s.UTC(), Trigger: string(trig(s)), Attempt: 1,
-					Cause: store.PendingCatchUp, Reason: fmt.Sprintf("misfire run_all: catch-up %d/%d", i+1, min(len(slots), rt.cfg.MaxCatchUp))})
-				runs++
-			}
-		}
-		if err := rt.drain(j, now, p); err != nil {
-			return err
-		}
+		err = o.runAll()
 	default: // run_once
-		for _, s := range slots[:len(slots)-1] {
-			missed(s, fmt.Sprintf("misfire run_once: superseded by the run for slot %s", latest.Format(time.RFC3339)))
+		for _, s := range o.slots[:len(o.slots)-1] {
+			o.missed(s, fmt.Sprintf("misfire run_once: superseded by the run for slot %s", o.latest.Format(time.RFC3339)))
 		}
-		if err := run(latest); err != nil {
-			return err
-		}
+		err = o.run(o.latest)
 	}
-	if more {
-		missed(now, fmt.Sprintf("misfire: more than %d slots overdue; later ones up to now were not listed", maxEnumerate))
+	if err != nil {
+		return err
 	}
-	j.Repeat.Completed += runs
-	rt.advance(j, sched, now, now, false)
+	if o.more {
+		o.missed(now, fmt.Sprintf("misfire: more than %d slots overdue; later ones up to now were not listed", maxEnumerate))
+	}
+	j.Repeat.Completed += o.runs
+	rt.advance(j, sched, now, now, notRun)
 	return nil
+}
+
+func (o *overdue) missed(s time.Time, reason string) {
+	o.p.lines = append(o.p.lines, o.rt.entry(o.j, o.now, mark{missedRunID(o.j.ID, s), ledger.StateMissed, s, TriggerCatchUp, reason}))
+}
+
+func (o *overdue) trig(s time.Time) Trigger {
+	if s.Equal(o.latest) && o.onTime {
+		return TriggerScheduled
+	}
+	return TriggerCatchUp
+}
+
+// limited reports whether the runs so far reach the job's repeat limit.
+func (o *overdue) limited() bool {
+	return o.j.Repeat.Times > 0 && o.j.Repeat.Completed+o.runs >= o.j.Repeat.Times
+}
+
+func (o *overdue) run(s time.Time) error {
+	if o.limited() {
+		o.missed(s, "repeat limit reached")
+		return nil
+	}
+	res, err := o.rt.admit(o.j, o.sched, admission{slot: s, trig: o.trig(s)}, o.now, o.p)
+	if err != nil {
+		return err
+	}
+	if !res.Skipped {
+		o.runs++
+	}
+	return nil
+}
+
+// skip is misfire skip: only the latest slot may still run, and only within
+// the grace; an earlier one within the grace is superseded by it.
+func (o *overdue) skip() error {
+	for _, s := range o.slots {
+		if s.Equal(o.latest) && o.onTime {
+			if err := o.run(s); err != nil {
+				return err
+			}
+			continue
+		}
+		late := o.now.Sub(s)
+		if late > o.grace {
+			o.missed(s, fmt.Sprintf("misfire skip: overdue by %s, beyond the grace of %s", late.Round(time.Second), o.grace))
+			continue
+		}
+		o.missed(s, fmt.Sprintf("misfire skip: overdue by %s; superseded by slot %s", late.Round(time.Second), o.latest.Format(time.RFC3339)))
+	}
+	return nil
+}
+
+// runAll is misfire run_all: the first slot runs now, the next ones up to
+// the catch-up bound are owed one after another, the rest are missed.
+func (o *overdue) runAll() error {
+	bound := o.rt.cfg.MaxCatchUp
+	for i, s := range o.slots {
+		switch {
+		case i >= bound:
+			o.missed(s, fmt.Sprintf("misfire run_all: beyond the catch-up bound of %d slots", bound))
+		case i == 0:
+			if err := o.run(s); err != nil {
+				return err
+			}
+		case o.limited():
+			o.missed(s, "repeat limit reached")
+		default:
+			o.j.Pending = append(o.j.Pending, Pending{RunID: newRunID(o.now), Slot: s.UTC(), Trigger: string(o.trig(s)), Attempt: 1,
+				Cause: store.PendingCatchUp, Reason: fmt.Sprintf("misfire run_all: catch-up %d/%d", i+1, min(len(o.slots), bound))})
+			o.runs++
+		}
+	}
+	return o.rt.drain(o.j, o.now, o.p)
 }
 
 // RecordMissed records a fire NAS reports as failed (dead-lettered) as
@@ -805,7 +885,7 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 				// Move to the slot after the failed one, not past now: later
 				// slots that are overdue too are the misfire policy's to
 				// decide (CatchUp below), never skipped in silence.
-				rt.advance(j, sched, slot, slot, false)
+				rt.advance(j, sched, slot, slot, notRun)
 				j.UpdatedAt = now.UTC()
 				if j.FinishedAt != nil {
 					j.FinishedAt = utcPtr(now)
@@ -813,7 +893,7 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 				overdue = j.Enabled && j.NextRunAt != nil && !j.NextRunAt.After(now)
 			}
 		}
-		e := rt.entry(j, runID, ledger.StateMissed, slot, TriggerScheduled, now, "fire failed upstream: "+strings.TrimSpace(reason))
+		e := rt.entry(j, now, mark{runID, ledger.StateMissed, slot, TriggerScheduled, "fire failed upstream: " + strings.TrimSpace(reason)})
 		if err := rt.ledger.Append(ctx, e); err != nil {
 			return err
 		}

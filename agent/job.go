@@ -139,41 +139,8 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 	if j.Schedule == "" {
 		return nil, nil, bad("schedule is empty")
 	}
-	if spec.Repeat < 0 {
-		return nil, nil, bad("repeat %d must not be negative", spec.Repeat)
-	}
-	if spec.Timeout < 0 {
-		return nil, nil, bad("timeout %s must not be negative", spec.Timeout)
-	}
-	if spec.Grace < 0 {
-		return nil, nil, bad("grace %s must not be negative", spec.Grace)
-	}
-	var err error
-	if j.Misfire, err = store.ParseMisfire(spec.Misfire); err != nil {
-		return nil, nil, invalid(err)
-	}
-	if j.Overlap, err = store.ParseOverlap(spec.Overlap); err != nil {
-		return nil, nil, invalid(err)
-	}
-	if j.Window, err = store.ParseWindow(spec.Window); err != nil {
-		return nil, nil, invalid(err)
-	}
-	if j.OnInterrupt, err = store.ParseOnInterrupt(spec.OnInterrupt); err != nil {
-		return nil, nil, invalid(err)
-	}
-	if j.Retry.MaxAttempts < 0 || j.Retry.Backoff < 0 || j.Retry.MaxBackoff < 0 {
-		return nil, nil, bad("retry values must not be negative")
-	}
-	if j.OnInterrupt == InterruptRetry {
-		if j.Retry.MaxAttempts == 0 {
-			j.Retry.MaxAttempts = DefaultRetryAttempts
-		}
-		if j.Retry.Backoff == 0 {
-			j.Retry.Backoff = store.Duration(DefaultRetryBackoff)
-		}
-		if j.Retry.MaxBackoff == 0 {
-			j.Retry.MaxBackoff = store.Duration(DefaultRetryMaxBackoff)
-		}
+	if err := setPolicies(j, spec); err != nil {
+		return nil, nil, err
 	}
 	if j.Timezone != "" {
 		if _, err := time.LoadLocation(j.Timezone); err != nil || j.Timezone == "Local" {
@@ -207,6 +174,54 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 		j.NextRunAt = nil
 	}
 	return j, sched, nil
+}
+
+// setPolicies parses spec's policies into j, with the retry defaults under
+// on_interrupt retry.
+func setPolicies(j *Job, spec JobSpec) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidJob, fmt.Sprintf(format, args...))
+	}
+	invalid := func(err error) error {
+		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
+	if spec.Repeat < 0 {
+		return bad("repeat %d must not be negative", spec.Repeat)
+	}
+	if spec.Timeout < 0 {
+		return bad("timeout %s must not be negative", spec.Timeout)
+	}
+	if spec.Grace < 0 {
+		return bad("grace %s must not be negative", spec.Grace)
+	}
+	var err error
+	if j.Misfire, err = store.ParseMisfire(spec.Misfire); err != nil {
+		return invalid(err)
+	}
+	if j.Overlap, err = store.ParseOverlap(spec.Overlap); err != nil {
+		return invalid(err)
+	}
+	if j.Window, err = store.ParseWindow(spec.Window); err != nil {
+		return invalid(err)
+	}
+	if j.OnInterrupt, err = store.ParseOnInterrupt(spec.OnInterrupt); err != nil {
+		return invalid(err)
+	}
+	if j.Retry.MaxAttempts < 0 || j.Retry.Backoff < 0 || j.Retry.MaxBackoff < 0 {
+		return bad("retry values must not be negative")
+	}
+	if j.OnInterrupt == InterruptRetry {
+		if j.Retry.MaxAttempts == 0 {
+			j.Retry.MaxAttempts = DefaultRetryAttempts
+		}
+		if j.Retry.Backoff == 0 {
+			j.Retry.Backoff = store.Duration(DefaultRetryBackoff)
+		}
+		if j.Retry.MaxBackoff == 0 {
+			j.Retry.MaxBackoff = store.Duration(DefaultRetryMaxBackoff)
+		}
+	}
+	return nil
 }
 
 func utcPtr(t time.Time) *time.Time {

@@ -27,7 +27,7 @@ func TestLeaseIsRenewed(t *testing.T) {
 	if _, _, err := rt.AddJob(t.Context(), JobSpec{ID: "long", Schedule: "@yearly", Payload: payloadKind("gate")}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := rt.RunNow(t.Context(), "long", false)
+	res, err := rt.RunNow(t.Context(), "long", RunOptions{})
 	if err != nil || res.Status != FireAccepted {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -80,14 +80,14 @@ func TestCloseInterruptsRunsWhenItsContextEnds(t *testing.T) {
 			if _, _, err := rt.AddJob(t.Context(), JobSpec{ID: "c", Schedule: "@yearly", OnInterrupt: policy, Payload: payloadKind("gate")}); err != nil {
 				t.Fatal(err)
 			}
-			res, _ := rt.RunNow(t.Context(), "c", false)
+			res, _ := rt.RunNow(t.Context(), "c", RunOptions{})
 			<-g.started
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
 			if err := rt.Close(ctx); err == nil {
 				t.Fatal("close reported no interruption")
 			}
-			if got, _ := rt.RunNow(t.Context(), "c", false); got.Status != FireBusy {
+			if got, _ := rt.RunNow(t.Context(), "c", RunOptions{}); got.Status != FireBusy {
 				t.Fatalf("fire after close: %+v", got)
 			}
 			again, err := Open(t.Context(), Config{Home: home, Retention: -1, Runners: map[string]runner.Runner{"gate": g}})
@@ -206,7 +206,7 @@ func TestShellRunThroughTheRuntime(t *testing.T) {
 			b.add(t, JobSpec{ID: "sh", Schedule: "@daily", Timeout: tc.timeout,
 				Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: tc.command}}})
 			start := time.Now()
-			res, err := b.rt.RunNow(t.Context(), "sh", false)
+			res, err := b.rt.RunNow(t.Context(), "sh", RunOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
@@ -77,45 +76,15 @@ func (rt *Runtime) modify(ctx context.Context, id string, fn func(j *Job, now ti
 	return out, nil
 }
 
-// Pause disables a job: it keeps its record and live runs but has no
-// next_run_at, so nothing is armed for it.
-func (rt *Runtime) Pause(ctx context.Context, id, reason string) (Job, error) {
-	return rt.modify(ctx, id, func(j *Job, _ time.Time) error {
-		j.Enabled = false
-		j.PausedReason = strings.TrimSpace(reason)
-		j.NextRunAt = nil
-		return nil
-	})
-}
-
-// Resume enables a paused job; its next_run_at becomes the first slot after
-// now (the slots passed while paused are not run). A finished job cannot be
-// resumed.
-func (rt *Runtime) Resume(ctx context.Context, id string) (Job, error) {
-	return rt.modify(ctx, id, func(j *Job, now time.Time) error {
-		if j.FinishedAt != nil {
-			return fmt.Errorf("%w: job %q has finished", ErrInvalidJob, id)
-		}
-		sched, err := parseSchedule(j, rt.cfg.Location)
-		if err != nil {
-			return err
-		}
-		j.Enabled = true
-		j.PausedReason = ""
-		next, ok := sched.Next(now)
-		if !ok {
-			j.NextRunAt, j.FinishedAt = nil, utcPtr(now)
-			return nil
-		}
-		j.NextRunAt = utcPtr(next)
-		return nil
-	})
-}
-
 // Remove deletes a job. Live runs finish, but their completions are
 // discarded (the ledger says so).
 func (rt *Runtime) Remove(ctx context.Context, id string) error {
+	p := &plan{}
 	err := rt.store.Update(ctx, func(st *store.State) error {
+		p.lines = nil
+		if j := st.Job(id); j != nil {
+			rt.skipPaused(j, rt.now(), p)
+		}
 		if !st.Remove(id) {
 			return fmt.Errorf("%w: %q", store.ErrNotFound, id)
 		}
@@ -124,6 +93,7 @@ func (rt *Runtime) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	rt.apply(ctx, p)
 	rt.signal()
 	return nil
 }

@@ -243,13 +243,13 @@ func TestIdempotencyWindow(t *testing.T) {
 			b.clock.Set(tc.first.Add(-time.Hour))
 			b.add(t, JobSpec{ID: "w", Schedule: "@yearly", Window: tc.window, Timezone: tc.tz})
 			b.clock.Set(tc.first)
-			r1, err := b.rt.RunNow(t.Context(), "w", false)
+			r1, err := b.rt.RunNow(t.Context(), "w", RunOptions{})
 			if err != nil || r1.Status != FireAccepted || r1.Skipped {
 				t.Fatalf("first run: %+v %v", r1, err)
 			}
 			b.drainRuns(t, 1)
 			b.clock.Set(tc.second)
-			r2, err := b.rt.RunNow(t.Context(), "w", tc.force)
+			r2, err := b.rt.RunNow(t.Context(), "w", RunOptions{Force: tc.force})
 			if err != nil {
 				t.Fatal(err)
 			}

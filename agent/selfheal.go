@@ -72,7 +72,7 @@ func (rt *Runtime) MissSlots(ctx context.Context, jobID string, from, until time
 				break
 			}
 			if runID := missedRunID(jobID, slot); !have[runID] {
-				if err := rt.ledger.Append(ctx, rt.entry(j, runID, ledger.StateMissed, slot, TriggerScheduled, now, reason)); err != nil {
+				if err := rt.ledger.Append(ctx, rt.entry(j, now, mark{runID, ledger.StateMissed, slot, TriggerScheduled, reason})); err != nil {
 					return err
 				}
 				recorded++
@@ -86,8 +86,7 @@ func (rt *Runtime) MissSlots(ctx context.Context, jobID string, from, until time
 		}
 		if more {
 			// Past the bound, the rest up to limit goes in one line.
-			if err := rt.ledger.Append(ctx, rt.entry(j, missedRunID(jobID, limit), ledger.StateMissed, limit, TriggerScheduled, now,
-				fmt.Sprintf("%s (and every slot up to here: more than %d)", reason, maxEnumerate))); err != nil {
+			if err := rt.ledger.Append(ctx, rt.entry(j, now, mark{missedRunID(jobID, limit), ledger.StateMissed, limit, TriggerScheduled, fmt.Sprintf("%s (and every slot up to here: more than %d)", reason, maxEnumerate)})); err != nil {
 				return err
 			}
 			recorded++

@@ -111,6 +111,11 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 				consider(c.LeaseUntil.Add(time.Millisecond))
 			}
 			if !j.Enabled {
+				if j.PausedFrom != nil {
+					// A slot passing while paused is recorded skipped.
+					consider(*j.PausedFrom)
+					w.sweep = w.sweep || !j.PausedFrom.After(now)
+				}
 				continue
 			}
 			for _, q := range j.Pending {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -93,6 +94,33 @@ func TestReadmeWalkthrough(t *testing.T) {
 			}
 		}
 		return n >= 2, fmt.Sprintf("%d scheduled runs succeeded", n)
+	})
+	// The edited heartbeat kept its id and took the edit; paused, each slot
+	// that passes is recorded skipped with reason paused, one line a slot.
+	var job struct{ Name, Schedule, State string }
+	if err := json.Unmarshal([]byte(runScript(t, dir, "chronos jobs show --home agent-home heartbeat --json")), &job); err != nil {
+		t.Fatal(err)
+	}
+	if job.Name != "Heartbeat" || job.Schedule != "every 2s" || job.State != "paused" {
+		t.Fatalf("heartbeat after edit and pause: %+v", job)
+	}
+	eventually(t, 30*time.Second, "the paused heartbeat's slots to be recorded skipped", func() (bool, string) {
+		var runs []struct {
+			RunID         string `json:"run_id"`
+			State, Reason string
+		}
+		out := runScript(t, dir, "chronos runs list --home agent-home --job heartbeat --json")
+		if err := json.Unmarshal([]byte(out), &runs); err != nil {
+			t.Fatal(err)
+		}
+		n, seen := 0, map[string]bool{}
+		for _, r := range runs {
+			if r.State == "skipped" && strings.HasPrefix(r.Reason, "paused") && !seen[r.RunID] {
+				seen[r.RunID] = true
+				n++
+			}
+		}
+		return n >= 2, fmt.Sprintf("%d slots recorded skipped while paused", n)
 	})
 	t.Logf("ran %d README commands", len(ran))
 }

@@ -269,6 +269,10 @@ type Job struct {
 	// FinishedAt is set when a one-shot ran or repeat.times was reached: the
 	// job stays as a record with no next_run_at.
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// PausedFrom is, while the job is paused, its first slot not yet
+	// recorded skipped: the slots that pass while paused are recorded one
+	// line each, with reason "paused".
+	PausedFrom *time.Time `json:"paused_from,omitempty"`
 
 	// Fence is the last fencing token handed out for this job; it only grows.
 	Fence   uint64    `json:"fence"`
@@ -284,6 +288,7 @@ func (j *Job) Clone() Job {
 	c.LastSuccessAt = cloneTime(j.LastSuccessAt)
 	c.LastSuccessSlot = cloneTime(j.LastSuccessSlot)
 	c.FinishedAt = cloneTime(j.FinishedAt)
+	c.PausedFrom = cloneTime(j.PausedFrom)
 	c.Claims = append([]Claim(nil), j.Claims...)
 	for i := range c.Claims {
 		c.Claims[i].Procs = append([]runner.Process(nil), c.Claims[i].Procs...)

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/provider"
 )
 
 // cli runs the binary in-process and returns exit code, stdout and stderr.
@@ -195,28 +198,45 @@ func TestJobsBadInput(t *testing.T) {
 	}
 }
 
-// TestJobsChangeHook: add, pause, resume and rm call afterJobChange with
-// the home they changed. Not parallel: it sets a package variable.
+// jobsWith runs the jobs command tree with arm as its arming dependency.
+func jobsWith(t *testing.T, arm armFunc, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	c := newJobsCmdWith(arm)
+	c.SetArgs(args)
+	c.SetOut(&out)
+	c.SetErr(&errb)
+	if err := c.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("jobs %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+// TestJobsChangeHook: add, edit, pause, resume and rm arm the change through
+// the target home, and list does not.
 func TestJobsChangeHook(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	var calls []string
-	saved := afterJobChange
-	afterJobChange = func(_ context.Context, h string) error {
-		calls = append(calls, h)
-		return nil
+	arm := func(_ context.Context, tg provider.Target, _ *agent.Runtime) (provider.ArmReport, error) {
+		calls = append(calls, tg.Home)
+		return provider.ArmReport{}, nil
 	}
-	defer func() { afterJobChange = saved }()
-	mustCLI(t, "jobs", "add", "--home", home, "--id", "h", "--schedule", "@daily", "--", "true")
-	mustCLI(t, "jobs", "pause", "--home", home, "h")
-	mustCLI(t, "jobs", "resume", "--home", home, "h")
-	mustCLI(t, "jobs", "list", "--home", home)
-	mustCLI(t, "jobs", "rm", "--home", home, "h")
-	if len(calls) != 4 {
-		t.Fatalf("hook called %d times (%v), want 4", len(calls), calls)
+	out := jobsWith(t, arm, "add", "--home", home, "--id", "h", "--schedule", "@daily", "--", "true")
+	if !strings.Contains(out, "nothing will arm this change until the agent next starts") {
+		t.Fatalf("add without a known agent does not say it is not armed:\n%s", out)
+	}
+	jobsWith(t, arm, "edit", "--home", home, "h", "--schedule", "@hourly")
+	jobsWith(t, arm, "pause", "--home", home, "h")
+	jobsWith(t, arm, "resume", "--home", home, "h")
+	jobsWith(t, arm, "list", "--home", home)
+	jobsWith(t, arm, "rm", "--home", home, "h")
+	if len(calls) != 5 {
+		t.Fatalf("arm called %d times (%v), want 5", len(calls), calls)
 	}
 	for _, c := range calls {
 		if c != home {
-			t.Fatalf("hook got home %q, want %q", c, home)
+			t.Fatalf("arm got home %q, want %q", c, home)
 		}
 	}
 }

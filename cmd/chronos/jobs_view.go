@@ -4,50 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
+	"path/filepath"
 	"text/tabwriter"
-	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
 )
 
-// jobJSON is a job as the CLI prints it in JSON: the stored job plus its
-// state and how its schedule is understood. The fields a reader looks for
-// are always present (empty or null until they have a value), while
-// jobs.json leaves them out.
-type jobJSON struct {
-	agent.Job
-	Name         string     `json:"name"`
-	PausedReason string     `json:"paused_reason"`
-	LastRunAt    *time.Time `json:"last_run_at"`
-	LastStatus   string     `json:"last_status"`
-	LastError    string     `json:"last_error"`
-	FinishedAt   *time.Time `json:"finished_at"`
-	State        string     `json:"state"`
-	Describe     string     `json:"describe,omitempty"`
-}
-
-func jobState(j *agent.Job) string {
-	switch {
-	case j.FinishedAt != nil:
-		return "finished"
-	case !j.Enabled:
-		return "paused"
-	case len(j.Claims) > 0:
-		return "running"
-	}
-	return "scheduled"
-}
-
-func jobView(rt *agent.Runtime, j *agent.Job) jobJSON {
-	v := jobJSON{Job: *j, State: jobState(j),
-		Name: j.Name, PausedReason: j.PausedReason, LastRunAt: j.LastRunAt,
-		LastStatus: j.LastStatus, LastError: j.LastError, FinishedAt: j.FinishedAt}
-	if s, err := rt.Schedule(j); err == nil {
-		v.Describe = s.Describe()
-	}
-	return v
-}
+// jobJSON is a job as the CLI prints it in JSON.
+type jobJSON = agent.JobView
 
 func jobsJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -56,19 +22,6 @@ func jobsJSON(w io.Writer, v any) error {
 		return fmt.Errorf("write json: %w", err)
 	}
 	return nil
-}
-
-// jobTime formats t in j's zone, the zone its schedule is read in, so a
-// 09:00 Paris job shows 09:00+01:00 as jobs add printed it.
-func jobTime(j *agent.Job, t *time.Time) string {
-	if t == nil || t.IsZero() {
-		return "-"
-	}
-	loc, err := time.LoadLocation(j.Timezone)
-	if err != nil || j.Timezone == "" {
-		loc = time.UTC
-	}
-	return t.In(loc).Format(time.RFC3339)
 }
 
 func jobsDash(s string) string {
@@ -83,90 +36,165 @@ func writeJobTable(w io.Writer, jobs []agent.Job) error {
 	fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tSTATE\tNEXT\tLAST RUN\tLAST STATUS")
 	for i := range jobs {
 		j := &jobs[i]
-		state := jobState(j)
+		state := agent.JobState(j)
 		if state == "paused" && j.PausedReason != "" {
 			state += " (" + j.PausedReason + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{j.ID, jobsDash(j.Name), j.Schedule, state,
-			jobTime(j, j.NextRunAt), jobTime(j, j.LastRunAt), jobsDash(j.LastStatus)})...)
+			agent.JobTime(j, j.NextRunAt), agent.JobTime(j, j.LastRunAt), jobsDash(j.LastStatus)})...)
 	}
 	return tw.Flush()
 }
 
-func writeJobDetail(w io.Writer, rt *agent.Runtime, j *agent.Job) error {
+func writeJobDetail(w io.Writer, v *agent.JobView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, termSafe(v)) }
-	row("id", j.ID)
-	row("name", jobsDash(j.Name))
-	row("schedule", j.Schedule+" ("+j.Kind+")")
-	if s, err := rt.Schedule(j); err == nil {
-		row("understood as", s.Describe())
-	}
-	row("timezone", jobsDash(j.Timezone))
-	state := jobState(j)
-	if j.PausedReason != "" {
-		state += ": " + j.PausedReason
-	}
-	row("state", state)
-	repeat := "unbounded"
-	if j.Repeat.Times > 0 {
-		repeat = fmt.Sprintf("%d of %d", j.Repeat.Completed, j.Repeat.Times)
-	}
-	row("repeat", repeat)
-	row("payload", describePayload(j))
-	timeout := "none"
-	if j.Timeout > 0 {
-		timeout = j.Timeout.Std().String()
-	}
-	row("timeout", timeout)
-	row("policies", fmt.Sprintf("misfire %s, overlap %s, window %s, on interrupt %s", j.Misfire, j.Overlap, j.Window, j.OnInterrupt))
-	if j.OnInterrupt == agent.InterruptRetry {
-		row("retry", fmt.Sprintf("%d attempts, backoff %s up to %s", j.Retry.MaxAttempts, j.Retry.Backoff.Std(), j.Retry.MaxBackoff.Std()))
-	}
-	row("next run", jobTime(j, j.NextRunAt))
-	row("last run", jobTime(j, j.LastRunAt))
-	row("last status", jobsDash(j.LastStatus))
-	if j.LastError != "" {
-		row("last error", j.LastError)
-	}
-	row("failure streak", jobsCount(j.FailureStreak))
-	row("created", jobTime(j, &j.CreatedAt))
-	for _, c := range j.Claims {
-		row("running", fmt.Sprintf("run %s slot %s owner %s token %d lease until %s", c.RunID, c.Slot.Format(time.RFC3339), c.Owner, c.Token, c.LeaseUntil.Format(time.RFC3339)))
-	}
-	for _, p := range j.Pending {
-		row("pending", fmt.Sprintf("run %s slot %s (%s) %s", p.RunID, p.Slot.Format(time.RFC3339), p.Cause, p.Reason))
+	for _, r := range v.Details() {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], termSafe(r[1]))
 	}
 	return tw.Flush()
 }
 
-func describePayload(j *agent.Job) string {
-	p := j.Payload
-	switch {
-	case p.Shell != nil && p.Shell.Command != "":
-		return "shell: sh -c " + jobsQuote(p.Shell.Command)
-	case p.Shell != nil:
-		parts := make([]string, len(p.Shell.Argv))
-		for i, a := range p.Shell.Argv {
-			parts[i] = jobsQuote(a)
-		}
-		return "shell: " + strings.Join(parts, " ")
-	case p.HTTP != nil:
-		m := p.HTTP.Method
-		if m == "" {
-			m = "GET"
-			if p.HTTP.Body != "" {
-				m = "POST"
+func (c *jobsCLI) listCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use: "list", Short: "List jobs", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rt, _, err := c.open(cmd.Context())
+			if err != nil {
+				return err
 			}
-		}
-		return "http: " + m + " " + p.HTTP.URL
+			defer closeRuntime(rt)
+			jobs, err := rt.Jobs(cmd.Context())
+			views := make([]jobJSON, 0, len(jobs))
+			for i := range jobs {
+				views = append(views, rt.View(&jobs[i]))
+			}
+			switch {
+			case err != nil:
+				return err
+			case asJSON:
+				return jobsJSON(cmd.OutOrStdout(), views)
+			}
+			return writeJobTable(cmd.OutOrStdout(), jobs)
+		},
 	}
-	return p.Kind
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }
 
-func jobsQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`;&|<>*?()[]{}") {
-		return s
+func (c *jobsCLI) showCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use: "show ID", Short: "Show one job", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rt, _, err := c.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeRuntime(rt)
+			j, err := rt.Job(cmd.Context(), args[0])
+			if err != nil {
+				return jobError(err)
+			}
+			if v := rt.View(&j); !asJSON {
+				return writeJobDetail(cmd.OutOrStdout(), &v)
+			}
+			return jobsJSON(cmd.OutOrStdout(), rt.View(&j))
+		},
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// changeCmd is a command that changes one job and arms the change.
+func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error)) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rt, t, err := c.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeRuntime(rt)
+			j, line, err := do(cmd, rt, args[0])
+			if err != nil {
+				return jobError(err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), termSafe(line))
+			return c.changed(cmd.Context(), cmd.OutOrStdout(), t, rt, j)
+		},
+	}
+}
+
+func (c *jobsCLI) pauseCmd() *cobra.Command {
+	var reason string
+	cmd := c.changeCmd("pause ID", "Pause a job: no fires until resumed (the slots that pass are recorded skipped)",
+		func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error) {
+			j, err := rt.Pause(cmd.Context(), id, reason)
+			return &j, "paused job " + id, err
+		})
+	cmd.Flags().StringVar(&reason, "reason", "", "why the job is paused (shown by list and show)")
+	return cmd
+}
+
+func (c *jobsCLI) resumeCmd() *cobra.Command {
+	return c.changeCmd("resume ID", "Resume a paused job from its next slot after now",
+		func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error) {
+			j, err := rt.Resume(cmd.Context(), id)
+			next := "none (finished)"
+			if j.NextRunAt != nil {
+				next = agent.JobTime(&j, j.NextRunAt)
+			}
+			return &j, fmt.Sprintf("resumed job %s; next fire %s", j.ID, next), err
+		})
+}
+
+func (c *jobsCLI) rmCmd() *cobra.Command {
+	return c.changeCmd("rm ID", "Remove a job (its ledger history stays)",
+		func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error) {
+			return nil, "removed job " + id, rt.Remove(cmd.Context(), id)
+		})
+}
+
+func (c *jobsCLI) runCmd() *cobra.Command {
+	var o agent.RunOptions
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run ID",
+		Short: "Run a job now through the same claim and ledger, and wait for the outcome",
+		Long: `Run a job now. The run goes through the job's claim and policies like a scheduled
+fire, is recorded in the ledger with trigger "manual", and this command waits for it to
+end. --force runs even if the idempotency window already has a successful run.
+Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printed).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rt, _, err := c.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeRuntime(rt)
+			run, err := rt.RunAndWait(cmd.Context(), args[0], o)
+			if err != nil {
+				return jobError(err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				if err := jobsJSON(out, run); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintln(out, termSafe(run.Summary()))
+				if run.Output != "" {
+					fmt.Fprintf(out, "output: %s\n", termSafe(filepath.Join(rt.Store().Home(), run.Output)))
+				}
+			}
+			if run.State != "succeeded" {
+				return fmt.Errorf("jobs run: run %s %s", run.RunID, run.State)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&o.Force, "force", false, "run even if the idempotency window already has a successful run")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run as JSON")
+	return cmd
 }

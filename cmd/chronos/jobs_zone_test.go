@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chronoscron/chronos/agent/provider"
 )
 
 // TestResolveTarget pins where the jobs CLI finds its home and the zone of
@@ -52,10 +54,11 @@ func TestResolveTarget(t *testing.T) {
 				v, ok := tc.env[k]
 				return v, ok
 			}
-			home, loc, err := resolveTarget(tc.flag, lookup)
+			tg, err := provider.ResolveTarget(provider.TargetOptions{Home: tc.flag, Lookup: lookup, Load: loadAgentConfig})
 			if err != nil {
 				t.Fatal(err)
 			}
+			home, loc := tg.Home, tg.Location
 			if home != tc.wantHome || loc.String() != tc.wantZone {
 				t.Errorf("got home %q zone %q, want %q %q", home, loc, tc.wantHome, tc.wantZone)
 			}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/runner"
 )
 
 func newRunsCmd() *cobra.Command {
@@ -45,14 +45,18 @@ every field of the ledger's fold, these included.`,
 			}
 			f := ledger.Filter{JobID: jobID, Limit: limit}
 			if since != "" {
-				t, err := parseSince(since, time.Now())
+				t, err := ledger.ParseSince(since, time.Now())
 				if err != nil {
-					return asUsage(err)
+					return usagef("runs list: %v", err)
 				}
 				f.Since = t
 			}
-			hd, err := resolveHome(*home)
+			t, err := target(*home)
 			if err != nil {
+				return err
+			}
+			hd := t.Home
+			if err := agent.RecordPausedIn(cmd.Context(), agent.Config{Home: hd, Location: t.Location}); err != nil {
 				return err
 			}
 			lg, err := ledger.Open(filepath.Join(hd, "runs"))
@@ -84,7 +88,7 @@ every field of the ledger's fold, these included.`,
 					output = filepath.Join(hd, r.Output)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{r.RunID, r.JobID, r.Slot.Format(time.RFC3339),
-					jobsDash(r.Trigger), r.State, r.Attempt, forced, late, runsResult(r), runsDuration(r), jobsDash(output),
+					jobsDash(r.Trigger), r.State, r.Attempt, forced, late, r.Result(), r.Took(), jobsDash(output),
 					jobsDash(runsOneLine(r.Reason))})...)
 			}
 			return tw.Flush()
@@ -97,59 +101,7 @@ every field of the ledger's fold, these included.`,
 	return c
 }
 
-// parseSince reads an RFC 3339 time, a YYYY-MM-DD date (UTC) or a duration
-// back from now.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse("2006-01-02", s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("runs list: --since %q is not an RFC 3339 time, a date or a duration like 24h", s)
-}
-
 // runsOneLine folds a reason onto one line of at most 120 bytes.
 func runsOneLine(s string) string {
 	return cutText(strings.ReplaceAll(s, "\n", " "), 120)
-}
-
-// runsResult says how a run's latest attempt ended: "exit N" for a shell
-// job, "http N" for an http job, "-" when it did not run or got no status.
-func runsResult(r *ledger.Run) string {
-	if r.StartedAt.IsZero() || !r.State.Terminal() || r.DurationMS == nil {
-		return "-"
-	}
-	switch r.Runner {
-	case runner.KindHTTP:
-		if r.ExitCode > 0 {
-			return fmt.Sprintf("http %d", r.ExitCode)
-		}
-	case runner.KindShell:
-		// exit_code is left out of a line when it is 0: a run that ended
-		// without an error exited 0.
-		// A negative status is a process that never exited on its own
-		// (killed, or not started): the reason says which.
-		if r.ExitCode > 0 || (r.ExitCode == 0 && r.Error == "") {
-			return fmt.Sprintf("exit %d", r.ExitCode)
-		}
-	default:
-		if r.ExitCode != 0 {
-			return fmt.Sprintf("code %d", r.ExitCode)
-		}
-	}
-	return "-"
-}
-
-// runsDuration is how long the latest attempt ran, "-" while it runs or
-// when it never ran.
-func runsDuration(r *ledger.Run) string {
-	if r.DurationMS == nil {
-		return "-"
-	}
-	return (time.Duration(*r.DurationMS) * time.Millisecond).String()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/schedule"
 )
 
@@ -129,7 +130,7 @@ func (f *scheduleFlags) parse(args []string) (*schedule.Schedule, time.Time, err
 	if err != nil {
 		return nil, time.Time{}, asUsage(err)
 	}
-	if _, ok := nextPrintable(sched, after); !ok {
+	if len(agent.Fires(sched, after, 1)) == 0 {
 		return nil, time.Time{}, usagef("schedule %q never fires after %s", args[0], after.Format(time.RFC3339Nano))
 	}
 	return sched, after, nil
@@ -139,30 +140,13 @@ func (f *scheduleFlags) parse(args []string) (*schedule.Schedule, time.Time, err
 // write so that a failure leaves nothing half printed.
 func writeFires(w io.Writer, s *schedule.Schedule, after time.Time, n int) error {
 	var b strings.Builder
-	t := after
-	for range n {
-		next, ok := nextPrintable(s, t)
-		if !ok {
-			break
-		}
-		b.WriteString(next.Format(time.RFC3339Nano))
-		b.WriteByte('\n')
-		t = next
+	for _, t := range agent.Fires(s, after, n) {
+		b.WriteString(t.Format(time.RFC3339Nano) + "\n")
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write fire times: %w", err)
 	}
 	return nil
-}
-
-// nextPrintable is s.Next(t), ending at the last instant RFC 3339 can write
-// (its years have four digits).
-func nextPrintable(s *schedule.Schedule, t time.Time) (time.Time, bool) {
-	next, ok := s.Next(t)
-	if !ok || next.UTC().Year() > 9999 || next.Year() > 9999 {
-		return time.Time{}, false
-	}
-	return next, true
 }
 
 // isTerminal reports whether w is a character device such as a terminal.

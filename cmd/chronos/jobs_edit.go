@@ -1,0 +1,134 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+func (c *jobsCLI) addCmd() *cobra.Command {
+	var o jobFlags
+	var paused bool
+	cmd := &cobra.Command{
+		Use:   "add --schedule S [flags] (-- COMMAND [ARGS...] | --http-url URL)",
+		Short: "Add a job and show how its schedule was understood",
+		Long: `Add a job to the store and print its id, how the schedule was understood, its next
+three fires and how it was armed: through the agent that serves the home (the one
+started with --config records its config there, or $CHRONOS_AGENT_CONFIG names it).
+
+The payload is either a command after "--" (one argument runs with "sh -c", several run
+directly) or an HTTP request (--http-url and the other --http-* flags).`,
+		Example: `  chronos jobs add --schedule 'every 2s' -- 'date >> /tmp/ticks'
+  chronos jobs add --schedule 'weekdays at 9am' --tz Europe/Paris --window daily -- /usr/local/bin/brief
+  chronos jobs add --schedule '*/5 * * * *' --http-url https://example.org/hook --http-method POST`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec := o.spec
+			if strings.TrimSpace(spec.Schedule) == "" {
+				return usagef("jobs add: --schedule is required")
+			}
+			p, err := o.payload(cmd, "add", args)
+			if err != nil {
+				return err
+			}
+			spec.Payload, spec.Timeout, spec.Grace = *p, o.timeout, o.grace
+			if changedAny(cmd, "retry-attempts", "retry-backoff", "retry-max-backoff") && spec.OnInterrupt != string(agent.InterruptRetry) {
+				return usagef("jobs add: --retry-* flags need --on-interrupt retry")
+			}
+			spec.Retry = o.retryOf()
+			if spec.Paused = paused; paused {
+				spec.PausedReason = "created paused"
+			}
+			rt, t, err := c.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeRuntime(rt)
+			j, sched, err := rt.AddJob(cmd.Context(), spec)
+			if err != nil {
+				return jobError(err)
+			}
+			if err := o.printJob(cmd.OutOrStdout(), rt, "added", &j, sched); err != nil {
+				return err
+			}
+			return c.changed(cmd.Context(), o.armOut(cmd), t, rt, &j)
+		},
+	}
+	o.register(cmd.Flags())
+	cmd.Flags().StringVar(&o.spec.ID, "id", "", "job id (default generated): letters, digits, . _ -")
+	cmd.Flags().BoolVar(&paused, "paused", false, "create the job paused")
+	return cmd
+}
+
+func (c *jobsCLI) editCmd() *cobra.Command {
+	var o jobFlags
+	cmd := &cobra.Command{
+		Use:   "edit ID [flags] [-- COMMAND [ARGS...]]",
+		Short: "Change a job, keeping its id, its history and its idempotency window",
+		Long: `Change the flags given (the same as jobs add's) and nothing else. The job keeps its id,
+its ledger history, its idempotency window and whether it is paused, and is armed again
+at once through the agent that serves the home. A new --schedule or --tz counts from the
+edit. A new command after "--" or a new --http-url replaces the payload (give --env, --dir
+and the --http-* flags with it). Bad input changes nothing.`,
+		Example: `  chronos jobs edit backup --schedule 'daily at 3am'
+  chronos jobs edit backup --window daily -- /usr/local/bin/backup --full`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			patch, err := o.patch(cmd, args[1:])
+			if err != nil {
+				return err
+			}
+			rt, t, err := c.open(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeRuntime(rt)
+			j, sched, err := rt.EditJob(cmd.Context(), args[0], patch)
+			if err != nil {
+				return jobError(err)
+			}
+			if err := o.printJob(cmd.OutOrStdout(), rt, "edited", &j, sched); err != nil {
+				return err
+			}
+			return c.changed(cmd.Context(), o.armOut(cmd), t, rt, &j)
+		},
+	}
+	o.register(cmd.Flags())
+	return cmd
+}
+
+// retryOf returns the retry settings of the flags.
+func (o *jobFlags) retryOf() agent.Retry {
+	return agent.Retry{MaxAttempts: o.retryAttempts, Backoff: store.Duration(o.retryBackoff), MaxBackoff: store.Duration(o.retryMaxBackoff)}
+}
+
+// ifSet returns v when the flag name was given, else nil.
+func ifSet[T any](cmd *cobra.Command, name string, v *T) *T {
+	if cmd.Flags().Changed(name) {
+		return v
+	}
+	return nil
+}
+
+// patch turns the flags given to jobs edit into a patch.
+func (o *jobFlags) patch(cmd *cobra.Command, args []string) (agent.JobPatch, error) {
+	p := agent.JobPatch{Name: ifSet(cmd, "name", &o.spec.Name), Schedule: ifSet(cmd, "schedule", &o.spec.Schedule),
+		Timezone: ifSet(cmd, "tz", &o.spec.Timezone), Repeat: ifSet(cmd, "repeat", &o.spec.Repeat),
+		Timeout: ifSet(cmd, "timeout", &o.timeout), Grace: ifSet(cmd, "grace", &o.grace),
+		Misfire: ifSet(cmd, "misfire", &o.spec.Misfire), Overlap: ifSet(cmd, "overlap", &o.spec.Overlap),
+		Window: ifSet(cmd, "window", &o.spec.Window), OnInterrupt: ifSet(cmd, "on-interrupt", &o.spec.OnInterrupt)}
+	var err error
+	if p.Payload, err = o.payload(cmd, "edit", args); err != nil {
+		return p, err
+	}
+	if changedAny(cmd, "retry-attempts", "retry-backoff", "retry-max-backoff") {
+		r := o.retryOf()
+		p.Retry = &r
+	}
+	if p == (agent.JobPatch{}) {
+		return p, usagef("jobs edit: nothing to change: give the flags to change or a command after \"--\"")
+	}
+	return p, nil
+}

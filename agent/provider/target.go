@@ -120,8 +120,10 @@ func withEnv(lookup func(string) (string, bool), name, value string) func(string
 
 // SameDir reports whether a and b name the same directory.
 func SameDir(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	if errA == nil && errB == nil && absA == absB {
+		return true // also for a home not created yet, named relatively
 	}
 	sa, errA := os.Stat(a)
 	sb, errB := os.Stat(b)

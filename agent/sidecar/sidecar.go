@@ -71,7 +71,19 @@ type Options struct {
 	// WrapVerifier, when set, wraps the verifier of fire tokens (the demo
 	// reports each verified token). A wrapper should keep WaitReady.
 	WrapVerifier func(agenthttp.FireVerifier) agenthttp.FireVerifier
+	// ConfigPath names the config file the agent was started with; it is
+	// recorded in the home (provider.RecordServing) so that job commands
+	// given only the home find the agent that serves it. Empty: the agent
+	// is configured by the environment alone, and no record is kept.
+	ConfigPath string
+	// PausedSweep is how often the slots that passed while a job was paused
+	// are recorded skipped (reason paused); default DefaultPausedSweep.
+	PausedSweep time.Duration
 }
+
+// DefaultPausedSweep is how often a running agent records the slots its
+// paused jobs let pass.
+const DefaultPausedSweep = time.Minute
 
 // Notifier tells a service manager how the agent is doing.
 type Notifier interface {
@@ -132,6 +144,9 @@ func Run(ctx context.Context, o Options) error {
 		"listen", s.ln.Addr().String(), "socket_activated", activated, "home", o.Config.Home, "idle_exit", o.IdleExit.String())
 	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime")}); err != nil {
 		return fmt.Errorf("agent: %w", err)
+	}
+	if err := provider.RecordServing(o.Config.Home, o.ConfigPath, s.started); err != nil {
+		s.log.Warn("could not record which config serves the home; job commands given only --home will not arm through this agent", "error", err)
 	}
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()

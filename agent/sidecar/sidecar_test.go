@@ -16,6 +16,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	agenthttp "github.com/chronoscron/chronos/agent/http"
+	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/sidecar"
@@ -326,6 +327,72 @@ func TestRunChronos(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized || verified.Load() != 1 {
 		t.Fatalf("forged fire: %d, verifier asked %d times", resp.StatusCode, verified.Load())
+	}
+	cancel()
+	if err := wait(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunChronosRecordsPausedSlots: under NAS nothing fires a paused job,
+// yet every slot it lets pass is recorded skipped with reason paused while
+// the agent serves; the config it was started with is recorded in the home.
+func TestRunChronosRecordsPausedSlots(t *testing.T) {
+	t.Parallel()
+	const token, instance = "agent-p-token", "inst-p"
+	nasURL := startNAS(t, token, instance)
+	ln := listener(t)
+	cfg := builtinConfig(t)
+	cfg.Cron = provider.CronConfig{Provider: provider.Chronos, Chronos: provider.ChronosConfig{
+		PortalURL: nasURL, CallbackURL: "http://" + ln.Addr().String(), NASJWKSURL: nasURL + contract.PathJWKS,
+		ExpectedAudience: "agent:" + instance, AccessToken: token,
+	}}
+	bg := context.Background()
+	rt, err := agent.Open(bg, agent.Config{Home: cfg.Home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(bg)
+	if _, _, err := rt.AddJob(bg, agent.JobSpec{ID: "tick", Schedule: "every 1s",
+		Payload: runner.Payload{Kind: runner.KindShell, Shell: &runner.Shell{Command: "true"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Pause(bg, "tick", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	configPath := filepath.Join(t.TempDir(), "agent.yaml")
+	n := newNotifier()
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	done := start(ctx, sidecar.Options{Config: cfg, Logger: quiet(), Listener: ln, Notifier: n,
+		ConfigPath: configPath, PausedSweep: 100 * time.Millisecond})
+	n.awaitReady(t, done)
+
+	if rec, ok, err := provider.ReadServing(cfg.Home); err != nil || !ok || rec.Config != configPath {
+		t.Fatalf("serving record %+v, %v, %v; want config %s", rec, ok, err, configPath)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		es, err := rt.Ledger().Entries(bg, ledger.Filter{JobID: "tick"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		skipped := 0
+		for _, e := range es {
+			switch {
+			case e.State == ledger.StateSkipped && strings.HasPrefix(e.Reason, agent.ReasonPaused):
+				skipped++
+			case e.State != ledger.StateSkipped:
+				t.Fatalf("a paused job left %s (%s)", e.State, e.Reason)
+			}
+		}
+		if skipped >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d paused slots recorded after 15 s of an every-1s job", skipped)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
 	if err := wait(t, done); err != nil {

@@ -65,5 +65,10 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	return sidecar.Run(ctx, sidecar.Options{Config: cfg, Decision: decision, Logger: log, IdleExit: o.idleExit, DrainTimeout: o.drain})
+	configPath := o.config
+	if configPath == "" {
+		configPath = os.Getenv(envAgentConfig)
+	}
+	return sidecar.Run(ctx, sidecar.Options{Config: cfg, Decision: decision, Logger: log, IdleExit: o.idleExit,
+		DrainTimeout: o.drain, ConfigPath: configPath})
 }

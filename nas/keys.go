@@ -26,6 +26,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // ActiveKeyFile is the file in the signing keys dir that names the signing kid.
@@ -299,6 +300,32 @@ func LoadKeyDir(dir, alg string) (*KeySet, error) {
 		return nil, fmt.Errorf("load keys from %s: %w", dir, err)
 	}
 	return set, nil
+}
+
+// WriteKeyFile writes k's private key to dir/<kid>.pem with mode 0600,
+// creating dir with mode 0700 when it is missing. It refuses a dir that group
+// or others may write (see CheckKeyPath) and an existing key file. The file
+// and the directory entry are fsynced before it returns.
+func WriteKeyFile(dir string, k *SigningKey) error {
+	data, err := k.MarshalPEM()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := CheckKeyPath(dir); err != nil {
+		return err
+	}
+	return atomicfile.Create(filepath.Join(dir, k.KID+".pem"), data, 0o600)
+}
+
+// ActivateKey names kid in dir's active file, making it the signing key at
+// NAS's next key check. The file is replaced atomically (temporary file,
+// fsync, rename, directory fsync): NAS never reads a half-written kid, and a
+// crash leaves the previous one.
+func ActivateKey(dir, kid string) error {
+	return atomicfile.Replace(filepath.Join(dir, ActiveKeyFile), []byte(kid+"\n"), 0o600)
 }
 
 // CheckKeyPath refuses a signing keys dir or key file (symbolic links

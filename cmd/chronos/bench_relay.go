@@ -28,6 +28,7 @@ import (
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 	nashttp "github.com/chronoscron/chronos/nas/http"
+	"github.com/chronoscron/chronos/nas/node"
 	"github.com/chronoscron/chronos/relay"
 	"github.com/chronoscron/chronos/relay/memory"
 	relayredis "github.com/chronoscron/chronos/relay/redis"
@@ -338,7 +339,7 @@ func runBenchRelay(ctx context.Context, o benchRelayOptions, stderr io.Writer) (
 	}
 
 	// Arm.
-	res := &benchRelayResult{Store: storeKind(o.Store), SigningAlg: o.Alg, Fires: o.N, Mode: "burst", Dispatchers: o.Dispatchers,
+	res := &benchRelayResult{Store: node.StoreKind(o.Store), SigningAlg: o.Alg, Fires: o.N, Mode: "burst", Dispatchers: o.Dispatchers,
 		Concurrency: o.Concurrency, Agents: o.Agents}
 	if o.Rate > 0 {
 		res.Mode = fmt.Sprintf("rate %.0f/s for %s", o.Rate, o.Duration)

@@ -10,10 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -115,16 +114,7 @@ func markUsage(c *cobra.Command) {
 func isCobraUsage(err error) bool {
 	msg := err.Error()
 	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "requires at least", "accepts ", "invalid argument"} {
-		if len(msg) >= len(p) && contains(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
+		if strings.Contains(msg, p) {
 			return true
 		}
 	}
@@ -144,30 +134,4 @@ func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
 	}
 	c.AddCommand(subs...)
 	return c
-}
-
-// awaitStop waits until ctx ends or one part of a long-running command
-// reports on errc, then cancels the rest with cancel, waits for wg and
-// returns the first failure. A part that ends with context.Canceled has
-// only been told to stop. errc must have room for a report from every part
-// in wg; name prefixes the log messages.
-func awaitStop(ctx context.Context, cancel context.CancelFunc, wg *sync.WaitGroup, errc chan error, log *slog.Logger, name string) error {
-	var firstErr error
-	select {
-	case <-ctx.Done():
-	case firstErr = <-errc:
-		if firstErr != nil {
-			log.Error(name+" stopping", "error", firstErr.Error())
-		}
-	}
-	cancel()
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		if firstErr == nil && err != nil && !errors.Is(err, context.Canceled) {
-			firstErr = err
-		}
-	}
-	log.Info(name + " stopped")
-	return firstErr
 }

@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/nas"
-	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/nas/node"
 )
 
 func newRelayCmd() *cobra.Command {
@@ -74,47 +69,5 @@ func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	engine, err := openEngine(ctx, cfg.Store, log)
-	if err != nil {
-		return err
-	}
-	defer engine.Close()
-	deliverer, err := newDeliverer(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer deliverer.Close()
-	metrics := newRelayProcessMetrics(engine)
-
-	var wg sync.WaitGroup
-	errc := make(chan error, *cfg.Relay.Dispatchers+1)
-	if o.listen != "" {
-		ln, err := net.Listen("tcp", o.listen)
-		if err != nil {
-			return fmt.Errorf("relay: listen: %w", err)
-		}
-		srv := relayOpsServer(engine, metrics)
-		log.Info("relay health and metrics", "listen", ln.Addr().String())
-		wg.Go(func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("relay: serve: %w", err)
-			}
-		})
-		// Shut the server down when ctx ends: the wait for wg below
-		// includes Serve, which returns only then.
-		wg.Go(func() {
-			<-ctx.Done()
-			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer scancel()
-			_ = srv.Shutdown(sctx)
-		})
-	}
-	log.Info("relay started", "store", storeKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
-	for range *cfg.Relay.Dispatchers {
-		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics.dispatch, LeaseFor: o.lease, Retry: cfg.Relay.Retry.Policy()})
-		wg.Go(func() { errc <- d.Run(ctx) })
-	}
-	return awaitStop(ctx, cancel, &wg, errc, log, "relay")
+	return node.RunRelay(ctx, node.RelayOptions{Config: cfg, Logger: log, Listen: o.listen, Lease: o.lease})
 }

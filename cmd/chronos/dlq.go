@@ -1,32 +1,21 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
-	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/nas/operator"
 )
 
-// operatorClient calls NAS's operator routes.
-type operatorClient struct {
-	base  string
-	token string
-	http  *http.Client
-}
-
-// operatorFlags are the connection flags shared by the dlq commands.
+// operatorFlags are the connection flags of the operator commands.
 type operatorFlags struct {
 	nasURL, token, config string
 	// getenv reads the environment; nil is os.LookupEnv.
@@ -39,93 +28,22 @@ func (f *operatorFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.config, "config", "", "NAS's config file: the URL and token default to its relay.nas_url and operator_token")
 }
 
-// client resolves the NAS URL and the operator token: --nas-url and
-// --operator-token first, then NAS's config file given with --config (read
-// as NAS reads it, environment included), then the environment
-// (CHRONOS_NAS_URL; CHRONOS_OPERATOR_TOKEN, then NAS's own
-// CHRONOS_NAS_OPERATOR_TOKEN).
-func (f *operatorFlags) client() (*operatorClient, error) {
+// client finds NAS: the flags, then NAS's config file, then the environment.
+func (f *operatorFlags) client() (*operator.Client, error) {
 	getenv := f.getenv
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
-	env := func(names ...string) string {
-		for _, n := range names {
-			if v, ok := getenv(n); ok && strings.TrimSpace(v) != "" {
-				return strings.TrimSpace(v)
-			}
-		}
-		return ""
-	}
-	base, token := f.nasURL, f.token
-	if f.config != "" && (base == "" || token == "") {
-		cfg, err := loadNASConfig(f.config, getenv)
-		if err != nil {
-			return nil, asUsage(err)
-		}
-		if base == "" {
-			base = cfg.Relay.NASURL
-		}
-		if token == "" {
-			token = cfg.OperatorToken
-		}
-	}
-	if base == "" {
-		base = env("CHRONOS_NAS_URL")
-	}
-	if token == "" {
-		token = env("CHRONOS_OPERATOR_TOKEN", nasEnvPrefix+"OPERATOR_TOKEN")
-	}
-	if base == "" {
-		return nil, usagef("--nas-url, CHRONOS_NAS_URL or --config is required")
-	}
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usagef("--nas-url %q is not an http(s) URL", base)
-	}
-	if token == "" {
-		return nil, usagef("--operator-token, CHRONOS_OPERATOR_TOKEN or a --config with operator_token is required")
-	}
-	return &operatorClient{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 30 * time.Second}}, nil
+	c, err := operator.Resolve(operator.Source{URL: f.nasURL, Token: f.token, ConfigFile: f.config, Getenv: getenv,
+		LoadConfig: func(path string) (nas.Config, error) { return loadNASConfig(path, getenv) }})
+	return c, asUsage(err)
 }
 
-// call sends one operator request and decodes a 200 answer into out.
-func (c *operatorClient) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return fmt.Errorf("operator call: %w", err)
-	}
-	if in != nil {
-		req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
-	}
-	req.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("operator call: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("operator call: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e contract.Error
-		if json.Unmarshal(data, &e) == nil && e.Code != "" {
-			return fmt.Errorf("nas answered %d: %w", resp.StatusCode, &e)
-		}
-		return fmt.Errorf("nas answered %d", resp.StatusCode)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("operator call: decoding the answer: %w", err)
-	}
-	return nil
+// printJSON writes v indented.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func newDLQCmd() *cobra.Command {
@@ -145,38 +63,13 @@ func newDLQListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var all []contract.DeadLetter
-			cursor := ""
-			for {
-				q := url.Values{}
-				if agent != "" {
-					q.Set("agent_id", agent)
-				}
-				if cursor != "" {
-					q.Set("cursor", cursor)
-				}
-				path := contract.PathOperatorDLQ
-				if len(q) > 0 {
-					path += "?" + q.Encode()
-				}
-				var page contract.DLQListResponse
-				if err := oc.call(cmd.Context(), http.MethodGet, path, nil, &page); err != nil {
-					return fmt.Errorf("dlq list: %w", err)
-				}
-				all = append(all, page.Entries...)
-				if page.NextCursor == nil || *page.NextCursor == "" {
-					break
-				}
-				cursor = *page.NextCursor
+			all, err := oc.DeadLetters(cmd.Context(), agent)
+			if err != nil {
+				return fmt.Errorf("dlq list: %w", err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				if all == nil {
-					all = []contract.DeadLetter{}
-				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(all)
+				return printJSON(out, all)
 			}
 			if len(all) == 0 {
 				fmt.Fprintln(out, "the dead letter is empty")
@@ -214,13 +107,10 @@ func newDLQReplayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := contract.DLQReplayRequest{AgentID: agent, ScheduleIDs: args}
-			var resp contract.DLQReplayResponse
-			if err := oc.call(cmd.Context(), http.MethodPost, contract.PathOperatorDLQReplay, req, &resp); err != nil {
-				var ce *contract.Error
-				if errors.As(err, &ce) && ce.Code == contract.CodeInvalidRequest {
-					return asUsage(fmt.Errorf("dlq replay: %w", err))
-				}
+			resp, err := oc.Replay(cmd.Context(), contract.DLQReplayRequest{AgentID: agent, ScheduleIDs: args})
+			if ce := (*contract.Error)(nil); errors.As(err, &ce) && ce.Code == contract.CodeInvalidRequest {
+				return asUsage(fmt.Errorf("dlq replay: %w", err))
+			} else if err != nil {
 				return fmt.Errorf("dlq replay: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "replayed %d\n", resp.Replayed)

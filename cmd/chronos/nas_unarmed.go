@@ -1,10 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"text/tabwriter"
 	"time"
 
@@ -32,12 +29,8 @@ from NAS's config file, as chronos dlq does.`,
 			if err != nil {
 				return err
 			}
-			path := contract.PathOperatorUnarmed
-			if agent != "" {
-				path += "?" + url.Values{"agent": {agent}}.Encode()
-			}
-			var resp contract.UnarmedResponse
-			if err := oc.call(cmd.Context(), http.MethodGet, path, nil, &resp); err != nil {
+			resp, err := oc.Unarmed(cmd.Context(), agent)
+			if err != nil {
 				return fmt.Errorf("nas unarmed: %w", err)
 			}
 			out := cmd.OutOrStdout()
@@ -45,9 +38,7 @@ from NAS's config file, as chronos dlq does.`,
 				if resp.Unarmed == nil {
 					resp.Unarmed = []contract.UnarmedJob{}
 				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(resp)
+				return printJSON(out, resp)
 			}
 			if len(resp.Unarmed) == 0 {
 				fmt.Fprintf(out, "no job is left without an armed fire (unarmed_after %s)\n", resp.UnarmedAfter)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
@@ -24,10 +25,14 @@ func TestDeadLettersFollowsPages(t *testing.T) {
 			_, _ = w.Write([]byte(`{"error":"unauthorized","message":"no"}`))
 			return
 		}
+		now := contract.NewTime(time.Now())
+		entry := func(id string) []contract.DeadLetter {
+			return []contract.DeadLetter{{ScheduleID: id, FireAt: now, FailedAt: now}}
+		}
 		next := "c2"
-		page := contract.DLQListResponse{Entries: []contract.DeadLetter{{ScheduleID: "s1"}}, NextCursor: &next}
+		page := contract.DLQListResponse{Entries: entry("s1"), NextCursor: &next}
 		if r.URL.Query().Get("cursor") == "c2" {
-			page = contract.DLQListResponse{Entries: []contract.DeadLetter{{ScheduleID: "s2"}}}
+			page = contract.DLQListResponse{Entries: entry("s2")}
 		}
 		_ = json.NewEncoder(w).Encode(page)
 	}))

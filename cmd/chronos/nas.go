@@ -5,10 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/internal/logging"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/nas/node"
 )
@@ -77,39 +77,21 @@ func newNASLogger(w io.Writer, level string) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: durationText})), nil
+	return logging.NewJSON(w, l), nil
 }
 
-// parseLogLevel reads a log level as NAS, relay and agent accept it: debug,
-// info, warn or error, in any case. slog's offsets ("warn+2") are not
-// accepted: they are no level an operator can look up. A bad level is a
+// parseLogLevel reads a log level (see logging.ParseLevel); a bad one is a
 // usage error naming key, the setting it came from.
 func parseLogLevel(key, level string) (slog.Level, error) {
-	switch strings.ToLower(level) {
-	case "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn":
-		return slog.LevelWarn, nil
-	case "error":
-		return slog.LevelError, nil
+	l, err := logging.ParseLevel(level)
+	if err != nil {
+		return 0, usagef("%s: %w", key, err)
 	}
-	return 0, usagef("%s: %q is not debug, info, warn or error", key, level)
+	return l, nil
 }
 
-// durationText writes a time.Duration attribute as a Go duration string
-// ("276ms") instead of the JSON handler's integer nanoseconds: the rule for
-// every duration in the logs of NAS, the relay and the agent (a key ending
-// in a unit, such as lag_ms, carries a number in that unit instead). Call
-// sites pass d.String() themselves, for loggers the binary does not build;
-// this catches any that does not.
-func durationText(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		return slog.String(a.Key, a.Value.Duration().String())
-	}
-	return a
-}
+// durationText writes durations as text in the logs (logging.DurationText).
+func durationText(groups []string, a slog.Attr) slog.Attr { return logging.DurationText(groups, a) }
 
 // runNAS runs NAS until ctx ends (SIGTERM/interrupt), then shuts down.
 func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"runtime/pprof"
-
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,12 +17,15 @@ func newBenchCmd() *cobra.Command {
 	return groupCmd("bench", "Measure Chronos on this machine", newBenchRelayCmd())
 }
 
+// benchRelayFlags are the command line of `chronos bench relay`.
+type benchRelayFlags struct {
+	o                 relaybench.Options
+	at, rate, profile string
+	asJSON            bool
+}
+
 func newBenchRelayCmd() *cobra.Command {
-	var (
-		o                 relaybench.Options
-		at, rate, profile string
-		asJSON            bool
-	)
+	var b benchRelayFlags
 	c := &cobra.Command{
 		Use:   "relay",
 		Short: "Arm one-shots, deliver them through the real relay route, and measure",
@@ -45,65 +45,62 @@ Fire tokens are signed with --alg, by default ES256 as a NAS with no
 signing_alg signs; --alg EdDSA measures the cheaper signature (and
 verification) an EdDSA deployment gets.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if o.At, err = relaybench.ParseOffset(at); err != nil {
-				return usagef("--at: %v", err)
-			}
-			if rate != "" {
-				if cmd.Flags().Changed("n") {
-					return usagef("--n and --rate exclude each other (with --rate, n = rate × duration)")
-				}
-				if o.Rate, err = relaybench.ParseRate(rate); err != nil {
-					return usagef("--rate: %v", err)
-				}
-				if o.Duration <= 0 {
-					return usagef("--duration must be positive with --rate")
-				}
-				o.N = int(math.Round(o.Rate * o.Duration.Seconds()))
-			}
-			if err := o.Validate(); err != nil {
-				return asUsage(err)
-			}
-			if profile != "" {
-				f, err := os.Create(profile)
-				if err == nil {
-					err = pprof.StartCPUProfile(f)
-				}
-				if err != nil {
-					return fmt.Errorf("bench relay: cpuprofile: %w", err)
-				}
-				defer f.Close()
-				defer pprof.StopCPUProfile()
-			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-			res, err := relaybench.Run(cmd.Context(), o, log)
-			if res != nil && asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				_ = enc.Encode(res)
-			} else if res != nil {
-				res.WriteText(cmd.OutOrStdout())
-			}
-			if err == nil && (res.Lost > 0 || res.Failed > 0) {
-				err = fmt.Errorf("bench relay: %d fires lost, %d tokens failed verification", res.Lost, res.Failed)
-			}
-			return err
-		},
+		RunE: b.run,
 	}
 	f := c.Flags()
-	f.StringVar(&o.Store, "store", "memory", "relay store: memory or a redis:// URL (keys go under a fresh prefix, removed after)")
-	f.IntVar(&o.N, "n", 10000, "fires due at the same instant")
-	f.StringVar(&at, "at", "+2s", "when the (first) fire is due, after the start")
-	f.StringVar(&rate, "rate", "", "spread fires at this rate instead (e.g. 1000/s)")
-	f.DurationVar(&o.Duration, "duration", 10*time.Second, "with --rate: how long fires keep coming")
-	f.IntVar(&o.Agents, "agents", 100, "agents the fires are spread over")
-	f.IntVar(&o.Dispatchers, "dispatchers", 2, "dispatchers")
-	f.IntVar(&o.Concurrency, "concurrency", 64, "deliveries in flight per dispatcher")
-	f.IntVar(&o.ArmWorkers, "arm-workers", 8, "parallel arming calls")
-	f.DurationVar(&o.Timeout, "timeout", 0, "give up waiting for deliveries after this (default: at + duration + 1m + 1s per 1000 fires)")
-	f.StringVar(&o.Alg, "alg", nas.DefaultSigningAlg, "fire-token algorithm: ES256, EdDSA or RS256")
-	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.StringVar(&b.o.Store, "store", "memory", "relay store: memory or a redis:// URL (keys go under a fresh prefix, removed after)")
+	f.IntVar(&b.o.N, "n", 10000, "fires due at the same instant")
+	f.StringVar(&b.at, "at", "+2s", "when the (first) fire is due, after the start")
+	f.StringVar(&b.rate, "rate", "", "spread fires at this rate instead (e.g. 1000/s)")
+	f.DurationVar(&b.o.Duration, "duration", 10*time.Second, "with --rate: how long fires keep coming")
+	f.IntVar(&b.o.Agents, "agents", 100, "agents the fires are spread over")
+	f.IntVar(&b.o.Dispatchers, "dispatchers", 2, "dispatchers")
+	f.IntVar(&b.o.Concurrency, "concurrency", 64, "deliveries in flight per dispatcher")
+	f.IntVar(&b.o.ArmWorkers, "arm-workers", 8, "parallel arming calls")
+	f.DurationVar(&b.o.Timeout, "timeout", 0, "give up waiting for deliveries after this (default: at + duration + 1m + 1s per 1000 fires)")
+	f.StringVar(&b.o.Alg, "alg", nas.DefaultSigningAlg, "fire-token algorithm: ES256, EdDSA or RS256")
+	f.BoolVar(&b.asJSON, "json", false, "print the result as JSON")
+	f.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return c
+}
+
+// run checks the flags, runs the benchmark and prints its result.
+func (b *benchRelayFlags) run(cmd *cobra.Command, _ []string) error {
+	var err error
+	if b.o.At, err = relaybench.ParseOffset(b.at); err != nil {
+		return usagef("--at: %v", err)
+	}
+	if b.rate != "" && cmd.Flags().Changed("n") {
+		return usagef("--n and --rate exclude each other (with --rate, n = rate × duration)")
+	}
+	if b.rate != "" {
+		if b.o.Rate, err = relaybench.ParseRate(b.rate); err != nil {
+			return usagef("--rate: %v", err)
+		}
+	}
+	if err := b.o.Validate(); err != nil {
+		return asUsage(err)
+	}
+	if b.profile != "" {
+		f, err := os.Create(b.profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			return fmt.Errorf("bench relay: cpuprofile: %w", err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+	res, err := relaybench.Run(cmd.Context(), b.o, log)
+	if res != nil && b.asJSON {
+		_ = printJSON(cmd.OutOrStdout(), res)
+	} else if res != nil {
+		res.WriteText(cmd.OutOrStdout())
+	}
+	if err == nil && (res.Lost > 0 || res.Failed > 0) {
+		err = fmt.Errorf("bench relay: %d fires lost, %d tokens failed verification", res.Lost, res.Failed)
+	}
+	return err
 }

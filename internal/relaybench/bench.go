@@ -35,8 +35,15 @@ type Options struct {
 	Alg         string        // fire-token signing algorithm ("": NAS's default)
 }
 
-// Validate checks the counts of o and fills the default timeout.
+// Validate checks o and fills what follows from it: with a Rate, N is rate ×
+// duration; an unset Timeout allows for the run's length and size.
 func (o *Options) Validate() error {
+	if o.Rate > 0 {
+		if o.Duration <= 0 {
+			return errors.New("--duration must be positive with --rate")
+		}
+		o.N = int(math.Round(o.Rate * o.Duration.Seconds()))
+	}
 	if o.N < 1 || o.Agents < 1 || o.Dispatchers < 1 || o.Concurrency < 1 || o.ArmWorkers < 1 {
 		return errors.New("--n, --agents, --dispatchers, --concurrency and --arm-workers must be at least 1")
 	}

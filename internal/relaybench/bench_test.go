@@ -43,6 +43,13 @@ func TestOptionsAndParsers(t *testing.T) {
 			t.Errorf("%+v validated", o)
 		}
 	}
+	if o := (relaybench.Options{Rate: 10, Agents: 1, Dispatchers: 1, Concurrency: 1, ArmWorkers: 1}); o.Validate() == nil {
+		t.Error("a rate without a duration validated")
+	}
+	o := relaybench.Options{Rate: 400, Duration: 500 * time.Millisecond, Agents: 1, Dispatchers: 1, Concurrency: 1, ArmWorkers: 1}
+	if err := o.Validate(); err != nil || o.N != 200 || o.Alg != "ES256" || o.Timeout <= o.Duration {
+		t.Errorf("Validate: %v, options %+v", err, o)
+	}
 	if r, err := relaybench.ParseRate("600/m"); err != nil || r != 10 {
 		t.Errorf("ParseRate 600/m = %v, %v", r, err)
 	}

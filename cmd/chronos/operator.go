@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -39,6 +40,20 @@ func (f *operatorFlags) client() (*operator.Client, error) {
 	return c, asUsage(err)
 }
 
+// operatorList are the settings of a listing operator command.
+type operatorList struct {
+	flags  operatorFlags
+	agent  string
+	asJSON bool
+}
+
+func (l *operatorList) register(c *cobra.Command, agentHelp string) *cobra.Command {
+	l.flags.register(c)
+	c.Flags().StringVar(&l.agent, "agent", "", agentHelp)
+	c.Flags().BoolVar(&l.asJSON, "json", false, "print JSON")
+	return c
+}
+
 // printJSON writes v indented.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -51,31 +66,28 @@ func newDLQCmd() *cobra.Command {
 }
 
 func newDLQListCmd() *cobra.Command {
-	var flags operatorFlags
-	var agent string
-	var asJSON bool
-	c := &cobra.Command{
+	var l operatorList
+	return l.register(&cobra.Command{
 		Use:   "list [--agent A] [--json]",
 		Short: "List dead-lettered fires, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			oc, err := flags.client()
+			oc, err := l.flags.client()
 			if err != nil {
 				return err
 			}
-			all, err := oc.DeadLetters(cmd.Context(), agent)
+			all, err := oc.DeadLetters(cmd.Context(), l.agent)
 			if err != nil {
 				return fmt.Errorf("dlq list: %w", err)
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(out, all)
+			if l.asJSON {
+				return printJSON(cmd.OutOrStdout(), all)
 			}
 			if len(all) == 0 {
-				fmt.Fprintln(out, "the dead letter is empty")
-				return nil
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), "the dead letter is empty")
+				return err
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SCHEDULE_ID\tAGENT\tJOB\tFIRE_AT\tATTEMPTS\tFAILED_AT\tREASON")
 			for _, d := range all {
 				// The reason quotes the agent's answer: escaped like all remote text.
@@ -83,11 +95,7 @@ func newDLQListCmd() *cobra.Command {
 			}
 			return tw.Flush()
 		},
-	}
-	flags.register(c)
-	c.Flags().StringVar(&agent, "agent", "", "only this agent's entries")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return c
+	}, "only this agent's entries")
 }
 
 func newDLQReplayCmd() *cobra.Command {
@@ -120,4 +128,51 @@ func newDLQReplayCmd() *cobra.Command {
 	flags.register(c)
 	c.Flags().StringVar(&agent, "agent", "", "replay all of this agent's dead letters")
 	return c
+}
+
+func newNASUnarmedCmd() *cobra.Command {
+	var l operatorList
+	return l.register(&cobra.Command{
+		Use:   "unarmed [--config nas.yaml] [--agent A] [--json]",
+		Short: "List jobs left without an armed fire after their last fire",
+		Long: `List the jobs NAS holds no armed fire for although their last fire was
+delivered, dropped (the operator stopped the instance) or dead-lettered at
+least unarmed_after ago, and that their agent neither armed again nor
+cancelled since: typically an agent that stopped before it armed its next
+slot. Oldest first. --config takes NAS's internal URL and operator token
+from NAS's config file, as chronos dlq does.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			oc, err := l.flags.client()
+			if err != nil {
+				return err
+			}
+			resp, err := oc.Unarmed(cmd.Context(), l.agent)
+			if err != nil {
+				return fmt.Errorf("nas unarmed: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			if l.asJSON {
+				if resp.Unarmed == nil {
+					resp.Unarmed = []contract.UnarmedJob{}
+				}
+				return printJSON(out, resp)
+			}
+			if len(resp.Unarmed) == 0 {
+				_, err := fmt.Fprintf(out, "no job is left without an armed fire (unarmed_after %s)\n", resp.UnarmedAfter)
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT\tINSTANCE\tJOB\tLAST_FIRE_AT\tOUTCOME\tUNARMED_FOR\tREASON")
+			for _, u := range resp.Unarmed {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.AgentID, u.InstanceID, u.JobID, u.FireAt, u.Outcome,
+					time.Since(u.OutcomeAt.Time).Round(time.Second), u.Reason)
+			}
+			if err := tw.Flush(); err != nil || !resp.Truncated {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "(more than %d; narrow with --agent)\n", len(resp.Unarmed))
+			return err
+		},
+	}, "only this agent's jobs")
 }

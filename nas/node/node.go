@@ -35,6 +35,13 @@ type Options struct {
 	// Listener, when set, serves the routes of Config.Listen instead of a
 	// listener the node opens there. The node closes it.
 	Listener net.Listener
+	// RelayListener, when set, serves the routes of Config.RelayListen (the
+	// relay route, operator routes, metrics) instead of a listener the node
+	// opens there. The node closes it.
+	RelayListener net.Listener
+	// Verifier, when set, authenticates agents instead of the verifier
+	// built from agents_file and agent_jwt.
+	Verifier nas.AgentVerifier
 	// Dispatch tunes the in-process dispatchers.
 	Dispatch DispatchOptions
 }
@@ -48,6 +55,12 @@ type DispatchOptions struct {
 	DrainTimeout time.Duration
 	// MaxConns bounds the deliverer's connections to the relay route.
 	MaxConns int
+	// Logger, when set, receives the dispatchers' logs instead of the
+	// node's logger.
+	Logger *slog.Logger
+	// Wrap, when set, wraps the deliverer of the relay route (to observe
+	// each delivery, for example).
+	Wrap func(relay.Deliverer) relay.Deliverer
 }
 
 // Node is one NAS process's worth of parts, opened and listening, ready to
@@ -71,7 +84,7 @@ type Node struct {
 // until Run. An unset signing_alg becomes the algorithm of the keys dir's
 // signing key.
 func New(ctx context.Context, o Options) (n *Node, err error) {
-	n = &Node{cfg: o.Config.WithDefaults(), log: o.Logger, engine: o.Engine, ln: o.Listener, dispatch: o.Dispatch}
+	n = &Node{cfg: o.Config.WithDefaults(), log: o.Logger, engine: o.Engine, ln: o.Listener, relayLn: o.RelayListener, dispatch: o.Dispatch}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -83,9 +96,11 @@ func New(ctx context.Context, o Options) (n *Node, err error) {
 	if n.keys, err = openKeys(&n.cfg, n.log); err != nil {
 		return n, err
 	}
-	verifier, err := openVerifier(ctx, n.cfg)
-	if err != nil {
-		return n, err
+	verifier := o.Verifier
+	if verifier == nil {
+		if verifier, err = openVerifier(ctx, n.cfg); err != nil {
+			return n, err
+		}
 	}
 	if n.engine == nil {
 		if n.engine, err = OpenEngine(ctx, n.cfg.Store, n.log); err != nil {
@@ -120,10 +135,12 @@ func (n *Node) listen() error {
 		}
 	}
 	routeLn, routeAddr := n.ln, n.cfg.Listen
-	if n.cfg.RelayListen != "" {
+	if n.relayLn == nil && n.cfg.RelayListen != "" {
 		if n.relayLn, err = net.Listen("tcp", n.cfg.RelayListen); err != nil {
 			return fmt.Errorf("relay_listen: %w", err)
 		}
+	}
+	if n.relayLn != nil {
 		routeLn, routeAddr = n.relayLn, n.cfg.RelayListen
 	}
 	if strings.HasSuffix(routeAddr, ":0") || routeAddr == "" {
@@ -163,15 +180,28 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	g.goDone(func() { watchKeys(ctx, n.keys, n.cfg.KeyCheckInterval, n.log) })
 	g.goDone(func() { n.svc.WatchUnarmed(ctx) })
+	n.startDispatchers(ctx, g)
+	systemd.Ready(ctx, n.log, storeAlive(n.engine))
+	return g.wait()
+}
+
+// startDispatchers runs relay.dispatchers dispatchers as parts of g.
+func (n *Node) startDispatchers(ctx context.Context, g *group) {
+	var deliverer relay.Deliverer = n.deliverer
+	if n.dispatch.Wrap != nil {
+		deliverer = n.dispatch.Wrap(deliverer)
+	}
+	log := n.dispatch.Logger
+	if log == nil {
+		log = n.log
+	}
 	for range *n.cfg.Relay.Dispatchers {
-		d := relay.NewDispatcher(n.engine, n.deliverer, relay.DispatcherConfig{
-			Logger: n.log, Metrics: n.svc.Metrics().Relay(), Retry: n.cfg.Relay.Retry.Policy(),
+		d := relay.NewDispatcher(n.engine, deliverer, relay.DispatcherConfig{
+			Logger: log, Metrics: n.svc.Metrics().Relay(), Retry: n.cfg.Relay.Retry.Policy(),
 			Concurrency: n.dispatch.Concurrency, DrainTimeout: n.dispatch.DrainTimeout,
 		})
 		g.goErr(func() error { return d.Run(ctx) })
 	}
-	systemd.Ready(ctx, n.log, storeAlive(n.engine))
-	return g.wait()
 }
 
 // Close releases what New opened; Run calls it on its way out.

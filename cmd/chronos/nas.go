@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -108,12 +107,9 @@ func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
 }
 
 func newRelayCmd() *cobra.Command {
-	var (
-		configPath  string
-		listen      string
-		dispatchers int
-		lease       time.Duration
-	)
+	var o node.RelayOptions
+	var configPath string
+	var dispatchers int
 	c := &cobra.Command{
 		Use:   "relay",
 		Short: "Run relay dispatchers only",
@@ -125,44 +121,31 @@ uses its store (a redis:// URL: the memory store lives inside one process),
 relay.secrets, relay.nas_url and relay.dispatchers. With --listen it serves
 /healthz, /readyz and /metrics there.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadNASConfig(configPath, os.LookupEnv)
-			if err != nil {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if o.Config, err = loadNASConfig(configPath, os.LookupEnv); err != nil {
 				return asUsage(err)
 			}
-			if cfg.Store == "memory" {
-				return usagef("relay: store is memory; chronos relay needs the shared redis:// store of the NAS processes")
-			}
 			if cmd.Flags().Changed("dispatchers") {
-				cfg.Relay.Dispatchers = &dispatchers
+				o.Config.Relay.Dispatchers = &dispatchers
 			}
-			if *cfg.Relay.Dispatchers < 1 {
-				return usagef("relay: relay.dispatchers is %d; a relay process needs at least 1", *cfg.Relay.Dispatchers)
+			if err := o.Validate(); err != nil {
+				return asUsage(err)
 			}
-			if lease != 0 && lease < 100*time.Millisecond {
-				return usagef("relay: --lease %s is shorter than 100ms", lease)
-			}
-			return runRelay(cmd.Context(), cfg, relayRunOptions{listen: listen, lease: lease}, cmd.ErrOrStderr())
+			return runRelay(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}
 	c.Flags().StringVar(&configPath, "config", "", "YAML config file, the one chronos nas reads (keys may also come from CHRONOS_NAS_* variables)")
-	c.Flags().StringVar(&listen, "listen", "", "address for /healthz, /readyz and /metrics (empty: none)")
+	c.Flags().StringVar(&o.Listen, "listen", "", "address for /healthz, /readyz and /metrics (empty: none)")
 	c.Flags().IntVar(&dispatchers, "dispatchers", 0, "dispatchers to run (overrides relay.dispatchers)")
-	c.Flags().DurationVar(&lease, "lease", 0, "lease per claim: how soon the fires of a crashed relay are retried (default 30s)")
+	c.Flags().DurationVar(&o.Lease, "lease", 0, "lease per claim: how soon the fires of a crashed relay are retried (default 30s)")
 	return c
 }
 
-// relayRunOptions are the command-line settings of `chronos relay`.
-type relayRunOptions struct {
-	listen string        // health and metrics address; "" for none
-	lease  time.Duration // lease per claim; 0 for the dispatcher's default
-}
-
-// runRelay runs the dispatchers until ctx ends, then drains them.
-func runRelay(ctx context.Context, cfg nas.Config, o relayRunOptions, stderr io.Writer) error {
-	log, err := newNASLogger(stderr, cfg.LogLevel)
-	if err != nil {
+// runRelay runs the dispatchers until ctx ends, then drains them; o's
+// Logger is made here, at the configured log_level.
+func runRelay(ctx context.Context, o node.RelayOptions, stderr io.Writer) (err error) {
+	if o.Logger, err = newNASLogger(stderr, o.Config.LogLevel); err != nil {
 		return err
 	}
-	return node.RunRelay(ctx, node.RelayOptions{Config: cfg, Logger: log, Listen: o.listen, Lease: o.lease})
+	return node.RunRelay(ctx, o)
 }

@@ -34,6 +34,21 @@ type RelayOptions struct {
 	Lease time.Duration
 }
 
+// Validate refuses settings a relay process cannot run with: the memory
+// store (it lives inside one process), no dispatcher, a lease under 100ms.
+func (o RelayOptions) Validate() error {
+	cfg := o.Config.WithDefaults()
+	switch {
+	case cfg.Store == "memory":
+		return errors.New("relay: store is memory; chronos relay needs the shared redis:// store of the NAS processes")
+	case *cfg.Relay.Dispatchers < 1:
+		return fmt.Errorf("relay: relay.dispatchers is %d; a relay process needs at least 1", *cfg.Relay.Dispatchers)
+	case o.Lease != 0 && o.Lease < 100*time.Millisecond:
+		return fmt.Errorf("relay: --lease %s is shorter than 100ms", o.Lease)
+	}
+	return nil
+}
+
 // RunRelay runs relay.dispatchers dispatchers on the configured store,
 // delivering to NAS's signed relay route, until ctx ends; then it drains
 // them. It tells the service manager it is ready once the health listener

@@ -155,12 +155,6 @@ func (n *Node) URL() string { return "http://" + n.ln.Addr().String() }
 // RelayURL is the base URL dispatchers deliver to: the relay route.
 func (n *Node) RelayURL() string { return n.cfg.Relay.NASURL }
 
-// Service is the node's NAS service.
-func (n *Node) Service() *nas.Service { return n.svc }
-
-// Engine is the node's relay store.
-func (n *Node) Engine() relay.Engine { return n.engine }
-
 // Run serves the listeners, runs the dispatchers, the key watcher and the
 // unarmed-job watcher, and tells the service manager the node is ready
 // (with the store check of /readyz keeping its watchdog fed). When ctx ends,

@@ -39,18 +39,30 @@ func Replace(path string, data []byte, perm fs.FileMode) error {
 }
 
 // Create writes data to a new file path with mode perm; it fails with an
-// error matching fs.ErrExist when path exists. The file is fsynced and so is
-// its directory.
+// error matching fs.ErrExist when path exists. Like Replace, the data is
+// written and fsynced under a temporary name first, so path appears whole or
+// not at all; it is then linked into place, which refuses an existing path.
 func Create(path string, data []byte, perm fs.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
 	if err := fill(f, data, perm); err != nil {
-		_ = os.Remove(path)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := SyncDir(filepath.Dir(path)); err != nil {
+	if err := os.Link(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := SyncDir(dir); err != nil {
 		return fmt.Errorf("write %s: sync directory: %w", path, err)
 	}
 	return nil

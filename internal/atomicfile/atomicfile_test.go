@@ -115,4 +115,8 @@ func TestCreate(t *testing.T) {
 	if string(b) != "key" || info.Mode().Perm() != 0o600 {
 		t.Fatalf("content %q mode %04o", b, info.Mode().Perm())
 	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("entries %v: a temporary file was left", entries)
+	}
 }

@@ -9,13 +9,11 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,9 +21,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // ActiveKeyFile is the file in the signing keys dir that names the signing kid.
@@ -142,23 +142,21 @@ func ParseKeyPEM(data []byte) (*SigningKey, error) {
 	return newSigningKey(signer)
 }
 
-// JWK returns the public key as a JWK.
-func (k *SigningKey) JWK() contract.JWK {
-	j := contract.JWK{Kid: k.KID, Use: "sig", Alg: k.Alg}
-	switch pub := k.Private.Public().(type) {
-	case ed25519.PublicKey:
-		j.Kty, j.Crv, j.X = "OKP", "Ed25519", b64(pub)
-	case *ecdsa.PublicKey:
-		ecdh, _ := pub.ECDH()
-		raw := ecdh.Bytes() // 0x04 || X || Y, 32 bytes each for P-256
-		j.Kty, j.Crv, j.X, j.Y = "EC", "P-256", b64(raw[1:33]), b64(raw[33:65])
-	case *rsa.PublicKey:
-		j.Kty, j.N, j.E = "RSA", b64(pub.N.Bytes()), b64(big.NewInt(int64(pub.E)).Bytes())
+// JWK returns the public key as a JWK (kty, crv, x, y, n, e from jwkset's
+// encoding; kid, alg and use "sig" from the key).
+func (k *SigningKey) JWK() (contract.JWK, error) {
+	j, err := jwkset.NewJWKFromKey(k.Private.Public(), jwkset.JWKOptions{
+		Metadata: jwkset.JWKMetadataOptions{KID: k.KID, ALG: jwkset.ALG(k.Alg), USE: jwkset.UseSig},
+	})
+	if err != nil {
+		return contract.JWK{}, fmt.Errorf("jwk of key %s: %w", k.KID, err)
 	}
-	return j
+	m := j.Marshal()
+	return contract.JWK{
+		Kty: string(m.KTY), Kid: m.KID, Use: string(m.USE), Alg: string(m.ALG),
+		Crv: string(m.CRV), X: m.X, Y: m.Y, N: m.N, E: m.E,
+	}, nil
 }
-
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 // SigningMethod returns the jwt signing method of the key.
 func (k *SigningKey) SigningMethod() jwt.SigningMethod {
@@ -238,7 +236,11 @@ func NewKeySet(keys []*SigningKey, activeKID, alg string) (*KeySet, error) {
 	set := &KeySet{Active: active, Published: sorted}
 	jwks := contract.JWKS{Keys: make([]contract.JWK, 0, len(sorted))}
 	for _, k := range sorted {
-		jwks.Keys = append(jwks.Keys, k.JWK())
+		j, err := k.JWK()
+		if err != nil {
+			return nil, fmt.Errorf("key set: %w", err)
+		}
+		jwks.Keys = append(jwks.Keys, j)
 	}
 	b, err := json.Marshal(jwks)
 	if err != nil {
@@ -299,6 +301,32 @@ func LoadKeyDir(dir, alg string) (*KeySet, error) {
 		return nil, fmt.Errorf("load keys from %s: %w", dir, err)
 	}
 	return set, nil
+}
+
+// WriteKeyFile writes k's private key to dir/<kid>.pem with mode 0600,
+// creating dir with mode 0700 when it is missing. It refuses a dir that group
+// or others may write (see CheckKeyPath) and an existing key file. The file
+// and the directory entry are fsynced before it returns.
+func WriteKeyFile(dir string, k *SigningKey) error {
+	data, err := k.MarshalPEM()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := CheckKeyPath(dir); err != nil {
+		return err
+	}
+	return atomicfile.Create(filepath.Join(dir, k.KID+".pem"), data, 0o600)
+}
+
+// ActivateKey names kid in dir's active file, making it the signing key at
+// NAS's next key check. The file is replaced atomically (temporary file,
+// fsync, rename, directory fsync): NAS never reads a half-written kid, and a
+// crash leaves the previous one.
+func ActivateKey(dir, kid string) error {
+	return atomicfile.Replace(filepath.Join(dir, ActiveKeyFile), []byte(kid+"\n"), 0o600)
 }
 
 // CheckKeyPath refuses a signing keys dir or key file (symbolic links

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/internal/redistest"
+	"github.com/chronoscron/chronos/internal/relaybench"
 )
 
 // TestBenchRelaySmall runs `chronos bench relay` end to end at a small size on
@@ -34,7 +35,7 @@ func TestBenchRelaySmall(t *testing.T) {
 			if code := run(ctx, args, &stdout, &stderr); code != exitOK {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
 			}
-			var res benchRelayResult
+			var res relaybench.Result
 			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 				t.Fatalf("result %q: %v", stdout.String(), err)
 			}

@@ -48,22 +48,12 @@ accept it; RS256 for verifiers that want RSA.`,
 			if err != nil {
 				return err
 			}
-			pemBytes, err := k.MarshalPEM()
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(out, 0o700); err != nil {
-				return fmt.Errorf("keys generate: %w", err)
-			}
-			if err := nas.CheckKeyPath(out); err != nil {
-				return fmt.Errorf("keys generate: %w", err)
-			}
-			if err := writeNewFile(filepath.Join(out, k.KID+".pem"), pemBytes); err != nil {
+			if err := nas.WriteKeyFile(out, k); err != nil {
 				return fmt.Errorf("keys generate: %w", err)
 			}
 			if activate {
-				if err := writeActive(out, k.KID); err != nil {
-					return err
+				if err := nas.ActivateKey(out, k.KID); err != nil {
+					return fmt.Errorf("keys activate: %w", err)
 				}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), k.KID)
@@ -74,36 +64,6 @@ accept it; RS256 for verifiers that want RSA.`,
 	c.Flags().StringVar(&alg, "alg", nas.DefaultSigningAlg, "ES256, EdDSA or RS256")
 	c.Flags().BoolVar(&activate, "activate", false, "also make the new key the signing key (only for a first key)")
 	return c
-}
-
-// writeNewFile creates path with mode 0600, failing if it exists, and syncs it.
-func writeNewFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// writeActive names kid in dir/active by temp file + rename.
-func writeActive(dir, kid string) error {
-	tmp := filepath.Join(dir, ".active.tmp")
-	_ = os.Remove(tmp)
-	if err := writeNewFile(tmp, []byte(kid+"\n")); err != nil {
-		return fmt.Errorf("keys activate: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, nas.ActiveKeyFile)); err != nil {
-		return fmt.Errorf("keys activate: %w", err)
-	}
-	return nil
 }
 
 func newKeysListCmd() *cobra.Command {
@@ -119,15 +79,15 @@ set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.
 			if dir == "" {
 				return usagef("keys list: --dir is required")
 			}
-			keys, active, err := readKeyDir(dir)
+			set, err := nas.LoadKeyDir(dir, "")
 			if err != nil {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "KID\tALG\tSTATE")
-			for _, k := range keys {
+			for _, k := range set.Published {
 				state := "published"
-				if k.KID == active {
+				if k.KID == set.Active.KID {
 					state = "signing"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", k.KID, k.Alg, state)
@@ -137,17 +97,6 @@ set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.
 	}
 	c.Flags().StringVar(&dir, "dir", "", "the signing keys directory")
 	return c
-}
-
-// readKeyDir loads every key of dir and the kid that signs when NAS's
-// signing_alg is not set: the one the active file names, else the oldest
-// ES256 key, else the oldest EdDSA key, else RS256.
-func readKeyDir(dir string) ([]*nas.SigningKey, string, error) {
-	set, err := nas.LoadKeyDir(dir, "")
-	if err != nil {
-		return nil, "", err
-	}
-	return set.Published, set.Active.KID, nil
 }
 
 func newKeysActivateCmd() *cobra.Command {
@@ -164,8 +113,8 @@ func newKeysActivateCmd() *cobra.Command {
 			if _, err := os.Stat(filepath.Join(dir, kid+".pem")); err != nil {
 				return usagef("keys activate: no key %s in %s", kid, dir)
 			}
-			if err := writeActive(dir, kid); err != nil {
-				return err
+			if err := nas.ActivateKey(dir, kid); err != nil {
+				return fmt.Errorf("keys activate: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s now signs; send NAS SIGHUP or wait for its next key check\n", kid)
 			return nil

@@ -7,16 +7,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
 // Exit codes of the binary.
@@ -26,23 +25,15 @@ const (
 	exitUsage   = 2
 )
 
-// usageError marks an error caused by bad usage or bad input: exit code 2.
-type usageError struct{ err error }
-
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
-
 // usagef returns a usage error (exit 2) with a formatted message.
-func usagef(format string, args ...any) error {
-	return &usageError{err: fmt.Errorf(format, args...)}
-}
+func usagef(format string, args ...any) error { return cmdline.Usagef(format, args...) }
 
 // asUsage wraps err as a usage error (exit 2); nil stays nil.
-func asUsage(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &usageError{err: err}
+func asUsage(err error) error { return cmdline.AsUsage(err) }
+
+// groupCmd returns a command that only holds subcommands (see cmdline.Group).
+func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
+	return cmdline.Group(use, short, subs...)
 }
 
 func main() {
@@ -63,8 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "chronos: %s\n", termSafeLines(err.Error()))
-	var ue *usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	if cmdline.IsUsage(err) {
 		return exitUsage
 	}
 	return exitFailure
@@ -94,80 +84,7 @@ func newRootCmd() *cobra.Command {
 	)
 	// Unknown subcommands and wrong argument counts are usage errors too.
 	for _, c := range root.Commands() {
-		markUsage(c)
+		cmdline.MarkUsage(c)
 	}
 	return root
-}
-
-// markUsage makes argument validation failures of c and its children usage errors.
-func markUsage(c *cobra.Command) {
-	if c.Args != nil {
-		orig := c.Args
-		c.Args = func(cmd *cobra.Command, args []string) error { return asUsage(orig(cmd, args)) }
-	}
-	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
-	for _, sub := range c.Commands() {
-		markUsage(sub)
-	}
-}
-
-// isCobraUsage reports whether err is cobra's own complaint about the command line.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "requires at least", "accepts ", "invalid argument"} {
-		if len(msg) >= len(p) && contains(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
-}
-
-// groupCmd returns a command that only holds subcommands: run without one, it
-// prints help; with an unknown one, it is a usage error.
-func groupCmd(use, short string, subs ...*cobra.Command) *cobra.Command {
-	c := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cmd.Help()
-		},
-	}
-	c.AddCommand(subs...)
-	return c
-}
-
-// awaitStop waits until ctx ends or one part of a long-running command
-// reports on errc, then cancels the rest with cancel, waits for wg and
-// returns the first failure. A part that ends with context.Canceled has
-// only been told to stop. errc must have room for a report from every part
-// in wg; name prefixes the log messages.
-func awaitStop(ctx context.Context, cancel context.CancelFunc, wg *sync.WaitGroup, errc chan error, log *slog.Logger, name string) error {
-	var firstErr error
-	select {
-	case <-ctx.Done():
-	case firstErr = <-errc:
-		if firstErr != nil {
-			log.Error(name+" stopping", "error", firstErr.Error())
-		}
-	}
-	cancel()
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		if firstErr == nil && err != nil && !errors.Is(err, context.Canceled) {
-			firstErr = err
-		}
-	}
-	log.Info(name + " stopped")
-	return firstErr
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/nas/node"
 )
 
 // TestLogLevelIsCheckedAlike runs chronos nas, chronos relay and chronos
@@ -82,7 +83,7 @@ func TestRelayRefusesUncheckedLogLevel(t *testing.T) {
 	}.WithDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := runRelay(ctx, cfg, relayRunOptions{}, io.Discard)
+	err := runRelay(ctx, node.RelayOptions{Config: cfg}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `log_level: "loud"`) {
 		t.Fatalf("runRelay with log_level loud: %v, want an error naming log_level", err)
 	}

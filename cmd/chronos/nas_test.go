@@ -589,8 +589,8 @@ func TestDLQConnectionPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.base != tt.wantURL || c.token != tt.wantTok {
-				t.Fatalf("url %q token %q, want %q %q", c.base, c.token, tt.wantURL, tt.wantTok)
+			if c.BaseURL() != tt.wantURL || c.Token() != tt.wantTok {
+				t.Fatalf("url %q token %q, want %q %q", c.BaseURL(), c.Token(), tt.wantURL, tt.wantTok)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/nas/node"
 )
 
 // TestRelayCommandRefusesBadSetups checks the usage errors of chronos relay.
@@ -72,7 +73,7 @@ func TestRelayStopsWithOpsListener(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- runRelay(ctx, cfg, relayRunOptions{listen: listen}, io.Discard) }()
+	go func() { done <- runRelay(ctx, node.RelayOptions{Config: cfg, Listen: listen}, io.Discard) }()
 	client := &http.Client{Timeout: 5 * time.Second}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

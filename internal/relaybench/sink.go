@@ -1,4 +1,4 @@
-package main
+package relaybench
 
 import (
 	"context"
@@ -17,12 +17,12 @@ import (
 	"github.com/chronoscron/chronos/contract"
 )
 
-// benchSink is the agent side of `chronos bench relay`: an HTTP server that
+// sink is the agent side of `chronos bench relay`: an HTTP server that
 // answers fires for many agents at {base}/agents/{agent}/api/cron/fire,
 // verifies every cron_fire token with the agent's own verifier (NAS's JWKS,
 // issuer, the instance's audience, the body hash), and records when each
 // schedule id first arrived.
-type benchSink struct {
+type sink struct {
 	issuer string
 	jwks   []byte
 	want   int64
@@ -40,10 +40,10 @@ type benchSink struct {
 	doneOnce   sync.Once
 }
 
-// newBenchSink returns a sink expecting want distinct fires, verifying
+// newSink returns a sink expecting want distinct fires, verifying
 // against jwks (fetched from NAS) for tokens issued by issuer.
-func newBenchSink(issuer string, jwks []byte, want int, log *slog.Logger) *benchSink {
-	return &benchSink{
+func newSink(issuer string, jwks []byte, want int, log *slog.Logger) *sink {
+	return &sink{
 		issuer: issuer, jwks: jwks, want: int64(want), log: log,
 		verifiers: map[string]*fireauth.JWTVerifier{},
 		first:     make(map[string]time.Duration, want),
@@ -51,11 +51,11 @@ func newBenchSink(issuer string, jwks []byte, want int, log *slog.Logger) *bench
 	}
 }
 
-// benchInstance is the instance id of a bench agent.
-func benchInstance(agent string) string { return "inst-" + agent }
+// instanceOf is the instance id of a bench agent.
+func instanceOf(agent string) string { return "inst-" + agent }
 
 // verifier returns (making once) the verifier of instance.
-func (s *benchSink) verifier(instance string) (*fireauth.JWTVerifier, error) {
+func (s *sink) verifier(instance string) (*fireauth.JWTVerifier, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v, ok := s.verifiers[instance]; ok {
@@ -73,7 +73,7 @@ func (s *benchSink) verifier(instance string) (*fireauth.JWTVerifier, error) {
 
 // ServeHTTP answers one fire like an agent: 202 accepted the first time a
 // schedule id arrives, 200 duplicate after, 401 for a token that fails.
-func (s *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	rest, ok := strings.CutPrefix(r.URL.Path, "/agents/")
 	agent, tail, _ := strings.Cut(rest, "/")
@@ -92,12 +92,12 @@ func (s *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "body", http.StatusBadRequest)
 		return
 	}
-	v, err := s.verifier(benchInstance(agent))
+	v, err := s.verifier(instanceOf(agent))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	token, _ := strings.CutPrefix(r.Header.Get(contract.HeaderAuthorization), contract.BearerPrefix)
+	token, _ := contract.BearerToken(r.Header.Get(contract.HeaderAuthorization))
 	if err := v.VerifyFire(r.Context(), token, body, fire); err != nil {
 		s.failed.Add(1)
 		w.Header().Set(contract.HeaderContentType, contract.MediaTypeJSON)
@@ -129,7 +129,7 @@ func (s *benchSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // wait blocks until every expected fire arrived, or ctx ends.
-func (s *benchSink) wait(ctx context.Context) error {
+func (s *sink) wait(ctx context.Context) error {
 	select {
 	case <-s.done:
 		return nil
@@ -139,7 +139,7 @@ func (s *benchSink) wait(ctx context.Context) error {
 }
 
 // results returns the lags of first arrivals and the time of the last one.
-func (s *benchSink) results() ([]time.Duration, time.Time) {
+func (s *sink) results() ([]time.Duration, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lags := make([]time.Duration, 0, len(s.first))
@@ -150,7 +150,7 @@ func (s *benchSink) results() ([]time.Duration, time.Time) {
 }
 
 // close releases the verifiers.
-func (s *benchSink) close() {
+func (s *sink) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, v := range s.verifiers {

@@ -1,0 +1,95 @@
+// Package atomicfile writes files so that a reader, or the next start after a
+// crash, sees either the old content or the new one, never a part of it: the
+// data goes to a temporary file in the same directory, is fsynced, renamed
+// over the target, and the directory is fsynced so the rename itself
+// survives a crash.
+package atomicfile
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Replace writes data to path, replacing any file there, with mode perm.
+// On an error the file at path is left as it was.
+func Replace(path string, data []byte, perm fs.FileMode) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	if err := fill(f, data, perm); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := SyncDir(dir); err != nil {
+		return fmt.Errorf("write %s: sync directory: %w", path, err)
+	}
+	return nil
+}
+
+// Create writes data to a new file path with mode perm; it fails with an
+// error matching fs.ErrExist when path exists. Like Replace, the data is
+// written and fsynced under a temporary name first, so path appears whole or
+// not at all; it is then linked into place, which refuses an existing path.
+func Create(path string, data []byte, perm fs.FileMode) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := fill(f, data, perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := SyncDir(dir); err != nil {
+		return fmt.Errorf("write %s: sync directory: %w", path, err)
+	}
+	return nil
+}
+
+// fill sets f's mode, writes data, fsyncs and closes f.
+func fill(f *os.File, data []byte, perm fs.FileMode) error {
+	err := f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// SyncDir fsyncs the directory dir, making the creation, removal or rename
+// of its entries durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,75 @@
+// Package cmdline holds what the chronos command line needs around cobra: an
+// error kind for bad usage or input (exit code 2), the marking of cobra's own
+// argument and flag complaints as such, and commands that only group others.
+package cmdline
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// UsageError marks an error caused by bad usage or bad input.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a usage error with a formatted message.
+func Usagef(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// AsUsage wraps err as a usage error; nil stays nil.
+func AsUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &UsageError{Err: err}
+}
+
+// IsUsage reports whether err is a usage error or cobra's own complaint
+// about the command line.
+func IsUsage(err error) bool {
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "requires at least", "accepts ", "invalid argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// MarkUsage makes the argument and flag validation failures of c and every
+// command under it usage errors.
+func MarkUsage(c *cobra.Command) {
+	if c.Args != nil {
+		orig := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error { return AsUsage(orig(cmd, args)) }
+	}
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return AsUsage(err) })
+	for _, sub := range c.Commands() {
+		MarkUsage(sub)
+	}
+}
+
+// Group returns a command that only holds subcommands: run without one, it
+// prints help; with an unknown one, it is a usage error.
+func Group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
+	}
+	c.AddCommand(subs...)
+	return c
+}

@@ -1,0 +1,103 @@
+package relaybench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/memory"
+	relayredis "github.com/chronoscron/chronos/relay/redis"
+)
+
+// openStore opens the store of a run; cleanup removes what it wrote.
+func openStore(ctx context.Context, store string, log *slog.Logger) (relay.Engine, goredis.UniversalClient, func(), error) {
+	if store == "memory" {
+		e := memory.New(memory.Options{})
+		return e, nil, func() { _ = e.Close() }, nil
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := "bench-" + hex.EncodeToString(b[:])
+	e, err := relayredis.Open(ctx, store, relayredis.Options{Prefix: prefix, Logger: log})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("bench relay: store: %w", err)
+	}
+	cleanup := func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		deleteKeys(cctx, e.Client(), "{chronos:"+prefix+":*")
+		_ = e.Close()
+	}
+	return e, e.Client(), cleanup, nil
+}
+
+// deleteKeys unlinks every key matching pattern, best effort.
+func deleteKeys(ctx context.Context, c goredis.UniversalClient, pattern string) {
+	var batch []string
+	iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) >= 500 {
+			c.Unlink(ctx, batch...)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		c.Unlink(ctx, batch...)
+	}
+}
+
+// processCPU is this process's user + system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisInfoInt reads an integer field of an INFO section.
+func redisInfoInt(ctx context.Context, c goredis.UniversalClient, section, field string) (int64, error) {
+	v, err := redisInfoField(ctx, c, section, field)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
+// redisCPU is the Redis server's user + system CPU seconds so far.
+func redisCPU(ctx context.Context, c goredis.UniversalClient) float64 {
+	var total float64
+	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, err := redisInfoField(ctx, c, "cpu", f)
+		if err != nil {
+			return 0
+		}
+		x, _ := strconv.ParseFloat(v, 64)
+		total += x
+	}
+	return total
+}
+
+// redisInfoField reads one field of an INFO section.
+func redisInfoField(ctx context.Context, c goredis.UniversalClient, section, field string) (string, error) {
+	info, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return "", fmt.Errorf("bench relay: info: %w", err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("bench relay: info has no %s", field)
+}

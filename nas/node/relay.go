@@ -1,0 +1,146 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/systemd"
+	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/relay"
+	relaymetrics "github.com/chronoscron/chronos/relay/metrics"
+)
+
+// RelayOptions configure a dispatchers-only relay process.
+type RelayOptions struct {
+	// Config is NAS's configuration: the relay uses its store, relay.secrets,
+	// relay.nas_url, relay.dispatchers and relay.retry.
+	Config nas.Config
+	// Logger receives the relay's logs.
+	Logger *slog.Logger
+	// Listen is the address of /healthz, /readyz and /metrics; "" for none.
+	Listen string
+	// Lease is the lease per claim; 0 keeps the dispatcher's default.
+	Lease time.Duration
+}
+
+// Validate refuses settings a relay process cannot run with: the memory
+// store (it lives inside one process), no dispatcher, a lease under 100ms.
+func (o RelayOptions) Validate() error {
+	cfg := o.Config.WithDefaults()
+	switch {
+	case cfg.Store == "memory":
+		return errors.New("relay: store is memory; chronos relay needs the shared redis:// store of the NAS processes")
+	case *cfg.Relay.Dispatchers < 1:
+		return fmt.Errorf("relay: relay.dispatchers is %d; a relay process needs at least 1", *cfg.Relay.Dispatchers)
+	case o.Lease != 0 && o.Lease < 100*time.Millisecond:
+		return fmt.Errorf("relay: --lease %s is shorter than 100ms", o.Lease)
+	}
+	return nil
+}
+
+// RunRelay runs relay.dispatchers dispatchers on the configured store,
+// delivering to NAS's signed relay route, until ctx ends; then it drains
+// them. It tells the service manager it is ready once the health listener
+// (if any) is bound, with the store check of /readyz feeding its watchdog.
+func RunRelay(ctx context.Context, o RelayOptions) error {
+	cfg, log := o.Config.WithDefaults(), o.Logger
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	engine, err := OpenEngine(ctx, cfg.Store, log)
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	deliverer, err := newDeliverer(cfg, log, 0)
+	if err != nil {
+		return err
+	}
+	defer deliverer.Close()
+	metrics := relaymetrics.NewDispatch()
+	g := newGroup(ctx, cancel, log, "relay")
+	if o.Listen != "" {
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fmt.Errorf("relay: listen: %w", err)
+		}
+		log.Info("relay health and metrics", "listen", ln.Addr().String())
+		serveOps(g, ln, opsServer(engine, metrics))
+	}
+	log.Info("relay started", "store", StoreKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
+	for range *cfg.Relay.Dispatchers {
+		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics, LeaseFor: o.Lease, Retry: cfg.Relay.Retry.Policy()})
+		g.goErr(func() error { return d.Run(ctx) })
+	}
+	systemd.Ready(ctx, log, storeAlive(engine))
+	return g.wait()
+}
+
+// serveOps serves srv on ln as a part of g, and shuts it down when g stops.
+func serveOps(g *group, ln net.Listener, srv *http.Server) {
+	g.goErr(func() error {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("relay: serve: %w", err)
+		}
+		return context.Canceled
+	})
+	g.goDone(func() {
+		<-g.ctx.Done()
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(g.ctx), 5*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+	})
+}
+
+// opsServer serves health, readiness (the store answers and has not lost its
+// data, as NAS's /readyz checks it) and the metrics of a relay process: the
+// relay's own (relay/metrics, the names NAS serves) and the Go runtime's.
+func opsServer(engine relay.Engine, dispatch *relaymetrics.Dispatch) *http.Server {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(dispatch, relaymetrics.NewStore(engine),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeHealth(w, http.StatusOK, contract.HealthResponse{Status: "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		resp, status := contract.HealthResponse{Status: "ok", Checks: map[string]string{}}, http.StatusOK
+		for name, err := range relay.CheckStore(ctx, engine) {
+			if err != nil {
+				resp.Status, status = "unavailable", http.StatusServiceUnavailable
+				resp.Checks[name] = err.Error()
+				continue
+			}
+			resp.Checks[name] = "ok"
+		}
+		writeHealth(w, status, resp)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+}
+
+// writeHealth writes a health answer.
+func writeHealth(w http.ResponseWriter, status int, resp contract.HealthResponse) {
+	w.Header().Set(contract.HeaderContentType, contract.MediaTypeJSON)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(resp)
+}

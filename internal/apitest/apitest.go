@@ -180,9 +180,30 @@ func options() *openapi3filter.Options {
 	}
 }
 
+// expectation says what a request's violations mean.
+type expectation int
+
+const (
+	// expectValid: a violation fails the test.
+	expectValid expectation = iota
+	// expectInvalid: the request is deliberately invalid; its violations
+	// are recorded, not reported.
+	expectInvalid
+)
+
+// expectationOf is what c expects of req: invalid when the checker or the
+// request is marked so.
+func (c *checker) expectationOf(req *http.Request) expectation {
+	if c.expectInvalid || markedInvalid(req) {
+		return expectInvalid
+	}
+	return expectValid
+}
+
 // checkRequest validates the request and reports a violation unless the
-// request is marked invalid, in which case it is recorded.
-func (c *checker) checkRequest(ctx context.Context, req *http.Request, body []byte, invalid bool) requestChecked {
+// request is expected invalid, in which case it is recorded.
+func (c *checker) checkRequest(ctx context.Context, req *http.Request, body []byte) requestChecked {
+	want := c.expectationOf(req)
 	// Validate a copy: validation reads (and may replace) the body.
 	vr := req.Clone(ctx)
 	vr.Body = io.NopCloser(bytes.NewReader(body))
@@ -191,7 +212,7 @@ func (c *checker) checkRequest(ctx context.Context, req *http.Request, body []by
 
 	route, pathParams, err := c.spec.router.FindRoute(vr)
 	if err != nil {
-		c.requestViolation(req, invalid, fmt.Errorf("undocumented route: %w", err))
+		c.requestViolation(req, want, fmt.Errorf("undocumented route: %w", err))
 		return requestChecked{}
 	}
 	input := &openapi3filter.RequestValidationInput{
@@ -201,14 +222,14 @@ func (c *checker) checkRequest(ctx context.Context, req *http.Request, body []by
 		Options:    options(),
 	}
 	if err := openapi3filter.ValidateRequest(ctx, input); err != nil {
-		c.requestViolation(req, invalid, err)
+		c.requestViolation(req, want, err)
 	}
 	return requestChecked{input: input}
 }
 
-func (c *checker) requestViolation(req *http.Request, invalid bool, err error) {
+func (c *checker) requestViolation(req *http.Request, want expectation, err error) {
 	err = fmt.Errorf("request %s %s violates openapi.yaml: %w", req.Method, req.URL.Path, err)
-	if invalid {
+	if want == expectInvalid {
 		c.mu.Lock()
 		c.recorded = append(c.recorded, err)
 		c.mu.Unlock()
@@ -218,8 +239,16 @@ func (c *checker) requestViolation(req *http.Request, invalid bool, err error) {
 	c.t.Errorf("apitest: %v", err)
 }
 
+// response is one answer to check.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
 // checkResponse validates the response of a request checked before.
-func (c *checker) checkResponse(ctx context.Context, req *http.Request, rc requestChecked, status int, header http.Header, body []byte) {
+func (c *checker) checkResponse(ctx context.Context, req *http.Request, rc requestChecked, r response) {
+	status, header, body := r.status, r.header, r.body
 	c.mu.Lock()
 	c.exchanges++
 	c.mu.Unlock()

@@ -33,8 +33,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.c.t.Errorf("apitest: %s %s: %v", r.Method, r.URL.Path, err)
 	}
-	invalid := h.c.expectInvalid || markedInvalid(r)
-	rc := h.c.checkRequest(r.Context(), r, body, invalid)
+	rc := h.c.checkRequest(r.Context(), r, body)
 
 	inner := r.WithContext(r.Context())
 	if r.Body != nil {
@@ -43,7 +42,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{w: w}
 	h.next.ServeHTTP(rec, inner)
 	status, header := rec.result()
-	h.c.checkResponse(r.Context(), r, rc, status, header, rec.body.Bytes())
+	h.c.checkResponse(r.Context(), r, rc, response{status, header, rec.body.Bytes()})
 }
 
 // Violations returns the request violations recorded for requests marked as

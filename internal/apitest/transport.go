@@ -46,8 +46,7 @@ func (rt *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	invalid := rt.c.expectInvalid || markedInvalid(req)
-	rc := rt.c.checkRequest(req.Context(), req, body, invalid)
+	rc := rt.c.checkRequest(req.Context(), req, body)
 
 	out := req.Clone(req.Context())
 	if req.Body != nil && req.Body != http.NoBody {
@@ -63,7 +62,7 @@ func (rt *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apitest: response to %s %s: %w", req.Method, req.URL.Path, err)
 	}
-	rt.c.checkResponse(req.Context(), req, rc, resp.StatusCode, resp.Header, rb)
+	rt.c.checkResponse(req.Context(), req, rc, response{resp.StatusCode, resp.Header, rb})
 	resp.Body = io.NopCloser(bytes.NewReader(rb))
 	return resp, nil
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // ServingFile, in an agent's home, records the config file of the agent that
@@ -46,7 +48,7 @@ func RecordServing(home, configPath string, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("provider: serving record: %w", err)
 	}
-	if err := writeFileAtomic(home, ServingFile, append(data, '\n')); err != nil {
+	if err := atomicfile.Replace(filepath.Join(home, ServingFile), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("provider: serving record: %w", err)
 	}
 	return nil
@@ -65,34 +67,4 @@ func ReadServing(home string) (s Serving, ok bool, err error) {
 		return Serving{}, false, fmt.Errorf("provider: serving record %s: not a record of a config file", filepath.Join(home, ServingFile))
 	}
 	return s, true, nil
-}
-
-// writeFileAtomic replaces dir/name with data: temp file, fsync, rename,
-// directory fsync.
-func writeFileAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, name+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }()
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return nil
 }

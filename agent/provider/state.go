@@ -12,6 +12,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // Files in the agent's home directory.
@@ -140,29 +141,8 @@ func writeState(home string, s State) error {
 	if err != nil {
 		return fmt.Errorf("provider: state: %w", err)
 	}
-	f, err := os.CreateTemp(home, StateFile+".tmp-*")
-	if err != nil {
+	if err := atomicfile.Replace(filepath.Join(home, StateFile), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("provider: state: %w", err)
-	}
-	tmp := f.Name()
-	defer func() { _ = os.Remove(tmp) }()
-	if _, err := f.Write(append(data, '\n')); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("provider: state: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("provider: state: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("provider: state: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(home, StateFile)); err != nil {
-		return fmt.Errorf("provider: state: %w", err)
-	}
-	if d, err := os.Open(home); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }

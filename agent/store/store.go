@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // File names inside the home directory.
@@ -48,6 +50,10 @@ type Options struct {
 	LockTimeout time.Duration
 	// Now is the clock used to name corrupt copies (default time.Now).
 	Now func() time.Time
+	// WriteFile replaces a file whole, so that a crash leaves the old
+	// content or the new, never a part (default atomicfile.Replace: temp
+	// file, fsync, rename, directory fsync). Tests pass one that fails.
+	WriteFile func(path string, data []byte, perm fs.FileMode) error
 }
 
 // Store is the job store of one home directory. It is safe for concurrent use
@@ -77,6 +83,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = 5 * time.Second
+	}
+	if opts.WriteFile == nil {
+		opts.WriteFile = atomicfile.Replace
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -353,14 +362,14 @@ func (s *Store) keepAside(raw []byte) (string, error) {
 		if i > 1 {
 			name = fmt.Sprintf("%s-%d", base, i)
 		}
-		err := writeNewFileSync(name, raw)
+		err := atomicfile.Create(name, raw, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return "", err
 		}
-		return name, syncDir(filepath.Dir(name))
+		return name, nil
 	}
 	return "", fmt.Errorf("too many copies named %s-*", base)
 }
@@ -411,18 +420,10 @@ func (s *Store) write(st *State) error {
 	}
 	buf.WriteString("\n]}\n")
 	b := buf.Bytes()
-	tmp := fmt.Sprintf("%s.tmp-%d", s.Path(), os.Getpid())
-	if err := writeFileSync(tmp, b); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("store: %w: write: %w", ErrUnwritable, err)
-	}
-	if err := os.Rename(tmp, s.Path()); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("store: %w: rename: %w", ErrUnwritable, err)
-	}
-	if err := syncDir(s.home); err != nil {
-		// The new file is in place but may not survive a crash.
-		return fmt.Errorf("store: %w: sync directory: %w", ErrUnwritable, err)
+	if err := s.opts.WriteFile(s.Path(), b, 0o600); err != nil {
+		// A failed directory sync leaves the new file in place, but it may
+		// not survive a crash: unwritable too.
+		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
 	}
 	s.werr.Store(nil)
 	s.remember(st, enc)
@@ -480,40 +481,4 @@ func (s *Store) Fingerprint() (Fingerprint, error) {
 		fp.Ino = uint64(sys.Ino)
 	}
 	return fp, nil
-}
-
-// writeFileSync writes b to path, replacing any content, and fsyncs it.
-func writeFileSync(path string, b []byte) error {
-	return writeSync(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, b)
-}
-
-// writeNewFileSync is writeFileSync for a file that must not exist yet
-// (fs.ErrExist if it does).
-func writeNewFileSync(path string, b []byte) error {
-	return writeSync(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, b)
-}
-
-func writeSync(path string, flag int, b []byte) error {
-	f, err := os.OpenFile(path, flag, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -1,17 +1,21 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 func open(t *testing.T, home string) *Store {
@@ -329,29 +333,39 @@ func TestClaimSlotIsACompareAndSet(t *testing.T) {
 func TestWriteFailure(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	s := open(t, home)
+	var failing atomic.Bool
+	s, err := Open(home, Options{WriteFile: func(path string, data []byte, perm fs.FileMode) error {
+		if failing.Load() {
+			return errors.New("disk full")
+		}
+		return atomicfile.Replace(path, data, perm)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
 	add := func(id string) error {
 		return s.Update(t.Context(), func(st *State) error { return st.Add(&Job{ID: id}) })
 	}
 	if err := add("a"); err != nil || s.WriteError() != nil {
 		t.Fatalf("add: %v, write error %v", err, s.WriteError())
 	}
-	// A directory (not empty) where the temporary file goes makes the
-	// write fail, for any user.
-	tmp := fmt.Sprintf("%s.tmp-%d", s.Path(), os.Getpid())
-	if err := os.MkdirAll(filepath.Join(tmp, "keep"), 0o700); err != nil {
+	before, err := os.ReadFile(s.Path())
+	if err != nil {
 		t.Fatal(err)
 	}
-	err := add("b")
+	failing.Store(true)
+	err = add("b")
 	if !errors.Is(err, ErrUnwritable) || !errors.Is(s.WriteError(), ErrUnwritable) {
 		t.Fatalf("add: %v, write error %v", err, s.WriteError())
 	}
 	if jobs, _ := s.List(t.Context()); len(jobs) != 1 {
 		t.Fatalf("failed write changed the jobs: %+v", jobs)
 	}
-	if err := os.RemoveAll(tmp); err != nil {
-		t.Fatal(err)
+	if after, err := os.ReadFile(s.Path()); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("failed write changed %s: %v", s.Path(), err)
 	}
+	failing.Store(false)
 	if err := add("b"); err != nil || s.WriteError() != nil {
 		t.Fatalf("add after: %v, write error %v", err, s.WriteError())
 	}

@@ -22,13 +22,14 @@
 // event and the target, so the same run always owes the same ids.
 //
 // The run path makes the rows durable in the same step as the run's final
-// state: the ledger line that ends the run carries the rows (one append,
-// one fsync), and the job's Streak is written in the same store write that
-// clears the run's claim. Then it Adds the rows to the FileOutbox and
-// wakes the Notifier. Add is idempotent by id, so on start the agent adds
-// the rows of every final ledger line of the retention window again: a
-// crash between the ledger append and Add loses nothing and duplicates
-// nothing.
+// state: the store write that drops the run's claim and records its status
+// also stores the job's next Streak and the rows Plan returned, pending
+// hand-over, in jobs.json. After that write the run path Adds the rows to
+// the FileOutbox, wakes the Notifier, and removes them from jobs.json in a
+// later write. Add is idempotent by id, so on start the agent Adds every row
+// still waiting in jobs.json again: a crash between the two writes loses
+// nothing and duplicates nothing. The ledger line of the run's end and the
+// lines for sent and dead notifications (from Options.Observe) name the ids.
 //
 // The Notifier drains the outbox wherever the agent runs. It claims a due
 // row with a lease (as runs are claimed), sends it with a deadline before

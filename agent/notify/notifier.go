@@ -162,7 +162,8 @@ func (n *Notifier) deliver(ctx context.Context, id string) (time.Time, error) {
 	}
 	// The send must end before the lease does, or another sender could
 	// take the row while this one is still talking to the target.
-	sendCtx, cancel := context.WithDeadline(ctx, claim.LeaseUntil.Add(-n.opts.Lease/10))
+	left := claim.LeaseUntil.Sub(n.opts.Clock.Now()) - n.opts.Lease/10
+	sendCtx, cancel := context.WithTimeout(ctx, left)
 	res := n.send.Send(sendCtx, claim.Notification)
 	cancel()
 	a := n.judge(claim, res)

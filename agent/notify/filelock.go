@@ -43,12 +43,12 @@ func (o *FileOutbox) acquire(ctx context.Context, how int) error {
 func (o *FileOutbox) release() { _ = syscall.Flock(int(o.lock.Fd()), syscall.LOCK_UN) }
 
 // maybeCompact rewrites the log with one line per kept row once it has
-// grown past CompactBytes and at least half its lines are superseded. Sent
-// rows older than Retention are dropped; open and dead rows are kept. The
-// caller holds the exclusive lock.
+// grown past CompactBytes and at least half its lines would go (superseded
+// lines, and sent rows older than Retention). Open and dead rows are kept.
+// The caller holds the exclusive lock.
 func (o *FileOutbox) maybeCompact(rows map[string]Row, lines int) error {
 	st, err := os.Stat(o.Path())
-	if err != nil || st.Size() < o.opts.CompactBytes || lines < 2*len(rows) {
+	if err != nil || st.Size() < o.opts.CompactBytes {
 		return nil
 	}
 	cutoff := o.opts.Now().Add(-o.opts.Retention)
@@ -58,6 +58,9 @@ func (o *FileOutbox) maybeCompact(rows map[string]Row, lines int) error {
 			continue
 		}
 		kept = append(kept, r)
+	}
+	if 2*len(kept) > lines {
+		return nil
 	}
 	slices.SortFunc(kept, func(a, b Row) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
 	return o.rewrite(kept)

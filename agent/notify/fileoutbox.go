@@ -255,6 +255,7 @@ func (o *FileOutbox) update(ctx context.Context, fn func(rows map[string]Row, no
 	}
 	var buf bytes.Buffer
 	for _, r := range changed {
+		rows[r.ID] = r // compaction below writes what the log now says
 		b, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("notify: encode %s: %w", r.ID, err)

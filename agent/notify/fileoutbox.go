@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -53,6 +54,9 @@ type FileOptions struct {
 type FileOutbox struct {
 	dir  string
 	opts FileOptions
+	// mu serialises this process's users: a flock is held per open file,
+	// so goroutines sharing lock would not exclude each other.
+	mu   sync.Mutex
 	lock *os.File
 }
 
@@ -84,7 +88,11 @@ func OpenFileOutbox(dir string, opts FileOptions) (*FileOutbox, error) {
 }
 
 // Close releases the lock file.
-func (o *FileOutbox) Close() error { return o.lock.Close() }
+func (o *FileOutbox) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.lock.Close()
+}
 
 // Path returns the log's path.
 func (o *FileOutbox) Path() string { return filepath.Join(o.dir, OutboxFile) }
@@ -225,6 +233,8 @@ func (o *FileOutbox) Replay(ctx context.Context, id string) (Row, error) {
 
 // view runs fn on the folded rows under the shared lock.
 func (o *FileOutbox) view(ctx context.Context, fn func(map[string]Row)) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if err := o.acquire(ctx, syscall.LOCK_SH); err != nil {
 		return err
 	}
@@ -241,6 +251,8 @@ func (o *FileOutbox) view(ctx context.Context, fn func(map[string]Row)) error {
 // appends the rows fn returns (one fsynced write). An error from fn
 // changes nothing.
 func (o *FileOutbox) update(ctx context.Context, fn func(rows map[string]Row, now time.Time) ([]Row, error)) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if err := o.acquire(ctx, syscall.LOCK_EX); err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"path/filepath"
@@ -127,10 +126,15 @@ var ErrInvalidTarget = errors.New("notify: invalid target")
 type ValidateOptions struct {
 	// Addresses is the policy webhook URLs are checked against.
 	Addresses AddressPolicy
-	// Resolver, when set, resolves a webhook's host name and refuses it if
-	// any address is refused (a name that does not resolve now is accepted:
-	// the dial-time check still applies).
-	Resolver *net.Resolver
+	// Resolver, when set (net.DefaultResolver), resolves a webhook's host
+	// name and refuses it if any address is refused (a name that does not
+	// resolve now is accepted: the dial-time check still applies).
+	Resolver Resolver
+}
+
+// Resolver looks up a host's addresses; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // Validate checks the policy and each of its targets.
@@ -248,7 +252,7 @@ func validateURL(ctx context.Context, raw string, opts ValidateOptions) error {
 
 // checkHost refuses a literal address or localhost the policy refuses, and,
 // with a resolver, a name resolving to one.
-func (p AddressPolicy) checkHost(ctx context.Context, host string, r *net.Resolver) error {
+func (p AddressPolicy) checkHost(ctx context.Context, host string, r Resolver) error {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if !p.Allowed(ip) {
 			return fmt.Errorf("%w: %s is not a public address", ErrAddressNotAllowed, ip)

@@ -117,3 +117,39 @@ func TestPolicyFieldNames(t *testing.T) {
 		t.Fatal("filter")
 	}
 }
+
+// hostsResolver answers from a fixed table.
+type hostsResolver map[string][]netip.Addr
+
+func (h hostsResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	if a, ok := h[host]; ok {
+		return a, nil
+	}
+	return nil, errors.New("no such host")
+}
+
+func TestValidateTargetResolves(t *testing.T) {
+	t.Parallel()
+	r := hostsResolver{
+		"hooks.example.com":    {netip.MustParseAddr("93.184.215.14")},
+		"internal.example.com": {netip.MustParseAddr("93.184.215.14"), netip.MustParseAddr("10.0.0.7")},
+	}
+	ctx := context.Background()
+	hook := func(host string) Target { return Target{Kind: KindWebhook, URL: "https://" + host + "/x"} }
+	if err := ValidateTarget(ctx, hook("hooks.example.com"), ValidateOptions{Resolver: r}); err != nil {
+		t.Fatalf("public name: %v", err)
+	}
+	err := ValidateTarget(ctx, hook("internal.example.com"), ValidateOptions{Resolver: r})
+	if !errors.Is(err, ErrAddressNotAllowed) || !strings.Contains(err.Error(), "10.0.0.7") {
+		t.Fatalf("name with a private address: %v", err)
+	}
+	if err := ValidateTarget(ctx, hook("internal.example.com"), ValidateOptions{Resolver: r, Addresses: AddressPolicy{AllowPrivate: true}}); err != nil {
+		t.Fatalf("allowed private: %v", err)
+	}
+	if err := ValidateTarget(ctx, hook("unknown.example.com"), ValidateOptions{Resolver: r}); err != nil {
+		t.Fatalf("unresolvable name: %v", err)
+	}
+	if err := ValidateTarget(ctx, hook("internal.example.com"), ValidateOptions{}); err != nil {
+		t.Fatalf("no resolver: %v", err)
+	}
+}

@@ -3,7 +3,6 @@ package notify
 import (
 	"context"
 	"errors"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -351,9 +350,19 @@ func waitDelivery(t *testing.T, rcv *receiver) {
 }
 
 // Two notifiers draining one home at once send each notification exactly
-// once.
+// once, whether they open the outbox each (as two processes do) or share
+// one handle (two goroutines of one agent).
 func TestTwoNotifiersOneHome(t *testing.T) {
 	t.Parallel()
+	for _, shared := range []string{"own outbox each", "one shared outbox"} {
+		t.Run(shared, func(t *testing.T) {
+			t.Parallel()
+			twoNotifiers(t, shared == "one shared outbox")
+		})
+	}
+}
+
+func twoNotifiers(t *testing.T, share bool) {
 	rcv := newReceiver(t, 200)
 	dir := t.TempDir()
 	const count = 40
@@ -361,13 +370,20 @@ func TestTwoNotifiersOneHome(t *testing.T) {
 	for i := range count {
 		ns = append(ns, sample("ntf_"+string(rune('A'+i)), Target{Kind: KindWebhook, URL: rcv.srv.URL}))
 	}
+	first, err := OpenFileOutbox(dir, FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
 	var wg sync.WaitGroup
 	for w := range 2 {
-		box, err := OpenFileOutbox(dir, FileOptions{})
-		if err != nil {
-			t.Fatal(err)
+		box := first
+		if w == 1 && !share {
+			if box, err = OpenFileOutbox(dir, FileOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			defer box.Close()
 		}
-		defer box.Close()
 		if _, err := box.Add(context.Background(), ns...); err != nil {
 			t.Fatal(err)
 		}
@@ -393,5 +409,4 @@ func TestTwoNotifiersOneHome(t *testing.T) {
 			t.Errorf("%s delivered %d times", id, c)
 		}
 	}
-	_ = http.StatusOK
 }

@@ -18,20 +18,20 @@ import (
 // Child processes of the process tests run this binary with these
 // variables set and drain the outbox in the named directory.
 const (
-	envHelperDir   = "CHRONOS_NOTIFY_TEST_DIR"
-	envHelperLease = "CHRONOS_NOTIFY_TEST_LEASE"
+	envChildDir   = "CHRONOS_NOTIFY_TEST_DIR"
+	envChildLease = "CHRONOS_NOTIFY_TEST_LEASE"
 )
 
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(envHelperDir); dir != "" {
-		os.Exit(drainHelper(dir))
+	if dir := os.Getenv(envChildDir); dir != "" {
+		os.Exit(drainChild(dir))
 	}
 	os.Exit(m.Run())
 }
 
-// drainHelper drains the outbox in dir until nothing is open.
-func drainHelper(dir string) int {
-	lease, _ := time.ParseDuration(os.Getenv(envHelperLease))
+// drainChild drains the outbox in dir until nothing is open.
+func drainChild(dir string) int {
+	lease, _ := time.ParseDuration(os.Getenv(envChildLease))
 	box, err := OpenFileOutbox(dir, FileOptions{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -63,7 +63,7 @@ func drainHelper(dir string) int {
 func drainProcess(t *testing.T, dir string, lease time.Duration) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHelperDir+"="+dir, envHelperLease+"="+lease.String())
+	cmd.Env = append(os.Environ(), envChildDir+"="+dir, envChildLease+"="+lease.String())
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

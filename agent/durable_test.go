@@ -4,36 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
-// blockStore makes every write of home's jobs.json by this process fail,
-// for any user (root included): a non-empty directory takes the place of
-// the temporary file each write starts with. It returns the undo.
+// blocked holds the homes whose jobs.json this process must fail to write.
+var blocked sync.Map
+
+// writeFile is the runtimes' writer in tests: the store's own atomic write,
+// except for a blocked home, where it fails as a full disk would.
+func writeFile(path string, data []byte, perm fs.FileMode) error {
+	if _, ok := blocked.Load(filepath.Dir(path)); ok {
+		return fmt.Errorf("write %s: %w", path, syscall.ENOSPC)
+	}
+	return atomicfile.Replace(path, data, perm)
+}
+
+// blockStore makes every write of home's jobs.json by this process's
+// runtimes fail (another process on the home still writes). It returns the
+// undo.
 func blockStore(t *testing.T, home string) func() {
 	t.Helper()
-	tmp := fmt.Sprintf("%s.tmp-%d", filepath.Join(home, store.JobsFile), os.Getpid())
-	if err := os.MkdirAll(filepath.Join(tmp, "blocked"), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	blocked.Store(home, struct{}{})
 	var once sync.Once
-	undo := func() {
-		once.Do(func() {
-			if err := os.RemoveAll(tmp); err != nil {
-				t.Error(err)
-			}
-		})
-	}
+	undo := func() { once.Do(func() { blocked.Delete(home) }) }
 	t.Cleanup(undo)
 	return undo
 }
@@ -88,7 +94,7 @@ func TestCompletionHeldUntilDurable(t *testing.T) {
 	g := newGate()
 	home := t.TempDir()
 	rt, err := Open(t.Context(), Config{Home: home, LeaseTTL: 300 * time.Millisecond, Retention: -1,
-		Runners: map[string]runner.Runner{"gate": g}})
+		Runners: map[string]runner.Runner{"gate": g}, WriteFile: writeFile})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -54,6 +55,10 @@ type Config struct {
 	WatchInterval time.Duration
 	// Host overrides the host name used in claim owners (tests).
 	Host string
+	// WriteFile replaces jobs.json whole (default: the store's atomic
+	// write). Tests pass one that fails, to play a home that cannot be
+	// written.
+	WriteFile func(path string, data []byte, perm fs.FileMode) error
 }
 
 func (c Config) withDefaults() Config {
@@ -170,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	st, err := store.Open(cfg.Home, store.Options{LockTimeout: cfg.LockTimeout, Now: cfg.Now})
+	st, err := store.Open(cfg.Home, store.Options{LockTimeout: cfg.LockTimeout, Now: cfg.Now, WriteFile: cfg.WriteFile})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

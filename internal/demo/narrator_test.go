@@ -63,8 +63,8 @@ func TestNarratorStepsForFailures(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		source, msg string
-		args           []any
-		want           string
+		args        []any
+		want        string
 	}{
 		{"nas", "fire not taken; relay retries", []any{"reason", "connection refused"}, "retry           agent not reachable: connection refused"},
 		{"nas", "fire dropped", []any{"reason", "job gone"}, "dropped         NAS: job gone"},

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
-	"github.com/chronoscron/chronos/agent/fireauth"
 	agenthttp "github.com/chronoscron/chronos/agent/http"
-	"github.com/chronoscron/chronos/agent/nasclient"
 	"github.com/chronoscron/chronos/agent/provider"
+	"github.com/chronoscron/chronos/agent/sidecar"
 	"github.com/chronoscron/chronos/contract"
 )
 
@@ -26,101 +25,120 @@ type agentConfig struct {
 	narrator *narrator
 }
 
-// agentSide is the agent running in the demo's process: a runtime on the
-// home, the fire endpoint with a narrated token verifier, and the
-// reconciler that arms the jobs at NAS once startReconciling is called.
+// agentDrainTimeout is how long the demo's runs in progress may finish when
+// it ends.
+const agentDrainTimeout = 5 * time.Second
+
+// agentSide is the agent running in the demo's process: the agent as the
+// binary runs it (sidecar: runtime, verifier, NAS client, reconciler, fire
+// endpoint) with each verified token narrated, and the demo's own runtime
+// on the same home, which adds the sample jobs (the agent sees them as it
+// sees a job command's) and reads the ledger.
 type agentSide struct {
 	url      string
 	rt       *agent.Runtime
-	verifier *fireauth.JWTVerifier
-	rec      *provider.Reconciler
+	ready    *readySignal
+	verifier observedVerifier // set before ready fires
 
-	life      context.Context // ends at close; what the agent's goroutines run under
 	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	done      chan struct{} // closed when the agent has stopped
+	err       error         // why it stopped, once done is closed
 	closeOnce sync.Once
 }
 
-// startAgent opens the agent on c.home and serves its fire endpoint on
-// c.listener until ctx ends or close.
+// startAgent opens the demo's runtime on c.home and starts the agent there,
+// serving its fire endpoint on c.listener until stop. The agent does not
+// stop with ctx: NAS stops first, so that no fire is in flight against a
+// stopped agent.
 func startAgent(ctx context.Context, c agentConfig) (*agentSide, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	a := &agentSide{url: "http://" + c.listener.Addr().String(), life: ctx, cancel: cancel}
-	log := c.narrator.logger("agent")
-	rt, err := agent.Open(ctx, agent.Config{Home: c.home, Logger: log})
+	a := &agentSide{url: "http://" + c.listener.Addr().String(), ready: newReadySignal(), done: make(chan struct{})}
+	rt, err := agent.Open(ctx, agent.Config{Home: c.home, Logger: c.narrator.logger("agent")})
 	if err != nil {
-		cancel()
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	a.rt = rt
 	c.narrator.setRanDetail(func(jobID, runID string) string { return runDetail(rt, c.home, jobID, runID) })
-	a.verifier, err = fireauth.New(ctx, fireauth.Config{
-		JWKSURL: c.nasURL + contract.PathJWKS, Issuer: c.nasURL,
-		Audience: contract.Audience(c.agent.instanceID), Logger: log,
-	})
-	if err != nil {
+	o := sidecar.Options{
+		Config: provider.Config{Home: c.home, Listen: c.listener.Addr().String(), Cron: provider.CronConfig{
+			Provider: provider.Chronos,
+			Chronos: provider.ChronosConfig{
+				PortalURL: c.nasURL, CallbackURL: a.url, NASJWKSURL: c.nasURL + contract.PathJWKS,
+				ExpectedAudience: contract.Audience(c.agent.instanceID), AccessToken: c.agent.token,
+			},
+		}},
+		Logger: c.narrator.logger("agent"), Listener: c.listener, Notifier: a.ready,
+		DrainTimeout: agentDrainTimeout, ReadyTimeout: keysWait,
+		WrapVerifier: func(v agenthttp.FireVerifier) agenthttp.FireVerifier {
+			a.verifier = observedVerifier{v: v, narrator: c.narrator}
+			return a.verifier
+		},
+	}
+	if d := provider.Decide(o.Config); !d.Chronos() {
 		a.close()
-		return nil, fmt.Errorf("demo: %w", err)
+		return nil, fmt.Errorf("demo: the agent would not use NAS: %s", d.Why())
 	}
-	nc, err := nasclient.New(nasclient.Config{PortalURL: c.nasURL, AccessToken: c.agent.token, Logger: log})
-	if err == nil {
-		a.rec, err = provider.NewReconciler(provider.ReconcilerConfig{
-			Source: rt, NAS: nc, CallbackURL: a.url, Home: c.home, By: "agent", CatchUp: true, Logger: log,
-		})
-	}
-	if err != nil {
-		a.close()
-		return nil, fmt.Errorf("demo: %w", err)
-	}
-	a.serve(ctx, c.listener, c.narrator)
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.cancel = cancel
+	go func() {
+		defer close(a.done)
+		a.err = sidecar.Run(life, o)
+	}()
 	return a, nil
 }
 
-// serve serves the fire endpoint on ln until ctx ends.
-func (a *agentSide) serve(ctx context.Context, ln net.Listener, n *narrator) {
-	v := a.verifier
-	fireSrv := agenthttp.New(agenthttp.Config{
-		Firer: a.rt, Verifier: observedVerifier{v: v, narrator: n}, Logger: n.logger("agenthttp"),
-		Checks: map[string]agenthttp.Check{"jwks": func(context.Context) error {
-			if !v.Ready() {
-				return errors.New("NAS's keys are not loaded yet")
-			}
-			return nil
-		}},
-	})
-	srv := agenthttp.NewHTTPServer(fireSrv)
-	a.wg.Go(func() { _ = srv.Serve(ln) })
-	a.wg.Go(func() { shutdownAtEnd(ctx, srv) })
+// waitReady waits for the agent to have reconciled with NAS once and loaded
+// NAS's key set, so the fires of jobs added now are verified.
+func (a *agentSide) waitReady(ctx context.Context) error {
+	select {
+	case <-a.ready.c:
+	case <-a.done:
+		// Why it stopped is the agent's error, which stop returns.
+		return errors.New("the agent stopped before it was ready")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return a.verifier.WaitReady(ctx)
 }
 
-// shutdownAtEnd shuts srv down, within 5 s, once ctx ends.
-func shutdownAtEnd(ctx context.Context, srv *http.Server) {
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
+// stop stops the agent: new fires are refused, runs in progress get
+// agentDrainTimeout. It waits for the agent and returns why it stopped if
+// that was a failure. It may be called more than once.
+func (a *agentSide) stop() error {
+	if a.cancel != nil {
+		a.cancel()
+		<-a.done
+	}
+	if a.err != nil {
+		return fmt.Errorf("demo: %w", a.err)
+	}
+	return nil
 }
 
-// waitKeys waits for the agent to have NAS's key set.
-func (a *agentSide) waitKeys(ctx context.Context) error { return a.verifier.WaitReady(ctx) }
-
-// startReconciling starts arming the agent's jobs at NAS, now and on every
-// change, until the agent stops.
-func (a *agentSide) startReconciling() {
-	a.wg.Go(func() { _ = a.rec.Run(a.life, a.rt.Changes()) })
-}
-
-// close stops the agent, waits for it and closes its runtime (within 5 s)
-// and verifier. It may be called more than once.
+// close stops the agent and closes the demo's runtime (within 5 s). It may
+// be called more than once.
 func (a *agentSide) close() {
 	a.closeOnce.Do(func() {
-		a.cancel()
-		a.wg.Wait()
+		_ = a.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = a.rt.Close(ctx)
 		cancel()
-		if a.verifier != nil {
-			a.verifier.Close()
-		}
 	})
 }
+
+// readySignal is the agent's notifier: it closes c when the agent is ready.
+type readySignal struct {
+	c    chan struct{}
+	once sync.Once
+}
+
+var _ sidecar.Notifier = (*readySignal)(nil)
+
+func newReadySignal() *readySignal { return &readySignal{c: make(chan struct{})} }
+
+// Ready implements sidecar.Notifier.
+func (r *readySignal) Ready(context.Context, *slog.Logger, func(context.Context) error) {
+	r.once.Do(func() { close(r.c) })
+}
+
+// Stopping implements sidecar.Notifier.
+func (r *readySignal) Stopping(*slog.Logger) {}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -67,17 +68,24 @@ func Run(ctx context.Context, o Options, out io.Writer) error {
 
 	err = addSampleJobs(ctx, ag, n)
 	if err == nil {
-		ag.startReconciling()
 		n.header("Ctrl-C stops the demo and prints a summary.")
 		n.header("")
 		n.header("%10s  %-10s %-15s %s", "TIME", "JOB", "STEP", "DETAIL")
 	}
-	<-ctx.Done()
-	// NAS and the agent are stopping together; NAS's servers and dispatcher
-	// are waited for before the agent closes its runtime, so no fire is
-	// in flight against a closed agent, and the summary comes last.
-	ns.stop()
-	ag.close()
+	n.release()
+	select {
+	case <-ctx.Done():
+	case <-ns.done:
+	case <-ag.done:
+	}
+	early := ctx.Err() == nil
+	// NAS stops first: its servers and dispatcher are waited for before the
+	// agent stops, so no fire is in flight against a stopped agent, and the
+	// summary comes last.
+	err = errors.Join(err, ns.stop(), ag.stop())
+	if err == nil && early {
+		err = errors.New("demo: NAS or the agent stopped before the end of the demo")
+	}
 	if err != nil {
 		return err
 	}

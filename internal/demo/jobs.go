@@ -27,13 +27,16 @@ var sampleJobs = []sampleJob{
 	{"paris", "CRON_TZ=Europe/Paris */10 * * * * *", `echo "Paris says $(TZ=Europe/Paris date +%H:%M:%S)"`, "cron with seconds, in a zone"},
 }
 
-// addSampleJobs waits (up to 10 s) for the agent to load NAS's key set, then
-// adds the sample jobs, or finds them in a kept home, and lists them. It
-// returns nil without adding anything when ctx ends first.
+// keysWait bounds the wait for the agent to be ready with NAS's key set.
+const keysWait = 10 * time.Second
+
+// addSampleJobs waits (up to keysWait) for the agent to be ready with NAS's
+// key set, then adds the sample jobs, or finds them in a kept home, and
+// lists them. It returns nil without adding anything when ctx ends first.
 func addSampleJobs(ctx context.Context, a *agentSide, n *narrator) error {
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, keysWait)
 	defer cancel()
-	if err := a.waitKeys(wctx); err != nil {
+	if err := a.waitReady(wctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -11,10 +11,10 @@ import (
 
 // The demo's live narration: one human line per step of each fire, with the
 // time relative to the start of the demo. Components keep logging through
-// log/slog as they always do; each gets a logger whose handler
-// (observeHandler) hands the records to the narrator, which turns the stable
-// log messages and keys it knows into steps and prints warnings and errors
-// it does not know as they are.
+// log/slog as they always do; each side (NAS, its dispatcher, the agent)
+// gets a logger whose handler (observeHandler) hands the records to the
+// narrator, which turns the stable log messages and keys it knows into steps
+// and prints warnings and errors it does not know as they are.
 
 // Steps of a fire, in the order they normally happen.
 const (
@@ -26,15 +26,41 @@ const (
 	stepRearmed  = "re-armed"
 )
 
+// componentKey is the attribute in which the agent names the part of it
+// that logs.
+const componentKey = "component"
+
+// source is who logged a record: the side of the demo, and the agent's
+// component ("" when the record names none).
+type source struct {
+	side, component string
+}
+
+// String names the source in a note: "nas", "agent/runtime".
+func (s source) String() string {
+	if s.component == "" {
+		return s.side
+	}
+	return s.side + "/" + s.component
+}
+
+// ephemeralKeyNote begins the warning NAS logs when it signs with a key made
+// in memory, which is what the demo asks of it.
+const ephemeralKeyNote = "signing_keys_dir is not set"
+
 // narrator prints steps. It is safe for concurrent use.
 type narrator struct {
 	start time.Time
 	now   func() time.Time
 
-	mu      sync.Mutex
-	w       io.Writer
-	fired   map[string]bool      // jobs that have been claimed at least once
-	started map[string]time.Time // run id → run started
+	mu sync.Mutex
+	w  io.Writer
+	// held, until release, are the step lines printed while the banner is
+	// still being written, so that they follow it.
+	held     []string
+	released bool
+	fired    map[string]bool      // jobs that have been claimed at least once
+	started  map[string]time.Time // run id → run started
 	// ranDetail, when set, describes a finished run from the ledger and its
 	// output (exit code, output snippet).
 	ranDetail func(jobID, runID string) string
@@ -45,9 +71,9 @@ func newNarrator(w io.Writer, start time.Time) *narrator {
 	return &narrator{start: start, now: time.Now, w: w, fired: map[string]bool{}, started: map[string]time.Time{}}
 }
 
-// logger returns a logger for component whose records feed n.
-func (n *narrator) logger(component string) *slog.Logger {
-	return slog.New(&observeHandler{narrator: n, component: component})
+// logger returns a logger for one side of the demo whose records feed n.
+func (n *narrator) logger(side string) *slog.Logger {
+	return slog.New(&observeHandler{narrator: n, side: side})
 }
 
 // setRanDetail sets how a finished run is described.
@@ -69,7 +95,12 @@ func (n *narrator) printLocked(job, step, detail string) {
 	if job == "" {
 		job = "-"
 	}
-	fmt.Fprintf(n.w, "%+9.3fs  %-10s %-15s %s\n", rel, job, step, detail)
+	line := fmt.Sprintf("%+9.3fs  %-10s %-15s %s\n", rel, job, step, detail)
+	if !n.released {
+		n.held = append(n.held, line)
+		return
+	}
+	_, _ = io.WriteString(n.w, line)
 }
 
 // header prints a line of the banner, unindented by the time column.
@@ -77,6 +108,17 @@ func (n *narrator) header(format string, args ...any) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	fmt.Fprintf(n.w, format+"\n", args...)
+}
+
+// release ends the banner: the step lines held until now are printed, and
+// later ones as they come.
+func (n *narrator) release() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, line := range n.held {
+		_, _ = io.WriteString(n.w, line)
+	}
+	n.held, n.released = nil, true
 }
 
 // markFired records that job has had a claim: its next arm is a re-arm.
@@ -96,26 +138,30 @@ func (n *narrator) armStep(job string) string {
 	return stepArmed
 }
 
-// observe turns one log record of a component into a step, a note, or
-// nothing. a holds the record's attributes and the logger's.
-func (n *narrator) observe(component string, level slog.Level, msg string, a attrs) {
+// observe turns one log record of src into a step, a note, or nothing. a
+// holds the record's attributes and the logger's.
+func (n *narrator) observe(src source, level slog.Level, msg string, a attrs) {
 	var known bool
-	switch component {
-	case "nas":
+	switch src {
+	case source{side: "nas"}:
 		known = n.observeNAS(msg, a)
-	case "agenthttp":
+	case source{side: "agent", component: "http"}:
 		known = n.observeFireEndpoint(msg, a)
-	case "agent":
+	case source{side: "agent", component: "runtime"}:
 		known = n.observeRuns(msg, a)
 	}
 	if !known && level >= slog.LevelWarn {
-		n.step(a.str("job_id"), strings.ToLower(level.String()), component+": "+msg+a.rest("job_id"))
+		n.step(a.str("job_id"), strings.ToLower(level.String()), src.String()+": "+msg+a.rest("job_id", componentKey))
 	}
 }
 
 // observeNAS narrates NAS's records; it reports whether it knew msg.
 func (n *narrator) observeNAS(msg string, a attrs) bool {
 	job := a.str("job_id")
+	if strings.HasPrefix(msg, ephemeralKeyNote) {
+		// The demo makes NAS's signing key in memory on purpose.
+		return true
+	}
 	switch msg {
 	case "armed":
 		at, _ := a.time("fire_at")

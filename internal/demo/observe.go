@@ -63,12 +63,14 @@ outer:
 }
 
 // observeHandler is a slog.Handler that passes every record at or above
-// Info to a narrator, tagged with the component that logged it.
+// Info to a narrator, tagged with the side that logged it (nas, relay,
+// agent). The agent names the part of it that logs in a "component"
+// attribute (runtime, http, fireauth, ...), which the narrator reads too.
 type observeHandler struct {
-	narrator  *narrator
-	component string
-	attrs     []slog.Attr
-	group     string
+	narrator *narrator
+	side     string
+	attrs    []slog.Attr
+	group    string
 }
 
 var _ slog.Handler = (*observeHandler)(nil)
@@ -86,7 +88,7 @@ func (h *observeHandler) Handle(_ context.Context, r slog.Record) error {
 		flatten(a, h.group, at)
 		return true
 	})
-	h.narrator.observe(h.component, r.Level, r.Message, a)
+	h.narrator.observe(source{side: h.side, component: a.str(componentKey)}, r.Level, r.Message, a)
 	return nil
 }
 

@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/chronoscron/chronos/agent/fireauth"
 	agenthttp "github.com/chronoscron/chronos/agent/http"
 	"github.com/chronoscron/chronos/contract"
 )
@@ -15,7 +15,7 @@ import (
 // observedVerifier is the agent's fire-token verifier with each accepted
 // token reported to the narration as the "token verified" step.
 type observedVerifier struct {
-	v        *fireauth.JWTVerifier
+	v        agenthttp.FireVerifier
 	narrator *narrator
 }
 
@@ -32,8 +32,19 @@ func (o observedVerifier) VerifyFire(ctx context.Context, token string, body []b
 	return nil
 }
 
+// keyWaiter is a verifier that can wait for the keys it verifies with.
+type keyWaiter interface {
+	WaitReady(ctx context.Context) error
+}
+
 // WaitReady waits for the wrapped verifier's keys.
-func (o observedVerifier) WaitReady(ctx context.Context) error { return o.v.WaitReady(ctx) }
+func (o observedVerifier) WaitReady(ctx context.Context) error {
+	w, ok := o.v.(keyWaiter)
+	if !ok {
+		return errors.New("the agent's token verifier cannot say when it has NAS's keys")
+	}
+	return w.WaitReady(ctx)
+}
 
 // tokenHeader reads kid and alg from a JWT's header without verifying it
 // (only for display, after the verifier accepted the token).

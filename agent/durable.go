@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/internal/backoff"
 )
 
 // Results that cannot be written at once (a full disk, a read-only home)
@@ -17,11 +18,10 @@ import (
 // durable: a run's completion in jobs.json (see finish) and ledger lines
 // (the journal). Meanwhile the runtime reports the store unwritable.
 
+// heldBackoff spaces the writes of a held result: 100 ms doubling to 5 s.
+var heldBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second}
+
 const (
-	// heldBackoff is the first wait before writing a held result again; it
-	// doubles up to heldMaxBackoff.
-	heldBackoff    = 100 * time.Millisecond
-	heldMaxBackoff = 5 * time.Second
 	// probeEvery bounds how often StoreWritable probes the home.
 	probeEvery = 2 * time.Second
 	// closeFlush bounds how long Close keeps trying held ledger lines
@@ -128,7 +128,7 @@ func (rt *Runtime) heldSlot(jobID string, slot time.Time) bool {
 // flushLoop writes held ledger lines with backoff until ctx ends.
 func (rt *Runtime) flushLoop(ctx context.Context) {
 	defer rt.watchWG.Done()
-	wait := heldBackoff
+	failures := 0
 	var retry <-chan time.Time
 	for {
 		select {
@@ -138,11 +138,11 @@ func (rt *Runtime) flushLoop(ctx context.Context) {
 		case <-retry:
 		}
 		if rt.flush() {
-			wait, retry = heldBackoff, nil
+			failures, retry = 0, nil
 			continue
 		}
-		retry = time.After(wait)
-		wait = min(2*wait, heldMaxBackoff)
+		failures++
+		retry = time.After(heldBackoff.Delay(failures))
 	}
 }
 
@@ -151,14 +151,14 @@ func (rt *Runtime) flushLoop(ctx context.Context) {
 func (rt *Runtime) flushBeforeClose(ctx context.Context) int {
 	limit := time.NewTimer(closeFlush)
 	defer limit.Stop()
-	wait := heldBackoff
+	failures := 0
 	for !rt.flush() {
-		t := time.NewTimer(wait)
+		failures++
+		t := time.NewTimer(heldBackoff.Delay(failures))
 		select {
 		case <-ctx.Done():
 		case <-limit.C:
 		case <-t.C:
-			wait = min(2*wait, heldMaxBackoff)
 			continue
 		}
 		t.Stop()

@@ -313,7 +313,6 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
 // retried at once, any other failure after a backoff (100 ms doubling to
 // 5 s), while r is marked held. It gives up only when Close stops waiting.
 func (rt *Runtime) storeCompletion(log *slog.Logger, r *activeRun, update func(*store.State) error, p *plan) error {
-	wait := heldBackoff
 	failures := 0
 	for {
 		err := rt.store.Update(context.Background(), update)
@@ -338,14 +337,13 @@ func (rt *Runtime) storeCompletion(log *slog.Logger, r *activeRun, update func(*
 			log.Error("run completion not stored; holding it and trying again", "error", err)
 		}
 		rt.setHeld(r, err)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(heldBackoff.Delay(failures))
 		select {
 		case <-rt.giveUp:
 			t.Stop()
 			return err
 		case <-t.C:
 		}
-		wait = min(2*wait, heldMaxBackoff)
 	}
 }
 

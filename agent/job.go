@@ -9,6 +9,7 @@ import (
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
+	"github.com/chronoscron/chronos/internal/backoff"
 )
 
 // The job model lives in package store (it is what jobs.json holds); these
@@ -295,13 +296,8 @@ func retryDelay(r Retry, attempt int) time.Duration {
 	if maxB <= 0 {
 		maxB = DefaultRetryMaxBackoff
 	}
-	for i := 2; i < attempt; i++ {
-		d *= 2
-		if d >= maxB {
-			return maxB
-		}
-	}
-	return min(d, maxB)
+	// Attempt 2 waits the first step; a max below the backoff caps it.
+	return min(backoff.Policy{Base: d, Max: maxB}.Delay(attempt-1), maxB)
 }
 
 func maxAttempts(j *Job) int {

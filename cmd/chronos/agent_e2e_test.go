@@ -223,3 +223,43 @@ func TestAgentScaleToZeroE2E(t *testing.T) {
 		t.Fatalf("status:\n%s", text)
 	}
 }
+
+// TestJobsAddArmsThroughTheAgentThatServedTheHome: `agent serve --config F`
+// records F in its home; later, with no CHRONOS_AGENT_CONFIG in sight,
+// `jobs add --home H` finds that agent's config, takes its zone, arms the
+// job at NAS through it and says so.
+func TestJobsAddArmsThroughTheAgentThatServedTheHome(t *testing.T) {
+	t.Parallel()
+	e := setupE2E(t)
+	writeFile(t, e.cfg, agentYAML(e.home, e.nasURL, "http://"+e.ln.Addr().String(), "agent:inst-e2e")+"timezone: Europe/Paris\n")
+	p := startProc(t, e.bin, activationEnv(), []*os.File{e.lnFile},
+		"agent", "serve", "--config", e.cfg, "--idle-exit", "1s")
+	if err := p.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("agent serve: %v\n%s", err, p.out.String())
+	}
+
+	out, errOut, err := runFrom(t, e.bin, t.TempDir(), nil, "jobs", "add", "--home", e.home, "--id", "nightly", "--schedule", "0 3 * * *", "--", "true")
+	if err != nil {
+		t.Fatalf("jobs add: %v: %s", err, errOut)
+	}
+	if want := "armed at NAS through the agent of " + e.cfg; !strings.Contains(out, want) {
+		t.Fatalf("jobs add said:\n%s\nwant it to say %q", out, want)
+	}
+	armed := e.armed(t)
+	at, ok := armed["nightly"]
+	if !ok {
+		t.Fatalf("the job is not armed at NAS: %v", armed)
+	}
+	if h := at.In(mustZone(t, "Europe/Paris")).Hour(); h != 3 {
+		t.Fatalf("armed at %s: 03:00 in the agent's zone (Europe/Paris) expected", at)
+	}
+}
+
+func mustZone(t *testing.T, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/internal/atomicfile"
 	"github.com/chronoscron/chronos/internal/backoff"
 )
 
@@ -224,28 +224,10 @@ func (rt *Runtime) StoreWritable() (bool, error) {
 	defer p.mu.Unlock()
 	if now := time.Now(); p.at.IsZero() || now.Sub(p.at) >= probeEvery || (rt.store.WriteError() != nil && p.err == nil) {
 		p.at = now
-		p.err = errors.Join(probeDir(rt.cfg.Home), probeDir(rt.ledger.Dir()))
+		p.err = errors.Join(atomicfile.Probe(rt.cfg.Home), atomicfile.Probe(rt.ledger.Dir()))
 	}
 	if p.err != nil {
 		return false, p.err
 	}
 	return true, nil
-}
-
-// probeDir checks that a file can be created, written, synced and removed
-// in dir.
-func probeDir(dir string) error {
-	f, err := os.CreateTemp(dir, ".write-probe-*")
-	if err != nil {
-		return fmt.Errorf("%s is not writable: %w", dir, err)
-	}
-	name := f.Name()
-	_, werr := f.Write([]byte("probe\n"))
-	serr := f.Sync()
-	cerr := f.Close()
-	rerr := os.Remove(name)
-	if err := errors.Join(werr, serr, cerr, rerr); err != nil {
-		return fmt.Errorf("%s is not writable: %w", dir, err)
-	}
-	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // Fire outcomes: the outcome label of chronos_agent_fires_total, one per
@@ -98,25 +98,9 @@ func (p DirProbe) Writable(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := probeDir(dir); err != nil {
+		if err := atomicfile.Probe(dir); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-func probeDir(dir string) error {
-	f, err := os.CreateTemp(dir, ".chronos-probe-*")
-	if err != nil {
-		return fmt.Errorf("cannot create a file in %s: %w", dir, err)
-	}
-	name := f.Name()
-	_, werr := f.Write([]byte("probe\n"))
-	serr := f.Sync()
-	cerr := f.Close()
-	rerr := os.Remove(name)
-	if err := errors.Join(werr, serr, cerr, rerr); err != nil {
-		return fmt.Errorf("cannot write a file in %s: %w", dir, err)
 	}
 	return nil
 }

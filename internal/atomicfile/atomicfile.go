@@ -6,6 +6,7 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -92,4 +93,24 @@ func SyncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Probe checks that a file can be created, written, synced and removed in
+// dir: it fails on a read-only file system, a full disk, a directory the
+// process may not write, or a path that is no directory. The error says
+// "<dir> is not writable".
+func Probe(dir string) error {
+	f, err := os.CreateTemp(dir, ".write-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	_, werr := f.Write([]byte("probe\n"))
+	serr := f.Sync()
+	cerr := f.Close()
+	rerr := os.Remove(name)
+	if err := errors.Join(werr, serr, cerr, rerr); err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	return nil
 }

@@ -1,46 +1,28 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
-	"time"
+
+	"github.com/chronoscron/chronos/internal/atomicfile"
+	"github.com/chronoscron/chronos/internal/filelock"
 )
 
-// acquire takes the flock (exclusive or shared), polling with a short
-// backoff until ctx or the lock timeout ends.
-func (o *FileOutbox) acquire(ctx context.Context, how int) error {
-	deadline := time.Now().Add(o.opts.LockTimeout)
-	fd := int(o.lock.Fd())
-	wait := 200 * time.Microsecond
-	for {
-		err := syscall.Flock(fd, how|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			return fmt.Errorf("notify: flock: %w", err)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("notify: outbox lock still held after %s", o.opts.LockTimeout)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("notify: waiting for the outbox lock: %w", ctx.Err())
-		case <-t.C:
-		}
-		wait = min(wait*2, 5*time.Millisecond)
+// acquire takes the directory's lock file (filelock.Shared or Exclusive)
+// until ctx or the lock timeout ends.
+func (o *FileOutbox) acquire(ctx context.Context, m filelock.Mode) error {
+	if err := filelock.Acquire(ctx, o.lock, m, o.opts.LockTimeout); err != nil {
+		return fmt.Errorf("notify: outbox: %w", err)
 	}
+	return nil
 }
 
-func (o *FileOutbox) release() { _ = syscall.Flock(int(o.lock.Fd()), syscall.LOCK_UN) }
+func (o *FileOutbox) release() { filelock.Release(o.lock) }
 
 // maybeCompact rewrites the log with one line per kept row once it has
 // grown past CompactBytes and at least half its lines would go (superseded
@@ -68,28 +50,15 @@ func (o *FileOutbox) maybeCompact(rows map[string]Row, lines int) error {
 
 // rewrite replaces the log atomically with rows.
 func (o *FileOutbox) rewrite(rows []Row) error {
-	tmp, err := os.CreateTemp(o.dir, ".outbox-*")
-	if err != nil {
-		return fmt.Errorf("notify: compact: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	enc := json.NewEncoder(tmp)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	for _, r := range rows {
-		if err = enc.Encode(r); err != nil {
-			break
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("notify: compact: %w", err)
 		}
 	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(o.dir, OutboxFile))
-	}
-	if err != nil {
+	if err := atomicfile.Replace(filepath.Join(o.dir, OutboxFile), buf.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("notify: compact: %w", err)
 	}
-	return syncDir(o.dir)
+	return nil
 }

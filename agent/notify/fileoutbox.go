@@ -12,8 +12,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/filelock"
 )
 
 // Files of a FileOutbox in its directory.
@@ -235,7 +236,7 @@ func (o *FileOutbox) Replay(ctx context.Context, id string) (Row, error) {
 func (o *FileOutbox) view(ctx context.Context, fn func(map[string]Row)) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if err := o.acquire(ctx, syscall.LOCK_SH); err != nil {
+	if err := o.acquire(ctx, filelock.Shared); err != nil {
 		return err
 	}
 	defer o.release()
@@ -253,7 +254,7 @@ func (o *FileOutbox) view(ctx context.Context, fn func(map[string]Row)) error {
 func (o *FileOutbox) update(ctx context.Context, fn func(rows map[string]Row, now time.Time) ([]Row, error)) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if err := o.acquire(ctx, syscall.LOCK_EX); err != nil {
+	if err := o.acquire(ctx, filelock.Exclusive); err != nil {
 		return err
 	}
 	defer o.release()

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // Standard Webhooks v1 headers.
@@ -89,42 +91,14 @@ func LoadOrCreateSecret(dir string) (Secret, error) {
 	return nil, errors.New("notify: secret file vanished while being created")
 }
 
-// writeSecret writes a new secret to a temporary file and links it into
-// place, so a reader never sees a partial secret and a racing writer
-// loses with ErrExist.
+// writeSecret writes a new secret whole or not at all; a racing writer
+// loses with an error matching os.ErrExist.
 func writeSecret(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".secret-*")
-	if err != nil {
-		return fmt.Errorf("notify: create secret: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(NewSecret().String() + "\n")
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("notify: write secret: %w", err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := atomicfile.Create(path, []byte(NewSecret().String()+"\n"), 0o600); err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return err
 		}
 		return fmt.Errorf("notify: install secret: %w", err)
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("notify: open %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("notify: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -4,11 +4,10 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"syscall"
-	"time"
+
+	"github.com/chronoscron/chronos/internal/filelock"
 )
 
 // lockFile takes an exclusive flock on path, waiting until ctx ends, and
@@ -19,27 +18,12 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("provider: lock: %w", err)
 	}
-	delay := time.Millisecond
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			_ = f.Close()
-			return nil, fmt.Errorf("provider: lock %s: %w", path, err)
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			_ = f.Close()
-			return nil, fmt.Errorf("provider: lock %s: %w", path, ctx.Err())
-		case <-t.C:
-		}
-		delay = min(delay*2, 100*time.Millisecond)
+	if err := filelock.Acquire(ctx, f, filelock.Exclusive, 0); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("provider: lock: %w", err)
 	}
+	return func() {
+		filelock.Release(f)
+		_ = f.Close()
+	}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/internal/atomicfile"
+	"github.com/chronoscron/chronos/internal/filelock"
 )
 
 // File names inside the home directory.
@@ -134,55 +135,30 @@ func (s *Store) Close() error {
 	return err
 }
 
-// acquire takes the flock (exclusive or shared), polling with a short backoff
-// until ctx or the lock timeout ends. The caller holds s.mu.
-func (s *Store) acquire(ctx context.Context, how int) error {
+// acquire takes the lock file (filelock.Shared or Exclusive) until ctx or
+// the lock timeout ends. The caller holds s.mu.
+func (s *Store) acquire(ctx context.Context, m filelock.Mode) error {
 	if s.lock == nil {
 		return errors.New("store: closed")
 	}
-	deadline := time.Now().Add(s.opts.LockTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	err := filelock.Acquire(ctx, s.lock, m, s.opts.LockTimeout)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, filelock.ErrTimeout), ctx.Err() != nil:
+		return fmt.Errorf("store: %w: %w", ErrLockTimeout, err)
 	}
-	fd := int(s.lock.Fd())
-	wait := 200 * time.Microsecond
-	for {
-		err := syscall.Flock(fd, how|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			return fmt.Errorf("store: flock: %w", err)
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("store: %w: %w", ErrLockTimeout, err)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("store: %w after %s", ErrLockTimeout, s.opts.LockTimeout)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("store: %w: %w", ErrLockTimeout, ctx.Err())
-		case <-t.C:
-		}
-		if wait < 5*time.Millisecond {
-			wait *= 2
-		}
-	}
+	return fmt.Errorf("store: %w", err)
 }
 
-func (s *Store) release() {
-	_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
-}
+func (s *Store) release() { filelock.Release(s.lock) }
 
 // View reads the current state under a shared lock. fn must neither keep
 // nor change st (the state may be cached for the next call).
 func (s *Store) View(ctx context.Context, fn func(st *State) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.acquire(ctx, syscall.LOCK_SH); err != nil {
+	if err := s.acquire(ctx, filelock.Shared); err != nil {
 		return err
 	}
 	defer s.release()
@@ -200,7 +176,7 @@ func (s *Store) View(ctx context.Context, fn func(st *State) error) error {
 func (s *Store) Update(ctx context.Context, fn func(st *State) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.acquire(ctx, syscall.LOCK_EX); err != nil {
+	if err := s.acquire(ctx, filelock.Exclusive); err != nil {
 		return err
 	}
 	defer s.release()

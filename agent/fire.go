@@ -651,9 +651,7 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 		*p = plan{}
 		now := rt.now()
 		for _, j := range st.All() {
-			rt.reap(j, now, p)
-			rt.skipPaused(j, now, p)
-			if err := rt.drain(j, now, p); err != nil {
+			if err := rt.settle(j, now, p); err != nil {
 				return err
 			}
 		}
@@ -665,6 +663,15 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 	}
 	rt.apply(ctx, p)
 	return nil
+}
+
+// settle reaps j's claims whose owners are gone or whose leases expired,
+// records the slots it let pass while paused, and starts its due pending
+// runs: what Recover and CatchUp do first for every job.
+func (rt *Runtime) settle(j *Job, now time.Time, p *plan) error {
+	rt.reap(j, now, p)
+	rt.skipPaused(j, now, p)
+	return rt.drain(j, now, p)
 }
 
 // CatchUp handles everything due at now for all jobs, in one store update:
@@ -682,9 +689,7 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 		*p = plan{}
 		now := rt.now()
 		for _, j := range st.All() {
-			rt.reap(j, now, p)
-			rt.skipPaused(j, now, p)
-			if err := rt.drain(j, now, p); err != nil {
+			if err := rt.settle(j, now, p); err != nil {
 				return err
 			}
 			if !j.Enabled || j.NextRunAt == nil || j.NextRunAt.After(now) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
@@ -18,6 +19,7 @@ type JobPatch struct {
 	Timeout, Grace                        *time.Duration
 	Misfire, Overlap, Window, OnInterrupt *string
 	Retry                                 *Retry
+	Notify                                *notify.Policy
 }
 
 // specOf returns the spec that defines j.
@@ -25,7 +27,7 @@ func specOf(j *Job) JobSpec {
 	return JobSpec{ID: j.ID, Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Repeat: j.Repeat.Times,
 		Payload: j.Payload, Timeout: j.Timeout.Std(), Misfire: string(j.Misfire), Grace: j.Grace.Std(),
 		Overlap: string(j.Overlap), Window: string(j.Window), OnInterrupt: string(j.OnInterrupt), Retry: j.Retry,
-		Paused: !j.Enabled, PausedReason: j.PausedReason}
+		Paused: !j.Enabled, PausedReason: j.PausedReason, Notify: j.Policy}
 }
 
 // apply sets the patched fields of spec.
@@ -34,6 +36,9 @@ func (p JobPatch) apply(s *JobSpec) {
 		if v != nil {
 			*dst = *v
 		}
+	}
+	if p.Notify != nil {
+		s.Notify = *p.Notify
 	}
 	set(&s.Name, p.Name)
 	set(&s.Schedule, p.Schedule)
@@ -82,7 +87,7 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 		p.lines = nil
 		old := j.Clone()
 		rt.skipPaused(&old, now, p) // the slots passed while paused, under the old schedule
-		nj, s, err := newJob(spec, now, rt.cfg.Location, rt.runners)
+		nj, s, err := newJob(spec, now, rt.jobEnv())
 		if err != nil {
 			return err
 		}
@@ -123,5 +128,6 @@ func keepState(nj, old *Job, now time.Time) {
 	nj.LastSuccessAt, nj.LastSuccessSlot, nj.LastSuccessRun = old.LastSuccessAt, old.LastSuccessSlot, old.LastSuccessRun
 	nj.FailureStreak, nj.Fence, nj.Claims, nj.Pending = old.FailureStreak, old.Fence, old.Claims, old.Pending
 	nj.PausedFrom = old.PausedFrom
+	nj.NotifyStreak, nj.Outbound = old.NotifyStreak, old.Outbound
 	nj.UpdatedAt = now.UTC()
 }

@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
@@ -97,11 +99,14 @@ type JobSpec struct {
 	// Paused creates the job paused, with PausedReason.
 	Paused       bool
 	PausedReason string
+	// Notify is who hears of the job's runs, and when a failing streak
+	// alerts (package notify).
+	Notify notify.Policy
 }
 
 // newJob validates spec and builds the job created at now. reg validates the
 // payload. It returns the parsed schedule too.
-func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Registry) (*Job, *schedule.Schedule, error) {
+func newJob(spec JobSpec, now time.Time, env jobEnv) (*Job, *schedule.Schedule, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidJob, fmt.Sprintf(format, args...))
 	}
@@ -122,6 +127,7 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 		Timeout:      store.Duration(spec.Timeout),
 		Grace:        store.Duration(spec.Grace),
 		Retry:        spec.Retry,
+		Policy:       spec.Notify,
 		CreatedAt:    now.UTC().Truncate(time.Second),
 	}
 	j.UpdatedAt = j.CreatedAt
@@ -148,12 +154,10 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 			return nil, nil, bad("unknown time zone %q", j.Timezone)
 		}
 	}
-	if reg != nil {
-		if err := reg.Validate(j.Payload); err != nil {
-			return nil, nil, invalid(fmt.Errorf("payload: %w", err))
-		}
+	if err := env.check(j); err != nil {
+		return nil, nil, invalid(err)
 	}
-	sched, err := parseSchedule(j, defLoc)
+	sched, err := parseSchedule(j, env.loc)
 	if err != nil {
 		return nil, nil, invalid(err)
 	}
@@ -175,6 +179,24 @@ func newJob(spec JobSpec, now time.Time, defLoc *time.Location, reg *runner.Regi
 		j.NextRunAt = nil
 	}
 	return j, sched, nil
+}
+
+// jobEnv is what a job is built and checked against: the runtime's zone,
+// its runners and its notification address policy.
+type jobEnv struct {
+	loc    *time.Location
+	reg    *runner.Registry
+	notify notify.ValidateOptions
+}
+
+// check validates j's payload with its runner and its notification policy.
+func (e jobEnv) check(j *Job) error {
+	if e.reg != nil {
+		if err := e.reg.Validate(j.Payload); err != nil {
+			return fmt.Errorf("payload: %w", err)
+		}
+	}
+	return j.Policy.Validate(context.Background(), e.notify)
 }
 
 // setPolicies parses spec's policies into j, with the retry defaults under

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -15,7 +16,7 @@ import (
 // ErrInvalidJob and a taken id wraps store.ErrExists; either way nothing is
 // written. It returns the stored job and its parsed schedule.
 func (rt *Runtime) AddJob(ctx context.Context, spec JobSpec) (Job, *schedule.Schedule, error) {
-	j, sched, err := newJob(spec, rt.now(), rt.cfg.Location, rt.runners)
+	j, sched, err := newJob(spec, rt.now(), rt.jobEnv())
 	if err != nil {
 		return Job{}, nil, err
 	}
@@ -31,11 +32,16 @@ func (rt *Runtime) AddJob(ctx context.Context, spec JobSpec) (Job, *schedule.Sch
 
 // ValidateJob checks spec as AddJob would, without storing anything.
 func (rt *Runtime) ValidateJob(spec JobSpec) (Job, *schedule.Schedule, error) {
-	j, s, err := newJob(spec, rt.now(), rt.cfg.Location, rt.runners)
+	j, s, err := newJob(spec, rt.now(), rt.jobEnv())
 	if err != nil {
 		return Job{}, nil, err
 	}
 	return *j, s, nil
+}
+
+// jobEnv is what rt builds and checks jobs against.
+func (rt *Runtime) jobEnv() jobEnv {
+	return jobEnv{loc: rt.cfg.Location, reg: rt.runners, notify: notify.ValidateOptions{Addresses: rt.cfg.NotifyAddresses}}
 }
 
 // Schedule returns the parsed schedule of j.

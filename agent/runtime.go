@@ -18,6 +18,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent/internal/procfs"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -55,6 +56,9 @@ type Config struct {
 	WatchInterval time.Duration
 	// Host overrides the host name used in claim owners (tests).
 	Host string
+	// NotifyAddresses says which webhook addresses a job's notify targets
+	// may name; by default only public ones.
+	NotifyAddresses notify.AddressPolicy
 	// WriteFile replaces jobs.json whole (default: the store's atomic
 	// write). Tests pass one that fails, to play a home that cannot be
 	// written.

@@ -280,3 +280,29 @@ func (p AddressPolicy) checkHost(ctx context.Context, host string, r Resolver) e
 	}
 	return nil
 }
+
+// Clone returns a copy of t that shares no slice with it.
+func (t Target) Clone() Target {
+	t.Command = slices.Clone(t.Command)
+	t.On = slices.Clone(t.On)
+	return t
+}
+
+// Clone returns a copy of p that shares no slice with it.
+func (p Policy) Clone() Policy {
+	p.Targets = slices.Clone(p.Targets)
+	for i := range p.Targets {
+		p.Targets[i] = p.Targets[i].Clone()
+	}
+	return p
+}
+
+// Clone returns a copy of n that shares no memory with it.
+func (n Notification) Clone() Notification {
+	n.Target = n.Target.Clone()
+	if n.Body.ExitCode != nil {
+		code := *n.Body.ExitCode
+		n.Body.ExitCode = &code
+	}
+	return n
+}

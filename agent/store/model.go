@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 )
 
@@ -274,6 +276,15 @@ type Job struct {
 	// line each, with reason "paused".
 	PausedFrom *time.Time `json:"paused_from,omitempty"`
 
+	// Policy is who hears of the job's runs (keys notify, notify_after,
+	// renotify_every).
+	notify.Policy
+	// NotifyStreak is the failure streak its alerts count.
+	NotifyStreak notify.Streak `json:"notify_streak,omitzero"`
+	// Outbound are notifications made durable with a run's final state and
+	// not yet handed to the outbox.
+	Outbound []notify.Notification `json:"outbound,omitempty"`
+
 	// Fence is the last fencing token handed out for this job; it only grows.
 	Fence   uint64    `json:"fence"`
 	Claims  []Claim   `json:"claims,omitempty"`
@@ -294,6 +305,11 @@ func (j *Job) Clone() Job {
 		c.Claims[i].Procs = append([]runner.Process(nil), c.Claims[i].Procs...)
 	}
 	c.Pending = append([]Pending(nil), j.Pending...)
+	c.Policy = j.Policy.Clone()
+	c.Outbound = slices.Clone(j.Outbound)
+	for i := range c.Outbound {
+		c.Outbound[i] = c.Outbound[i].Clone()
+	}
 	// Decode into a fresh value: json.Unmarshal reuses the pointers it finds,
 	// which would write through into j's payload.
 	c.Payload = runner.Payload{}

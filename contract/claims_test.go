@@ -58,13 +58,15 @@ func TestFireClaimsWithJWT(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	body := []byte(`{"job_id":"j1","fire_at":"2026-06-18T09:00:00Z","schedule_id":"s1","attempt":1}`)
 	claims := &contract.FireClaims{
-		Issuer:     "https://nas.example.com",
-		Audience:   contract.Audience("inst_42"),
-		Purpose:    contract.PurposeCronFire,
-		IssuedAt:   jwt.NewNumericDate(now),
-		NotBefore:  jwt.NewNumericDate(now),
-		ExpiresAt:  jwt.NewNumericDate(now.Add(90 * time.Second)),
-		ID:         "jti-1",
+		TokenClaims: contract.TokenClaims{
+			Issuer:    "https://nas.example.com",
+			Audience:  contract.Audience("inst_42"),
+			Purpose:   contract.PurposeCronFire,
+			IssuedAt:  jwt.NewNumericDate(now),
+			NotBefore: jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(90 * time.Second)),
+			ID:        "jti-1",
+		},
 		JobID:      "j1",
 		FireAt:     "2026-06-18T09:00:00Z",
 		ScheduleID: "s1",

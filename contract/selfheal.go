@@ -101,37 +101,8 @@ type ReconcileResponse struct {
 // token without the fire's own (job_id, fire_at, schedule_id, attempt); bh
 // binds the token to the request body.
 type ReconcileClaims struct {
-	Issuer    string           `json:"iss"`
-	Audience  string           `json:"aud"`
-	Purpose   string           `json:"purpose"`
-	IssuedAt  *jwt.NumericDate `json:"iat"`
-	NotBefore *jwt.NumericDate `json:"nbf"`
-	ExpiresAt *jwt.NumericDate `json:"exp"`
-	ID        string           `json:"jti"`
-	BodyHash  string           `json:"bh"`
+	TokenClaims
+	BodyHash string `json:"bh"`
 }
 
 var _ jwt.Claims = (*ReconcileClaims)(nil)
-
-// GetExpirationTime implements jwt.Claims.
-func (c *ReconcileClaims) GetExpirationTime() (*jwt.NumericDate, error) { return c.ExpiresAt, nil }
-
-// GetIssuedAt implements jwt.Claims.
-func (c *ReconcileClaims) GetIssuedAt() (*jwt.NumericDate, error) { return c.IssuedAt, nil }
-
-// GetNotBefore implements jwt.Claims.
-func (c *ReconcileClaims) GetNotBefore() (*jwt.NumericDate, error) { return c.NotBefore, nil }
-
-// GetIssuer implements jwt.Claims.
-func (c *ReconcileClaims) GetIssuer() (string, error) { return c.Issuer, nil }
-
-// GetSubject implements jwt.Claims; reconcile tokens carry no subject.
-func (c *ReconcileClaims) GetSubject() (string, error) { return "", nil }
-
-// GetAudience implements jwt.Claims.
-func (c *ReconcileClaims) GetAudience() (jwt.ClaimStrings, error) {
-	if c.Audience == "" {
-		return nil, nil
-	}
-	return jwt.ClaimStrings{c.Audience}, nil
-}

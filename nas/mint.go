@@ -48,13 +48,15 @@ func (m *Minter) Mint(now time.Time, f FireToken) (string, error) {
 	}
 	iat := now.Truncate(time.Second)
 	claims := &contract.FireClaims{
-		Issuer:     m.Issuer,
-		Audience:   contract.Audience(f.InstanceID),
-		Purpose:    contract.PurposeCronFire,
-		IssuedAt:   jwt.NewNumericDate(iat),
-		NotBefore:  jwt.NewNumericDate(iat),
-		ExpiresAt:  jwt.NewNumericDate(iat.Add(ttl)),
-		ID:         base64.RawURLEncoding.EncodeToString(jti[:]),
+		TokenClaims: contract.TokenClaims{
+			Issuer:    m.Issuer,
+			Audience:  contract.Audience(f.InstanceID),
+			Purpose:   contract.PurposeCronFire,
+			IssuedAt:  jwt.NewNumericDate(iat),
+			NotBefore: jwt.NewNumericDate(iat),
+			ExpiresAt: jwt.NewNumericDate(iat.Add(ttl)),
+			ID:        base64.RawURLEncoding.EncodeToString(jti[:]),
+		},
 		JobID:      f.Fire.JobID,
 		FireAt:     f.Fire.FireAt.Text(), // as in the body: the agent's own spelling
 		ScheduleID: f.Fire.ScheduleID,

@@ -40,7 +40,7 @@ func TestMintClaims(t *testing.T) {
 	if tok.Header["typ"] != contract.TokenTypeCronFire || tok.Header["kid"] != ring.Current().Active.KID || tok.Header["alg"] != "EdDSA" {
 		t.Fatalf("header %v", tok.Header)
 	}
-	want := contract.FireClaims{Issuer: "https://nas.test", Audience: "agent:inst", Purpose: "cron_fire", JobID: "job",
+	want := contract.FireClaims{TokenClaims: contract.TokenClaims{Issuer: "https://nas.test", Audience: "agent:inst", Purpose: "cron_fire"}, JobID: "job",
 		FireAt: "2026-06-18T12:34:55.7Z", ScheduleID: "sch", Attempt: 2, BodyHash: contract.BodyHash(body)}
 	got := c
 	got.IssuedAt, got.NotBefore, got.ExpiresAt, got.ID = nil, nil, nil, ""

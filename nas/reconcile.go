@@ -34,14 +34,16 @@ func (m *Minter) MintReconcile(now time.Time, instanceID string, body []byte) (s
 	}
 	iat := now.Truncate(time.Second)
 	claims := &contract.ReconcileClaims{
-		Issuer:    m.Issuer,
-		Audience:  contract.Audience(instanceID),
-		Purpose:   contract.PurposeCronReconcile,
-		IssuedAt:  jwt.NewNumericDate(iat),
-		NotBefore: jwt.NewNumericDate(iat),
-		ExpiresAt: jwt.NewNumericDate(iat.Add(ReconcileTokenTTL)),
-		ID:        base64.RawURLEncoding.EncodeToString(jti[:]),
-		BodyHash:  contract.BodyHash(body),
+		TokenClaims: contract.TokenClaims{
+			Issuer:    m.Issuer,
+			Audience:  contract.Audience(instanceID),
+			Purpose:   contract.PurposeCronReconcile,
+			IssuedAt:  jwt.NewNumericDate(iat),
+			NotBefore: jwt.NewNumericDate(iat),
+			ExpiresAt: jwt.NewNumericDate(iat.Add(ReconcileTokenTTL)),
+			ID:        base64.RawURLEncoding.EncodeToString(jti[:]),
+		},
+		BodyHash: contract.BodyHash(body),
 	}
 	tok := jwt.NewWithClaims(set.Active.SigningMethod(), claims)
 	tok.Header["kid"] = set.Active.KID

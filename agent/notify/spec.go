@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -294,4 +295,19 @@ func (p Policy) Describe(s Streak) [][2]string {
 	}
 	return append(rows, [2]string{"alerts", alerts + "; recovered on the first success after an alert"},
 		[2]string{"notify streak", streak})
+}
+
+// Kinds names the kinds of p's targets in one word, like "webhook+file";
+// "-" when p has none.
+func (p Policy) Kinds() string {
+	var kinds []string
+	for _, t := range p.Targets {
+		if !slices.Contains(kinds, string(t.Kind)) {
+			kinds = append(kinds, string(t.Kind))
+		}
+	}
+	if len(kinds) == 0 {
+		return "-"
+	}
+	return strings.Join(kinds, "+")
 }

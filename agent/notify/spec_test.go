@@ -146,3 +146,14 @@ func TestSpecKeepsAnAtOfTheDestination(t *testing.T) {
 		t.Fatalf("ParseTarget(%q) = %+v, %v", tg.Spec(), got, err)
 	}
 }
+
+func TestPolicyKinds(t *testing.T) {
+	t.Parallel()
+	p := notify.Policy{Targets: []notify.Target{{Kind: notify.KindWebhook}, {Kind: notify.KindFile}, {Kind: notify.KindWebhook}}}
+	if got := p.Kinds(); got != "webhook+file" {
+		t.Fatalf("Kinds %q", got)
+	}
+	if got := (notify.Policy{}).Kinds(); got != "-" {
+		t.Fatalf("no targets: %q", got)
+	}
+}

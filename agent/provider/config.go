@@ -83,6 +83,19 @@ func (n NotifyConfig) Addresses() (notify.AddressPolicy, error) {
 	return p, nil
 }
 
+// NotifyAddresses returns the webhooks' address policy of a config that
+// validated (Validate reports an entry of notify.allow that does not parse;
+// here such an entry allows nothing).
+func (c Config) NotifyAddresses() notify.AddressPolicy {
+	p := notify.AddressPolicy{AllowPrivate: c.Notify.AllowPrivate}
+	for _, s := range c.Notify.Allow {
+		if one, err := (NotifyConfig{Allow: []string{s}}).Addresses(); err == nil {
+			p.Allow = append(p.Allow, one.Allow...)
+		}
+	}
+	return p
+}
+
 // CheckNotify validates a job's notification policy as the agent of c
 // would send it, resolving webhook host names now with r
 // (net.DefaultResolver). An address the config refuses fails with

@@ -33,6 +33,9 @@ func TestNotifyConfigFromFileAndEnv(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("from the file: %+v, %v; want %+v", got, err, want)
 	}
+	if got := cfg.NotifyAddresses(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("NotifyAddresses %+v, want %+v", got, want)
+	}
 	cfg, _, err = provider.LoadConfig(path, envMap(map[string]string{
 		"CHRONOS_NOTIFY_ALLOW_PRIVATE": "true", "CHRONOS_NOTIFY_ALLOW": "fd00::/8, 10.1.2.3/24"}))
 	if err != nil {
@@ -89,7 +92,10 @@ func TestCheckNotify(t *testing.T) {
 			t.Errorf("%s under %+v: %v; want refused, naming notify.allow_private", tc.url, tc.cfg, err)
 		}
 	}
-	bad := provider.Config{Notify: provider.NotifyConfig{Allow: []string{"not-a-prefix"}}}
+	bad := provider.Config{Notify: provider.NotifyConfig{Allow: []string{"not-a-prefix", "10.0.0.0/8"}}}
+	if got := bad.NotifyAddresses(); len(got.Allow) != 1 || got.Allow[0] != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Fatalf("NotifyAddresses of a bad list: %+v", got)
+	}
 	if err := bad.CheckNotify(context.Background(), policy("https://public.example/x"), res); err == nil || !strings.Contains(err.Error(), "notify.allow") {
 		t.Fatalf("a bad prefix: %v", err)
 	}

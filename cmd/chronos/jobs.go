@@ -46,8 +46,7 @@ func (c *jobsCLI) open(ctx context.Context) (*agent.Runtime, provider.Target, er
 	if err != nil {
 		return nil, t, err
 	}
-	addrs, _ := t.Config.Notify.Addresses() // valid: the config was loaded
-	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, NotifyAddresses: addrs})
+	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, NotifyAddresses: t.Config.NotifyAddresses()})
 	return rt, t, err
 }
 

@@ -83,6 +83,9 @@ func (n NotifyConfig) Addresses() (notify.AddressPolicy, error) {
 	return p, nil
 }
 
+// NotifyResolveTimeout bounds the name resolution of CheckNotify.
+const NotifyResolveTimeout = 5 * time.Second
+
 // NotifyAddresses returns the webhooks' address policy of a config that
 // validated (Validate reports an entry of notify.allow that does not parse;
 // here such an entry allows nothing).
@@ -98,13 +101,17 @@ func (c Config) NotifyAddresses() notify.AddressPolicy {
 
 // CheckNotify validates a job's notification policy as the agent of c
 // would send it, resolving webhook host names now with r
-// (net.DefaultResolver). An address the config refuses fails with
-// notify.ErrAddressNotAllowed and names the settings that allow it.
+// (net.DefaultResolver) for at most NotifyResolveTimeout; a name that does
+// not resolve in time is left to the check at connection time. An address
+// the config refuses fails with notify.ErrAddressNotAllowed and names the
+// settings that allow it.
 func (c Config) CheckNotify(ctx context.Context, p notify.Policy, r notify.Resolver) error {
 	addrs, err := c.Notify.Addresses()
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, NotifyResolveTimeout)
+	defer cancel()
 	err = p.Validate(ctx, notify.ValidateOptions{Addresses: addrs, Resolver: r})
 	if errors.Is(err, notify.ErrAddressNotAllowed) {
 		return fmt.Errorf("%w (to allow it, set notify.allow_private: true or list its prefix in notify.allow in the agent config, or %sNOTIFY_ALLOW_PRIVATE=true / %sNOTIFY_ALLOW)", err, EnvPrefix, EnvPrefix)

@@ -2,14 +2,17 @@ package provider
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/envconfig"
 )
@@ -44,6 +47,76 @@ type Config struct {
 	Timezone string `yaml:"timezone"`
 	// Cron selects the provider.
 	Cron CronConfig `yaml:"cron"`
+	// Notify says which addresses the webhooks of job notifications may
+	// reach.
+	Notify NotifyConfig `yaml:"notify"`
+}
+
+// NotifyConfig is the notify section: the addresses job notification
+// webhooks may reach besides public ones, checked when a job is added or
+// edited and again when each connection is made.
+type NotifyConfig struct {
+	// AllowPrivate lets webhooks reach loopback, private, link-local and
+	// other non-public addresses (a receiver on this host or the LAN).
+	// Default: false.
+	AllowPrivate bool `yaml:"allow_private"`
+	// Allow lists CIDR prefixes (10.20.0.0/16, fd00::/8) webhooks may
+	// always reach; a bare address is one host.
+	Allow []string `yaml:"allow"`
+}
+
+// Addresses returns the section as the webhooks' address policy; an error
+// names an entry of notify.allow that is not a prefix or an address.
+func (n NotifyConfig) Addresses() (notify.AddressPolicy, error) {
+	p := notify.AddressPolicy{AllowPrivate: n.AllowPrivate}
+	for _, s := range n.Allow {
+		pre, err := netip.ParsePrefix(s)
+		if err != nil {
+			ip, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return notify.AddressPolicy{}, fmt.Errorf("notify.allow: %q is not a CIDR prefix (like 10.20.0.0/16) or an address", s)
+			}
+			pre = netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())
+		}
+		p.Allow = append(p.Allow, pre.Masked())
+	}
+	return p, nil
+}
+
+// NotifyResolveTimeout bounds the name resolution of CheckNotify.
+const NotifyResolveTimeout = 5 * time.Second
+
+// NotifyAddresses returns the webhooks' address policy of a config that
+// validated (Validate reports an entry of notify.allow that does not parse;
+// here such an entry allows nothing).
+func (c Config) NotifyAddresses() notify.AddressPolicy {
+	p := notify.AddressPolicy{AllowPrivate: c.Notify.AllowPrivate}
+	for _, s := range c.Notify.Allow {
+		if one, err := (NotifyConfig{Allow: []string{s}}).Addresses(); err == nil {
+			p.Allow = append(p.Allow, one.Allow...)
+		}
+	}
+	return p
+}
+
+// CheckNotify validates a job's notification policy as the agent of c
+// would send it, resolving webhook host names now with r
+// (net.DefaultResolver) for at most NotifyResolveTimeout; a name that does
+// not resolve in time is left to the check at connection time. An address
+// the config refuses fails with notify.ErrAddressNotAllowed and names the
+// settings that allow it.
+func (c Config) CheckNotify(ctx context.Context, p notify.Policy, r notify.Resolver) error {
+	addrs, err := c.Notify.Addresses()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, NotifyResolveTimeout)
+	defer cancel()
+	err = p.Validate(ctx, notify.ValidateOptions{Addresses: addrs, Resolver: r})
+	if errors.Is(err, notify.ErrAddressNotAllowed) {
+		return fmt.Errorf("%w (to allow it, set notify.allow_private: true or list its prefix in notify.allow in the agent config, or %sNOTIFY_ALLOW_PRIVATE=true / %sNOTIFY_ALLOW)", err, EnvPrefix, EnvPrefix)
+	}
+	return err
 }
 
 // CronConfig is the cron section.
@@ -158,11 +231,14 @@ func EnvNames() []string { return envconfig.Names(&Config{}, EnvPrefix) }
 
 // ApplyEnv overrides c's fields with the variables lookup finds (a variable
 // that is set, even to the empty string, wins over the file). Values are
-// trimmed of surrounding white space. Every key is a string, so no value is
-// refused.
-func (c *Config) ApplyEnv(lookup func(string) (string, bool)) {
-	// Every field is a string: setting one cannot fail.
-	_ = envconfig.Apply(c, EnvPrefix, lookup)
+// trimmed of surrounding white space; lists are comma separated. An error
+// names each variable whose value does not parse (notify.allow_private
+// wants a boolean).
+func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	if err := envconfig.Apply(c, EnvPrefix, lookup); err != nil {
+		return fmt.Errorf("provider: config: %w", oneLineError{err})
+	}
+	return nil
 }
 
 // Location returns the configured zone (UTC when empty).
@@ -178,8 +254,8 @@ func (c Config) Location() (*time.Location, error) {
 }
 
 // Validate checks the settings every provider needs (home, listen,
-// timezone) and that cron.chronos.resync_interval, when set, is a valid
-// duration. The other chronos settings are judged by Decide instead: a
+// timezone), that cron.chronos.resync_interval, when set, is a valid
+// duration, and that notify.allow lists prefixes. The other chronos settings are judged by Decide instead: a
 // missing one selects the built-in timer rather than failing.
 func (c Config) Validate() error {
 	var errs []error
@@ -195,6 +271,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if _, err := c.Cron.Chronos.Resync(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Notify.Addresses(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

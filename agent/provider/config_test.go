@@ -66,12 +66,14 @@ func TestApplyEnv(t *testing.T) {
 		"CHRONOS_CRON_PROVIDER":           "",
 		"CHRONOS_UNRELATED":               "x",
 	}
-	c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
 	if c.Cron.Chronos.PortalURL != "https://other.example" || c.Listen != "0.0.0.0:80" ||
 		c.Cron.Chronos.AccessToken != "tok" || c.Cron.Provider != "" || c.Home != "/var/lib/chronos" {
 		t.Fatalf("after env: %+v", c)
 	}
-	if len(provider.EnvNames()) != 12 {
+	if len(provider.EnvNames()) != 14 {
 		t.Fatalf("env names %v", provider.EnvNames())
 	}
 }

@@ -35,7 +35,9 @@ func LoadConfig(path string, lookup func(string) (string, bool)) (Config, Decisi
 		}
 		cfg.resolvePaths(filepath.Dir(path))
 	}
-	cfg.ApplyEnv(lookup)
+	if err := cfg.ApplyEnv(lookup); err != nil {
+		return cfg, Decision{}, fmt.Errorf("agent: %w", err)
+	}
 	if cfg.Home == "" {
 		dir, err := os.UserHomeDir()
 		if err != nil {

@@ -66,6 +66,8 @@ func TestLoadConfigBadInput(t *testing.T) {
 		{name: "unknown key", yaml: "hom: x\n", want: "hom"},
 		{name: "bad zone", yaml: "home: h\ntimezone: Mars/Olympus\n", want: "Mars/Olympus"},
 		{name: "bad resync", yaml: "home: h\ncron:\n  chronos:\n    resync_interval: often\n", want: "resync_interval"},
+		{name: "bad notify prefix", yaml: "home: h\nnotify:\n  allow: [10.0.0.0/33]\n", want: "notify.allow"},
+		{name: "bad allow_private", yaml: "home: h\nnotify:\n  allow_private: sometimes\n", want: "allow_private"},
 	}
 	for _, tt := range tests {
 		path := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-")+".yaml")

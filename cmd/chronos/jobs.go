@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
@@ -44,7 +46,7 @@ func (c *jobsCLI) open(ctx context.Context) (*agent.Runtime, provider.Target, er
 	if err != nil {
 		return nil, t, err
 	}
-	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location})
+	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, NotifyAddresses: t.Config.NotifyAddresses()})
 	return rt, t, err
 }
 
@@ -90,6 +92,8 @@ type jobFlags struct {
 	timeout, grace, retryBackoff, retryMaxBackoff time.Duration
 	retryAttempts                                 int
 	json                                          bool
+	notify                                        notify.Change
+	notifyAfter, renotifyEvery                    int
 }
 
 func (o *jobFlags) register(f *pflag.FlagSet) {
@@ -115,6 +119,29 @@ func (o *jobFlags) register(f *pflag.FlagSet) {
 	f.IntSliceVar(&o.pay.Accept, "http-accept", nil, "statuses that count as success (default any 2xx)")
 	f.BoolVar(&o.pay.FollowRedirects, "http-follow-redirects", false, "follow redirects (default: a redirect is the answer)")
 	f.BoolVar(&o.json, "json", false, "print the job as JSON")
+	f.StringArrayVar(&o.notify.Specs, "notify", nil, "tell a target of the job's runs: KIND:DEST[@EVENT,...], KIND webhook, command or file (repeatable; 'none' removes them)")
+	f.IntVar(&o.notifyAfter, "notify-after", notify.DefaultNotifyAfter, "consecutive failures that raise the failed alert")
+	f.IntVar(&o.renotifyEvery, "renotify-every", 0, "remind every this many further failures of an alerted streak (0: never)")
+}
+
+// notifyPolicy returns the policy of job id ("" for a new one) changed by the notify flags,
+// checked as the agent serving t sends it: hosts resolved now, private ones refused.
+func (o *jobFlags) notifyPolicy(cmd *cobra.Command, t provider.Target, rt *agent.Runtime, id string) (notify.Policy, error) {
+	ch, base, err := o.notify, agent.Job{}, error(nil)
+	ch.NotifyAfter, ch.RenotifyEvery = ifSet(cmd, "notify-after", &o.notifyAfter), ifSet(cmd, "renotify-every", &o.renotifyEvery)
+	if id != "" {
+		if base, err = rt.Job(cmd.Context(), id); err != nil {
+			return notify.Policy{}, jobError(err)
+		}
+	}
+	p, err := ch.Apply(base.Policy)
+	if err == nil && !ch.Empty() {
+		err = t.Config.CheckNotify(cmd.Context(), p, net.DefaultResolver)
+	}
+	if err != nil {
+		return p, asUsage(fmt.Errorf("jobs %s: %w", cmd.Name(), err))
+	}
+	return p, nil
 }
 
 // changedAny reports whether any of the flags was given.
@@ -161,6 +188,9 @@ func (o *jobFlags) printJob(w io.Writer, rt *agent.Runtime, verb string, j *agen
 		return jobsJSON(w, rt.View(j))
 	}
 	fmt.Fprintf(w, "%s job %s\nschedule: %s\n", verb, termSafe(j.ID), termSafe(sched.Describe()))
+	for _, t := range j.Policy.Targets {
+		fmt.Fprintf(w, "notify: %s\n", termSafe(t.Spec()))
+	}
 	if j.NextRunAt == nil {
 		fmt.Fprintln(w, "paused: no fires until resumed")
 		return nil

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/store"
 )
 
@@ -20,9 +21,12 @@ three fires and how it was armed: through the agent that serves the home (the on
 started with --config records its config there, or $CHRONOS_AGENT_CONFIG names it).
 
 The payload is either a command after "--" (one argument runs with "sh -c", several run
-directly) or an HTTP request (--http-url and the other --http-* flags).`,
+directly) or an HTTP request (--http-url and the other --http-* flags).
+--notify KIND:DEST[@EVENT,...] (webhook:URL, file:/ABS/PATH or command:LINE) tells a target
+what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or all).`,
 		Example: `  chronos jobs add --schedule 'every 2s' -- 'date >> /tmp/ticks'
   chronos jobs add --schedule 'weekdays at 9am' --tz Europe/Paris --window daily -- /usr/local/bin/brief
+  chronos jobs add --schedule 'daily at 3am' --notify webhook:https://hooks.example.com/x --notify-after 2 -- /usr/local/bin/backup
   chronos jobs add --schedule '*/5 * * * *' --http-url https://example.org/hook --http-method POST`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := o.spec
@@ -46,6 +50,9 @@ directly) or an HTTP request (--http-url and the other --http-* flags).`,
 				return err
 			}
 			defer closeRuntime(rt)
+			if spec.Notify, err = o.notifyPolicy(cmd, t, rt, ""); err != nil {
+				return err
+			}
 			j, sched, err := rt.AddJob(cmd.Context(), spec)
 			if err != nil {
 				return jobError(err)
@@ -71,7 +78,8 @@ func (c *jobsCLI) editCmd() *cobra.Command {
 its ledger history, its idempotency window and whether it is paused, and is armed again
 at once through the agent that serves the home. A new --schedule or --tz counts from the
 edit. A new command after "--" or a new --http-url replaces the payload (give --env, --dir
-and the --http-* flags with it). Bad input changes nothing.`,
+and the --http-* flags with it). Any --notify replaces the job's notify targets (--notify
+none removes them). Bad input changes nothing.`,
 		Example: `  chronos jobs edit backup --schedule 'daily at 3am'
   chronos jobs edit backup --window daily -- /usr/local/bin/backup --full`,
 		Args: cobra.MinimumNArgs(1),
@@ -85,6 +93,11 @@ and the --http-* flags with it). Bad input changes nothing.`,
 				return err
 			}
 			defer closeRuntime(rt)
+			if patch.Notify != nil {
+				if *patch.Notify, err = o.notifyPolicy(cmd, t, rt, args[0]); err != nil {
+					return err
+				}
+			}
 			j, sched, err := rt.EditJob(cmd.Context(), args[0], patch)
 			if err != nil {
 				return jobError(err)
@@ -126,6 +139,9 @@ func (o *jobFlags) patch(cmd *cobra.Command, args []string) (agent.JobPatch, err
 	if changedAny(cmd, "retry-attempts", "retry-backoff", "retry-max-backoff") {
 		r := o.retryOf()
 		p.Retry = &r
+	}
+	if changedAny(cmd, "notify", "notify-after", "renotify-every") {
+		p.Notify = &notify.Policy{} // the job's, changed by the flags, once it is read
 	}
 	if p == (agent.JobPatch{}) {
 		return p, usagef("jobs edit: nothing to change: give the flags to change or a command after \"--\"")

@@ -33,22 +33,22 @@ func jobsDash(s string) string {
 
 func writeJobTable(w io.Writer, jobs []agent.Job) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tSTATE\tNEXT\tLAST RUN\tLAST STATUS")
+	fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tSTATE\tNEXT\tLAST RUN\tLAST STATUS\tNOTIFY")
 	for i := range jobs {
 		j := &jobs[i]
 		state := agent.JobState(j)
 		if state == "paused" && j.PausedReason != "" {
 			state += " (" + j.PausedReason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{j.ID, jobsDash(j.Name), j.Schedule, state,
-			agent.JobTime(j, j.NextRunAt), agent.JobTime(j, j.LastRunAt), jobsDash(j.LastStatus)})...)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{j.ID, jobsDash(j.Name), j.Schedule, state,
+			agent.JobTime(j, j.NextRunAt), agent.JobTime(j, j.LastRunAt), jobsDash(j.LastStatus), j.Policy.Kinds()})...)
 	}
 	return tw.Flush()
 }
 
 func writeJobDetail(w io.Writer, v *agent.JobView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, r := range v.Details() {
+	for _, r := range append(v.Details(), v.Policy.Describe(v.NotifyStreak)...) {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], termSafe(r[1]))
 	}
 	return tw.Flush()

@@ -77,6 +77,7 @@ func newRootCmd() *cobra.Command {
 		newAgentCmd(),
 		newJobsCmd(),
 		newRunsCmd(),
+		newNotifyCmd(),
 		newScheduleCmd(),
 		newKeysCmd(),
 		newDLQCmd(),

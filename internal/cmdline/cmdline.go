@@ -38,7 +38,7 @@ func IsUsage(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "requires at least", "accepts ", "invalid argument"} {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "requires at least", "accepts ", "invalid argument", "flags in the group"} {
 		if strings.Contains(msg, p) {
 			return true
 		}

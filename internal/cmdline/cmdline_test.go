@@ -35,6 +35,16 @@ func TestMarkUsageAndGroup(t *testing.T) {
 	if err := root.Execute(); !cmdline.IsUsage(err) {
 		t.Fatalf("missing argument: %v, want a usage error", err)
 	}
+	// Flags that exclude each other, given together: cobra's flag groups.
+	excl := &cobra.Command{Use: "excl", RunE: func(*cobra.Command, []string) error { return nil }}
+	excl.Flags().Bool("a", false, "")
+	excl.Flags().Bool("b", false, "")
+	excl.MarkFlagsMutuallyExclusive("a", "b")
+	root.AddCommand(excl)
+	root.SetArgs([]string{"excl", "--a", "--b"})
+	if err := root.Execute(); err == nil || !cmdline.IsUsage(err) {
+		t.Fatalf("--a --b: %v, want a usage error", err)
+	}
 	var ue *cmdline.UsageError
 	root.SetArgs([]string{"leaf", "a", "b"})
 	if err := root.Execute(); !errors.As(err, &ue) {

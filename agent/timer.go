@@ -148,6 +148,19 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 	return w, err
 }
 
+// notifyBeside runs RunNotifier in the background until ctx ends; the
+// function it returns waits for it to return.
+func (rt *Runtime) notifyBeside(ctx context.Context) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := rt.RunNotifier(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Error("notifier stopped", "error", err)
+		}
+	}()
+	return func() { <-done }
+}
+
 // RunTimer is the built-in timer, used when no provider arms fires: it
 // applies CatchUp once, then sleeps until the earliest thing due (no polling
 // tick), fires due slots through Fire with TriggerScheduled, and wakes early
@@ -157,14 +170,7 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 func (rt *Runtime) RunTimer(ctx context.Context) error {
 	sub, unsub := rt.subscribe()
 	defer unsub()
-	notifying := make(chan struct{})
-	go func() {
-		defer close(notifying)
-		if err := rt.RunNotifier(ctx); err != nil && ctx.Err() == nil {
-			rt.log.Error("notifier stopped", "error", err)
-		}
-	}()
-	defer func() { <-notifying }()
+	defer rt.notifyBeside(ctx)()
 	if err := rt.CatchUp(ctx); err != nil && ctx.Err() == nil {
 		rt.log.Error("catch-up failed", "error", err)
 	}

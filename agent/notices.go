@@ -52,10 +52,20 @@ func (rt *Runtime) openNotices() error {
 	opts.Owner = rt.self.String()
 	opts.Log = rt.log.With("component", "notifier")
 	opts.Observe = rt.observeNotification
+	if opts.Clock == nil {
+		opts.Clock = runtimeClock{now: rt.cfg.Now}
+	}
 	rt.notices = notices{box: box, notifier: notify.New(box, senders, opts),
 		running: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	return nil
 }
+
+// runtimeClock is the notifier's clock by default: the runtime's Now, so
+// the outbox's leases and the notifier's deadlines agree.
+type runtimeClock struct{ now func() time.Time }
+
+func (c runtimeClock) Now() time.Time                         { return c.now() }
+func (c runtimeClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Outbox returns the home's notification outbox (for listing and replay).
 func (rt *Runtime) Outbox() *notify.FileOutbox { return rt.notices.box }

@@ -61,7 +61,8 @@ type Config struct {
 	NotifyAddresses notify.AddressPolicy
 	// Notify tunes the notifier RunNotifier runs: Lease, Backoff,
 	// MaxBackoff, GiveUp, Poll and Clock (zero: the notify package's
-	// defaults). Owner, Log and Observe are the runtime's own.
+	// defaults; the clock defaults to Now). Owner, Log and Observe are the
+	// runtime's own.
 	Notify notify.Options
 	// WriteFile replaces jobs.json whole (default: the store's atomic
 	// write). Tests pass one that fails, to play a home that cannot be

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -20,28 +21,50 @@ import (
 const NotifyDir = "notify"
 
 // notices is a Runtime's side of notifications: the outbox it hands rows
-// to and the notifier that drains it.
+// to and the notifier that drains it. They are opened when the runtime
+// opens, or, if the home cannot be written then (a read-only home), when
+// they are first needed.
 type notices struct {
-	box      *notify.FileOutbox
+	mu       sync.Mutex
+	box      *notify.FileOutbox // nil until opened
 	notifier *notify.Notifier
-	running  chan struct{} // holds a token while RunNotifier runs
-	stop     chan struct{} // closed by Close: RunNotifier returns
-	done     chan struct{} // closed when a running RunNotifier returned
+	closed   bool
+
+	running chan struct{} // holds a token while RunNotifier runs
+	stop    chan struct{} // closed by Close: RunNotifier returns
+	done    chan struct{} // closed when a running RunNotifier returned
 }
 
-// openNotices opens the home's outbox and secret and builds the notifier:
-// its claims are made as owner, its webhooks signed with the home's secret
-// and dialled only where cfg.NotifyAddresses allows.
-func (rt *Runtime) openNotices() error {
+func newNotices() notices {
+	return notices{running: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// errNoticesClosed: the runtime is closed.
+var errNoticesClosed = errors.New("agent: the notification outbox is closed")
+
+// outbox returns the home's outbox and notifier, opening them the first
+// time: the outbox in the home's notify/, the secret there, and a notifier
+// whose claims are made as this runtime's owner and whose webhooks are
+// signed with that secret and dialled only where cfg.NotifyAddresses allows.
+func (rt *Runtime) outbox() (*notify.FileOutbox, *notify.Notifier, error) {
+	n := &rt.notices
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.closed:
+		return nil, nil, errNoticesClosed
+	case n.box != nil:
+		return n.box, n.notifier, nil
+	}
 	dir := filepath.Join(rt.cfg.Home, NotifyDir)
 	box, err := notify.OpenFileOutbox(dir, notify.FileOptions{Now: rt.cfg.Now, Log: rt.log})
 	if err != nil {
-		return err
+		return nil, nil, fmt.Errorf("agent: %w", err)
 	}
 	secret, err := notify.LoadOrCreateSecret(dir)
 	if err != nil {
 		box.Close()
-		return err
+		return nil, nil, fmt.Errorf("agent: %w", err)
 	}
 	senders := notify.Senders{
 		Webhook: notify.NewWebhookSender(notify.WebhookOptions{Secret: secret, Addresses: rt.cfg.NotifyAddresses, Now: rt.cfg.Now}),
@@ -55,9 +78,8 @@ func (rt *Runtime) openNotices() error {
 	if opts.Clock == nil {
 		opts.Clock = runtimeClock{now: rt.cfg.Now}
 	}
-	rt.notices = notices{box: box, notifier: notify.New(box, senders, opts),
-		running: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	return nil
+	n.box, n.notifier = box, notify.New(box, senders, opts)
+	return n.box, n.notifier, nil
 }
 
 // runtimeClock is the notifier's clock by default: the runtime's Now, so
@@ -67,8 +89,16 @@ type runtimeClock struct{ now func() time.Time }
 func (c runtimeClock) Now() time.Time                         { return c.now() }
 func (c runtimeClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Outbox returns the home's notification outbox (for listing and replay).
-func (rt *Runtime) Outbox() *notify.FileOutbox { return rt.notices.box }
+// Outbox returns the home's notification outbox (for listing and
+// replay), opening it if that has not been possible yet.
+func (rt *Runtime) Outbox() (*notify.FileOutbox, error) {
+	box, _, err := rt.outbox()
+	return box, err
+}
+
+// notifierRetry is how often RunNotifier tries again to open an outbox it
+// could not open.
+const notifierRetry = 5 * time.Second
 
 // RunNotifier drains the home's outbox until ctx ends or the runtime
 // closes: it hands over notifications still waiting in jobs.json, resumes
@@ -83,11 +113,6 @@ func (rt *Runtime) RunNotifier(ctx context.Context) error {
 	default:
 		return nil
 	}
-	select {
-	case <-n.stop:
-		return nil
-	default:
-	}
 	defer close(n.done)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -98,10 +123,24 @@ func (rt *Runtime) RunNotifier(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
-	if err := rt.handOver(ctx); err != nil && ctx.Err() == nil {
-		rt.log.Warn("notify: handing waiting notifications to the outbox failed; trying again after the next run", "error", err)
+	for {
+		_, notifier, err := rt.outbox()
+		if err == nil {
+			if err := rt.handOver(ctx); err != nil && ctx.Err() == nil {
+				rt.log.Warn("notify: handing waiting notifications to the outbox failed; trying again after the next run", "error", err)
+			}
+			return notifier.Run(ctx)
+		}
+		if errors.Is(err, errNoticesClosed) {
+			return nil
+		}
+		rt.log.Warn("notify: the outbox cannot be opened; trying again", "error", err, "in", notifierRetry)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(notifierRetry):
+		}
 	}
-	return n.notifier.Run(ctx)
 }
 
 // closeNotices stops a running notifier, waits for it and closes the
@@ -114,6 +153,12 @@ func (rt *Runtime) closeNotices() error {
 		// None ran, and none will now.
 	default:
 		<-n.done
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	if n.box == nil {
+		return nil
 	}
 	return n.box.Close()
 }
@@ -163,10 +208,14 @@ func (rt *Runtime) handOver(ctx context.Context) error {
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	if _, err := rt.notices.box.Add(ctx, rows...); err != nil {
+	box, notifier, err := rt.outbox()
+	if err != nil {
+		return err
+	}
+	if _, err := box.Add(ctx, rows...); err != nil {
 		return fmt.Errorf("agent: hand notifications to the outbox: %w", err)
 	}
-	rt.notices.notifier.Wake()
+	notifier.Wake()
 	added := make(map[string]bool, len(rows))
 	for _, r := range rows {
 		added[r.ID] = true

@@ -102,7 +102,26 @@ func TestKilledAgentNotifiesOnce(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the restarted agent did not deliver the notification")
 	}
-	// Stop it cleanly: its ledger lines are written, nothing more is sent.
+	// The agent records the answer; then it is stopped cleanly (its ledger
+	// lines are written, nothing more is sent).
+	box, err := notify.OpenFileOutbox(home+"/"+NotifyDir, notify.FileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		row, err := box.Get(context.Background(), want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.State == notify.StateSent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the delivery was not recorded: %+v", row)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err := next.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -135,12 +154,9 @@ func TestKilledAgentNotifiesOnce(t *testing.T) {
 	if sent != 1 {
 		t.Fatalf("%d sent lines, want 1", sent)
 	}
-	box, err := notify.OpenFileOutbox(home+"/"+NotifyDir, notify.FileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer box.Close()
-	if row, err := box.Get(context.Background(), want); err != nil || row.State != notify.StateSent {
-		t.Fatalf("outbox row %+v %v", row, err)
+	if row, err := box.Get(context.Background(), want); err != nil || row.State != notify.StateSent || row.Attempts != 1 {
+		// The killed agent's attempt was never recorded: only the
+		// delivery that was answered counts.
+		t.Fatalf("outbox row %+v %v, want sent after one recorded attempt", row, err)
 	}
 }

@@ -157,7 +157,7 @@ func TestWebhookRetriedThroughRuntime(t *testing.T) {
 		lines[0].Event != "succeeded" || lines[0].RunID != run.RunID || lines[0].Attempt != 4 {
 		t.Fatalf("notification lines %+v", lines)
 	}
-	row, err := b.rt.Outbox().Get(context.Background(), want)
+	row, err := outboxOf(t, b.rt).Get(context.Background(), want)
 	if err != nil || row.State != notify.StateSent || row.Attempts != 4 {
 		t.Fatalf("outbox row %+v %v", row, err)
 	}
@@ -301,7 +301,7 @@ func TestPrivateWebhookRefusedAtSendTime(t *testing.T) {
 	if ids, _ := rc.snapshot(); len(ids) != 0 {
 		t.Fatalf("receiver got %d requests", len(ids))
 	}
-	dead, err := rt.Outbox().List(context.Background(), notify.StateDead)
+	dead, err := outboxOf(t, rt).List(context.Background(), notify.StateDead)
 	if err != nil || len(dead) != 1 || dead[0].ID != lines[0].Notification {
 		t.Fatalf("dead pile %+v %v", dead, err)
 	}
@@ -330,7 +330,7 @@ func TestWaitingRowsHandedOverOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The run's row went to the outbox (not sent: no notifier ran).
-	handed, err := rt.Outbox().Pending(context.Background())
+	handed, err := outboxOf(t, rt).Pending(context.Background())
 	if err != nil || len(handed) != 1 || handed[0].Body.RunID != run.RunID || handed[0].Body.Output != "hello\n" {
 		t.Fatalf("outbox %+v %v", handed, err)
 	}
@@ -379,7 +379,7 @@ func TestMissedSlotNotifies(t *testing.T) {
 	if res := b.fire(t, "late", slot); !res.Skipped {
 		t.Fatalf("fire %+v, want skipped as missed", res)
 	}
-	rows, err := b.rt.Outbox().Pending(context.Background())
+	rows, err := outboxOf(t, b.rt).Pending(context.Background())
 	if err != nil || len(rows) != 1 || rows[0].Body.Event != notify.EventMissed || !rows[0].Body.Slot.Equal(slot) {
 		t.Fatalf("outbox %+v %v", rows, err)
 	}
@@ -388,4 +388,13 @@ func TestMissedSlotNotifies(t *testing.T) {
 	if ev := readEvents(t, out); len(ev) != 1 || ev[0].Status != "missed" {
 		t.Fatalf("file got %+v", ev)
 	}
+}
+
+func outboxOf(t *testing.T, rt *Runtime) *notify.FileOutbox {
+	t.Helper()
+	box, err := rt.Outbox()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return box
 }

@@ -217,13 +217,13 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		journal: journal{kick: make(chan struct{}, 1)},
 	}
 	rt.selfStart, _ = procfs.StartTime(rt.self.PID)
-	if err := rt.openNotices(); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("agent: %w", err)
-	}
+	rt.notices = newNotices()
 	// Notifications a crashed process made durable but never handed to
-	// the outbox go there now (Add ignores ids it already has).
-	if err := rt.handOver(ctx); err != nil {
+	// the outbox go there now (Add ignores ids it already has). A home
+	// that cannot be written keeps them in jobs.json for a later start.
+	if _, _, err := rt.outbox(); err != nil {
+		rt.log.Info("notify: the outbox cannot be opened now; notifications wait in jobs.json", "error", err)
+	} else if err := rt.handOver(ctx); err != nil {
 		rt.log.Warn("notify: handing waiting notifications to the outbox failed", "error", err)
 	}
 	if cfg.Retention > 0 {

@@ -117,7 +117,11 @@ func runDetail(rt *agent.Runtime, home, jobID, runID string) string {
 func noticeDetail(rt *agent.Runtime, id string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	row, err := rt.Outbox().Get(ctx, id)
+	box, err := rt.Outbox()
+	if err != nil {
+		return ""
+	}
+	row, err := box.Get(ctx, id)
 	if err != nil {
 		return ""
 	}

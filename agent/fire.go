@@ -872,9 +872,9 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 	slot = slot.UTC()
 	runID := missedRunID(jobID, slot)
 	var line *ledger.Entry
-	overdue, owed := false, false
+	overdue, notified := false, false
 	err := rt.store.Update(ctx, func(st *store.State) error {
-		line, overdue, owed = nil, false, false
+		line, overdue, notified = nil, false, false
 		has, err := rt.ledger.Has(ctx, runID, slot.Add(-24*time.Hour))
 		if err != nil {
 			return err
@@ -918,13 +918,13 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 			return err
 		}
 		line = &e
-		owed = rt.owe(j, e, notify.Run{})
+		notified = rt.owe(j, e, notify.Run{})
 		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("agent: record missed: %w", err)
 	}
-	if owed {
+	if notified {
 		rt.handOverNow(ctx)
 	}
 	if line != nil {

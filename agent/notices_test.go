@@ -398,3 +398,23 @@ func outboxOf(t *testing.T, rt *Runtime) *notify.FileOutbox {
 	}
 	return box
 }
+
+// TestRecordMissedNotifies: a fire NAS reports dead-lettered owes a missed
+// notification, handed to the outbox with the missed line.
+func TestRecordMissedNotifies(t *testing.T) {
+	b := setup(t)
+	j := b.add(t, JobSpec{ID: "lost", Schedule: "every 1h",
+		Notify: notify.Policy{Targets: []notify.Target{{Kind: notify.KindFile, Path: filepath.Join(b.home, "lost.jsonl")}}}})
+	slot := *j.NextRunAt
+	b.clock.Set(slot.Add(time.Minute))
+	if wrote, err := b.rt.RecordMissed(context.Background(), "lost", slot, "dead-lettered"); err != nil || !wrote {
+		t.Fatalf("record missed: %v %v", wrote, err)
+	}
+	rows, err := outboxOf(t, b.rt).Pending(context.Background())
+	if err != nil || len(rows) != 1 || rows[0].Body.Event != notify.EventMissed || !strings.Contains(rows[0].Body.Error, "dead-lettered") {
+		t.Fatalf("outbox %+v %v", rows, err)
+	}
+	if j := b.job(t, "lost"); len(j.Outbound) != 0 {
+		t.Fatalf("%d rows left in jobs.json", len(j.Outbound))
+	}
+}

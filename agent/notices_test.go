@@ -418,3 +418,38 @@ func TestRecordMissedNotifies(t *testing.T) {
 		t.Fatalf("%d rows left in jobs.json", len(j.Outbound))
 	}
 }
+
+// TestShutdownInterruptionNotifies: a run stopped by Close's deadline ends
+// interrupted, and its notification is in the outbox for the next agent.
+func TestShutdownInterruptionNotifies(t *testing.T) {
+	home := t.TempDir()
+	g := newGate()
+	rt, err := Open(context.Background(), Config{Home: home, Retention: -1, Runners: map[string]runner.Runner{"gate": g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = rt.AddJob(context.Background(), JobSpec{ID: "cut", Schedule: "every 1h", Payload: runner.Payload{Kind: "gate"},
+		Notify: notify.Policy{Targets: []notify.Target{{Kind: notify.KindFile, Path: filepath.Join(home, "cut.jsonl")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rt.RunNow(context.Background(), "cut", RunOptions{})
+	if err != nil || res.Status != FireAccepted {
+		t.Fatalf("run now: %+v %v", res, err)
+	}
+	<-g.started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := rt.Close(ctx); err == nil {
+		t.Fatal("close with an ended context stopped nothing")
+	}
+	again, err := Open(context.Background(), Config{Home: home, Retention: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(context.Background())
+	rows, err := outboxOf(t, again).Pending(context.Background())
+	if err != nil || len(rows) != 1 || rows[0].Body.Event != notify.EventInterrupted || rows[0].Body.RunID != res.RunID {
+		t.Fatalf("outbox %+v %v", rows, err)
+	}
+}

@@ -30,13 +30,12 @@ type notices struct {
 	notifier *notify.Notifier
 	closed   bool
 
-	running chan struct{} // holds a token while RunNotifier runs
+	running chan struct{} // holds a token while RunNotifier runs, and once closed
 	stop    chan struct{} // closed by Close: RunNotifier returns
-	done    chan struct{} // closed when a running RunNotifier returned
 }
 
 func newNotices() notices {
-	return notices{running: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return notices{running: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // errNoticesClosed: the runtime is closed.
@@ -113,7 +112,12 @@ func (rt *Runtime) RunNotifier(ctx context.Context) error {
 	default:
 		return nil
 	}
-	defer close(n.done)
+	defer func() { <-n.running }()
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -148,12 +152,9 @@ func (rt *Runtime) RunNotifier(ctx context.Context) error {
 func (rt *Runtime) closeNotices() error {
 	n := &rt.notices
 	close(n.stop)
-	select {
-	case n.running <- struct{}{}:
-		// None ran, and none will now.
-	default:
-		<-n.done
-	}
+	// Wait for a running notifier to return, and keep the token: none
+	// starts after this.
+	n.running <- struct{}{}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.closed = true

@@ -453,3 +453,40 @@ func TestShutdownInterruptionNotifies(t *testing.T) {
 		t.Fatalf("outbox %+v %v", rows, err)
 	}
 }
+
+// TestRunNotifierOncePerRuntime: a second RunNotifier while one runs
+// returns at once; one started after the first returned runs again; Close
+// stops a running one.
+func TestRunNotifierOncePerRuntime(t *testing.T) {
+	b := setup(t, loopback)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- b.rt.RunNotifier(ctx) }()
+	// Wait until the first holds the runtime's notifier.
+	for deadline := time.Now().Add(5 * time.Second); len(b.rt.notices.running) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the notifier never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := b.rt.RunNotifier(context.Background()); err != nil {
+		t.Fatalf("second notifier: %v", err)
+	}
+	cancel()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	again := make(chan error, 1)
+	go func() { again <- b.rt.RunNotifier(context.Background()) }()
+	out := filepath.Join(b.home, "again.jsonl")
+	b.add(t, JobSpec{ID: "again", Schedule: "every 1h", Notify: notify.Policy{Targets: []notify.Target{
+		{Kind: notify.KindFile, Path: out, On: []notify.Event{notify.EventSucceeded}}}}})
+	b.runOnce(t, "again", nil)
+	notificationLines(t, b.rt, 1)
+	if err := b.rt.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-again; err != nil {
+		t.Fatal(err)
+	}
+}

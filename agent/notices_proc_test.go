@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
@@ -158,5 +159,86 @@ func TestKilledAgentNotifiesOnce(t *testing.T) {
 		// The killed agent's attempt was never recorded: only the
 		// delivery that was answered counts.
 		t.Fatalf("outbox row %+v %v, want sent after one recorded attempt", row, err)
+	}
+}
+
+// TestTwoAgentProcessesNotifyOnce runs two agent processes on one home:
+// both fire the job's slots (each slot runs once) and both drain the
+// outbox; every notification reaches the receiver exactly once.
+func TestTwoAgentProcessesNotifyOnce(t *testing.T) {
+	t.Parallel()
+	const want = 4
+	var (
+		mu       sync.Mutex
+		accepted = map[string]int{}
+	)
+	enough := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		accepted[r.Header.Get("webhook-id")]++
+		if len(accepted) == want {
+			close(enough)
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	home := t.TempDir()
+	rt0, err := Open(t.Context(), Config{Home: home, Retention: -1, NotifyAddresses: notify.AddressPolicy{AllowPrivate: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = rt0.AddJob(t.Context(), JobSpec{ID: "both", Schedule: "every 1s",
+		Payload: runner.Payload{Kind: runner.KindShell, Shell: &runner.Shell{Command: "true"}},
+		Notify:  notify.Policy{Targets: []notify.Target{{Kind: notify.KindWebhook, URL: srv.URL, On: []notify.Event{notify.EventSucceeded}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt0.Close(t.Context())
+	agents := []*exec.Cmd{startServe(t, home, "-allow-private"), startServe(t, home, "-allow-private")}
+	select {
+	case <-enough:
+	case <-time.After(30 * time.Second):
+		t.Fatal("too few notifications arrived")
+	}
+	for _, a := range agents {
+		if err := a.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Wait(); err != nil {
+			t.Fatalf("agent: %v", err)
+		}
+	}
+	lg, _ := ledger.Open(home + "/runs")
+	es, err := lg.Entries(context.Background(), ledger.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := map[string]int{}
+	succeeded := 0
+	for _, e := range es {
+		switch {
+		case e.Kind == ledger.KindNotification && e.State == ledger.StateSent:
+			sent[e.Notification]++
+		case e.Kind == "" && e.State == ledger.StateSucceeded:
+			succeeded++
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range accepted {
+		if n != 1 {
+			t.Fatalf("%s delivered %d times", id, n)
+		}
+	}
+	// Each sent line is of a delivered id, once. (A delivery answered just
+	// as the agents stopped may not be recorded yet: it is still owed.)
+	for id, n := range sent {
+		if n != 1 || accepted[id] != 1 {
+			t.Fatalf("%s: %d sent lines, delivered %d times", id, n, accepted[id])
+		}
+	}
+	if len(sent) < want-1 || len(accepted) > succeeded {
+		t.Fatalf("%d ids delivered, %d sent lines, %d runs succeeded", len(accepted), len(sent), succeeded)
 	}
 }

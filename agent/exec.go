@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -103,6 +104,7 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 	e := rt.entry(&j, rt.now(), mark{c.RunID, ledger.StateRunning, c.Slot, Trigger(c.Trigger), ""})
 	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, rel
 	rt.record(e)
+	started := rt.now()
 	if err == nil {
 		rn, gerr := rt.runners.Get(j.Payload.Kind)
 		if gerr != nil {
@@ -126,7 +128,7 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 			res.Err = fmt.Errorf("output: %w", cerr)
 		}
 	}
-	rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx)})
+	rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started)})
 }
 
 // noteProcs keeps the latest list of a run's processes and asks the renew
@@ -217,96 +219,130 @@ func (rt *Runtime) renewLoop(ctx context.Context) {
 var errLeaseLost = errors.New("claim lost: lease expired or taken over")
 
 // ended is how a run ended: its job and claim, its output file (relative
-// to the home), the runner's result and the cause its context ended with.
+// to the home), the runner's result, the cause its context ended with and
+// how long the runner ran.
 type ended struct {
 	job    Job
 	claim  Claim
 	output string
 	res    runner.Result
 	cause  error
+	took   time.Duration
+}
+
+// completion is what the store write of a run's end decided.
+type completion struct {
+	state     ledger.State
+	reason    string
+	shutdown  bool
+	discarded string
+	line      ledger.Entry // the run's final ledger line
+	owed      bool         // notifications joined the job's outbound rows
 }
 
 // finish records a run's outcome. Only the holder of the current fencing
 // token updates the job; any other completion is discarded and the ledger
-// says so. A completion that cannot be written (a full disk, a read-only
+// says so. The same write moves the job's notification streak on and
+// stores the notifications the run owes, which are then handed to the
+// outbox. A completion that cannot be written (a full disk, a read-only
 // home) is held and written again with backoff until it is durable: the run
 // stays this process's meanwhile, so its claim is never reaped and the slot
 // never runs twice. Only Close's deadline gives it up.
 func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
-	j, c, rel, res, cause := o.job, o.claim, o.output, o.res, o.cause
-	state := ledger.StateSucceeded
-	reason := ""
-	if res.Err != nil {
-		state, reason = ledger.StateFailed, res.Err.Error()
+	cp := &completion{state: ledger.StateSucceeded}
+	if o.res.Err != nil {
+		cp.state, cp.reason = ledger.StateFailed, o.res.Err.Error()
 	}
-	shutdown := errors.Is(cause, errShutdown)
-	if shutdown {
-		state, reason = ledger.StateInterrupted, "interrupted: "+errShutdown.Error()
+	if errors.Is(o.cause, errShutdown) {
+		cp.shutdown = true
+		cp.state, cp.reason = ledger.StateInterrupted, "interrupted: "+errShutdown.Error()
 	}
-	discarded := ""
+	ran := notify.Run{Output: rt.outputTail(o.output), Duration: o.took}
+	baseReason := cp.reason
 	p := &plan{}
 	update := func(st *store.State) error {
 		*p = plan{}
-		discarded = ""
-		now := rt.now()
-		cur := st.Job(j.ID)
-		if cur == nil {
-			discarded = "completion discarded: the job was removed"
-			return nil
-		}
-		if !cur.DropClaim(c.RunID, c.Token) {
-			discarded = fmt.Sprintf("completion discarded: claim with token %d no longer held (lease lost or replaced)", c.Token)
-			return nil
-		}
-		cur.LastRunAt = utcPtr(now)
-		cur.LastRunID = c.RunID
-		cur.LastStatus = string(state)
-		cur.LastError = reason
-		cur.UpdatedAt = now.UTC()
-		switch state {
-		case ledger.StateSucceeded:
-			cur.FailureStreak = 0
-			cur.LastSuccessAt = utcPtr(now)
-			cur.LastSuccessSlot = utcPtr(c.Slot)
-			cur.LastSuccessRun = c.RunID
-		default:
-			cur.FailureStreak++
-		}
-		if shutdown && cur.OnInterrupt == InterruptRetry && c.Attempt < maxAttempts(cur) {
-			d := retryDelay(cur.Retry, c.Attempt+1)
-			cur.Pending = append(cur.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
-				Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,
-				Reason: fmt.Sprintf("retry %d/%d after shutdown", c.Attempt+1, maxAttempts(cur))})
-			reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(cur), d)
-		}
-		if !rt.closing.Load() {
-			return rt.drain(cur, now, p)
-		}
-		return nil
+		cp.discarded, cp.owed, cp.reason = "", false, baseReason
+		return rt.complete(st, o, cp, ran, p)
 	}
 	if err := rt.storeCompletion(log, r, update, p); err != nil {
 		// Given up at shutdown: the claim stays, and the next start records
 		// the run interrupted (and retries it under on_interrupt retry).
 		log.Error("run completion lost: the store is not writable and the agent is shutting down",
-			"state", state, "error", err)
+			"state", cp.state, "error", err)
 		return
 	}
-	e := rt.entry(&j, rt.now(), mark{c.RunID, state, c.Slot, Trigger(c.Trigger), reason})
-	e.Token, e.Attempt, e.Forced, e.Output, e.ExitCode = c.Token, c.Attempt, c.Forced, rel, res.ExitCode
-	if res.Err != nil {
-		e.Error = res.Err.Error()
-	}
-	if discarded != "" {
+	e := cp.line
+	if cp.discarded != "" {
+		e = rt.finalLine(o, cp, rt.now())
 		e.Discarded = true
-		e.Reason = discarded
-		if reason != "" {
-			e.Reason += "; outcome: " + reason
+		e.Reason = cp.discarded
+		if cp.reason != "" {
+			e.Reason += "; outcome: " + cp.reason
 		}
 	}
 	rt.record(e)
-	log.Info("run ended", "state", state, "discarded", discarded != "", "reason", e.Reason)
+	log.Info("run ended", "state", cp.state, "discarded", cp.discarded != "", "reason", e.Reason)
+	if cp.owed {
+		rt.handOverNow(context.Background())
+	}
 	rt.apply(context.Background(), p)
 	rt.signal()
+}
+
+// finalLine is the ledger line ending run o at now.
+func (rt *Runtime) finalLine(o ended, cp *completion, now time.Time) ledger.Entry {
+	c := o.claim
+	e := rt.entry(&o.job, now, mark{c.RunID, cp.state, c.Slot, Trigger(c.Trigger), cp.reason})
+	e.Token, e.Attempt, e.Forced, e.Output, e.ExitCode = c.Token, c.Attempt, c.Forced, o.output, o.res.ExitCode
+	if o.res.Err != nil {
+		e.Error = o.res.Err.Error()
+	}
+	return e
+}
+
+// complete is the store write of a run's end: the claim is dropped under
+// its fencing token, the job's last-run fields, retry and streaks are
+// updated and the notifications owed are stored with them.
+func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify.Run, p *plan) error {
+	j, c := o.job, o.claim
+	now := rt.now()
+	cur := st.Job(j.ID)
+	if cur == nil {
+		cp.discarded = "completion discarded: the job was removed"
+		return nil
+	}
+	if !cur.DropClaim(c.RunID, c.Token) {
+		cp.discarded = fmt.Sprintf("completion discarded: claim with token %d no longer held (lease lost or replaced)", c.Token)
+		return nil
+	}
+	cur.LastRunAt = utcPtr(now)
+	cur.LastRunID = c.RunID
+	cur.LastStatus = string(cp.state)
+	cur.LastError = cp.reason
+	cur.UpdatedAt = now.UTC()
+	switch cp.state {
+	case ledger.StateSucceeded:
+		cur.FailureStreak = 0
+		cur.LastSuccessAt = utcPtr(now)
+		cur.LastSuccessSlot = utcPtr(c.Slot)
+		cur.LastSuccessRun = c.RunID
+	default:
+		cur.FailureStreak++
+	}
+	if cp.shutdown && cur.OnInterrupt == InterruptRetry && c.Attempt < maxAttempts(cur) {
+		d := retryDelay(cur.Retry, c.Attempt+1)
+		cur.Pending = append(cur.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
+			Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,
+			Reason: fmt.Sprintf("retry %d/%d after shutdown", c.Attempt+1, maxAttempts(cur))})
+		cp.reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(cur), d)
+	}
+	cp.line = rt.finalLine(o, cp, now)
+	cp.owed = rt.owe(cur, cp.line, ran)
+	if !rt.closing.Load() {
+		return rt.drain(cur, now, p)
+	}
+	return nil
 }
 
 // storeCompletion applies update until it is durable: a busy lock is

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
@@ -98,6 +99,17 @@ type plan struct {
 	cancels []string  // local run ids to stop (replaced)
 	reg     []string  // run ids registered during the update
 	kills   []killReq // what is left of runs whose owner died
+	owed    bool      // notifications joined a job's outbound rows
+}
+
+// endRun puts line e, which ends a run of j without it running to an
+// answer (missed, interrupted), in p and stores the notifications it owes
+// on j, in the same write.
+func (rt *Runtime) endRun(j *Job, e ledger.Entry, p *plan) {
+	p.lines = append(p.lines, e)
+	if rt.owe(j, e, notify.Run{}) {
+		p.owed = true
+	}
 }
 
 // killReq names a run of a dead owner on this host whose processes must
@@ -177,7 +189,7 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == MisfireSkip && late > Grace(j, sched) {
 			runID := missedRunID(j.ID, slot)
 			reason := fmt.Sprintf("misfire skip: fired %s late, beyond the grace of %s", late.Round(time.Millisecond), Grace(j, sched))
-			p.lines = append(p.lines, rt.entry(j, now, mark{runID, ledger.StateMissed, slot, trigger, reason}))
+			rt.endRun(j, rt.entry(j, now, mark{runID, ledger.StateMissed, slot, trigger, reason}), p)
 			res = FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: reason}
 			rt.advance(j, sched, slot, now, notRun)
 			return nil
@@ -387,7 +399,7 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, a admission, now time
 			for _, c := range j.Claims {
 				e := rt.entry(j, now, mark{c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), fmt.Sprintf("overlap replace: replaced by run %s", runID)})
 				e.Owner, e.Token, e.Attempt = c.Owner, c.Token, c.Attempt
-				p.lines = append(p.lines, e)
+				rt.endRun(j, e, p)
 				switch rt.judge(&c) {
 				case store.OwnerSelf:
 					p.cancels = append(p.cancels, c.RunID)
@@ -529,7 +541,7 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 		j.FailureStreak++
 		e := rt.entry(j, now, mark{c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), reason})
 		e.Owner, e.Token, e.Attempt, e.Forced = c.Owner, c.Token, c.Attempt, c.Forced
-		p.lines = append(p.lines, e)
+		rt.endRun(j, e, p)
 	}
 	j.Claims = kept
 }
@@ -619,6 +631,9 @@ func (rt *Runtime) apply(ctx context.Context, p *plan) {
 	rt.killLeftovers(ctx, p.kills)
 	for _, e := range p.lines {
 		rt.record(e)
+	}
+	if p.owed {
+		rt.handOverNow(ctx)
 	}
 	for _, id := range p.cancels {
 		rt.cancelRun(id, errReplaced)
@@ -774,7 +789,7 @@ func (rt *Runtime) misfire(j *Job, sched *schedule.Schedule, now time.Time, p *p
 }
 
 func (o *overdue) missed(s time.Time, reason string) {
-	o.p.lines = append(o.p.lines, o.rt.entry(o.j, o.now, mark{missedRunID(o.j.ID, s), ledger.StateMissed, s, TriggerCatchUp, reason}))
+	o.rt.endRun(o.j, o.rt.entry(o.j, o.now, mark{missedRunID(o.j.ID, s), ledger.StateMissed, s, TriggerCatchUp, reason}), o.p)
 }
 
 func (o *overdue) trig(s time.Time) Trigger {
@@ -857,9 +872,9 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 	slot = slot.UTC()
 	runID := missedRunID(jobID, slot)
 	var line *ledger.Entry
-	overdue := false
+	overdue, notified := false, false
 	err := rt.store.Update(ctx, func(st *store.State) error {
-		line, overdue = nil, false
+		line, overdue, notified = nil, false, false
 		has, err := rt.ledger.Has(ctx, runID, slot.Add(-24*time.Hour))
 		if err != nil {
 			return err
@@ -903,10 +918,14 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 			return err
 		}
 		line = &e
+		notified = rt.owe(j, e, notify.Run{})
 		return nil
 	})
 	if err != nil {
 		return false, fmt.Errorf("agent: record missed: %w", err)
+	}
+	if notified {
+		rt.handOverNow(ctx)
 	}
 	if line != nil {
 		rt.signal()

@@ -145,10 +145,11 @@ func TestProcessesRaceForSlots(t *testing.T) {
 	t.Logf("%d processes shared %d slots (%d processes won at least one)", procs, slots, winners)
 }
 
-// startServe starts `agentproc serve` and waits for it to be ready.
-func startServe(t *testing.T, home string) *exec.Cmd {
+// startServe starts `agentproc serve` (with flags) and waits for it to be
+// ready.
+func startServe(t *testing.T, home string, flags ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(agentProc(t), "serve", "-home", home)
+	cmd := exec.Command(agentProc(t), append([]string{"serve", "-home", home}, flags...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,11 @@ type Config struct {
 	// NotifyAddresses says which webhook addresses a job's notify targets
 	// may name; by default only public ones.
 	NotifyAddresses notify.AddressPolicy
+	// Notify tunes the notifier RunNotifier runs: Lease, Backoff,
+	// MaxBackoff, GiveUp, Poll and Clock (zero: the notify package's
+	// defaults; the clock defaults to Now). Owner, Log and Observe are the
+	// runtime's own.
+	Notify notify.Options
 	// WriteFile replaces jobs.json whole (default: the store's atomic
 	// write). Tests pass one that fails, to play a home that cannot be
 	// written.
@@ -156,6 +161,7 @@ type Runtime struct {
 	giveUp  chan struct{} // closed when Close stops waiting for results
 	journal journal
 	probe   probe
+	notices notices
 }
 
 // activeRun is a run of this process, from its claim until its result is
@@ -211,6 +217,15 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		journal: journal{kick: make(chan struct{}, 1)},
 	}
 	rt.selfStart, _ = procfs.StartTime(rt.self.PID)
+	rt.notices = newNotices()
+	// Notifications a crashed process made durable but never handed to
+	// the outbox go there now (Add ignores ids it already has). A home
+	// that cannot be written keeps them in jobs.json for a later start.
+	if _, _, err := rt.outbox(); err != nil {
+		rt.log.Info("notify: the outbox cannot be opened now; notifications wait in jobs.json", "error", err)
+	} else if err := rt.handOver(ctx); err != nil {
+		rt.log.Warn("notify: handing waiting notifications to the outbox failed", "error", err)
+	}
 	if cfg.Retention > 0 {
 		if _, err := lg.Prune(ctx, cfg.Now(), cfg.Retention, rt.outputRoot()); err != nil {
 			rt.log.Warn("ledger retention failed", "error", err)
@@ -345,6 +360,11 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		// kill paths.
 		<-done
 		err = fmt.Errorf("agent: close: %w", ctx.Err())
+	}
+	// The notifier stops before the ledger's last flush, so its lines go
+	// with the rest.
+	if nerr := rt.closeNotices(); nerr != nil && err == nil {
+		err = fmt.Errorf("agent: close: %w", nerr)
 	}
 	rt.stop()
 	rt.watchWG.Wait()

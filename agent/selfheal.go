@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -42,9 +43,9 @@ func isRefreshPoint(j *Job, sched *schedule.Schedule, slot time.Time) bool {
 // store lock, skipping any slot the ledger already has a missed line for.
 func (rt *Runtime) MissSlots(ctx context.Context, jobID string, from, until time.Time, reason string) (int, error) {
 	from = from.UTC()
-	recorded := 0
+	recorded, owed := 0, false
 	err := rt.store.Update(ctx, func(st *store.State) error {
-		recorded = 0
+		recorded, owed = 0, false
 		j := st.Job(jobID)
 		if j == nil || !j.Enabled || j.NextRunAt == nil || !j.NextRunAt.Equal(from) {
 			return nil
@@ -72,10 +73,12 @@ func (rt *Runtime) MissSlots(ctx context.Context, jobID string, from, until time
 				break
 			}
 			if runID := missedRunID(jobID, slot); !have[runID] {
-				if err := rt.ledger.Append(ctx, rt.entry(j, now, mark{runID, ledger.StateMissed, slot, TriggerScheduled, reason})); err != nil {
+				e := rt.entry(j, now, mark{runID, ledger.StateMissed, slot, TriggerScheduled, reason})
+				if err := rt.ledger.Append(ctx, e); err != nil {
 					return err
 				}
 				recorded++
+				owed = rt.owe(j, e, notify.Run{}) || owed
 			}
 			next, ok := sched.Next(slot)
 			if !ok {
@@ -102,6 +105,9 @@ func (rt *Runtime) MissSlots(ctx context.Context, jobID string, from, until time
 	})
 	if err != nil {
 		return 0, fmt.Errorf("agent: miss slots: %w", err)
+	}
+	if owed {
+		rt.handOverNow(ctx)
 	}
 	if recorded > 0 {
 		rt.signal()

@@ -148,13 +148,29 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 	return w, err
 }
 
+// notifyBeside runs RunNotifier in the background until ctx ends; the
+// function it returns waits for it to return.
+func (rt *Runtime) notifyBeside(ctx context.Context) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := rt.RunNotifier(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Error("notifier stopped", "error", err)
+		}
+	}()
+	return func() { <-done }
+}
+
 // RunTimer is the built-in timer, used when no provider arms fires: it
 // applies CatchUp once, then sleeps until the earliest thing due (no polling
 // tick), fires due slots through Fire with TriggerScheduled, and wakes early
-// when jobs change (here or in another process). It returns when ctx ends.
+// when jobs change (here or in another process). It runs the notifier
+// (RunNotifier) beside it, so the runs it fires are told. It returns when
+// ctx ends.
 func (rt *Runtime) RunTimer(ctx context.Context) error {
 	sub, unsub := rt.subscribe()
 	defer unsub()
+	defer rt.notifyBeside(ctx)()
 	if err := rt.CatchUp(ctx); err != nil && ctx.Err() == nil {
 		rt.log.Error("catch-up failed", "error", err)
 	}

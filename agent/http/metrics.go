@@ -142,7 +142,7 @@ func newMetrics(s *Server) *metrics {
 
 // observeLedger counts the ledger lines that end a run.
 func (m *metrics) observeLedger(e ledger.Entry) {
-	if e.Discarded || e.State == ledger.StateDuplicate || !e.State.Terminal() {
+	if e.Kind != "" || e.Discarded || e.State == ledger.StateDuplicate || !e.State.Terminal() {
 		return
 	}
 	m.runs.WithLabelValues(string(e.State)).Inc()

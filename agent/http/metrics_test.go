@@ -133,7 +133,19 @@ func TestMetricsCountFiresAndRuns(t *testing.T) {
 			t.Fatalf("%s: %d %s, want %d", a.name, rec.Code, rec.Body, a.status)
 		}
 	}
+	// A notification line is not a run.
+	for _, st := range []ledger.State{ledger.StateSent, ledger.StateDead} {
+		note := ledger.Entry{Time: now, RunID: "r-note", JobID: "job-1", State: st, Kind: ledger.KindNotification, Notification: "ntf_x"}
+		if err := b.rt.Ledger().Append(context.Background(), note); err != nil {
+			t.Fatal(err)
+		}
+	}
 	page := scrape(t, b.handler)
+	for _, st := range []string{"sent", "dead"} {
+		if _, ok := sample(page, fmt.Sprintf(`chronos_agent_runs_total{status=%q}`, st)); ok {
+			t.Errorf("a notification line was counted as a run (%s)", st)
+		}
+	}
 	for outcome, n := range map[string]float64{
 		agenthttp.OutcomeAccepted: 1, agenthttp.OutcomeDuplicate: 1, agenthttp.OutcomeGone: 1,
 		agenthttp.OutcomeUnauthorized: 2, agenthttp.OutcomeTooEarly: 1, agenthttp.OutcomeInvalid: 1,

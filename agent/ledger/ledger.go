@@ -30,6 +30,17 @@ const (
 	StateDuplicate   State = "duplicate"
 )
 
+// States of a notification line (Kind KindNotification): the notification
+// was delivered, or given up on.
+const (
+	StateSent State = "sent"
+	StateDead State = "dead"
+)
+
+// KindNotification marks a line about a notification of a run rather than
+// about the run itself. Such lines never fold into a Run.
+const KindNotification = "notification"
+
 // Terminal reports whether s ends a run.
 func (s State) Terminal() bool { return s != StateClaimed && s != StateRunning }
 
@@ -54,6 +65,14 @@ type Entry struct {
 	Error     string `json:"error,omitempty"`
 	Forced    bool   `json:"forced,omitempty"`
 	Discarded bool   `json:"discarded,omitempty"`
+	// Kind is empty on a run's lines and KindNotification on a line
+	// recording a notification of run RunID sent or dead (State).
+	Kind string `json:"kind,omitempty"`
+	// Notification, Event and Target name that notification: its id, its
+	// event and where it went (kind and destination).
+	Notification string `json:"notification,omitempty"`
+	Event        string `json:"event,omitempty"`
+	Target       string `json:"target,omitempty"`
 }
 
 // Ledger appends to and reads the runs directory.
@@ -241,7 +260,8 @@ func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 }
 
 // Runs folds the lines of each run and returns runs ordered by their first
-// line, oldest first, keeping the newest filter.Limit.
+// line, oldest first, keeping the newest filter.Limit. Notification lines
+// are left out.
 func (l *Ledger) Runs(ctx context.Context, f Filter) ([]Run, error) {
 	es, err := l.Entries(ctx, Filter{JobID: f.JobID, Since: f.Since})
 	if err != nil {
@@ -250,6 +270,9 @@ func (l *Ledger) Runs(ctx context.Context, f Filter) ([]Run, error) {
 	byID := map[string]*Run{}
 	var order []*Run
 	for _, e := range es {
+		if e.Kind != "" {
+			continue
+		}
 		r := byID[e.RunID]
 		if r == nil {
 			r = &Run{}

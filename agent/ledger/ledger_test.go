@@ -149,3 +149,39 @@ func TestPrune(t *testing.T) {
 		t.Fatal("fresh output removed")
 	}
 }
+
+// Notification lines name a run but never fold into it: the run keeps its
+// end, and a notification of a run outside the filter adds no run.
+func TestNotificationLinesDoNotFold(t *testing.T) {
+	t.Parallel()
+	l, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	note := func(run string, s State, at time.Time) Entry {
+		return Entry{Time: at, RunID: run, JobID: "j", State: s, Slot: day, Kind: KindNotification,
+			Notification: "ntf_" + run, Event: "failed", Target: "file /tmp/x"}
+	}
+	for _, e := range []Entry{
+		entry("a", StateClaimed, day, 1),
+		entry("a", StateFailed, day.Add(time.Second), 1),
+		note("a", StateSent, day.Add(2*time.Second)),
+		note("gone", StateDead, day.Add(3*time.Second)),
+	} {
+		if err := l.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := l.Runs(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].State != StateFailed || len(runs[0].States) != 2 {
+		t.Fatalf("runs %+v, want a alone, failed", runs)
+	}
+	es, err := l.Entries(ctx, Filter{})
+	if err != nil || len(es) != 4 || es[2].Notification != "ntf_a" || es[3].State != StateDead {
+		t.Fatalf("entries %+v %v", es, err)
+	}
+}

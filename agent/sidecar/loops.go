@@ -41,9 +41,15 @@ func (s *sidecar) saveState(stoppedAt *time.Time) {
 }
 
 // startLoops starts the change fan-out and the reconciler (with the wait
-// for NAS's key set) or the built-in timer.
+// for NAS's key set) and the notifier, or the built-in timer (which runs
+// the notifier itself).
 func (s *sidecar) startLoops() {
 	if s.rec != nil {
+		s.wg.Go(func() {
+			if err := s.rt.RunNotifier(s.runCtx); err != nil && s.runCtx.Err() == nil {
+				s.log.Error("notifier stopped", "error", err)
+			}
+		})
 		s.wg.Go(s.sweepPaused)
 		s.wg.Go(func() { _ = s.rec.Run(s.runCtx, nil) })
 		s.wg.Go(func() {

@@ -58,6 +58,7 @@ func startAgent(ctx context.Context, c agentConfig) (*agentSide, error) {
 	}
 	a.rt = rt
 	c.narrator.setRanDetail(func(jobID, runID string) string { return runDetail(rt, c.home, jobID, runID) })
+	c.narrator.setNoticeDetail(func(id string) string { return noticeDetail(rt, id) })
 	o := sidecar.Options{
 		Config: provider.Config{Home: c.home, Listen: c.listener.Addr().String(), Cron: provider.CronConfig{
 			Provider: provider.Chronos,

@@ -13,7 +13,7 @@ import (
 )
 
 // demoLine matches one step line of the demo's live log.
-var demoLine = regexp.MustCompile(`^\s*\+([0-9]+\.[0-9]{3})s  (\S+)\s+(armed|relayed|token verified|claimed|ran|re-armed|duplicate|retry|dropped|cancelled|token refused|warn|error)\s+(.*)$`)
+var demoLine = regexp.MustCompile(`^\s*\+([0-9]+\.[0-9]{3})s  (\S+)\s+(armed|relayed|token verified|claimed|ran|notified|re-armed|duplicate|retry|dropped|cancelled|token refused|warn|error)\s+(.*)$`)
 
 type demoStep struct {
 	at           float64
@@ -57,10 +57,16 @@ func TestRunShowsEveryStepAndAFirstFireWithinFiveSeconds(t *testing.T) {
 
 	firstRan := -1.0
 	for _, s := range steps {
-		if s.step == "ran" {
+		if s.step == "ran" && s.job == "flaky" {
+			if !strings.HasPrefix(s.d, "failed") || !strings.Contains(s.d, "exit 1") {
+				t.Errorf("run of flaky did not fail: %s", s.d)
+			}
+		} else if s.step == "ran" {
 			if !strings.HasPrefix(s.d, "succeeded") || !strings.Contains(s.d, "exit 0") {
 				t.Errorf("run of %s did not succeed: %s", s.job, s.d)
 			}
+		}
+		if s.step == "ran" {
 			if firstRan < 0 {
 				firstRan = s.at
 			}
@@ -91,6 +97,22 @@ func TestRunShowsEveryStepAndAFirstFireWithinFiveSeconds(t *testing.T) {
 	}
 	if !seen["re-armed"] {
 		t.Errorf("tick was never re-armed\n%s", out)
+	}
+
+	// The failing job's streak alerts once (notify_after 1, no reminders):
+	// one notified step, naming the file, which holds the one event.
+	alerts := filepath.Join(home, alertsFile)
+	var notified []demoStep
+	for _, s := range steps {
+		if s.step == "notified" {
+			notified = append(notified, s)
+		}
+	}
+	if len(notified) != 1 || notified[0].job != "flaky" || notified[0].d != "failed → file "+alerts {
+		t.Errorf("notified steps %+v, want one for flaky: failed → file %s\n%s", notified, alerts, out)
+	}
+	if b, err := os.ReadFile(alerts); err != nil || strings.Count(string(b), "\n") != 1 || !strings.Contains(string(b), `"event":"failed"`) {
+		t.Errorf("alerts file: %q %v", b, err)
 	}
 
 	// The one-shot runs exactly once and is never re-armed.

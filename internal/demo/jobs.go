@@ -11,21 +11,29 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 )
 
-// sampleJob is a sample job of the demo.
+// sampleJob is a sample job of the demo. notifyFile, when set, names a
+// file in the home its failures are reported to (a notify target).
 type sampleJob struct {
 	id, schedule, command, about string
+	notifyFile                   string
 }
 
 // sampleJobs are the sample jobs: the first fires within 3 s of the start.
 var sampleJobs = []sampleJob{
-	{"tick", "every 3s", `echo "tick for slot $CHRONOS_FIRE_AT"`, "an interval, anchored at creation"},
-	{"once", "in 5s", `echo "one-shot run $CHRONOS_RUN_ID"`, "a one-shot, 5 s after creation"},
-	{"paris", "CRON_TZ=Europe/Paris */10 * * * * *", `echo "Paris says $(TZ=Europe/Paris date +%H:%M:%S)"`, "cron with seconds, in a zone"},
+	{"tick", "every 3s", `echo "tick for slot $CHRONOS_FIRE_AT"`, "an interval, anchored at creation", ""},
+	{"once", "in 5s", `echo "one-shot run $CHRONOS_RUN_ID"`, "a one-shot, 5 s after creation", ""},
+	{"paris", "CRON_TZ=Europe/Paris */10 * * * * *", `echo "Paris says $(TZ=Europe/Paris date +%H:%M:%S)"`, "cron with seconds, in a zone", ""},
+	{"flaky", "every 2s", `echo "disk check failed" >&2; exit 1`, "fails; its alert goes to a file", alertsFile},
 }
+
+// alertsFile is the file in the demo's home the failing sample job's
+// notifications are appended to, one JSON line each.
+const alertsFile = "notifications.jsonl"
 
 // keysWait bounds the wait for the agent to be ready with NAS's key set.
 const keysWait = 10 * time.Second
@@ -61,6 +69,9 @@ func addSampleJobs(ctx context.Context, a *agentSide, n *narrator) error {
 func addSampleJob(ctx context.Context, rt *agent.Runtime, j sampleJob) (agent.Job, error) {
 	spec := agent.JobSpec{ID: j.id, Name: j.about, Schedule: j.schedule,
 		Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: j.command}}, Timeout: 30 * time.Second}
+	if j.notifyFile != "" {
+		spec.Notify = notify.Policy{Targets: []notify.Target{{Kind: notify.KindFile, Path: filepath.Join(rt.Store().Home(), j.notifyFile)}}}
+	}
 	job, _, err := rt.AddJob(ctx, spec)
 	switch {
 	case errors.Is(err, store.ErrExists):
@@ -100,4 +111,19 @@ func runDetail(rt *agent.Runtime, home, jobID, runID string) string {
 		return detail
 	}
 	return ""
+}
+
+// noticeDetail names where notification id went, from the outbox.
+func noticeDetail(rt *agent.Runtime, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	box, err := rt.Outbox()
+	if err != nil {
+		return ""
+	}
+	row, err := box.Get(ctx, id)
+	if err != nil {
+		return ""
+	}
+	return row.Target.Where()
 }

@@ -23,6 +23,7 @@ const (
 	stepVerified = "token verified"
 	stepClaimed  = "claimed"
 	stepRan      = "ran"
+	stepNotified = "notified"
 	stepRearmed  = "re-armed"
 )
 
@@ -64,6 +65,9 @@ type narrator struct {
 	// ranDetail, when set, describes a finished run from the ledger and its
 	// output (exit code, output snippet).
 	ranDetail func(jobID, runID string) string
+	// noticeDetail, when set, names where a notification went (a file's
+	// path) from its id.
+	noticeDetail func(id string) string
 }
 
 // newNarrator returns a narrator printing to w, with times relative to start.
@@ -80,6 +84,13 @@ func (n *narrator) logger(side string) *slog.Logger {
 func (n *narrator) setRanDetail(f func(jobID, runID string) string) {
 	n.mu.Lock()
 	n.ranDetail = f
+	n.mu.Unlock()
+}
+
+// setNoticeDetail sets how a sent notification's destination is found.
+func (n *narrator) setNoticeDetail(f func(id string) string) {
+	n.mu.Lock()
+	n.noticeDetail = f
 	n.mu.Unlock()
 }
 
@@ -149,6 +160,8 @@ func (n *narrator) observe(src source, level slog.Level, msg string, a attrs) {
 		known = n.observeFireEndpoint(msg, a)
 	case source{side: "agent", component: "runtime"}:
 		known = n.observeRuns(msg, a)
+	case source{side: "agent", component: "notifier"}:
+		known = n.observeNotices(msg, a)
 	}
 	if !known && level >= slog.LevelWarn {
 		n.step(a.str("job_id"), strings.ToLower(level.String()), src.String()+": "+msg+a.rest("job_id", componentKey))
@@ -227,6 +240,26 @@ func (n *narrator) observeRuns(msg string, a attrs) bool {
 	default:
 		return false
 	}
+	return true
+}
+
+// observeNotices narrates the notifier's records: a sent notification
+// becomes a notified step naming its event and destination. Retries and
+// dead notifications are warnings and errors, printed as such.
+func (n *narrator) observeNotices(msg string, a attrs) bool {
+	if msg != "notification sent" {
+		return false
+	}
+	n.mu.Lock()
+	detail := n.noticeDetail
+	n.mu.Unlock()
+	what := a.str("event") + " → " + a.str("target")
+	if detail != nil {
+		if where := detail(a.str("id")); where != "" {
+			what += " " + where
+		}
+	}
+	n.step(a.str("job"), stepNotified, what)
 	return true
 }
 

@@ -31,6 +31,7 @@ func TestSummaryCountsTheLedgerPerJob(t *testing.T) {
 	table := "" +
 		"  JOB       FIRES  SUCCEEDED  FAILED  DUPLICATES  MISSED/SKIPPED  LATENESS p50  LATENESS max\n" +
 		"  extra         1          1       0           0               0            0s            0s\n" +
+		"  flaky         0          0       0           0               0             -             -\n" +
 		"  once          0          0       0           0               0             -             -\n" +
 		"  paris         1          0       1           0               2           12s           12s\n" +
 		"  tick          3          2       1           1               0           2ms           3ms\n" +

@@ -2,7 +2,8 @@
 // multi-process tests. It is not part of the product.
 //
 //	agentproc race  -home H -job J -last T -out F   claim every slot of J up to T, log wins to F
-//	agentproc serve -home H                          run the built-in timer until SIGTERM
+//	agentproc serve -home H [-allow-private] [-notify-lease D]
+//	                                                 run the built-in timer (and the notifier) until SIGTERM
 //	agentproc add   -home H -id J -schedule S -- CMD add a shell job
 //	agentproc catchup -home H                        one CatchUp, as another agent on the host
 package main
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 )
 
@@ -116,12 +118,16 @@ func race(args []string) error {
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	home := fs.String("home", "", "home")
+	private := fs.Bool("allow-private", false, "let webhooks reach loopback and private addresses")
+	lease := fs.Duration("notify-lease", 0, "the notifier's claim lease")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1,
+		NotifyAddresses: notify.AddressPolicy{AllowPrivate: *private},
+		Notify:          notify.Options{Lease: *lease, Backoff: 50 * time.Millisecond, Poll: 100 * time.Millisecond}})
 	if err != nil {
 		return err
 	}

@@ -16,10 +16,6 @@ import (
 	"github.com/chronoscron/chronos/agent/store"
 )
 
-// NotifyDir is the home's directory of the notification outbox and the
-// webhook signing secret.
-const NotifyDir = "notify"
-
 // notices is a Runtime's side of notifications: the outbox it hands rows
 // to and the notifier that drains it. They are opened when the runtime
 // opens, or, if the home cannot be written then (a read-only home), when
@@ -55,7 +51,7 @@ func (rt *Runtime) outbox() (*notify.FileOutbox, *notify.Notifier, error) {
 	case n.box != nil:
 		return n.box, n.notifier, nil
 	}
-	dir := filepath.Join(rt.cfg.Home, NotifyDir)
+	dir := notify.HomeDir(rt.cfg.Home)
 	box, err := notify.OpenFileOutbox(dir, notify.FileOptions{Now: rt.cfg.Now, Log: rt.log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent: %w", err)

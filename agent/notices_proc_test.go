@@ -105,7 +105,7 @@ func TestKilledAgentNotifiesOnce(t *testing.T) {
 	}
 	// The agent records the answer; then it is stopped cleanly (its ledger
 	// lines are written, nothing more is sent).
-	box, err := notify.OpenFileOutbox(home+"/"+NotifyDir, notify.FileOptions{})
+	box, err := notify.OpenFileOutbox(notify.HomeDir(home), notify.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,9 +21,10 @@ func newDemoCmd() *cobra.Command {
 embedded relay engine with a dispatcher, and an agent with a temporary home,
 all on 127.0.0.1 ephemeral ports, with signing keys made in memory. A few
 sample jobs are added (an interval, a one-shot, a zoned cron line with
-seconds) and every step of every fire is logged as it happens:
+seconds, and a failing job whose alert goes to a file in the home) and every
+step of every fire is logged as it happens:
 
-  armed → relayed → token verified → claimed → ran → re-armed
+  armed → relayed → token verified → claimed → ran → re-armed (→ notified)
 
 Ctrl-C (or the end of --for) stops it and prints a summary from the agent's
 run ledger: fires per job, lateness, duplicates and failures.`,

@@ -19,7 +19,9 @@ type JobPatch struct {
 	Timeout, Grace                        *time.Duration
 	Misfire, Overlap, Window, OnInterrupt *string
 	Retry                                 *Retry
-	Notify                                *notify.Policy
+	// Notify changes the notification policy as it is when the edit is
+	// applied (under the store's lock, so concurrent edits compose).
+	Notify *notify.Change
 }
 
 // specOf returns the spec that defines j.
@@ -31,14 +33,18 @@ func specOf(j *Job) JobSpec {
 }
 
 // apply sets the patched fields of spec.
-func (p JobPatch) apply(s *JobSpec) {
+func (p JobPatch) apply(s *JobSpec) error {
 	set := func(dst *string, v *string) {
 		if v != nil {
 			*dst = *v
 		}
 	}
 	if p.Notify != nil {
-		s.Notify = *p.Notify
+		n, err := p.Notify.Apply(s.Notify)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+		}
+		s.Notify = n
 	}
 	set(&s.Name, p.Name)
 	set(&s.Schedule, p.Schedule)
@@ -62,6 +68,7 @@ func (p JobPatch) apply(s *JobSpec) {
 	if p.Retry != nil {
 		s.Retry = *p.Retry
 	}
+	return nil
 }
 
 // EditJob changes job id's definition by patch. The job keeps its id, its
@@ -82,7 +89,9 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 			return fmt.Errorf("%w: %q", store.ErrNotFound, id)
 		}
 		spec := specOf(j)
-		patch.apply(&spec)
+		if err := patch.apply(&spec); err != nil {
+			return err
+		}
 		now := rt.now()
 		p.lines = nil
 		old := j.Clone()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/store"
 )
 
@@ -82,5 +83,33 @@ func TestEditPausedJob(t *testing.T) {
 	}
 	if got := b.states(t, "p"); got["skipped"] != 2 || len(got) != 1 {
 		t.Fatalf("ledger %v, want the 2 slots passed under the old schedule", got)
+	}
+}
+
+// TestEditNotifyComposes: a notify change applies to the policy as it is
+// when the edit runs, so two edits of different notify settings both hold;
+// a bad change is refused and changes nothing.
+func TestEditNotifyComposes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.add(t, JobSpec{ID: "n", Schedule: "every 1h"})
+	three := 3
+	if _, _, err := b.rt.EditJob(ctx, "n", JobPatch{Notify: &notify.Change{NotifyAfter: &three}}); err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := b.rt.EditJob(ctx, "n", JobPatch{Notify: &notify.Change{Specs: []string{"file:/var/log/chronos-events.jsonl"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.NotifyAfter != 3 || len(j.Targets) != 1 || j.Targets[0].Path != "/var/log/chronos-events.jsonl" {
+		t.Fatalf("policy after two edits: %+v", j.Policy)
+	}
+	zero := 0
+	if _, _, err := b.rt.EditJob(ctx, "n", JobPatch{Notify: &notify.Change{NotifyAfter: &zero}}); !errors.Is(err, ErrInvalidJob) {
+		t.Fatalf("notify_after 0: %v", err)
+	}
+	if got := b.job(t, "n"); got.NotifyAfter != 3 || len(got.Targets) != 1 {
+		t.Fatalf("a refused edit changed the policy: %+v", got.Policy)
 	}
 }

@@ -124,24 +124,19 @@ func (o *jobFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&o.renotifyEvery, "renotify-every", 0, "remind every this many further failures of an alerted streak (0: never)")
 }
 
-// notifyPolicy returns the policy of job id ("" for a new one) changed by the notify flags,
-// checked as the agent serving t sends it: hosts resolved now, private ones refused.
-func (o *jobFlags) notifyPolicy(cmd *cobra.Command, t provider.Target, rt *agent.Runtime, id string) (notify.Policy, error) {
-	ch, base, err := o.notify, agent.Job{}, error(nil)
+// notifyChange returns the change the notify flags ask for, after checking
+// the targets they name against the serving agent's address policy.
+func (o *jobFlags) notifyChange(cmd *cobra.Command, t provider.Target) (notify.Change, error) {
+	ch := o.notify
 	ch.NotifyAfter, ch.RenotifyEvery = ifSet(cmd, "notify-after", &o.notifyAfter), ifSet(cmd, "renotify-every", &o.renotifyEvery)
-	if id != "" {
-		if base, err = rt.Job(cmd.Context(), id); err != nil {
-			return notify.Policy{}, jobError(err)
-		}
-	}
-	p, err := ch.Apply(base.Policy)
-	if err == nil && !ch.Empty() {
+	p, err := ch.Apply(notify.Policy{})
+	if err == nil && len(ch.Specs) > 0 {
 		err = t.Config.CheckNotify(cmd.Context(), p, net.DefaultResolver)
 	}
 	if err != nil {
-		return p, asUsage(fmt.Errorf("jobs %s: %w", cmd.Name(), err))
+		return ch, asUsage(fmt.Errorf("jobs %s: %w", cmd.Name(), err))
 	}
-	return p, nil
+	return ch, nil
 }
 
 // changedAny reports whether any of the flags was given.

@@ -50,7 +50,11 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 				return err
 			}
 			defer closeRuntime(rt)
-			if spec.Notify, err = o.notifyPolicy(cmd, t, rt, ""); err != nil {
+			ch, err := o.notifyChange(cmd, t)
+			if err != nil {
+				return err
+			}
+			if spec.Notify, err = ch.Apply(notify.Policy{}); err != nil {
 				return err
 			}
 			j, sched, err := rt.AddJob(cmd.Context(), spec)
@@ -94,7 +98,7 @@ none removes them). Bad input changes nothing.`,
 			}
 			defer closeRuntime(rt)
 			if patch.Notify != nil {
-				if *patch.Notify, err = o.notifyPolicy(cmd, t, rt, args[0]); err != nil {
+				if *patch.Notify, err = o.notifyChange(cmd, t); err != nil {
 					return err
 				}
 			}
@@ -141,7 +145,7 @@ func (o *jobFlags) patch(cmd *cobra.Command, args []string) (agent.JobPatch, err
 		p.Retry = &r
 	}
 	if changedAny(cmd, "notify", "notify-after", "renotify-every") {
-		p.Notify = &notify.Policy{} // the job's, changed by the flags, once it is read
+		p.Notify = &notify.Change{} // filled in once the targets are checked
 	}
 	if p == (agent.JobPatch{}) {
 		return p, usagef("jobs edit: nothing to change: give the flags to change or a command after \"--\"")

@@ -18,9 +18,10 @@ const (
 )
 
 func newAgentCmd() *cobra.Command {
-	return groupCmd("agent", "Run and inspect the agent sidecar",
+	return groupCmd("agent", "Run and inspect the agent sidecar; cancel an agent's fires at NAS",
 		newAgentServeCmd(),
 		newAgentStatusCmd(),
+		newAgentCancelAllCmd(),
 	)
 }
 

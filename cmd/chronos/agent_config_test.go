@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/sidecar"
 )
@@ -53,7 +54,7 @@ func TestAgentStatusFindsTheHomeNextToItsConfig(t *testing.T) {
 		t.Fatalf("jobs add: %v: %s", err, errOut)
 	}
 	out, errOut, err := runFrom(t, bin, conf, nil, "jobs", "show", "--home", home, "nightly", "--json")
-	var j jobJSON
+	var j agent.JobView
 	if err != nil || json.Unmarshal([]byte(out), &j) != nil || j.Timezone != "Europe/Paris" {
 		t.Fatalf("jobs show: %v %q %s: zone %q, want the config's Europe/Paris", err, out, errOut, j.Timezone)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/internal/cmdline"
 	"github.com/chronoscron/chronos/internal/relaybench"
 	"github.com/chronoscron/chronos/nas"
 )
@@ -95,7 +96,7 @@ func (b *benchRelayFlags) run(cmd *cobra.Command, _ []string) error {
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
 	res, err := relaybench.Run(cmd.Context(), b.o, log)
 	if res != nil && b.asJSON {
-		_ = printJSON(cmd.OutOrStdout(), res)
+		_ = cmdline.WriteJSON(cmd.OutOrStdout(), res)
 	} else if res != nil {
 		res.WriteText(cmd.OutOrStdout())
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
+	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
 // envHome names the agent's home directory when --home is not given.
@@ -91,7 +92,7 @@ type jobFlags struct {
 	pay                                           agent.PayloadSpec
 	timeout, grace, retryBackoff, retryMaxBackoff time.Duration
 	retryAttempts                                 int
-	json                                          bool
+	out                                           cmdline.Output
 	notify                                        notify.Change
 	notifyAfter, renotifyEvery                    int
 }
@@ -118,7 +119,7 @@ func (o *jobFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&o.pay.Body, "http-body", "", "HTTP request body")
 	f.IntSliceVar(&o.pay.Accept, "http-accept", nil, "statuses that count as success (default any 2xx)")
 	f.BoolVar(&o.pay.FollowRedirects, "http-follow-redirects", false, "follow redirects (default: a redirect is the answer)")
-	f.BoolVar(&o.json, "json", false, "print the job as JSON")
+	f.BoolVar(&o.out.JSON, "json", false, "print the job as JSON")
 	f.StringArrayVar(&o.notify.Specs, "notify", nil, "tell a target of the job's runs: KIND:DEST[@EVENT,...], KIND webhook, command or file (repeatable; 'none' removes them)")
 	f.IntVar(&o.notifyAfter, "notify-after", notify.DefaultNotifyAfter, "consecutive failures that raise the failed alert")
 	f.IntVar(&o.renotifyEvery, "renotify-every", 0, "remind every this many further failures of an alerted streak (0: never)")
@@ -179,28 +180,5 @@ func (o *jobFlags) payload(cmd *cobra.Command, verb string, args []string) (*run
 // printJob prints a saved job: JSON, or how its schedule was understood and
 // its next three fires.
 func (o *jobFlags) printJob(w io.Writer, rt *agent.Runtime, verb string, j *agent.Job, sched *schedule.Schedule) error {
-	if o.json {
-		return jobsJSON(w, rt.View(j))
-	}
-	fmt.Fprintf(w, "%s job %s\nschedule: %s\n", verb, termSafe(j.ID), termSafe(sched.Describe()))
-	for _, t := range j.Policy.Targets {
-		fmt.Fprintf(w, "notify: %s\n", termSafe(t.Spec()))
-	}
-	if j.NextRunAt == nil {
-		fmt.Fprintln(w, "paused: no fires until resumed")
-		return nil
-	}
-	fmt.Fprintln(w, "next fires:")
-	for _, at := range agent.Fires(sched, j.NextRunAt.Add(-time.Nanosecond), 3) {
-		fmt.Fprintf(w, "  %s\n", at.Format(time.RFC3339))
-	}
-	return nil
-}
-
-// armOut is where the arming line goes: stderr under --json.
-func (o *jobFlags) armOut(cmd *cobra.Command) io.Writer {
-	if o.json {
-		return cmd.ErrOrStderr()
-	}
-	return cmd.OutOrStdout()
+	return o.out.Print(w, rt.View(j), func(w io.Writer) error { return agent.WriteSaved(w, verb, j, sched) })
 }

@@ -64,7 +64,7 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 			if err := o.printJob(cmd.OutOrStdout(), rt, "added", &j, sched); err != nil {
 				return err
 			}
-			return c.changed(cmd.Context(), o.armOut(cmd), t, rt, &j)
+			return c.changed(cmd.Context(), o.out.Aside(cmd), t, rt, &j)
 		},
 	}
 	o.register(cmd.Flags())
@@ -109,7 +109,7 @@ none removes them). Bad input changes nothing.`,
 			if err := o.printJob(cmd.OutOrStdout(), rt, "edited", &j, sched); err != nil {
 				return err
 			}
-			return c.changed(cmd.Context(), o.armOut(cmd), t, rt, &j)
+			return c.changed(cmd.Context(), o.out.Aside(cmd), t, rt, &j)
 		},
 	}
 	o.register(cmd.Flags())

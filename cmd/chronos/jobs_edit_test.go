@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/chronoscron/chronos/agent"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,7 @@ func TestJobsEdit(t *testing.T) {
 	if out := mustCLI(t, "jobs", "run", "--home", home, "e"); !strings.Contains(out, "succeeded") {
 		t.Fatalf("run: %s", out)
 	}
-	var before jobJSON
+	var before agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, "e", "--json")), &before); err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func TestJobsEdit(t *testing.T) {
 	if !strings.Contains(out, "edited job e") || !strings.Contains(out, "interval every 2h") || strings.Count(out, "\n  20") != 3 {
 		t.Fatalf("edit output:\n%s", out)
 	}
-	var after jobJSON
+	var after agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, "e", "--json")), &after); err != nil {
 		t.Fatal(err)
 	}

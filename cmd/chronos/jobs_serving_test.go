@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/nas"
 	nashttp "github.com/chronoscron/chronos/nas/http"
@@ -77,7 +78,7 @@ func TestJobsArmThroughServingAgent(t *testing.T) {
 	if !strings.Contains(out, "armed at NAS through the agent of "+cfgPath+" for ") || !strings.Contains(out, "T09:00:00+0") {
 		t.Fatalf("add does not say it armed through the serving agent:\n%s", out)
 	}
-	var j jobJSON
+	var j agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, "brief", "--json")), &j); err != nil {
 		t.Fatal(err)
 	}

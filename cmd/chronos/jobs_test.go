@@ -42,7 +42,7 @@ func TestJobsLifecycle(t *testing.T) {
 		t.Fatalf("add printed %d next fires, want 3:\n%s", fires, out)
 	}
 
-	var list []jobJSON
+	var list []agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "list", "--home", home, "--json")), &list); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestJobsLifecycle(t *testing.T) {
 	}
 
 	mustCLI(t, "jobs", "pause", "--home", home, "greet", "--reason", "maintenance")
-	var j jobJSON
+	var j agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, "greet", "--json")), &j); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestJobsAddHTTP(t *testing.T) {
 	mustCLI(t, "jobs", "add", "--home", home, "--id", "hook", "--schedule", "*/5 * * * *", "--tz", "Europe/Paris",
 		"--http-url", "https://example.org/hook", "--http-method", "POST", "--http-header", "X-Token: abc",
 		"--http-body", "{}", "--http-accept", "200,204", "--overlap", "queue_one", "--misfire", "skip", "--timeout", "30s")
-	var j jobJSON
+	var j agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, "hook", "--json")), &j); err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestJobsRunFailureAndPausedAdd(t *testing.T) {
 	if code != exitFailure || !strings.Contains(out, "failed") || !strings.Contains(out, "exit status 7") || !strings.Contains(errOut, "failed") {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	var j jobJSON
+	var j agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, "bad", "--json")), &j); err != nil {
 		t.Fatal(err)
 	}

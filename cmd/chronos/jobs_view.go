@@ -1,63 +1,28 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
-	"text/tabwriter"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
-// jobJSON is a job as the CLI prints it in JSON.
-type jobJSON = agent.JobView
-
-func jobsJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write json: %w", err)
-	}
-	return nil
-}
-
-func jobsDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func writeJobTable(w io.Writer, jobs []agent.Job) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tSTATE\tNEXT\tLAST RUN\tLAST STATUS\tNOTIFY")
-	for i := range jobs {
-		j := &jobs[i]
-		state := agent.JobState(j)
-		if state == "paused" && j.PausedReason != "" {
-			state += " (" + j.PausedReason + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{j.ID, jobsDash(j.Name), j.Schedule, state,
-			agent.JobTime(j, j.NextRunAt), agent.JobTime(j, j.LastRunAt), jobsDash(j.LastStatus), j.Policy.Kinds()})...)
-	}
-	return tw.Flush()
-}
-
-func writeJobDetail(w io.Writer, v *agent.JobView) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, r := range append(v.Details(), v.Policy.Describe(v.NotifyStreak)...) {
-		fmt.Fprintf(tw, "%s:\t%s\n", r[0], termSafe(r[1]))
-	}
-	return tw.Flush()
+// jobRemoved is what jobs rm --json prints.
+type jobRemoved struct {
+	ID      string `json:"id"`
+	Removed bool   `json:"removed"`
 }
 
 func (c *jobsCLI) listCmd() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	var out cmdline.Output
+	return out.Register(&cobra.Command{
 		Use: "list", Short: "List jobs", Args: cobra.NoArgs,
+		Example: "  chronos jobs list\n  chronos jobs list --json | jq -r '.[] | select(.state==\"paused\") | .id'",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, _, err := c.open(cmd.Context())
 			if err != nil {
@@ -65,27 +30,23 @@ func (c *jobsCLI) listCmd() *cobra.Command {
 			}
 			defer closeRuntime(rt)
 			jobs, err := rt.Jobs(cmd.Context())
-			views := make([]jobJSON, 0, len(jobs))
+			if err != nil {
+				return err
+			}
+			views := make([]agent.JobView, 0, len(jobs))
 			for i := range jobs {
 				views = append(views, rt.View(&jobs[i]))
 			}
-			switch {
-			case err != nil:
-				return err
-			case asJSON:
-				return jobsJSON(cmd.OutOrStdout(), views)
-			}
-			return writeJobTable(cmd.OutOrStdout(), jobs)
+			return out.Print(cmd.OutOrStdout(), views, func(w io.Writer) error { return agent.WriteJobTable(w, jobs) })
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
+	}, "the jobs")
 }
 
 func (c *jobsCLI) showCmd() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
+	var out cmdline.Output
+	return out.Register(&cobra.Command{
 		Use: "show ID", Short: "Show one job", Args: cobra.ExactArgs(1),
+		Example: "  chronos jobs show backup\n  chronos jobs show backup --json | jq .next_run_at",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rt, _, err := c.open(cmd.Context())
 			if err != nil {
@@ -96,20 +57,19 @@ func (c *jobsCLI) showCmd() *cobra.Command {
 			if err != nil {
 				return jobError(err)
 			}
-			if v := rt.View(&j); !asJSON {
-				return writeJobDetail(cmd.OutOrStdout(), &v)
-			}
-			return jobsJSON(cmd.OutOrStdout(), rt.View(&j))
+			v := rt.View(&j)
+			return out.Print(cmd.OutOrStdout(), v, v.WriteDetail)
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
+	}, "the job")
 }
 
-// changeCmd is a command that changes one job and arms the change.
+// changeCmd is a command that changes one job and arms the change; do
+// returns the changed job (nil when removed) and the line that says so.
 func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error)) *cobra.Command {
-	return &cobra.Command{
+	var out cmdline.Output
+	return out.Register(&cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
+		Example: "  chronos jobs " + strings.TrimSuffix(use, " ID") + " backup\n  chronos jobs " + strings.TrimSuffix(use, " ID") + " backup --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rt, t, err := c.open(cmd.Context())
 			if err != nil {
@@ -120,10 +80,16 @@ func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt *a
 			if err != nil {
 				return jobError(err)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), termSafe(line))
-			return c.changed(cmd.Context(), cmd.OutOrStdout(), t, rt, j)
+			var v any = jobRemoved{ID: args[0], Removed: true}
+			if j != nil {
+				v = rt.View(j)
+			}
+			if err := out.Print(cmd.OutOrStdout(), v, cmdline.Textf("%s", termSafe(line))); err != nil {
+				return err
+			}
+			return c.changed(cmd.Context(), out.Aside(cmd), t, rt, j)
 		},
-	}
+	}, "the job")
 }
 
 func (c *jobsCLI) pauseCmd() *cobra.Command {
@@ -158,7 +124,7 @@ func (c *jobsCLI) rmCmd() *cobra.Command {
 
 func (c *jobsCLI) runCmd() *cobra.Command {
 	var o agent.RunOptions
-	var asJSON bool
+	var out cmdline.Output
 	cmd := &cobra.Command{
 		Use:   "run ID",
 		Short: "Run a job now through the same claim and ledger, and wait for the outcome",
@@ -166,7 +132,8 @@ func (c *jobsCLI) runCmd() *cobra.Command {
 fire, is recorded in the ledger with trigger "manual", and this command waits for it to
 end. --force runs even if the idempotency window already has a successful run.
 Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printed).`,
-		Args: cobra.ExactArgs(1),
+		Example: "  chronos jobs run backup\n  chronos jobs run backup --force --json | jq .state",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rt, _, err := c.open(cmd.Context())
 			if err != nil {
@@ -177,24 +144,20 @@ Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printe
 			if err != nil {
 				return jobError(err)
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				if err := jobsJSON(out, run); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintln(out, termSafe(run.Summary()))
+			err = out.Print(cmd.OutOrStdout(), run, func(w io.Writer) error {
+				fmt.Fprintln(w, termSafe(run.Summary()))
 				if run.Output != "" {
-					fmt.Fprintf(out, "output: %s\n", termSafe(filepath.Join(rt.Store().Home(), run.Output)))
+					fmt.Fprintf(w, "output: %s\n", termSafe(filepath.Join(rt.Store().Home(), run.Output)))
 				}
+				return nil
+			})
+			if err == nil && run.State != "succeeded" {
+				err = fmt.Errorf("jobs run: run %s %s", run.RunID, run.State)
 			}
-			if run.State != "succeeded" {
-				return fmt.Errorf("jobs run: run %s %s", run.RunID, run.State)
-			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&o.Force, "force", false, "run even if the idempotency window already has a successful run")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run as JSON")
+	out.Register(cmd, "the run")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/provider"
 )
 
@@ -84,7 +85,7 @@ func TestJobsAddUsesAgentZone(t *testing.T) {
 	mustCLI(t, "jobs", "add", "--id", "berlin", "--schedule", "0 9 * * *", "--", "true")
 	mustCLI(t, "jobs", "add", "--id", "explicit", "--tz", "UTC", "--schedule", "0 9 * * *", "--", "true")
 	for id, zone := range map[string]string{"berlin": "Europe/Berlin", "explicit": "UTC"} {
-		var j jobJSON
+		var j agent.JobView
 		if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, id, "--json")), &j); err != nil {
 			t.Fatal(err)
 		}

@@ -2,23 +2,31 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/internal/cmdline"
 	"github.com/chronoscron/chronos/nas"
 )
+
+// keyActivated is what keys activate --json prints.
+type keyActivated struct {
+	KID     string `json:"kid"`
+	Signing bool   `json:"signing"`
+}
 
 func newKeysCmd() *cobra.Command {
 	return groupCmd("keys", "Manage NAS signing keys", newKeysGenerateCmd(), newKeysListCmd(), newKeysActivateCmd())
 }
 
 func newKeysGenerateCmd() *cobra.Command {
-	var out, alg string
+	var dir, alg string
 	var activate bool
-	c := &cobra.Command{
+	var out cmdline.Output
+	c := out.Register(&cobra.Command{
 		Use:   "generate --out DIR [--alg ES256|EdDSA|RS256]",
 		Short: "Write a new signing key (PEM, mode 0600) named <kid>.pem and print its kid",
 		Long: `Write a new private signing key to DIR/<kid>.pem and print its kid. DIR is
@@ -34,9 +42,10 @@ fetch it before the first token signed with it arrives.
 with their own JWT library, and common verifiers (PyJWT-based agents among
 them) accept only RS and ES algorithms. Choose EdDSA only for agents known to
 accept it; RS256 for verifiers that want RSA.`,
-		Args: cobra.NoArgs,
+		Example: "  chronos keys generate --out /etc/chronos/keys\n  chronos keys generate --out /etc/chronos/keys --json | jq -r .kid",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
+			if dir == "" {
 				return usagef("keys generate: --out is required")
 			}
 			switch alg {
@@ -48,19 +57,20 @@ accept it; RS256 for verifiers that want RSA.`,
 			if err != nil {
 				return err
 			}
-			if err := nas.WriteKeyFile(out, k); err != nil {
+			if err := nas.WriteKeyFile(dir, k); err != nil {
 				return fmt.Errorf("keys generate: %w", err)
 			}
+			state := "published"
 			if activate {
-				if err := nas.ActivateKey(out, k.KID); err != nil {
+				if err := nas.ActivateKey(dir, k.KID); err != nil {
 					return fmt.Errorf("keys activate: %w", err)
 				}
+				state = "signing"
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), k.KID)
-			return nil
+			return out.Print(cmd.OutOrStdout(), nas.KeyInfo{KID: k.KID, Alg: k.Alg, State: state}, cmdline.Textf("%s", k.KID))
 		},
-	}
-	c.Flags().StringVar(&out, "out", "", "the signing keys directory")
+	}, "the new key")
+	c.Flags().StringVar(&dir, "out", "", "the signing keys directory")
 	c.Flags().StringVar(&alg, "alg", nas.DefaultSigningAlg, "ES256, EdDSA or RS256")
 	c.Flags().BoolVar(&activate, "activate", false, "also make the new key the signing key (only for a first key)")
 	return c
@@ -68,13 +78,15 @@ accept it; RS256 for verifiers that want RSA.`,
 
 func newKeysListCmd() *cobra.Command {
 	var dir string
-	c := &cobra.Command{
+	var out cmdline.Output
+	c := out.Register(&cobra.Command{
 		Use:   "list --dir DIR",
 		Short: "List the keys of a signing keys dir and which one signs",
 		Long: `List the keys of a signing keys dir with their algorithm, and which one
 signs: the key the active file names, else, as NAS does with no signing_alg
 set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.`,
-		Args: cobra.NoArgs,
+		Example: "  chronos keys list --dir /etc/chronos/keys --json | jq -r '.[] | select(.state==\"signing\") | .kid'",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
 				return usagef("keys list: --dir is required")
@@ -83,28 +95,25 @@ set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KID\tALG\tSTATE")
-			for _, k := range set.Published {
-				state := "published"
-				if k.KID == set.Active.KID {
-					state = "signing"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", k.KID, k.Alg, state)
-			}
-			return tw.Flush()
+			keys := set.Keys()
+			return out.Print(cmd.OutOrStdout(), keys, func(w io.Writer) error { return nas.WriteKeyTable(w, keys) })
 		},
-	}
+	}, "the keys")
 	c.Flags().StringVar(&dir, "dir", "", "the signing keys directory")
 	return c
 }
 
 func newKeysActivateCmd() *cobra.Command {
 	var dir string
-	c := &cobra.Command{
+	var out cmdline.Output
+	c := out.Register(&cobra.Command{
 		Use:   "activate --dir DIR KID",
 		Short: "Make KID the signing key (publish it first and wait for JWKS caches)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Name KID in DIR/active: NAS signs with it from its next key check (SIGHUP or
+key_check_interval). Generate the key first and wait until agents' JWKS
+caches hold it, so no token arrives signed with a key they have not seen.`,
+		Example: "  chronos keys activate --dir /etc/chronos/keys 2026-06-01-ab12",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dir == "" {
 				return usagef("keys activate: --dir is required")
@@ -116,10 +125,10 @@ func newKeysActivateCmd() *cobra.Command {
 			if err := nas.ActivateKey(dir, kid); err != nil {
 				return fmt.Errorf("keys activate: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s now signs; send NAS SIGHUP or wait for its next key check\n", kid)
-			return nil
+			return out.Print(cmd.OutOrStdout(), keyActivated{KID: kid, Signing: true},
+				cmdline.Textf("%s now signs; send NAS SIGHUP or wait for its next key check", kid))
 		},
-	}
+	}, "the result")
 	c.Flags().StringVar(&dir, "dir", "", "the signing keys directory")
 	return c
 }

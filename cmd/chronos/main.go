@@ -1,13 +1,14 @@
 // Command chronos is the one Chronos binary: the NAS service, the relay
-// dispatchers, the agent sidecar, the job CLI and the demo.
+// dispatchers, the agent sidecar, the job CLI, the operator commands and the
+// demo.
 //
 // Only this package reads flags, the environment and files, and wires the
-// parts together. Exit codes: 0 ok, 1 failure, 2 bad usage or input.
+// parts together. Exit codes: 0 ok, 1 failure, 2 bad usage or input (see
+// docs/cli.md); every command that prints data takes --json.
 package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -20,9 +21,9 @@ import (
 
 // Exit codes of the binary.
 const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
+	exitOK      = cmdline.ExitOK
+	exitFailure = cmdline.ExitFailure
+	exitUsage   = cmdline.ExitUsage
 )
 
 // usagef returns a usage error (exit 2) with a formatted message.
@@ -45,47 +46,20 @@ func main() {
 
 // run executes the command line args and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd()
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
-	fmt.Fprintf(stderr, "chronos: %s\n", termSafeLines(err.Error()))
-	if cmdline.IsUsage(err) {
-		return exitUsage
-	}
-	return exitFailure
+	return cmdline.Execute(ctx, newRootCmd(), args, stdout, stderr)
 }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "chronos",
-		Short:         "Managed cron for agents that scale to zero",
-		Long:          "Chronos keeps cron promises for agents that are stopped between fires: the agent owns time, NAS owns delivery.",
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Use:   "chronos",
+		Short: "Managed cron for agents that scale to zero",
+		Long: `Chronos keeps cron promises for agents that are stopped between fires: the agent owns time, NAS owns delivery.
+
+Every command that prints data takes --json (one JSON document on stdout).
+Exit codes: 0 ok, 1 failure, 2 bad usage or input (nothing changed).
+Shell completion: chronos completion bash|zsh|fish|powershell; man pages: chronos man DIR.`,
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return asUsage(err) })
-	root.AddCommand(
-		newVersionCmd(),
-		newDemoCmd(),
-		newNASCmd(),
-		newRelayCmd(),
-		newAgentCmd(),
-		newJobsCmd(),
-		newRunsCmd(),
-		newNotifyCmd(),
-		newScheduleCmd(),
-		newKeysCmd(),
-		newDLQCmd(),
-		newBenchCmd(),
-	)
-	// Unknown subcommands and wrong argument counts are usage errors too.
-	for _, c := range root.Commands() {
-		cmdline.MarkUsage(c)
-	}
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newNASCmd(), newRelayCmd(), newAgentCmd(), newJobsCmd(), newRunsCmd(),
+		newNotifyCmd(), newScheduleCmd(), newKeysCmd(), newDLQCmd(), newInstanceCmd(), newBenchCmd(), newManCmd())
 	return root
 }

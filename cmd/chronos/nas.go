@@ -36,13 +36,13 @@ to the file. --config defaults to CHRONOS_NAS_CONFIG. --print-config prints
 the effective configuration with each key's variable, secrets redacted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkNASEnv(os.Environ()); err != nil {
+			if err := nas.CheckEnv(os.Environ()); err != nil {
 				return asUsage(err)
 			}
 			if configPath == "" {
-				configPath = os.Getenv(nasEnvPrefix + "CONFIG")
+				configPath = os.Getenv(nas.EnvPrefix + "CONFIG")
 			}
-			cfg, err := loadNASConfig(configPath, os.LookupEnv)
+			cfg, err := nas.LoadConfig(configPath, os.LookupEnv)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -54,7 +54,7 @@ the effective configuration with each key's variable, secrets redacted.`,
 						cfg.SigningAlg = set.Active.Alg
 					}
 				}
-				out, err := printNASConfig(cfg)
+				out, err := cfg.RedactedYAML()
 				if err != nil {
 					return err
 				}
@@ -122,7 +122,7 @@ relay.secrets, relay.nas_url and relay.dispatchers. With --listen it serves
 /healthz, /readyz and /metrics there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			if o.Config, err = loadNASConfig(configPath, os.LookupEnv); err != nil {
+			if o.Config, err = nas.LoadConfig(configPath, os.LookupEnv); err != nil {
 				return asUsage(err)
 			}
 			if cmd.Flags().Changed("dispatchers") {

@@ -276,18 +276,18 @@ func TestNASNewKeysFromTheEnvironment(t *testing.T) {
 		"CHRONOS_NAS_PUBLIC_URL": "https://nas.example.com", "CHRONOS_NAS_AGENTS_FILE": "a.yaml",
 		"CHRONOS_NAS_RELAY_SECRETS": nasTestSecret,
 	}
-	cfg, err := loadNASConfig("", nasEnvFrom(env))
+	cfg, err := nas.LoadConfig("", nasEnvFrom(env))
 	if err != nil || cfg.Relay.Retry.MaxAuthAttempts != 4 || cfg.AgentJWT.SessionClaim != "sid" {
 		t.Fatalf("defaults: %+v %+v %v", cfg.Relay.Retry, cfg.AgentJWT, err)
 	}
 	env["CHRONOS_NAS_RELAY_RETRY_MAX_AUTH_ATTEMPTS"] = "7"
 	env["CHRONOS_NAS_AGENT_JWT_SESSION_CLAIM"] = "session_id"
-	cfg, err = loadNASConfig("", nasEnvFrom(env))
+	cfg, err = nas.LoadConfig("", nasEnvFrom(env))
 	if err != nil || cfg.Relay.Retry.MaxAuthAttempts != 7 || cfg.AgentJWT.SessionClaim != "session_id" {
 		t.Fatalf("from the environment: %+v %+v %v", cfg.Relay.Retry, cfg.AgentJWT, err)
 	}
 	env["CHRONOS_NAS_RELAY_RETRY_MAX_AUTH_ATTEMPTS"] = "-1"
-	if _, err := loadNASConfig("", nasEnvFrom(env)); err == nil || !strings.Contains(err.Error(), "relay.retry.max_auth_attempts") {
+	if _, err := nas.LoadConfig("", nasEnvFrom(env)); err == nil || !strings.Contains(err.Error(), "relay.retry.max_auth_attempts") {
 		t.Fatalf("negative max_auth_attempts: %v", err)
 	}
 }

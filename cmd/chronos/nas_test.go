@@ -50,7 +50,7 @@ func TestNASConfigLoading(t *testing.T) {
 	nasWriteFile(t, cfgPath, "listen: 127.0.0.1:9000\npublic_url: https://nas.example.com\nagents_file: agents.yaml\nlimits:\n  burst: 5\nrelay:\n  dispatchers: 0\n")
 	nasWriteFile(t, filepath.Join(dir, "op"), "  op-secret-from-a-file \n")
 	nasWriteFile(t, filepath.Join(dir, "secrets"), nasTestSecret+"\n\n# old one\n")
-	cfg, err := loadNASConfig(cfgPath, nasEnvFrom(map[string]string{
+	cfg, err := nas.LoadConfig(cfgPath, nasEnvFrom(map[string]string{
 		"CHRONOS_NAS_LIMITS_BURST":            "9",
 		"CHRONOS_NAS_OPERATOR_TOKEN_FILE":     filepath.Join(dir, "op"),
 		"CHRONOS_NAS_RELAY_SECRETS_FILE":      filepath.Join(dir, "secrets"),
@@ -69,7 +69,7 @@ func TestNASConfigLoading(t *testing.T) {
 	}
 	// Env alone is enough; relay secrets are comma separated; the operator
 	// token is trimmed.
-	cfg, err = loadNASConfig("", nasEnvFrom(map[string]string{
+	cfg, err = nas.LoadConfig("", nasEnvFrom(map[string]string{
 		"CHRONOS_NAS_PUBLIC_URL": "https://nas.example.com", "CHRONOS_NAS_AGENTS_FILE": "a.yaml",
 		"CHRONOS_NAS_RELAY_SECRETS": nasTestSecret + "," + nasTestSecret, "CHRONOS_NAS_RELAY_DISPATCHERS": "3",
 		"CHRONOS_NAS_OPERATOR_TOKEN": " op-env-0123456789abc\n",
@@ -87,11 +87,11 @@ func TestNASConfigLoading(t *testing.T) {
 	}
 	for _, bad := range []string{"listen: [", "no_such_key: 1\n"} {
 		nasWriteFile(t, cfgPath, bad)
-		if _, err := loadNASConfig(cfgPath, nasEnvFrom(nil)); err == nil {
+		if _, err := nas.LoadConfig(cfgPath, nasEnvFrom(nil)); err == nil {
 			t.Errorf("config %q loaded", bad)
 		}
 	}
-	if _, err := loadNASConfig("", nasEnvFrom(map[string]string{"CHRONOS_NAS_LIMITS_BURST": "many"})); err == nil || !strings.Contains(err.Error(), "CHRONOS_NAS_LIMITS_BURST") {
+	if _, err := nas.LoadConfig("", nasEnvFrom(map[string]string{"CHRONOS_NAS_LIMITS_BURST": "many"})); err == nil || !strings.Contains(err.Error(), "CHRONOS_NAS_LIMITS_BURST") {
 		t.Errorf("bad env value: %v", err)
 	}
 }
@@ -396,7 +396,7 @@ relay:
 // TestNASExampleConfig keeps testdata/nas/nas.yaml loadable.
 func TestNASExampleConfig(t *testing.T) {
 	t.Parallel()
-	cfg, err := loadNASConfig(filepath.Join("..", "..", "testdata", "nas", "nas.yaml"), nasEnvFrom(nil))
+	cfg, err := nas.LoadConfig(filepath.Join("..", "..", "testdata", "nas", "nas.yaml"), nasEnvFrom(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestNASConfigPathsRelativeToTheFile(t *testing.T) {
 	nasWriteFile(t, filepath.Join(dir, "conf", "secret", "op"), " op-token-from-the-file\n")
 	nasWriteFile(t, filepath.Join(dir, "secrets"), nasTestSecret+"\n")
 
-	cfg, err := loadNASConfig(cfgPath, nasEnvFrom(map[string]string{
+	cfg, err := nas.LoadConfig(cfgPath, nasEnvFrom(map[string]string{
 		"CHRONOS_NAS_RELAY_SECRETS_FILE": filepath.Join(dir, "secrets"),
 	}))
 	if err != nil {
@@ -447,7 +447,7 @@ func TestNASConfigPathsRelativeToTheFile(t *testing.T) {
 		}
 	}
 	// An environment path is not moved next to the config file.
-	cfg, err = loadNASConfig(cfgPath, nasEnvFrom(map[string]string{
+	cfg, err = nas.LoadConfig(cfgPath, nasEnvFrom(map[string]string{
 		"CHRONOS_NAS_AGENTS_FILE":        "rel/agents.yaml",
 		"CHRONOS_NAS_RELAY_SECRETS_FILE": filepath.Join(dir, "secrets"),
 	}))
@@ -499,7 +499,7 @@ func TestNASEnvTypos(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := checkNASEnv(tt.environ)
+			err := nas.CheckEnv(tt.environ)
 			switch {
 			case tt.bad == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -539,7 +539,7 @@ func TestNASConfigYAMLStrictness(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "nas.yaml")
 			nasWriteFile(t, path, tt.yaml)
-			cfg, err := loadNASConfig(path, nasEnvFrom(nil))
+			cfg, err := nas.LoadConfig(path, nasEnvFrom(nil))
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatal("loaded")

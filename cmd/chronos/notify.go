@@ -3,12 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"text/tabwriter"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent/notify"
+	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/internal/termtext"
 )
 
 // notifyCLI is what the notify commands share: the --home flag.
@@ -31,8 +32,10 @@ func (c *notifyCLI) outbox() (*notify.FileOutbox, error) {
 }
 
 func (c *notifyCLI) listCmd() *cobra.Command {
-	var pending, dead, asJSON bool
+	var pending, dead bool
+	var out cmdline.Output
 	cmd := &cobra.Command{Use: "list", Short: "List the notifications of the home's jobs, oldest first", Args: cobra.NoArgs,
+		Example: "  chronos notify list --dead\n  chronos notify list --pending --json | jq length",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			box, err := c.outbox()
 			if err != nil {
@@ -48,27 +51,28 @@ func (c *notifyCLI) listCmd() *cobra.Command {
 			rows, err := box.List(cmd.Context(), states...)
 			if err != nil {
 				return err
-			} else if asJSON {
-				return jobsJSON(cmd.OutOrStdout(), append([]notify.Row{}, rows...))
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, strings.Join(notify.RowHeader, "\t"))
-			for _, r := range rows {
-				fmt.Fprintln(tw, strings.Join(r.Columns(termSafe), "\t"))
-			}
-			return tw.Flush()
+			return out.Print(cmd.OutOrStdout(), append([]notify.Row{}, rows...), func(w io.Writer) error {
+				cells := make([][]string, 0, len(rows))
+				for _, r := range rows {
+					cells = append(cells, r.Columns(termSafe))
+				}
+				return termtext.Table(w, notify.RowHeader, cells)
+			})
 		}}
 	cmd.Flags().BoolVar(&pending, "pending", false, "only the notifications still owed (pending or being sent)")
 	cmd.Flags().BoolVar(&dead, "dead", false, "only the notifications given up on (see notify replay)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out.Register(cmd, "the notifications")
 	cmd.MarkFlagsMutuallyExclusive("pending", "dead")
 	return cmd
 }
 
 func (c *notifyCLI) replayCmd() *cobra.Command {
-	return &cobra.Command{Use: "replay ID", Short: "Owe a sent or dead notification again, under the same id", Args: cobra.ExactArgs(1),
+	var out cmdline.Output
+	return out.Register(&cobra.Command{Use: "replay ID", Short: "Owe a sent or dead notification again, under the same id", Args: cobra.ExactArgs(1),
 		Long: `Make a sent or dead notification pending again, with a new give-up time, under the same id
 (webhook-id), and so the same de-duplication. The home's agent sends it within 30 seconds.`,
+		Example: "  chronos notify replay 01J2Z3...\n  chronos notify list --dead --json | jq -r '.[].id' | xargs -n1 chronos notify replay",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			box, err := c.outbox()
 			if err != nil {
@@ -81,22 +85,28 @@ func (c *notifyCLI) replayCmd() *cobra.Command {
 			} else if err != nil {
 				return fmt.Errorf("notify replay: %w", err)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), termSafe(r.String()))
-			return nil
-		}}
+			return out.Print(cmd.OutOrStdout(), r, cmdline.Textf("%s", termSafe(r.String())))
+		}}, "the notification")
 }
 
 func (c *notifyCLI) secretCmd() *cobra.Command {
-	return &cobra.Command{Use: "secret", Short: "Print the webhook signing secret (whsec_…) receivers verify with, creating it if absent", Args: cobra.NoArgs,
+	var out cmdline.Output
+	return out.Register(&cobra.Command{Use: "secret", Short: "Print the webhook signing secret (whsec_…) receivers verify with, creating it if absent", Args: cobra.NoArgs,
+		Long: `Print the secret the home's agent signs webhook notifications with (Standard Webhooks:
+webhook-id, webhook-timestamp, webhook-signature), creating it if absent. Give it to
+the receivers; keep it out of logs.`,
+		Example: "  chronos notify secret --home /var/lib/chronos\n  chronos notify secret --json | jq -r .secret",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := target(c.home)
 			if err != nil {
 				return err
 			}
 			s, err := notify.LoadOrCreateSecret(notify.HomeDir(t.Home))
-			if err == nil {
-				fmt.Fprintln(cmd.OutOrStdout(), s.String())
+			if err != nil {
+				return err
 			}
-			return err
-		}}
+			return out.Print(cmd.OutOrStdout(), struct {
+				Secret string `json:"secret"`
+			}{s.String()}, cmdline.Textf("%s", s.String()))
+		}}, "the secret")
 }

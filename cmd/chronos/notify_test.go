@@ -11,14 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/provider"
 )
 
 // showJob returns job id as jobs show --json prints it.
-func showJob(t *testing.T, home, id string) jobJSON {
+func showJob(t *testing.T, home, id string) agent.JobView {
 	t.Helper()
-	var j jobJSON
+	var j agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "show", "--home", home, id, "--json")), &j); err != nil {
 		t.Fatal(err)
 	}

@@ -1,32 +1,34 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/cmdline"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/nas/operator"
 )
 
-// operatorFlags are the connection flags of the operator commands.
+// operatorFlags are the connection flags and --json of the operator commands.
 type operatorFlags struct {
 	nasURL, token, config string
 	// getenv reads the environment; nil is os.LookupEnv.
 	getenv func(string) (string, bool)
+	out    cmdline.Output
 }
 
-func (f *operatorFlags) register(c *cobra.Command) {
+func (f *operatorFlags) register(c *cobra.Command, what string) *cobra.Command {
 	c.Flags().StringVar(&f.nasURL, "nas-url", "", "base URL of NAS's internal listener (env CHRONOS_NAS_URL)")
 	c.Flags().StringVar(&f.token, "operator-token", "", "the operator token (env CHRONOS_OPERATOR_TOKEN or CHRONOS_NAS_OPERATOR_TOKEN)")
 	c.Flags().StringVar(&f.config, "config", "", "NAS's config file: the URL and token default to its relay.nas_url and operator_token")
+	return f.out.Register(c, what)
 }
 
 // client finds NAS: the flags, then NAS's config file, then the environment.
@@ -36,29 +38,28 @@ func (f *operatorFlags) client() (*operator.Client, error) {
 		getenv = os.LookupEnv
 	}
 	c, err := operator.Resolve(operator.Source{URL: f.nasURL, Token: f.token, ConfigFile: f.config, Getenv: getenv,
-		LoadConfig: func(path string) (nas.Config, error) { return loadNASConfig(path, getenv) }})
+		LoadConfig: func(path string) (nas.Config, error) { return nas.LoadConfig(path, getenv) }})
 	return c, asUsage(err)
 }
 
-// operatorList are the settings of a listing operator command.
-type operatorList struct {
-	flags  operatorFlags
-	agent  string
-	asJSON bool
-}
-
-func (l *operatorList) register(c *cobra.Command, agentHelp string) *cobra.Command {
-	l.flags.register(c)
-	c.Flags().StringVar(&l.agent, "agent", "", agentHelp)
-	c.Flags().BoolVar(&l.asJSON, "json", false, "print JSON")
-	return c
-}
-
-// printJSON writes v indented.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// operatorRun is the RunE of an operator command named name: it finds NAS,
+// calls it and prints the answer (text under no --json). An answer NAS
+// refuses as invalid is a usage error.
+func operatorRun[T any](f *operatorFlags, name string, call func(context.Context, *operator.Client, []string) (T, error),
+	text func(T) func(io.Writer) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		oc, err := f.client()
+		if err != nil {
+			return err
+		}
+		resp, err := call(cmd.Context(), oc, args)
+		if ce := (*contract.Error)(nil); errors.As(err, &ce) && ce.Code == contract.CodeInvalidRequest {
+			return asUsage(fmt.Errorf("%s: %w", name, err))
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return f.out.Print(cmd.OutOrStdout(), resp, text(resp))
+	}
 }
 
 func newDLQCmd() *cobra.Command {
@@ -66,44 +67,27 @@ func newDLQCmd() *cobra.Command {
 }
 
 func newDLQListCmd() *cobra.Command {
-	var l operatorList
-	return l.register(&cobra.Command{
-		Use:   "list [--agent A] [--json]",
-		Short: "List dead-lettered fires, newest first",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			oc, err := l.flags.client()
-			if err != nil {
-				return err
-			}
-			all, err := oc.DeadLetters(cmd.Context(), l.agent)
-			if err != nil {
-				return fmt.Errorf("dlq list: %w", err)
-			}
-			if l.asJSON {
-				return printJSON(cmd.OutOrStdout(), all)
-			}
-			if len(all) == 0 {
-				_, err := fmt.Fprintln(cmd.OutOrStdout(), "the dead letter is empty")
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SCHEDULE_ID\tAGENT\tJOB\tFIRE_AT\tATTEMPTS\tFAILED_AT\tREASON")
-			for _, d := range all {
-				// The reason quotes the agent's answer: escaped like all remote text.
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", termSafeArgs([]any{d.ScheduleID, d.AgentID, d.JobID, d.FireAt.String(), d.Attempts, d.FailedAt.String(), d.Reason})...)
-			}
-			return tw.Flush()
-		},
-	}, "only this agent's entries")
+	var f operatorFlags
+	var agent string
+	c := f.register(&cobra.Command{
+		Use: "list [--agent A] [--json]", Short: "List dead-lettered fires, newest first", Args: cobra.NoArgs,
+		Example: "  chronos dlq list --config /etc/chronos/nas.yaml\n  chronos dlq list --agent billing --json | jq -r '.[].schedule_id'",
+		RunE: operatorRun(&f, "dlq list", func(ctx context.Context, oc *operator.Client, _ []string) ([]contract.DeadLetter, error) {
+			return oc.DeadLetters(ctx, agent)
+		}, func(all []contract.DeadLetter) func(io.Writer) error {
+			return func(w io.Writer) error { return operator.WriteDeadLetters(w, all) }
+		}),
+	}, "the entries")
+	c.Flags().StringVar(&agent, "agent", "", "only this agent's entries")
+	return c
 }
 
 func newDLQReplayCmd() *cobra.Command {
-	var flags operatorFlags
+	var f operatorFlags
 	var agent string
-	c := &cobra.Command{
-		Use:   "replay [--agent A | SCHEDULE_ID...]",
-		Short: "Deliver dead-lettered fires again (due now, attempts reset)",
+	c := f.register(&cobra.Command{
+		Use: "replay [--agent A | SCHEDULE_ID...]", Short: "Deliver dead-lettered fires again (due now, attempts reset)",
+		Example: "  chronos dlq replay sch_01J...\n  chronos dlq replay --agent billing --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case agent != "" && len(args) > 0:
@@ -111,28 +95,21 @@ func newDLQReplayCmd() *cobra.Command {
 			case agent == "" && len(args) == 0:
 				return usagef("dlq replay: give --agent A or at least one schedule id")
 			}
-			oc, err := flags.client()
-			if err != nil {
-				return err
-			}
-			resp, err := oc.Replay(cmd.Context(), contract.DLQReplayRequest{AgentID: agent, ScheduleIDs: args})
-			if ce := (*contract.Error)(nil); errors.As(err, &ce) && ce.Code == contract.CodeInvalidRequest {
-				return asUsage(fmt.Errorf("dlq replay: %w", err))
-			} else if err != nil {
-				return fmt.Errorf("dlq replay: %w", err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "replayed %d\n", resp.Replayed)
-			return nil
+			return operatorRun(&f, "dlq replay", func(ctx context.Context, oc *operator.Client, args []string) (contract.DLQReplayResponse, error) {
+				return oc.Replay(ctx, contract.DLQReplayRequest{AgentID: agent, ScheduleIDs: args})
+			}, func(r contract.DLQReplayResponse) func(io.Writer) error {
+				return cmdline.Textf("replayed %d", r.Replayed)
+			})(cmd, args)
 		},
-	}
-	flags.register(c)
+	}, "the count replayed")
 	c.Flags().StringVar(&agent, "agent", "", "replay all of this agent's dead letters")
 	return c
 }
 
 func newNASUnarmedCmd() *cobra.Command {
-	var l operatorList
-	return l.register(&cobra.Command{
+	var f operatorFlags
+	var agent string
+	c := f.register(&cobra.Command{
 		Use:   "unarmed [--config nas.yaml] [--agent A] [--json]",
 		Short: "List jobs left without an armed fire after their last fire",
 		Long: `List the jobs NAS holds no armed fire for although their last fire was
@@ -142,37 +119,56 @@ cancelled since: typically an agent that stopped before it armed its next
 slot. Oldest first. --config takes NAS's internal URL and operator token
 from NAS's config file, as chronos dlq does.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			oc, err := l.flags.client()
-			if err != nil {
-				return err
+		RunE: operatorRun(&f, "nas unarmed", func(ctx context.Context, oc *operator.Client, _ []string) (contract.UnarmedResponse, error) {
+			resp, err := oc.Unarmed(ctx, agent)
+			if resp.Unarmed == nil {
+				resp.Unarmed = []contract.UnarmedJob{}
 			}
-			resp, err := oc.Unarmed(cmd.Context(), l.agent)
-			if err != nil {
-				return fmt.Errorf("nas unarmed: %w", err)
-			}
-			out := cmd.OutOrStdout()
-			if l.asJSON {
-				if resp.Unarmed == nil {
-					resp.Unarmed = []contract.UnarmedJob{}
-				}
-				return printJSON(out, resp)
-			}
-			if len(resp.Unarmed) == 0 {
-				_, err := fmt.Fprintf(out, "no job is left without an armed fire (unarmed_after %s)\n", resp.UnarmedAfter)
-				return err
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tINSTANCE\tJOB\tLAST_FIRE_AT\tOUTCOME\tUNARMED_FOR\tREASON")
-			for _, u := range resp.Unarmed {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", u.AgentID, u.InstanceID, u.JobID, u.FireAt, u.Outcome,
-					time.Since(u.OutcomeAt.Time).Round(time.Second), u.Reason)
-			}
-			if err := tw.Flush(); err != nil || !resp.Truncated {
-				return err
-			}
-			_, err = fmt.Fprintf(out, "(more than %d; narrow with --agent)\n", len(resp.Unarmed))
-			return err
-		},
-	}, "only this agent's jobs")
+			return resp, err
+		}, func(r contract.UnarmedResponse) func(io.Writer) error {
+			return func(w io.Writer) error { return operator.WriteUnarmed(w, r, time.Now()) }
+		}),
+	}, "the answer")
+	c.Flags().StringVar(&agent, "agent", "", "only this agent's jobs")
+	return c
+}
+
+func newInstanceCmd() *cobra.Command {
+	return groupCmd("instance", "Stop and start an agent instance at NAS",
+		newInstanceStateCmd("stop", "Stop an agent instance: NAS drops its fires (not retried) until it is started",
+			(*operator.Client).StopInstance),
+		newInstanceStateCmd("start", "Start a stopped agent instance: its fires are delivered again and its agent reconciles",
+			(*operator.Client).StartInstance))
+}
+
+func newInstanceStateCmd(verb, short string, call func(*operator.Client, context.Context, string) (contract.InstanceStateResponse, error)) *cobra.Command {
+	var f operatorFlags
+	return f.register(&cobra.Command{
+		Use: verb + " INSTANCE_ID", Short: short, Args: cobra.ExactArgs(1),
+		Long: short + `. It is idempotent. INSTANCE_ID is the instance_id the
+agent arms with; NAS is found as chronos dlq finds it (--nas-url and
+--operator-token, else --config nas.yaml, else the environment).`,
+		Example: "  chronos instance " + verb + " inst_42 --config /etc/chronos/nas.yaml\n  chronos instance " + verb + " inst_42 --json",
+		RunE: operatorRun(&f, "instance "+verb, func(ctx context.Context, oc *operator.Client, args []string) (contract.InstanceStateResponse, error) {
+			return call(oc, ctx, args[0])
+		}, func(r contract.InstanceStateResponse) func(io.Writer) error {
+			return cmdline.Textf("%s", operator.InstanceLine(r))
+		}),
+	}, "the instance's state")
+}
+
+func newAgentCancelAllCmd() *cobra.Command {
+	var f operatorFlags
+	return f.register(&cobra.Command{
+		Use: "cancel-all AGENT_ID", Short: "Cancel every armed fire of an agent at NAS", Args: cobra.ExactArgs(1),
+		Long: `Cancel every armed fire NAS holds for the agent and print how many. Its jobs
+stay in the agent's store: the agent arms them again at its next reconcile
+(start, a change, or its resync). NAS is found as chronos dlq finds it.`,
+		Example: "  chronos agent cancel-all billing --config /etc/chronos/nas.yaml --json",
+		RunE: operatorRun(&f, "agent cancel-all", func(ctx context.Context, oc *operator.Client, args []string) (contract.CancelAllResponse, error) {
+			return oc.CancelAll(ctx, args[0])
+		}, func(r contract.CancelAllResponse) func(io.Writer) error {
+			return cmdline.Textf("cancelled %d armed fires of agent %s", r.Cancelled, termSafe(r.AgentID))
+		}),
+	}, "the count cancelled")
 }

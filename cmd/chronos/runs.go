@@ -1,16 +1,15 @@
 package main
 
 import (
-	"fmt"
+	"io"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
 func newRunsCmd() *cobra.Command {
@@ -24,7 +23,7 @@ func newRunsListCmd(home *string) *cobra.Command {
 	var (
 		jobID, since string
 		limit        int
-		asJSON       bool
+		out          cmdline.Output
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -67,41 +66,15 @@ every field of the ledger's fold, these included.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				if runs == nil {
-					runs = []ledger.Run{}
-				}
-				return jobsJSON(out, runs)
+			if runs == nil {
+				runs = []ledger.Run{}
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tJOB\tSLOT\tTRIGGER\tSTATE\tATTEMPT\tFORCED\tLATE\tRESULT\tDURATION\tOUTPUT\tREASON")
-			for i := range runs {
-				r := &runs[i]
-				late := (time.Duration(r.LatenessMS) * time.Millisecond).String()
-				forced := "-"
-				if r.Forced {
-					forced = "yes"
-				}
-				output := ""
-				if r.Output != "" {
-					output = filepath.Join(hd, r.Output)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{r.RunID, r.JobID, r.Slot.Format(time.RFC3339),
-					jobsDash(r.Trigger), r.State, r.Attempt, forced, late, r.Result(), r.Took(), jobsDash(output),
-					jobsDash(runsOneLine(r.Reason))})...)
-			}
-			return tw.Flush()
+			return out.Print(cmd.OutOrStdout(), runs, func(w io.Writer) error { return ledger.WriteRunTable(w, runs, hd) })
 		},
 	}
 	c.Flags().StringVar(&jobID, "job", "", "only runs of this job")
 	c.Flags().StringVar(&since, "since", "", "only runs from this time on: RFC 3339, a date (2026-06-01) or a duration back from now (24h)")
 	c.Flags().IntVar(&limit, "limit", 100, "keep the newest N runs (0: all)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out.Register(c, "the runs")
 	return c
-}
-
-// runsOneLine folds a reason onto one line of at most 120 bytes.
-func runsOneLine(s string) string {
-	return cutText(strings.ReplaceAll(s, "\n", " "), 120)
 }

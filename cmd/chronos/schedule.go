@@ -11,6 +11,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/schedule"
+	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
 // maxScheduleCount bounds -n so a typo cannot ask for a billion lines.
@@ -27,12 +28,40 @@ type scheduleFlags struct {
 	after   string
 	count   int
 	explain bool
+	out     cmdline.Output
+}
+
+// scheduleFires is what the schedule commands print under --json.
+type scheduleFires struct {
+	Expr        string      `json:"expr"`
+	Description string      `json:"description"`
+	Fires       []time.Time `json:"fires"`
 }
 
 func (f *scheduleFlags) register(c *cobra.Command, defaultCount int) {
 	c.Flags().StringVar(&f.tz, "tz", "", "time zone of the schedule when it has no CRON_TZ= prefix (default UTC)")
 	c.Flags().StringVar(&f.after, "after", "", "RFC 3339 instant to start after; also the anchor of intervals and relative one-shots (default now)")
 	c.Flags().IntVarP(&f.count, "count", "n", defaultCount, "number of fire times to print")
+	f.out.Register(c, "the expression, how it is understood and the fire times")
+}
+
+// print prints the fire times, after the description when described, in one
+// write so that a failure leaves nothing half printed.
+func (f *scheduleFlags) print(w io.Writer, expr string, sched *schedule.Schedule, after time.Time, described bool) error {
+	v := scheduleFires{Expr: expr, Description: sched.Describe(), Fires: agent.Fires(sched, after, f.count)}
+	return f.out.Print(w, v, func(w io.Writer) error {
+		var b strings.Builder
+		if described {
+			b.WriteString(v.Description + "\n")
+		}
+		for _, t := range v.Fires {
+			b.WriteString(t.Format(time.RFC3339Nano) + "\n")
+		}
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return fmt.Errorf("write fire times: %w", err)
+		}
+		return nil
+	})
 }
 
 func newScheduleNextCmd() *cobra.Command {
@@ -48,7 +77,8 @@ EXPR is a cron line (5 or 6 fields, macros, optional CRON_TZ=Zone prefix), an in
 is a terminal or with --explain; stdout carries only the times.`,
 		Example: `  chronos schedule next '0 9 * * 1-5' --tz Europe/Paris -n 3
   chronos schedule next 'CRON_TZ=America/New_York 30 2 * * *' --after 2026-03-07T00:00:00Z
-  chronos schedule next 'every monday 9am' --explain`,
+  chronos schedule next 'every monday 9am' --explain
+  chronos schedule next '*/15 * * * *' -n 2 --json | jq -r '.fires[]'`,
 		Args: oneExpr,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sched, after, err := f.parse(args)
@@ -58,7 +88,7 @@ is a terminal or with --explain; stdout carries only the times.`,
 			if f.explain || isTerminal(cmd.ErrOrStderr()) {
 				fmt.Fprintln(cmd.ErrOrStderr(), sched.Describe())
 			}
-			return writeFires(cmd.OutOrStdout(), sched, after, f.count)
+			return f.print(cmd.OutOrStdout(), args[0], sched, after, false)
 		},
 	}
 	f.register(c, 5)
@@ -69,21 +99,16 @@ is a terminal or with --explain; stdout carries only the times.`,
 func newScheduleExplainCmd() *cobra.Command {
 	var f scheduleFlags
 	c := &cobra.Command{
-		Use:   "explain EXPR",
-		Short: "Say how a schedule is understood and print its next fire times",
-		Args:  oneExpr,
+		Use:     "explain EXPR",
+		Short:   "Say how a schedule is understood and print its next fire times",
+		Example: "  chronos schedule explain 'weekdays at 9am' --tz Europe/Paris\n  chronos schedule explain '0 3 * * *' --json",
+		Args:    oneExpr,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sched, after, err := f.parse(args)
 			if err != nil {
 				return err
 			}
-			var b strings.Builder
-			b.WriteString(sched.Describe() + "\n")
-			if err := writeFires(&b, sched, after, f.count); err != nil {
-				return err
-			}
-			_, err = io.WriteString(cmd.OutOrStdout(), b.String())
-			return err
+			return f.print(cmd.OutOrStdout(), args[0], sched, after, true)
 		},
 	}
 	f.register(c, 3)
@@ -134,19 +159,6 @@ func (f *scheduleFlags) parse(args []string) (*schedule.Schedule, time.Time, err
 		return nil, time.Time{}, usagef("schedule %q never fires after %s", args[0], after.Format(time.RFC3339Nano))
 	}
 	return sched, after, nil
-}
-
-// writeFires writes up to n fire times after `after`, one per line, in one
-// write so that a failure leaves nothing half printed.
-func writeFires(w io.Writer, s *schedule.Schedule, after time.Time, n int) error {
-	var b strings.Builder
-	for _, t := range agent.Fires(s, after, n) {
-		b.WriteString(t.Format(time.RFC3339Nano) + "\n")
-	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("write fire times: %w", err)
-	}
-	return nil
 }
 
 // isTerminal reports whether w is a character device such as a terminal.

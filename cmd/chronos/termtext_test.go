@@ -12,7 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/internal/termtext"
 )
 
 func TestTermSafe(t *testing.T) {
@@ -41,7 +43,7 @@ func TestTermSafe(t *testing.T) {
 			if wantLines == "" {
 				wantLines = tc.want
 			}
-			if got := termSafeLines(tc.in); got != wantLines {
+			if got := termtext.Escape(tc.in, termtext.KeepNewlines); got != wantLines {
 				t.Fatalf("termSafeLines(%q) = %q, want %q", tc.in, got, wantLines)
 			}
 		})
@@ -59,7 +61,7 @@ func TestCutText(t *testing.T) {
 		{"abcdefghijkl", 10, "abcdefg..."},
 		{"ééééé", 8, "éé..."}, // never half a rune
 	} {
-		if got := cutText(tc.in, tc.n); got != tc.want || !utf8.ValidString(got) {
+		if got := termtext.Cut(tc.in, tc.n); got != tc.want || !utf8.ValidString(got) {
 			t.Errorf("cutText(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
@@ -107,7 +109,7 @@ func TestCLIEscapesUserText(t *testing.T) {
 		t.Fatalf("jobs show does not show the command escaped:\n%s", out)
 	}
 	// JSON keeps the text exactly (its encoder escapes it).
-	var jobs []jobJSON
+	var jobs []agent.JobView
 	if err := json.Unmarshal([]byte(mustCLI(t, "jobs", "list", "--home", home, "--json")), &jobs); err != nil {
 		t.Fatal(err)
 	}

@@ -1,28 +1,36 @@
 package main
 
 import (
-	"fmt"
 	"runtime"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// versionInfo is what chronos version prints.
+type versionInfo struct {
+	Version string `json:"version"`
+	OS      string `json:"os"`
+	Arch    string `json:"arch"`
+	Go      string `json:"go"`
+}
+
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of chronos",
-		Args:  cobra.NoArgs,
+	var out cmdline.Output
+	return out.Register(&cobra.Command{
+		Use: "version", Short: "Print the version of chronos", Args: cobra.NoArgs,
+		Example: "  chronos version\n  chronos version --json | jq -r .version",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version
-			if info, ok := debug.ReadBuildInfo(); ok && v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-				v = info.Main.Version
+			v := versionInfo{Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH, Go: runtime.Version()}
+			if info, ok := debug.ReadBuildInfo(); ok && v.Version == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+				v.Version = info.Main.Version
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "chronos %s %s/%s %s\n", v, runtime.GOOS, runtime.GOARCH, runtime.Version())
-			return err
+			return out.Print(cmd.OutOrStdout(), v, cmdline.Textf("chronos %s %s/%s %s", v.Version, v.OS, v.Arch, v.Go))
 		},
-	}
+	}, "the version")
 }

@@ -1,15 +1,52 @@
 // Package cmdline holds what the chronos command line needs around cobra: an
 // error kind for bad usage or input (exit code 2), the marking of cobra's own
-// argument and flag complaints as such, and commands that only group others.
+// argument and flag complaints as such, running a command tree to an exit
+// code, commands that only group others, and the one way commands print
+// their result (text, or JSON under --json).
 package cmdline
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/chronoscron/chronos/internal/termtext"
 )
+
+// Exit codes of the command line.
+const (
+	ExitOK      = 0 // the command did what it was asked
+	ExitFailure = 1 // it failed: NAS, the store, a run, the file system
+	ExitUsage   = 2 // bad usage or bad input: nothing was changed
+)
+
+// Execute runs the command tree root on args and returns the exit code. An
+// error is printed on stderr as "chronos: message" (escaped for the
+// terminal, newlines kept); stdout carries only what the command printed.
+func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
+	root.SilenceUsage, root.SilenceErrors = true, true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return AsUsage(err) })
+	// Unknown subcommands and wrong argument counts are usage errors too.
+	for _, c := range root.Commands() {
+		MarkUsage(c)
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", root.Name(), termtext.Escape(err.Error(), termtext.KeepNewlines))
+	if IsUsage(err) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
 
 // UsageError marks an error caused by bad usage or bad input.
 type UsageError struct{ Err error }

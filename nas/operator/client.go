@@ -1,7 +1,8 @@
-// Package operator is a client of NAS's operator routes: the dead letter
-// (list, replay) and the jobs left without an armed fire. It also finds NAS
-// the way the operator commands do: flags, then NAS's config file, then the
-// environment.
+// Package operator is a client of NAS's operator routes: stopping and
+// starting an agent instance, cancelling every job of an agent, the dead
+// letter (list, replay) and the jobs left without an armed fire. It also
+// finds NAS the way the operator commands do: flags, then NAS's config file,
+// then the environment, and renders the answers as the commands print them.
 package operator
 
 import (
@@ -147,6 +148,37 @@ func (c *Client) Unarmed(ctx context.Context, agent string) (contract.UnarmedRes
 	var resp contract.UnarmedResponse
 	err := c.call(ctx, http.MethodGet, path, nil, &resp)
 	return resp, err
+}
+
+// StopInstance stops an agent instance: NAS drops its fires, not retrying
+// them, until StartInstance.
+func (c *Client) StopInstance(ctx context.Context, instanceID string) (contract.InstanceStateResponse, error) {
+	return c.instanceState(ctx, contract.PathOperatorInstanceStop, instanceID)
+}
+
+// StartInstance starts a stopped agent instance again; NAS then asks its
+// agent to reconcile.
+func (c *Client) StartInstance(ctx context.Context, instanceID string) (contract.InstanceStateResponse, error) {
+	return c.instanceState(ctx, contract.PathOperatorInstanceStart, instanceID)
+}
+
+func (c *Client) instanceState(ctx context.Context, route, instanceID string) (contract.InstanceStateResponse, error) {
+	var resp contract.InstanceStateResponse
+	err := c.call(ctx, http.MethodPost, pathWith(route, "{instance_id}", instanceID), nil, &resp)
+	return resp, err
+}
+
+// CancelAll cancels every armed fire of an agent and says how many.
+func (c *Client) CancelAll(ctx context.Context, agentID string) (contract.CancelAllResponse, error) {
+	var resp contract.CancelAllResponse
+	err := c.call(ctx, http.MethodPost, pathWith(contract.PathOperatorAgentCancel, "{agent_id}", agentID), nil, &resp)
+	return resp, err
+}
+
+// pathWith fills the parameter param of route with v, escaped as one path
+// segment.
+func pathWith(route, param, v string) string {
+	return strings.Replace(route, param, url.PathEscape(v), 1)
 }
 
 // call sends one operator request and decodes a 200 answer into out.

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -30,16 +28,6 @@ func newAgentCmd() *cobra.Command {
 func loadAgentConfig(path string, lookup func(string) (string, bool)) (provider.Config, provider.Decision, error) {
 	cfg, d, err := provider.LoadConfig(path, lookup)
 	return cfg, d, asUsage(err)
-}
-
-// agentLogger returns a JSON logger at level (debug, info, warn, error),
-// read as NAS reads its log_level.
-func agentLogger(w io.Writer, level string) (*slog.Logger, error) {
-	l, err := parseLogLevel("agent: --log-level", level)
-	if err != nil {
-		return nil, err
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: durationText})), nil
 }
 
 // configFlag registers --config on c.

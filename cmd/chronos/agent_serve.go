@@ -61,7 +61,7 @@ func runAgentServe(ctx context.Context, o agentServeOptions, stderr io.Writer) e
 	if o.listen != "" {
 		cfg.Listen = o.listen
 	}
-	log, err := agentLogger(stderr, o.logLevel)
+	log, err := jsonLogger(stderr, "agent: --log-level", o.logLevel)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -83,15 +81,11 @@ func (b *benchRelayFlags) run(cmd *cobra.Command, _ []string) error {
 		return asUsage(err)
 	}
 	if b.profile != "" {
-		f, err := os.Create(b.profile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
+		stop, err := cmdline.StartCPUProfile(b.profile)
 		if err != nil {
-			return fmt.Errorf("bench relay: cpuprofile: %w", err)
+			return fmt.Errorf("bench relay: %w", err)
 		}
-		defer f.Close()
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
 	res, err := relaybench.Run(cmd.Context(), b.o, log)

@@ -14,14 +14,14 @@ import (
 func TestLoggersWriteDurationText(t *testing.T) {
 	t.Parallel()
 	agentLog := func(w *bytes.Buffer) *slog.Logger {
-		l, err := agentLogger(w, "info")
+		l, err := jsonLogger(w, "agent: --log-level", "info")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l
 	}
 	nasLog := func(w *bytes.Buffer) *slog.Logger {
-		l, err := newNASLogger(w, "info")
+		l, err := jsonLogger(w, "log_level", "info")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,14 +47,7 @@ the effective configuration with each key's variable, secrets redacted.`,
 				return asUsage(err)
 			}
 			if printConfig {
-				// An unset signing_alg is the keys dir's: show which, when
-				// the dir can be read from here.
-				if cfg.SigningAlg == "" && cfg.SigningKeysDir != "" {
-					if set, err := nas.LoadKeyDir(cfg.SigningKeysDir, ""); err == nil {
-						cfg.SigningAlg = set.Active.Alg
-					}
-				}
-				out, err := cfg.RedactedYAML()
+				out, err := cfg.EffectiveYAML()
 				if err != nil {
 					return err
 				}
@@ -70,10 +63,11 @@ the effective configuration with each key's variable, secrets redacted.`,
 	return c
 }
 
-// newNASLogger returns a JSON logger on w at the configured log_level; a
-// level that is not one of the four is a usage error naming the key.
-func newNASLogger(w io.Writer, level string) (*slog.Logger, error) {
-	l, err := parseLogLevel("log_level", level)
+// jsonLogger returns a JSON logger on w at level (debug, info, warn, error;
+// see logging.NewJSON); a bad level is a usage error naming key, the setting
+// it came from.
+func jsonLogger(w io.Writer, key, level string) (*slog.Logger, error) {
+	l, err := parseLogLevel(key, level)
 	if err != nil {
 		return nil, err
 	}
@@ -90,12 +84,9 @@ func parseLogLevel(key, level string) (slog.Level, error) {
 	return l, nil
 }
 
-// durationText writes durations as text in the logs (logging.DurationText).
-func durationText(groups []string, a slog.Attr) slog.Attr { return logging.DurationText(groups, a) }
-
 // runNAS runs NAS until ctx ends (SIGTERM/interrupt), then shuts down.
 func runNAS(ctx context.Context, cfg nas.Config, stderr io.Writer) error {
-	log, err := newNASLogger(stderr, cfg.LogLevel)
+	log, err := jsonLogger(stderr, "log_level", cfg.LogLevel)
 	if err != nil {
 		return err
 	}
@@ -144,7 +135,7 @@ relay.secrets, relay.nas_url and relay.dispatchers. With --listen it serves
 // runRelay runs the dispatchers until ctx ends, then drains them; o's
 // Logger is made here, at the configured log_level.
 func runRelay(ctx context.Context, o node.RelayOptions, stderr io.Writer) (err error) {
-	if o.Logger, err = newNASLogger(stderr, o.Config.LogLevel); err != nil {
+	if o.Logger, err = jsonLogger(stderr, "log_level", o.Config.LogLevel); err != nil {
 		return err
 	}
 	return node.RunRelay(ctx, o)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -31,13 +30,6 @@ type scheduleFlags struct {
 	out     cmdline.Output
 }
 
-// scheduleFires is what the schedule commands print under --json.
-type scheduleFires struct {
-	Expr        string      `json:"expr"`
-	Description string      `json:"description"`
-	Fires       []time.Time `json:"fires"`
-}
-
 func (f *scheduleFlags) register(c *cobra.Command, defaultCount int) {
 	c.Flags().StringVar(&f.tz, "tz", "", "time zone of the schedule when it has no CRON_TZ= prefix (default UTC)")
 	c.Flags().StringVar(&f.after, "after", "", "RFC 3339 instant to start after; also the anchor of intervals and relative one-shots (default now)")
@@ -45,19 +37,11 @@ func (f *scheduleFlags) register(c *cobra.Command, defaultCount int) {
 	f.out.Register(c, "the expression, how it is understood and the fire times")
 }
 
-// print prints the fire times, after the description when described, in one
-// write so that a failure leaves nothing half printed.
-func (f *scheduleFlags) print(w io.Writer, expr string, sched *schedule.Schedule, after time.Time, described bool) error {
-	v := scheduleFires{Expr: expr, Description: sched.Describe(), Fires: agent.Fires(sched, after, f.count)}
-	return f.out.Print(w, v, func(w io.Writer) error {
-		var b strings.Builder
-		if described {
-			b.WriteString(v.Description + "\n")
-		}
-		for _, t := range v.Fires {
-			b.WriteString(t.Format(time.RFC3339Nano) + "\n")
-		}
-		if _, err := io.WriteString(w, b.String()); err != nil {
+// print prints the fires of l, text preceded by head, in one write so that
+// a failure leaves nothing half printed.
+func (f *scheduleFlags) print(w io.Writer, l agent.FireList, head string) error {
+	return f.out.Print(w, l, func(w io.Writer) error {
+		if _, err := io.WriteString(w, head+l.Times()); err != nil {
 			return fmt.Errorf("write fire times: %w", err)
 		}
 		return nil
@@ -85,10 +69,10 @@ is a terminal or with --explain; stdout carries only the times.`,
 			if err != nil {
 				return err
 			}
-			if f.explain || isTerminal(cmd.ErrOrStderr()) {
+			if f.explain || cmdline.IsTerminal(cmd.ErrOrStderr()) {
 				fmt.Fprintln(cmd.ErrOrStderr(), sched.Describe())
 			}
-			return f.print(cmd.OutOrStdout(), args[0], sched, after, false)
+			return f.print(cmd.OutOrStdout(), agent.NewFireList(args[0], sched, after, f.count), "")
 		},
 	}
 	f.register(c, 5)
@@ -108,7 +92,8 @@ func newScheduleExplainCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.print(cmd.OutOrStdout(), args[0], sched, after, true)
+			l := agent.NewFireList(args[0], sched, after, f.count)
+			return f.print(cmd.OutOrStdout(), l, l.Description+"\n")
 		},
 	}
 	f.register(c, 3)
@@ -159,14 +144,4 @@ func (f *scheduleFlags) parse(args []string) (*schedule.Schedule, time.Time, err
 		return nil, time.Time{}, usagef("schedule %q never fires after %s", args[0], after.Format(time.RFC3339Nano))
 	}
 	return sched, after, nil
-}
-
-// isTerminal reports whether w is a character device such as a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -69,5 +70,75 @@ func TestResolveRefusesMissingSettings(t *testing.T) {
 		if _, err := operator.Resolve(tc.src); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %q", tc.src, err, tc.want)
 		}
+	}
+}
+
+// TestInstanceAndCancelAllRoutes: stop, start and cancel-all POST the
+// operator route of the id, escaped as one path segment, with the token, and
+// return NAS's answer; NAS's 400 comes back as an invalid_request error.
+func TestInstanceAndCancelAllRoutes(t *testing.T) {
+	t.Parallel()
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.EscapedPath())
+		switch {
+		case r.Header.Get("Authorization") != "Bearer op-token-0123456789":
+			w.WriteHeader(http.StatusUnauthorized)
+		case strings.Contains(r.URL.Path, "bad"):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"invalid_request","message":"instance_id must be 1 to 256 characters"}`))
+		case strings.HasSuffix(r.URL.Path, "/cancel-all"):
+			_, _ = w.Write([]byte(`{"agent_id":"a b","cancelled":3}`))
+		default:
+			_, _ = fmt.Fprintf(w, `{"instance_id":"i/1","stopped":%v}`, strings.HasSuffix(r.URL.Path, "/stop"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := operator.New(srv.URL, "op-token-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if r, err := c.StopInstance(ctx, "i/1"); err != nil || !r.Stopped || r.InstanceID != "i/1" {
+		t.Fatalf("StopInstance = %+v, %v", r, err)
+	}
+	if r, err := c.StartInstance(ctx, "i/1"); err != nil || r.Stopped {
+		t.Fatalf("StartInstance = %+v, %v", r, err)
+	}
+	if r, err := c.CancelAll(ctx, "a b"); err != nil || r.Cancelled != 3 {
+		t.Fatalf("CancelAll = %+v, %v", r, err)
+	}
+	want := []string{"POST /api/operator/instances/i%2F1/stop", "POST /api/operator/instances/i%2F1/start", "POST /api/operator/agents/a%20b/cancel-all"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("requests %q, want %q", got, want)
+	}
+	_, err = c.StopInstance(ctx, "bad")
+	var ce *contract.Error
+	if !errors.As(err, &ce) || ce.Code != contract.CodeInvalidRequest {
+		t.Fatalf("StopInstance(bad) = %v, want NAS's invalid_request", err)
+	}
+}
+
+// TestWriteTables: the dead letter and the unarmed jobs render as tables
+// with every cell escaped, or say they are empty.
+func TestWriteTables(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	if err := operator.WriteDeadLetters(&b, nil); err != nil || b.String() != "the dead letter is empty\n" {
+		t.Fatalf("empty dead letter: %q %v", b.String(), err)
+	}
+	b.Reset()
+	at := contract.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	err := operator.WriteDeadLetters(&b, []contract.DeadLetter{{ScheduleID: "s1", AgentID: "a", JobID: "j", FireAt: at, FailedAt: at, Attempts: 5, Reason: "agent said \x1b[31mno"}})
+	lines := strings.Split(b.String(), "\n")
+	if err != nil || len(lines) != 3 || !strings.HasPrefix(lines[0], "SCHEDULE_ID") || !strings.Contains(lines[1], `\x1b[31mno`) || strings.Contains(b.String(), "\x1b") {
+		t.Fatalf("dead letter table %q %v", b.String(), err)
+	}
+	b.Reset()
+	now := at.Add(90 * time.Second)
+	err = operator.WriteUnarmed(&b, contract.UnarmedResponse{UnarmedAfter: "10m0s", Truncated: true,
+		Unarmed: []contract.UnarmedJob{{AgentID: "a", JobID: "j", FireAt: at, Outcome: "delivered", OutcomeAt: at}}}, now)
+	if err != nil || !strings.Contains(b.String(), "1m30s") || !strings.HasSuffix(b.String(), "(more than 1; narrow with --agent)\n") {
+		t.Fatalf("unarmed table %q %v", b.String(), err)
 	}
 }

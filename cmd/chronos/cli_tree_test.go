@@ -30,13 +30,14 @@ var noDataLeaves = map[string]string{
 	"chronos help":                  "help text",
 }
 
-// jsonOffline are the --json commands run offline by
-// TestJSONCommandsPrintOneDocument; jsonAtNAS are those that need a NAS,
-// run by the operator tests (TestDLQCLI, TestNASUnarmedCLI,
-// TestInstanceAndCancelAllCLI) and bench relay by TestBenchRelayCLI.
-var jsonAtNAS = []string{
+// jsonElsewhere are the --json commands TestJSONCommandsPrintOneDocument
+// does not run, and the tests that do: the operator commands need a NAS
+// (TestDLQCLI, TestNASUnarmedCLI, TestInstanceAndCancelAllCLI), bench relay
+// a store (TestBenchRelayCLI), notify replay an outbox with rows
+// (TestNotifyListReplaySecret), jobs run a run (TestJobsRunJSON).
+var jsonElsewhere = []string{
 	"chronos dlq list", "chronos dlq replay", "chronos nas unarmed", "chronos instance stop", "chronos instance start",
-	"chronos agent cancel-all", "chronos bench relay", "chronos jobs run", "chronos notify replay",
+	"chronos agent cancel-all", "chronos bench relay", "chronos notify replay", "chronos jobs run",
 }
 
 // walk calls f for c and every command under it, cobra's help and
@@ -145,7 +146,7 @@ func decodeOne(out string, v any) error {
 
 // TestJSONCommandsPrintOneDocument runs every --json command that can run
 // offline and checks that stdout is one JSON document of the documented
-// shape; with jsonAtNAS it covers every command that takes --json.
+// shape; with jsonElsewhere it covers every command that takes --json.
 func TestJSONCommandsPrintOneDocument(t *testing.T) {
 	t.Parallel()
 	home, keys := t.TempDir(), filepath.Join(t.TempDir(), "keys")
@@ -205,7 +206,7 @@ func TestJSONCommandsPrintOneDocument(t *testing.T) {
 		ran = append(ran, s.path)
 	}
 	for _, path := range jsonCommands(t) {
-		if !slices.Contains(ran, path) && !slices.Contains(jsonAtNAS, path) {
+		if !slices.Contains(ran, path) && !slices.Contains(jsonElsewhere, path) {
 			t.Errorf("%s takes --json but no test runs it", path)
 		}
 	}
@@ -257,5 +258,34 @@ func TestManWritesAPagePerCommand(t *testing.T) {
 	}
 	if code, _, errOut := nasRunCLI(t, "man", filepath.Join(dir, "chronos.1", "x")); code != exitFailure {
 		t.Errorf("man into a file's path: exit %d (%s), want 1", code, errOut)
+	}
+}
+
+// TestJobsRunJSON: jobs run --json prints the run, succeeded (exit 0) or
+// failed (exit 1, with the reason on stderr).
+func TestJobsRunJSON(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	for _, job := range []string{"ok", "bad"} {
+		cmd := map[string]string{"ok": "true", "bad": "exit 3"}[job]
+		if code, _, errOut := nasRunCLI(t, "jobs", "add", "--home", home, "--id", job, "--schedule", "every 1h", "--", cmd); code != exitOK {
+			t.Fatalf("add %s: %s", job, errOut)
+		}
+	}
+	for _, tc := range []struct {
+		job, state string
+		code       int
+	}{{"ok", "succeeded", exitOK}, {"bad", "failed", exitFailure}} {
+		code, out, errOut := nasRunCLI(t, "jobs", "run", "--home", home, tc.job, "--json")
+		var run struct {
+			JobID string `json:"job_id"`
+			State string `json:"state"`
+		}
+		if err := decodeOne(out, &run); err != nil || code != tc.code || run.JobID != tc.job || run.State != tc.state {
+			t.Errorf("jobs run %s --json: exit %d, %+v %v (stderr %q)", tc.job, code, run, err, errOut)
+		}
+		if tc.code == exitFailure && !strings.Contains(errOut, "failed") {
+			t.Errorf("jobs run %s: stderr %q does not say it failed", tc.job, errOut)
+		}
 	}
 }

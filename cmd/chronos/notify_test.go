@@ -271,7 +271,11 @@ func TestNotifyListReplaySecret(t *testing.T) {
 	if out := mustCLI(t, "notify", "replay", "--home", home, "ntf-recovered"); !strings.Contains(out, "ntf-recovered") || !strings.Contains(out, "is pending") {
 		t.Fatalf("replay: %s", out)
 	}
-	mustCLI(t, "notify", "replay", "--home", home, "ntf-succeeded")
+	var replayed notify.Row
+	if err := decodeOne(mustCLI(t, "notify", "replay", "--home", home, "ntf-succeeded", "--json"), &replayed); err != nil ||
+		replayed.ID != "ntf-succeeded" || replayed.State != notify.StatePending {
+		t.Fatalf("replay --json: %+v %v", replayed, err)
+	}
 	if got := ids("--pending"); !reflect.DeepEqual(got, []string{"ntf-failed=pending", "ntf-succeeded=pending", "ntf-recovered=pending"}) {
 		t.Fatalf("after replays: %v", got)
 	}

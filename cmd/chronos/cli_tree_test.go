@@ -33,7 +33,7 @@ var noDataLeaves = map[string]string{
 // jsonElsewhere are the --json commands TestJSONCommandsPrintOneDocument
 // does not run, and the tests that do: the operator commands need a NAS
 // (TestDLQCLI, TestNASUnarmedCLI, TestInstanceAndCancelAllCLI), bench relay
-// a store (TestBenchRelayCLI), notify replay an outbox with rows
+// a store (TestBenchRelaySmall), notify replay an outbox with rows
 // (TestNotifyListReplaySecret), jobs run a run (TestJobsRunJSON).
 var jsonElsewhere = []string{
 	"chronos dlq list", "chronos dlq replay", "chronos nas unarmed", "chronos instance stop", "chronos instance start",

@@ -46,6 +46,10 @@ WORKDIR /var/lib/chronos
 # runtime: the image to run (the default target).
 FROM scratch AS runtime
 COPY --from=build /rootfs/ /
+# The user's directories again with an explicit owner, whatever a builder does with ownership
+# across stages: a new volume on /var/lib/chronos takes its owner from here.
+COPY --from=build --chown=65532:65532 /rootfs/var/lib/chronos /var/lib/chronos
+COPY --from=build --chown=65532:65532 /rootfs/etc/chronos /etc/chronos
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /usr/local/go/lib/time/zoneinfo.zip /usr/local/share/zoneinfo.zip
 COPY --from=busybox /bin/busybox /usr/bin/wget

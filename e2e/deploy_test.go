@@ -660,6 +660,11 @@ func TestDockerfile(t *testing.T) {
 			owned = true
 		}
 	}
+	for _, dir := range []string{"/var/lib/chronos", "/etc/chronos"} {
+		if !slices.Contains(final.all("COPY"), "--from=build --chown="+uid+":"+uid+" /rootfs"+dir+" "+dir) {
+			owned = false
+		}
+	}
 	if !owned {
 		t.Error("the final root file system does not give /var/lib/chronos and /etc/chronos to the user, or has no /tmp")
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chronoscron/chronos/internal/buildtest"
 	"github.com/chronoscron/chronos/internal/redistest"
 )
 
@@ -880,7 +882,7 @@ func (d *composeRun) url(svc string, port int) string {
 }
 
 var (
-	serviceURL = regexp.MustCompile(`http://([a-z0-9-]+):(\d+)`)
+	serviceURL = regexp.MustCompile(`(http|redis)://([a-z0-9-]+):(\d+)`)
 	selfURL    = regexp.MustCompile(`http://127\.0\.0\.1:(\d+)`)
 	listenAddr = regexp.MustCompile(`^(0\.0\.0\.0|127\.0\.0\.1)?:(\d+)$`)
 	redisURL   = regexp.MustCompile(`redis://redis:6379(/\d+)?`)
@@ -895,18 +897,20 @@ func (d *composeRun) value(c composeFile, svc, v, redis string) string {
 		p, _ := strconv.Atoi(m[2])
 		return fmt.Sprintf("127.0.0.1:%d", d.port(svc, p))
 	}
-	v = redisURL.ReplaceAllString(v, redis)
+	if redis != "" {
+		v = redisURL.ReplaceAllString(v, redis)
+	}
 	v = selfURL.ReplaceAllStringFunc(v, func(u string) string {
 		p, _ := strconv.Atoi(selfURL.FindStringSubmatch(u)[1])
 		return d.url(svc, p)
 	})
 	v = serviceURL.ReplaceAllStringFunc(v, func(u string) string {
 		m := serviceURL.FindStringSubmatch(u)
-		if _, ok := c.Services[m[1]]; !ok {
+		if _, ok := c.Services[m[2]]; !ok {
 			return u
 		}
-		p, _ := strconv.Atoi(m[2])
-		return d.url(m[1], p)
+		p, _ := strconv.Atoi(m[3])
+		return fmt.Sprintf("%s://127.0.0.1:%d", m[1], d.port(m[2], p))
 	})
 	for _, mount := range c.Services[svc].Volumes {
 		parts := strings.Split(mount, ":")
@@ -956,8 +960,14 @@ func startCompose(t *testing.T) *composeRun {
 			t.Fatal(err)
 		}
 	}
-	prefix := redistest.Prefix(t)
-	redis := redistest.URL(t) + "/0?prefix=" + prefix
+	// Redis: the redis service's own command line on a port of its own,
+	// its data in the redis-data volume's directory. Where the tests use a
+	// Redis of their environment (TEST_REDIS_URL) instead of redis-server,
+	// that one, with a prefix of this test's.
+	redis := redistest.URL(t) + "/0?prefix=" + redistest.Prefix(t)
+	if _, err := exec.LookPath("redis-server"); err == nil || os.Getenv("TEST_REDIS_URL") == "" {
+		redis = d.startRedis(c)
+	}
 
 	// setup: the script as the container runs it, with chronos on PATH.
 	binDir := filepath.Join(d.dir, "bin")
@@ -1015,7 +1025,7 @@ func startCompose(t *testing.T) *composeRun {
 		return out
 	}
 	// NAS's environment is a configuration NAS accepts, with these files.
-	if r := chronos(t, d.dir, envOf("nas"), "nas", "--print-config"); r.code != 0 || !strings.Contains(r.stdout, "prefix="+prefix) {
+	if r := chronos(t, d.dir, envOf("nas"), "nas", "--print-config"); r.code != 0 || !strings.Contains(r.stdout, "store: "+redis) {
 		t.Fatalf("chronos nas --print-config on the compose environment: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
@@ -1054,4 +1064,63 @@ func startCompose(t *testing.T) *composeRun {
 		}
 	}
 	return d
+}
+
+// startRedis runs redis-server with the redis service's arguments, on a
+// loopback port standing for redis:6379 and in the directory of the volume
+// mounted on /data, checks that they turn AOF on, and returns the URL of
+// database 0 as NAS sees it after rewriting (redis://redis:6379/0).
+func (d *composeRun) startRedis(c composeFile) string {
+	t := d.t
+	t.Helper()
+	svc := c.Services["redis"]
+	dataDir := ""
+	for _, v := range svc.Volumes {
+		if vol, path, _ := strings.Cut(v, ":"); path == "/data" {
+			dataDir = d.vols[vol]
+		}
+	}
+	if len(svc.Command) == 0 || svc.Command[0] != "redis-server" || dataDir == "" {
+		t.Fatalf("redis service: command %v volumes %v, want redis-server with a volume on /data", svc.Command, svc.Volumes)
+	}
+	port := d.port("redis", 6379)
+	args := append(slices.Clone(svc.Command[1:]), "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dataDir, "--daemonize", "no")
+	cmd := exec.Command("redis-server", args...)
+	out := &buildtest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("redis-server %s: %v", strings.Join(args, " "), err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("---- output of redis-server:\n%s", tail(out.String(), 3000))
+		}
+	})
+	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
+	client := redistest.ClientOf(t, url)
+	var conf map[string]string
+	eventually(t, 10*time.Second, "redis-server to answer", func() (bool, string) {
+		select {
+		case <-done:
+			t.Fatalf("redis-server %s ended:\n%s", strings.Join(args, " "), out.String())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		var err error
+		conf, err = client.ConfigGet(ctx, "append*").Result()
+		return err == nil, fmt.Sprint(err)
+	})
+	if conf["appendonly"] != "yes" || (conf["appendfsync"] != "everysec" && conf["appendfsync"] != "always") {
+		t.Errorf("redis with the compose arguments: appendonly %q appendfsync %q, want AOF on", conf["appendonly"], conf["appendfsync"])
+	}
+	if entries, err := os.ReadDir(dataDir); err != nil || len(entries) == 0 {
+		t.Errorf("redis wrote nothing into the redis-data volume (%v)", err)
+	}
+	return url
 }

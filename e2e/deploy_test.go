@@ -583,7 +583,7 @@ func readDockerfile(t *testing.T) (map[string]string, []dockerStage) {
 	return args, stages
 }
 
-// instrs returns the arguments of every instruction named instr.
+// all returns the arguments of every instruction named instr.
 func (s dockerStage) all(instr string) []string {
 	var out []string
 	for _, i := range s.instrs {

@@ -6,6 +6,7 @@ TESTFLAGS ?= -race -timeout 20m
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build demo test deps vet fmt-check lint tools unit bench fuzz clean
+.PHONY: deps-promtool rules
 
 all: build
 
@@ -19,11 +20,13 @@ demo:
 ## test: install what the tests need, then vet, the gofmt check, the linters and the race-enabled
 ## test suite.
 test: deps vet fmt-check lint unit
+test: rules
 
 ## deps: redis-server for the Redis engine's tests and PyJWT with cryptography for the Hermes
 ## compatibility test (Debian packages, installed when missing and root), Go modules.
 PYJWT_PROBE := import jwt, cryptography; from jwt import PyJWKClient
 
+deps: deps-promtool
 deps:
 	@if [ -z "$$TEST_REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -46,6 +49,23 @@ deps:
 		fi; \
 	fi
 	$(GO) mod download
+
+## deps-promtool: promtool, which checks and unit-tests the alert rules (Debian's prometheus
+## package, installed when missing and root).
+deps-promtool:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing prometheus (for promtool)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+		else \
+			echo "promtool is missing: install it (apt-get install prometheus)" >&2; exit 1; \
+		fi; \
+	fi
+
+## rules: the Prometheus alert rules are valid and pass their unit tests.
+rules: deps-promtool
+	promtool check rules deploy/prometheus/alerts.yaml
+	cd deploy/prometheus && promtool test rules alerts_test.yaml
 
 vet:
 	$(GO) vet $(PKGS)

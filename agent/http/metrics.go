@@ -115,7 +115,12 @@ type metrics struct {
 	registry *prometheus.Registry
 	fires    *prometheus.CounterVec
 	runs     *prometheus.CounterVec
+	notices  *prometheus.CounterVec
 }
+
+// noticeResults are the results of chronos_agent_notifications_total: the
+// ledger states of a notification line.
+var noticeResults = []ledger.State{ledger.StateSent, ledger.StateDead}
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{
@@ -128,6 +133,10 @@ func newMetrics(s *Server) *metrics {
 			Name: "chronos_agent_runs_total",
 			Help: "Runs this process recorded as ended in the ledger, by status: succeeded, failed, interrupted, skipped, missed.",
 		}, []string{"status"}),
+		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chronos_agent_notifications_total",
+			Help: "Notifications of runs this process finished, by result: sent (delivered) or dead (given up on).",
+		}, []string{"result"}),
 	}
 	for _, o := range fireOutcomes {
 		m.fires.WithLabelValues(o)
@@ -135,13 +144,22 @@ func newMetrics(s *Server) *metrics {
 	for _, st := range runStatuses {
 		m.runs.WithLabelValues(string(st))
 	}
-	m.registry.MustRegister(m.fires, m.runs, &stateCollector{s: s},
+	for _, st := range noticeResults {
+		m.notices.WithLabelValues(string(st))
+	}
+	m.registry.MustRegister(m.fires, m.runs, m.notices, &stateCollector{s: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// observeLedger counts the ledger lines that end a run.
+// observeLedger counts the ledger lines that end a run or a notification.
 func (m *metrics) observeLedger(e ledger.Entry) {
+	if e.Kind == ledger.KindNotification {
+		if e.State == ledger.StateSent || e.State == ledger.StateDead {
+			m.notices.WithLabelValues(string(e.State)).Inc()
+		}
+		return
+	}
 	if e.Kind != "" || e.Discarded || e.State == ledger.StateDuplicate || !e.State.Terminal() {
 		return
 	}

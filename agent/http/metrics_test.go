@@ -145,6 +145,7 @@ func TestMetricsCountFiresAndRuns(t *testing.T) {
 		if _, ok := sample(page, fmt.Sprintf(`chronos_agent_runs_total{status=%q}`, st)); ok {
 			t.Errorf("a notification line was counted as a run (%s)", st)
 		}
+		wantSample(t, page, fmt.Sprintf(`chronos_agent_notifications_total{result=%q}`, st), 1)
 	}
 	for outcome, n := range map[string]float64{
 		agenthttp.OutcomeAccepted: 1, agenthttp.OutcomeDuplicate: 1, agenthttp.OutcomeGone: 1,

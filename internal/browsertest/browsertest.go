@@ -226,6 +226,14 @@ func (b *Browser) WaitText(sel, want string) {
 	b.run(fmt.Sprintf("wait for %s to show %q", sel, want), chromedp.Poll[chromedp.Void](expr))
 }
 
+// WaitExact waits until the first element matching the CSS selector shows
+// exactly want (ignoring surrounding white space).
+func (b *Browser) WaitExact(sel, want string) {
+	b.t.Helper()
+	expr := fmt.Sprintf(`((el) => !!el && el.innerText.trim() === %s)(document.querySelector(%s))`, jsString(want), jsString(sel))
+	b.run(fmt.Sprintf("wait for %s to show exactly %q", sel, want), chromedp.Poll[chromedp.Void](expr))
+}
+
 // Click clicks the first element matching the CSS selector once it is
 // visible.
 func (b *Browser) Click(sel string) {

@@ -39,8 +39,10 @@ func TestBrowserDrivesAPage(t *testing.T) {
 	b := browsertest.New(t)
 	b.Open(srv.URL)
 	b.WaitText("#greeting", "nobody yet")
+	b.WaitExact("#greeting", "nobody yet")
 	b.Fill("#name", "operator")
 	b.Click("#go")
+	b.WaitExact("#greeting", "hello operator")
 	b.WaitVisible("#later")
 	b.WaitGone("#greeting")
 	if got := b.Text("#later"); got != "arrived" {

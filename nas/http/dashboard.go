@@ -91,7 +91,7 @@ func setPageHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-cache")
 }
 
@@ -148,10 +148,12 @@ func (s *Server) overview(c echo.Context) error {
 
 // sameOrigin reports whether a browser says r comes from a page of the
 // origin it is sent to: its Origin header names r's own host, or, without
-// Origin, Sec-Fetch-Site says same-origin. A request with neither is
-// refused: every browser this page supports sends one of them on a POST.
+// Origin (or with the opaque Origin "null" a browser sends under some
+// referrer policies), Sec-Fetch-Site says same-origin. A request with
+// neither is refused: every browser this page supports sends one of them on
+// a POST.
 func sameOrigin(r *http.Request) bool {
-	if o := r.Header.Get("Origin"); o != "" {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
 		return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 	}

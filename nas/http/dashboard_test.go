@@ -120,6 +120,8 @@ func TestDashboardLogin(t *testing.T) {
 		{name: "other origin", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://evil.test"}, status: 403},
 		{name: "same host other port", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://example.com:8080"}, status: 403},
 		{name: "opaque origin", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "null"}, status: 403},
+		{name: "opaque origin from a cross-site page", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "null", "Sec-Fetch-Site": "cross-site"}, status: 403},
+		{name: "opaque origin from the page itself", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "null", "Sec-Fetch-Site": "same-origin"}, status: 303, location: "/ui/", cookie: true},
 		{name: "no origin at all", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, status: 403},
 		{name: "cross-site fetch metadata", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "cross-site"}, status: 403},
 		{name: "same-origin fetch metadata", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "same-origin"}, status: 303, location: "/ui/", cookie: true},

@@ -31,10 +31,16 @@ function cell(text, cls) {
   return td;
 }
 
+// fill replaces the rows of tbody; each cell carries its column's name as
+// data-label, which narrow screens show beside the value.
 function fill(tbody, rows, empty, columns) {
+  const labels = Array.from(tbody.parentElement.querySelectorAll("thead th")).map((th) => th.textContent);
   const trs = rows.map((cells) => {
     const tr = document.createElement("tr");
-    cells.forEach((c) => tr.appendChild(c));
+    cells.forEach((c, i) => {
+      c.dataset.label = labels[i] || "";
+      tr.appendChild(c);
+    });
     return tr;
   });
   if (trs.length === 0) {
@@ -65,7 +71,7 @@ function renderOverview(o) {
   $("g-leased").textContent = o.store.leased;
   $("g-dead").textContent = o.store.dead_letter;
   const lag = o.fire_lag;
-  $("g-lag").textContent = lag.count === 0 ? "no fires yet"
+  $("g-lag").textContent = lag.count === 0 ? "no deliveries yet"
     : [lag.p50_seconds, lag.p90_seconds, lag.p99_seconds].map(seconds).join(" / ");
   fill($("agents"), o.agents.map((a) => [cell(a.agent_id, "mono"), cell(String(a.armed), "num")]),
     "No agent holds an armed fire.", 2);

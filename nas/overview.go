@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -17,6 +19,25 @@ import (
 
 // overviewMax bounds the agents and the stopped instances of an overview.
 const overviewMax = 1000
+
+// An overview reuses the census it read for ten times as long as reading it
+// took, within these bounds: on Redis the census scans the keyspace, and
+// every open dashboard polls every 3 s, so a large store is scanned at most
+// a tenth of the time, while a small one is read afresh on every poll.
+const (
+	minCensusTTL = time.Second
+	maxCensusTTL = time.Minute
+)
+
+// censusCache holds the last census an overview read.
+type censusCache struct {
+	mu                      sync.Mutex
+	at                      time.Time     // when it was read; zero: never, or invalidated
+	ttl                     time.Duration // how long it is reused
+	agents                  []contract.AgentArmedCount
+	stopped                 []contract.StoppedInstance
+	agentsMore, stoppedMore bool
+}
 
 // Overview gathers the operator's overview: the store's gauges, the agents
 // holding fires (when the engine implements relay.Census), this process's
@@ -38,32 +59,60 @@ func (s *Service) Overview(ctx context.Context) (contract.OperatorOverview, erro
 	if !ok {
 		return ov, nil
 	}
-	agents, more, err := c.ArmedByAgent(ctx, overviewMax)
+	s.census.mu.Lock()
+	defer s.census.mu.Unlock()
+	if now := s.now(); s.census.at.IsZero() || now.Sub(s.census.at) >= s.census.ttl || now.Before(s.census.at) {
+		start := time.Now()
+		if err := s.readCensus(ctx, c); err != nil {
+			return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
+		}
+		s.census.at, s.census.ttl = now, min(max(10*time.Since(start), minCensusTTL), maxCensusTTL)
+	}
+	ov.Agents = append(ov.Agents, s.census.agents...)
+	ov.StoppedInstances = append(ov.StoppedInstances, s.census.stopped...)
+	ov.AgentsTruncated, ov.StoppedTruncated = s.census.agentsMore, s.census.stoppedMore
+	return ov, nil
+}
+
+// invalidateCensus makes the next overview read the census afresh: an
+// operator who just stopped an instance or replayed fires sees it at once.
+func (s *Service) invalidateCensus() {
+	s.census.mu.Lock()
+	s.census.at = time.Time{}
+	s.census.mu.Unlock()
+}
+
+// readCensus reads the agents holding fires and the stopped instances (with
+// when they were stopped) into s.census; the caller holds its lock.
+func (s *Service) readCensus(ctx context.Context, c relay.Census) error {
+	agents, agentsMore, err := c.ArmedByAgent(ctx, overviewMax)
 	if err != nil {
-		return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
+		return err
 	}
-	ov.AgentsTruncated = more
-	for _, a := range agents {
-		ov.Agents = append(ov.Agents, contract.AgentArmedCount{AgentID: a.AgentID, Armed: a.Armed})
-	}
-	ids, more, err := c.StoppedInstances(ctx, overviewMax)
+	ids, stoppedMore, err := c.StoppedInstances(ctx, overviewMax)
 	if err != nil {
-		return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
+		return err
 	}
-	ov.StoppedTruncated = more
+	stopped := make([]contract.StoppedInstance, 0, len(ids))
 	for _, id := range ids {
 		inst := contract.StoppedInstance{InstanceID: id}
 		info, err := s.engine.Instance(ctx, id)
 		if err != nil {
-			return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
+			return err
 		}
 		if !info.StoppedAt.IsZero() {
 			at := contract.NewTime(info.StoppedAt.UTC())
 			inst.StoppedAt = &at
 		}
-		ov.StoppedInstances = append(ov.StoppedInstances, inst)
+		stopped = append(stopped, inst)
 	}
-	return ov, nil
+	counts := make([]contract.AgentArmedCount, 0, len(agents))
+	for _, a := range agents {
+		counts = append(counts, contract.AgentArmedCount{AgentID: a.AgentID, Armed: a.Armed})
+	}
+	s.census.agents, s.census.stopped = counts, stopped
+	s.census.agentsMore, s.census.stoppedMore = agentsMore, stoppedMore
+	return nil
 }
 
 // fireLagSummary reads the fire lag histogram as percentiles.

@@ -1,9 +1,12 @@
 package nas
 
 import (
+	"context"
 	"math"
 	"testing"
+	"time"
 
+	"github.com/chronoscron/chronos/relay"
 	"github.com/chronoscron/chronos/relay/memory"
 )
 
@@ -62,5 +65,56 @@ func TestFireLagSummaryAndDeliveries(t *testing.T) {
 	d := m.deliveriesByOutcome()
 	if d[deliveryDelivered] != 2 || d[deliveryRejected] != 1 || d[deliveryRetry] != 0 || len(d) != 6 {
 		t.Fatalf("deliveries %v", d)
+	}
+}
+
+// countingCensus counts the census reads of a memory engine.
+type countingCensus struct {
+	*memory.Engine
+	reads int
+}
+
+func (c *countingCensus) ArmedByAgent(ctx context.Context, max int) ([]relay.AgentArmed, bool, error) {
+	c.reads++
+	return c.Engine.ArmedByAgent(ctx, max)
+}
+
+func TestOverviewReusesTheCensusBriefly(t *testing.T) {
+	t.Parallel()
+	e := &countingCensus{Engine: memory.New(memory.Options{})}
+	t.Cleanup(func() { _ = e.Close() })
+	now := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	s := &Service{engine: e, now: func() time.Time { return now }, metrics: newMetrics(e)}
+	ctx := context.Background()
+	arm := func(agent string) {
+		t.Helper()
+		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: agent, JobID: "j", FireAt: now.Add(time.Hour), ScheduleID: "s-" + agent, CallbackURL: "http://a.test/"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agents := func() int {
+		t.Helper()
+		ov, err := s.Overview(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ov.Agents)
+	}
+	arm("a")
+	if n := agents(); n != 1 || e.reads != 1 {
+		t.Fatalf("%d agents after %d reads", n, e.reads)
+	}
+	arm("b")
+	if n := agents(); n != 1 || e.reads != 1 {
+		t.Fatalf("within the reuse time: %d agents after %d reads, want the cached 1 and 1 read", n, e.reads)
+	}
+	now = now.Add(minCensusTTL)
+	if n := agents(); n != 2 || e.reads != 2 {
+		t.Fatalf("after the reuse time: %d agents after %d reads", n, e.reads)
+	}
+	arm("c")
+	s.invalidateCensus()
+	if n := agents(); n != 3 || e.reads != 3 {
+		t.Fatalf("after an invalidation: %d agents after %d reads", n, e.reads)
 	}
 }

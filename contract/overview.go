@@ -58,3 +58,20 @@ type StoppedInstance struct {
 	// StoppedAt is when it was stopped, when NAS recorded it.
 	StoppedAt *Time `json:"stopped_at,omitempty"`
 }
+
+// PathOperatorSession is the operator dashboard's browser session: POST
+// trades the operator token for a session cookie, DELETE clears it.
+const PathOperatorSession = "/api/operator/session"
+
+// OperatorSessionRequest is the body of POST /api/operator/session.
+type OperatorSessionRequest struct {
+	// Token is the operator token.
+	Token string `json:"token"`
+}
+
+// OperatorSessionResponse is the 200 answer of POST /api/operator/session,
+// which also sets the session cookie.
+type OperatorSessionResponse struct {
+	// ExpiresAt is when the session ends.
+	ExpiresAt Time `json:"expires_at"`
+}

@@ -173,4 +173,10 @@ allow_private_callbacks: true
 	}
 	browser.WaitText(`[data-test="deliveries"]`, "delivered")
 	browser.WaitExact(`[data-test="dead-total"]`, "0")
+
+	// Logging out clears the cookie: a fresh load asks for the token again.
+	browser.Click(`[data-test="logout"]`)
+	browser.WaitVisible(`[data-test="login"]`)
+	browser.Open(internalURL + "/ui/")
+	browser.WaitVisible(`[data-test="login"]`)
 }

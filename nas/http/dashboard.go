@@ -1,7 +1,7 @@
 package nashttp
 
-// The operator dashboard: embedded static assets under /ui/, a login form
-// that trades the operator token for a SameSite=Strict, HttpOnly session
+// The operator dashboard: embedded static assets under /ui/, the session
+// route that trades the operator token for a SameSite=Strict, HttpOnly
 // cookie, and the same-origin check of cookie-authenticated POSTs. The page
 // reads the operator routes (overview, dead letter, unarmed jobs) with that
 // cookie and replays dead letters through the replay route.
@@ -21,12 +21,8 @@ import (
 
 // Routes of the operator dashboard.
 const (
-	// PathDashboard is the dashboard page; "/" redirects to it.
+	// PathDashboard is the dashboard page; "/" serves it too.
 	PathDashboard = "/ui/"
-	// PathDashboardLogin takes the login form (field "token").
-	PathDashboardLogin = "/ui/login"
-	// PathDashboardLogout ends the browser session.
-	PathDashboardLogout = "/ui/logout"
 	// OperatorCookie is the name of the operator's session cookie.
 	OperatorCookie = "chronos_operator"
 )
@@ -50,16 +46,16 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // dashboardRoutes registers the dashboard on e.
 func (s *Server) dashboardRoutes(e *echo.Echo) {
-	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, PathDashboard) })
+	e.GET("/", s.dashboardAsset)
 	e.GET(PathDashboard, s.dashboardAsset)
 	e.GET(PathDashboard+":asset", s.dashboardAsset)
-	e.POST(PathDashboardLogin, s.login)
-	e.POST(PathDashboardLogout, s.logout)
+	e.POST(contract.PathOperatorSession, s.login)
+	e.DELETE(contract.PathOperatorSession, s.logout)
 	e.GET(contract.PathOperatorOverview, s.operator(s.overview))
 }
 
-// dashboardAsset serves an embedded file of the dashboard; /ui/ is its
-// index.html.
+// dashboardAsset serves an embedded file of the dashboard; / and /ui/ are
+// its index.html.
 func (s *Server) dashboardAsset(c echo.Context) error {
 	name := c.Param("asset")
 	if name == "" {
@@ -95,22 +91,19 @@ func setPageHeaders(h http.Header) {
 	h.Set("Cache-Control", "no-cache")
 }
 
-// login checks the form's operator token and sets the session cookie. It
-// answers 303 to the page either way (with ?login=failed on a wrong token,
-// so the form says so), 403 for a cross-origin post.
+// login checks the operator token of the dashboard's login form and sets
+// the session cookie: 200 with its expiry, 401 for a wrong token, 403 for a
+// post from another origin.
 func (s *Server) login(c echo.Context) error {
 	r := c.Request()
 	if !sameOrigin(r) {
 		return crossOrigin()
 	}
-	r.Body = http.MaxBytesReader(c.Response(), r.Body, 8<<10)
-	if err := r.ParseForm(); err != nil {
-		return contract.BadRequest(contract.CodeInvalidRequest, "the login form could not be read")
+	var req contract.OperatorSessionRequest
+	if err := decode(c, 8<<10, &req); err != nil {
+		return err
 	}
-	value, exp, err := s.svc.OperatorLogin(r.PostForm.Get("token"))
-	if ce, ok := err.(*contract.Error); ok && ce.Status == http.StatusUnauthorized {
-		return c.Redirect(http.StatusSeeOther, PathDashboard+"?login=failed")
-	}
+	value, exp, err := s.svc.OperatorLogin(req.Token)
 	if err != nil {
 		return err
 	}
@@ -118,7 +111,7 @@ func (s *Server) login(c echo.Context) error {
 		Name: OperatorCookie, Value: value, Path: "/", Expires: exp, MaxAge: int(nas.OperatorSessionTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isHTTPS(r),
 	})
-	return c.Redirect(http.StatusSeeOther, PathDashboard)
+	return writeJSON(c, http.StatusOK, contract.OperatorSessionResponse{ExpiresAt: contract.NewTime(exp.UTC())})
 }
 
 // logout clears the session cookie (the value itself stays valid until it
@@ -132,7 +125,7 @@ func (s *Server) logout(c echo.Context) error {
 		Name: OperatorCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isHTTPS(r),
 	})
-	return c.Redirect(http.StatusSeeOther, PathDashboard)
+	return writeJSON(c, http.StatusOK, contract.OKResponse{OK: true})
 }
 
 func (s *Server) overview(c echo.Context) error {

@@ -17,14 +17,14 @@ import (
 // The host httptest.NewRequest gives every request, as a browser's origin.
 const testOrigin = "http://example.com"
 
-// formHeader is the header of a login form post from the page's origin.
-var formHeader = map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": testOrigin}
+// sameOriginHeader is the header of a call from the page's own origin.
+var sameOriginHeader = map[string]string{"Origin": testOrigin}
 
 // login posts the login form and returns the session cookie it set.
 func (b *bundle) login(t *testing.T) *http.Cookie {
 	t.Helper()
-	rec := b.do(b.internal, request{method: "POST", path: nashttp.PathDashboardLogin, body: "token=" + opToken, header: formHeader})
-	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != nashttp.PathDashboard {
+	rec := b.do(b.internal, request{method: "POST", path: contract.PathOperatorSession, body: contract.OperatorSessionRequest{Token: opToken}, header: sameOriginHeader})
+	if rec.Code != http.StatusOK {
 		t.Fatalf("login: %d %v %s", rec.Code, rec.Header(), rec.Body)
 	}
 	for _, c := range rec.Result().Cookies() {
@@ -104,47 +104,44 @@ func TestDashboardOverviewRefusals(t *testing.T) {
 
 func TestDashboardLogin(t *testing.T) {
 	t.Parallel()
+	const form = "application/x-www-form-urlencoded"
 	tests := []struct {
-		name     string
-		body     string
-		header   map[string]string
-		status   int
-		location string
-		cookie   bool
-		secure   bool
+		name    string
+		body    any
+		header  map[string]string
+		invalid bool
+		status  int
+		code    string
+		secure  bool
 	}{
-		{name: "right token", body: "token=" + opToken, header: formHeader, status: 303, location: "/ui/", cookie: true},
-		{name: "wrong token", body: "token=guess", header: formHeader, status: 303, location: "/ui/?login=failed"},
-		{name: "empty token", body: "token=", header: formHeader, status: 303, location: "/ui/?login=failed"},
-		{name: "agent token", body: "token=" + tokenA, header: formHeader, status: 303, location: "/ui/?login=failed"},
-		{name: "other origin", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://evil.test"}, status: 403},
-		{name: "same host other port", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://example.com:8080"}, status: 403},
-		{name: "opaque origin", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "null"}, status: 403},
-		{name: "opaque origin from a cross-site page", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "null", "Sec-Fetch-Site": "cross-site"}, status: 403},
-		{name: "opaque origin from the page itself", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "null", "Sec-Fetch-Site": "same-origin"}, status: 303, location: "/ui/", cookie: true},
-		{name: "no origin at all", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, status: 403},
-		{name: "cross-site fetch metadata", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "cross-site"}, status: 403},
-		{name: "same-origin fetch metadata", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "same-origin"}, status: 303, location: "/ui/", cookie: true},
-		{name: "behind a TLS proxy", body: "token=" + opToken, header: map[string]string{"Content-Type": "application/x-www-form-urlencoded", "Origin": "https://example.com", "X-Forwarded-Proto": "https"}, status: 303, location: "/ui/", cookie: true, secure: true},
+		{name: "right token", body: contract.OperatorSessionRequest{Token: opToken}, header: sameOriginHeader, status: 200},
+		{name: "wrong token", body: contract.OperatorSessionRequest{Token: "guess"}, header: sameOriginHeader, status: 401, code: contract.CodeUnauthenticated},
+		{name: "empty token", body: `{"token":""}`, header: sameOriginHeader, invalid: true, status: 401, code: contract.CodeUnauthenticated},
+		{name: "agent token", body: contract.OperatorSessionRequest{Token: tokenA}, header: sameOriginHeader, status: 401, code: contract.CodeUnauthenticated},
+		{name: "unknown field", body: `{"token":"x","user":"root"}`, header: sameOriginHeader, invalid: true, status: 400, code: contract.CodeUnknownField},
+		{name: "a form post", body: "token=" + opToken, header: map[string]string{"Origin": testOrigin, "Content-Type": form}, invalid: true, status: 415, code: contract.CodeUnsupportedMediaType},
+		{name: "other origin", body: contract.OperatorSessionRequest{Token: opToken}, header: map[string]string{"Origin": "http://evil.test"}, status: 403, code: contract.CodeForbidden},
+		{name: "same host other port", body: contract.OperatorSessionRequest{Token: opToken}, header: map[string]string{"Origin": "http://example.com:8080"}, status: 403, code: contract.CodeForbidden},
+		{name: "no origin at all", body: contract.OperatorSessionRequest{Token: opToken}, status: 403, code: contract.CodeForbidden},
+		{name: "opaque origin", body: contract.OperatorSessionRequest{Token: opToken}, header: map[string]string{"Origin": "null"}, status: 403, code: contract.CodeForbidden},
+		{name: "opaque origin from a cross-site page", body: contract.OperatorSessionRequest{Token: opToken}, header: map[string]string{"Origin": "null", "Sec-Fetch-Site": "cross-site"}, status: 403, code: contract.CodeForbidden},
+		{name: "opaque origin from the page itself", body: contract.OperatorSessionRequest{Token: opToken}, header: map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, status: 200},
+		{name: "cross-site fetch metadata", body: contract.OperatorSessionRequest{Token: opToken}, header: map[string]string{"Sec-Fetch-Site": "cross-site"}, status: 403, code: contract.CodeForbidden},
+		{name: "same-origin fetch metadata", body: contract.OperatorSessionRequest{Token: opToken}, header: map[string]string{"Sec-Fetch-Site": "same-origin"}, status: 200},
+		{name: "behind a TLS proxy", body: contract.OperatorSessionRequest{Token: opToken}, header: map[string]string{"Origin": "https://example.com", "X-Forwarded-Proto": "https"}, status: 200, secure: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			rec := b.do(b.internal, request{method: "POST", path: nashttp.PathDashboardLogin, body: tt.body, header: tt.header})
+			rec := b.do(b.internal, request{method: "POST", path: contract.PathOperatorSession, body: tt.body, header: tt.header, invalid: tt.invalid})
 			if rec.Code != tt.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
 			}
-			if tt.status == 403 && errCode(t, rec) != contract.CodeForbidden {
-				t.Fatalf("body %s", rec.Body)
-			}
-			if got := rec.Header().Get("Location"); got != tt.location {
-				t.Fatalf("Location %q, want %q", got, tt.location)
-			}
 			cookies := rec.Result().Cookies()
-			if !tt.cookie {
-				if len(cookies) != 0 {
-					t.Fatalf("cookies set: %v", cookies)
+			if tt.status != 200 {
+				if errCode(t, rec) != tt.code || len(cookies) != 0 {
+					t.Fatalf("body %s, cookies %v; want %s and no cookie", rec.Body, cookies, tt.code)
 				}
 				return
 			}
@@ -158,6 +155,10 @@ func TestDashboardLogin(t *testing.T) {
 			}
 			if err := b.svc.AuthorizeOperatorSession(c.Value); err != nil {
 				t.Fatalf("the cookie is not a session: %v", err)
+			}
+			got := decodeBody[contract.OperatorSessionResponse](t, rec)
+			if d := time.Until(got.ExpiresAt.Time); d < nas.OperatorSessionTTL-time.Minute || d > nas.OperatorSessionTTL {
+				t.Fatalf("expires_at %v", got.ExpiresAt)
 			}
 		})
 	}
@@ -207,15 +208,15 @@ func TestDashboardCookieAuthorizesOperatorRoutes(t *testing.T) {
 		t.Fatalf("another token's session: %d %s", rec.Code, rec.Body)
 	}
 
-	rec := b.do(b.internal, request{method: "POST", path: nashttp.PathDashboardLogout, header: map[string]string{"Cookie": cookie, "Origin": testOrigin}})
-	if rec.Code != 303 || rec.Header().Get("Location") != nashttp.PathDashboard {
-		t.Fatalf("logout: %d %v", rec.Code, rec.Header())
+	rec := b.do(b.internal, request{method: "DELETE", path: contract.PathOperatorSession, header: map[string]string{"Cookie": cookie, "Origin": testOrigin}})
+	if rec.Code != 200 || !decodeBody[contract.OKResponse](t, rec).OK {
+		t.Fatalf("logout: %d %s", rec.Code, rec.Body)
 	}
 	if cs := rec.Result().Cookies(); len(cs) != 1 || cs[0].Name != nashttp.OperatorCookie || cs[0].MaxAge >= 0 || cs[0].Value != "" {
 		t.Fatalf("logout cookies %v", cs)
 	}
-	if rec := b.do(b.internal, request{method: "POST", path: nashttp.PathDashboardLogout, header: map[string]string{"Origin": "http://evil.test"}}); rec.Code != 403 {
-		t.Fatalf("cross-origin logout: %d", rec.Code)
+	if rec := b.do(b.internal, request{method: "DELETE", path: contract.PathOperatorSession, header: map[string]string{"Origin": "http://evil.test"}}); rec.Code != 403 || errCode(t, rec) != contract.CodeForbidden {
+		t.Fatalf("cross-origin logout: %d %s", rec.Code, rec.Body)
 	}
 }
 
@@ -248,13 +249,10 @@ func TestDashboardSessionExpires(t *testing.T) {
 func TestDashboardAssets(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *nas.Config, _ *nas.Options) { c.RelayListen = "127.0.0.1:0" })
-	rec := b.do(b.internal, request{method: "GET", path: "/"})
-	if rec.Code != 303 || rec.Header().Get("Location") != nashttp.PathDashboard {
-		t.Fatalf("/: %d %v", rec.Code, rec.Header())
-	}
 	for _, tt := range []struct{ path, ctype, contains string }{
-		{"/ui/", "text/html; charset=utf-8", `action="/ui/login"`},
-		{"/ui/app.js", "text/javascript; charset=utf-8", "/api/operator/overview"},
+		{"/", "text/html; charset=utf-8", `id="login-form"`},
+		{"/ui/", "text/html; charset=utf-8", `id="login-form"`},
+		{"/ui/app.js", "text/javascript; charset=utf-8", "/api/operator/session"},
 		{"/ui/app.css", "text/css; charset=utf-8", "@media"},
 	} {
 		rec := b.do(b.internal, request{method: "GET", path: tt.path})
@@ -285,7 +283,7 @@ func TestDashboardAssets(t *testing.T) {
 			t.Fatalf("%s without operator token: %d", p, rec.Code)
 		}
 	}
-	if rec := off.do(off.internal, request{method: "POST", path: nashttp.PathDashboardLogin, body: "token=x", header: formHeader}); rec.Code != 404 {
+	if rec := off.do(off.internal, request{method: "POST", path: contract.PathOperatorSession, body: contract.OperatorSessionRequest{Token: "x"}, header: sameOriginHeader}); rec.Code != 404 {
 		t.Fatalf("login without operator token: %d", rec.Code)
 	}
 }

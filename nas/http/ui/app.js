@@ -135,6 +135,37 @@ function handle(e) {
   $("error").hidden = false;
 }
 
+async function login(ev) {
+  ev.preventDefault();
+  $("login-failed").hidden = true;
+  try {
+    const r = await fetch("/api/operator/session", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ token: $("token").value }),
+    });
+    if (r.status === 401) {
+      $("login-failed").hidden = false;
+      $("token").select();
+      return;
+    }
+    if (!r.ok) throw new Error("log in: " + r.status + " " + (await errorText(r)));
+    $("token").value = "";
+    await refresh();
+  } catch (e) {
+    handle(e);
+  }
+}
+
+async function logout() {
+  try {
+    await fetch("/api/operator/session", { method: "DELETE", credentials: "same-origin" });
+  } finally {
+    showLogin();
+  }
+}
+
 function showLogin() {
   $("dashboard").hidden = true;
   $("logout").hidden = true;
@@ -167,6 +198,7 @@ async function refresh() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  if (new URLSearchParams(location.search).get("login") === "failed") $("login-failed").hidden = false;
+  $("login-form").addEventListener("submit", login);
+  $("logout").addEventListener("click", logout);
   refresh();
 });

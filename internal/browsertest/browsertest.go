@@ -184,9 +184,31 @@ func (b *Browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, b.timeout)
 	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		b.t.Fatalf("browsertest: %s: %v\n---- the page shows:\n%s", what, err, b.pageText())
+	for {
+		err := chromedp.Do(ctx, steps...)
+		if err == nil {
+			return
+		}
+		if !contextReplaced(err) || ctx.Err() != nil {
+			b.t.Fatalf("browsertest: %s: %v\n---- the page shows:\n%s", what, err, b.pageText())
+		}
+		// The page's JavaScript context was replaced under the step (a load
+		// that had just finished): the browser tells of the new one in a
+		// moment, and the step is safe to repeat in it.
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
+}
+
+// contextReplaced reports whether err says the page's execution context
+// went away under a call, which a repeat of the call gets past.
+func contextReplaced(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed") ||
+		strings.Contains(msg, "Inspected target navigated or closed")
 }
 
 // pageText is the visible text of the page, for failure messages.

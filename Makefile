@@ -22,11 +22,27 @@ demo:
 test: deps vet fmt-check lint unit
 test: rules
 
+## deps-chromium: Debian's chromium for the browser tests (internal/browsertest), installed when
+## missing and root; CHRONOS_TEST_CHROMIUM names another Chromium binary instead.
+.PHONY: deps-chromium
+deps-chromium:
+	@if [ -n "$$CHRONOS_TEST_CHROMIUM" ]; then \
+		[ -x "$$CHRONOS_TEST_CHROMIUM" ] || { echo "CHRONOS_TEST_CHROMIUM=$$CHRONOS_TEST_CHROMIUM is not an executable" >&2; exit 1; }; \
+	elif [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "chromium is missing: install it (apt-get install chromium) or set CHRONOS_TEST_CHROMIUM" >&2; exit 1; \
+		fi; \
+	fi
+
 ## deps: redis-server for the Redis engine's tests and PyJWT with cryptography for the Hermes
 ## compatibility test (Debian packages, installed when missing and root), Go modules.
 PYJWT_PROBE := import jwt, cryptography; from jwt import PyJWKClient
 
 deps: deps-promtool
+deps: deps-chromium
 deps:
 	@if [ -z "$$TEST_REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -98,7 +98,8 @@ func TestOpenAPIOperations(t *testing.T) {
 	t.Parallel()
 	doc := loadSpec(t)
 	errorSchema := doc.Components.Schemas["Error"]
-	public := map[string]bool{"/.well-known/jwks.json": true, "/healthz": true, "/readyz": true, "/metrics": true}
+	public := map[string]bool{"/.well-known/jwks.json": true, "/healthz": true, "/readyz": true, "/metrics": true,
+		"/": true, "/ui/": true, "/ui/{asset}": true, "/api/operator/session": true}
 	ids := map[string]string{}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -201,6 +202,11 @@ var goTypes = map[string]struct {
 	"InstanceStatus":         {reflect.TypeFor[contract.InstanceStatus](), false},
 	"ReconcileRequest":       {reflect.TypeFor[contract.ReconcileRequest](), false},
 	"ReconcileResponse":      {reflect.TypeFor[contract.ReconcileResponse](), false},
+
+	// The operator dashboard's routes.
+	"OperatorOverview":        {reflect.TypeFor[contract.OperatorOverview](), false},
+	"OperatorSessionRequest":  {reflect.TypeFor[contract.OperatorSessionRequest](), false},
+	"OperatorSessionResponse": {reflect.TypeFor[contract.OperatorSessionResponse](), false},
 }
 
 // wireFields returns the JSON names of t's fields.

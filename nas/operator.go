@@ -45,6 +45,7 @@ func (s *Service) setInstanceState(ctx context.Context, instanceID string, state
 	if err := s.engine.NoteInstance(ctx, instanceID, state, at); err != nil {
 		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
 	}
+	s.invalidateCensus()
 	s.log.InfoContext(ctx, "instance state changed", "instance_id", instanceID, "stopped", stopped)
 	if !stopped {
 		// Its agent may sleep with jobs whose fires were dropped meanwhile:
@@ -63,6 +64,7 @@ func (s *Service) CancelAgent(ctx context.Context, agentID string) (contract.Can
 	if err != nil {
 		return contract.CancelAllResponse{}, fmt.Errorf("cancel agent: %w", err)
 	}
+	s.invalidateCensus()
 	s.log.InfoContext(ctx, "agent jobs cancelled", "agent_id", agentID, "cancelled", n)
 	return contract.CancelAllResponse{AgentID: agentID, Cancelled: n}, nil
 }
@@ -110,6 +112,7 @@ func (s *Service) Replay(ctx context.Context, req contract.DLQReplayRequest) (co
 	if err != nil {
 		return contract.DLQReplayResponse{}, fmt.Errorf("replay: %w", err)
 	}
+	s.invalidateCensus()
 	s.log.InfoContext(ctx, "dead letters replayed", "agent_id", req.AgentID, "replayed", n)
 	return contract.DLQReplayResponse{Replayed: n}, nil
 }

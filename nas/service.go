@@ -61,6 +61,7 @@ type Service struct {
 	metrics  *Metrics
 	operator []byte
 	heal     selfHeal
+	census   censusCache // the overview's agents and stopped instances
 }
 
 // New builds a Service. Config must validate after WithDefaults, except that

@@ -10,9 +10,23 @@ import (
 	"github.com/chronoscron/chronos/contract"
 )
 
+// operator guards an operator route: a Bearer operator token (scripts), or
+// else the dashboard's session cookie, with which a POST must also come from
+// the dashboard's own origin.
 func (s *Server) operator(h echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := s.svc.AuthorizeOperator(c.Request().Header.Get(contract.HeaderAuthorization)); err != nil {
+		r := c.Request()
+		authz := r.Header.Get(contract.HeaderAuthorization)
+		if ck, err := r.Cookie(OperatorCookie); authz == "" && err == nil {
+			if err := s.svc.AuthorizeOperatorSession(ck.Value); err != nil {
+				return err
+			}
+			if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
+				return crossOrigin()
+			}
+			return h(c)
+		}
+		if err := s.svc.AuthorizeOperator(authz); err != nil {
 			return err
 		}
 		return h(c)

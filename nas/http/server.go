@@ -185,6 +185,7 @@ func (s *Server) internalRoutes(e *echo.Echo) {
 		e.GET(contract.PathOperatorDLQ, s.operator(s.listDead))
 		e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay))
 		e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed))
+		s.dashboardRoutes(e)
 	}
 }
 

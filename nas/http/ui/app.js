@@ -1,0 +1,204 @@
+// The operator dashboard: polls the operator routes with the session cookie
+// and renders them; every value goes in as text, never as markup.
+"use strict";
+
+const REFRESH_MS = 3000;
+const $ = (id) => document.getElementById(id);
+let timer = null;
+
+class Unauthorized extends Error {}
+
+async function getJSON(path) {
+  const r = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (r.status === 401) throw new Unauthorized();
+  if (!r.ok) throw new Error(path + ": " + r.status + " " + (await errorText(r)));
+  return r.json();
+}
+
+async function errorText(r) {
+  try {
+    const b = await r.json();
+    return b.error_description || b.error || "";
+  } catch (e) {
+    return "";
+  }
+}
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  return td;
+}
+
+// fill replaces the rows of tbody; each cell carries its column's name as
+// data-label, which narrow screens show beside the value.
+function fill(tbody, rows, empty, columns) {
+  const labels = Array.from(tbody.parentElement.querySelectorAll("thead th")).map((th) => th.textContent);
+  const trs = rows.map((cells) => {
+    const tr = document.createElement("tr");
+    cells.forEach((c, i) => {
+      c.dataset.label = labels[i] || "";
+      tr.appendChild(c);
+    });
+    return tr;
+  });
+  if (trs.length === 0) {
+    const tr = document.createElement("tr");
+    const td = cell(empty, "empty");
+    td.colSpan = columns;
+    tr.appendChild(td);
+    trs.push(tr);
+  }
+  tbody.replaceChildren(...trs);
+}
+
+function when(t) {
+  if (!t) return "";
+  const d = new Date(t);
+  return isNaN(d) ? t : d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z").replace(/Z$/, " UTC");
+}
+
+function seconds(v) {
+  if (v === null || v === undefined) return "–";
+  if (v < 1) return Math.round(v * 1000) + " ms";
+  return v.toFixed(v < 10 ? 2 : 1) + " s";
+}
+
+function renderOverview(o) {
+  $("g-armed").textContent = o.store.armed;
+  $("g-due").textContent = o.store.due_backlog;
+  $("g-leased").textContent = o.store.leased;
+  $("g-dead").textContent = o.store.dead_letter;
+  const lag = o.fire_lag;
+  $("g-lag").textContent = lag.count === 0 ? "no deliveries yet"
+    : [lag.p50_seconds, lag.p90_seconds, lag.p99_seconds].map(seconds).join(" / ");
+  fill($("agents"), o.agents.map((a) => [cell(a.agent_id, "mono"), cell(String(a.armed), "num")]),
+    "No agent holds an armed fire.", 2);
+  $("agents-more").hidden = !o.agents_truncated;
+  const outcomes = Object.keys(o.deliveries).sort();
+  fill($("deliveries"), outcomes.map((k) => [cell(k, "outcome-" + k), cell(String(o.deliveries[k]), "num")]),
+    "No deliveries yet.", 2);
+  fill($("stopped"), o.stopped_instances.map((s) => [cell(s.instance_id, "mono"), cell(when(s.stopped_at))]),
+    "No instance is stopped.", 2);
+}
+
+function renderDead(d) {
+  fill($("dead"), d.entries.map((e) => {
+    const btn = document.createElement("button");
+    btn.type = "button";
+    btn.textContent = "Replay";
+    btn.dataset.test = "replay";
+    btn.dataset.scheduleId = e.schedule_id;
+    btn.addEventListener("click", () => replay(btn, e.schedule_id));
+    const act = document.createElement("td");
+    act.appendChild(btn);
+    return [cell(e.agent_id, "mono"), cell(e.job_id, "mono"), cell(when(e.fire_at)), cell(e.reason, "reason"),
+      cell(String(e.attempts), "num"), act];
+  }), "The dead letter is empty.", 6);
+  $("dead").querySelectorAll("tr").forEach((tr, i) => {
+    if (d.entries[i]) tr.dataset.test = "dead-entry";
+  });
+  $("dead-more").hidden = !d.next_cursor;
+}
+
+function renderUnarmed(u) {
+  fill($("unarmed"), u.unarmed.map((j) => [cell(j.agent_id || "", "mono"), cell(j.job_id, "mono"),
+    cell(j.outcome + (j.reason ? ": " + j.reason : "")), cell(when(j.outcome_at))]),
+  "Every job is armed again (after " + u.unarmed_after + ").", 4);
+}
+
+async function replay(btn, scheduleID) {
+  btn.disabled = true;
+  try {
+    const r = await fetch("/api/operator/dlq/replay", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ schedule_ids: [scheduleID] }),
+    });
+    if (r.status === 401) throw new Unauthorized();
+    if (!r.ok) throw new Error("replay: " + r.status + " " + (await errorText(r)));
+    await refresh();
+  } catch (e) {
+    btn.disabled = false;
+    handle(e);
+  }
+}
+
+function handle(e) {
+  if (e instanceof Unauthorized) {
+    showLogin();
+    return;
+  }
+  $("error").textContent = e.message;
+  $("error").hidden = false;
+}
+
+async function login(ev) {
+  ev.preventDefault();
+  $("login-failed").hidden = true;
+  try {
+    const r = await fetch("/api/operator/session", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ token: $("token").value }),
+    });
+    if (r.status === 401) {
+      $("login-failed").hidden = false;
+      $("token").select();
+      return;
+    }
+    if (!r.ok) throw new Error("log in: " + r.status + " " + (await errorText(r)));
+    $("token").value = "";
+    await refresh();
+  } catch (e) {
+    handle(e);
+  }
+}
+
+async function logout() {
+  try {
+    await fetch("/api/operator/session", { method: "DELETE", credentials: "same-origin" });
+  } finally {
+    showLogin();
+  }
+}
+
+function showLogin() {
+  $("dashboard").hidden = true;
+  $("logout").hidden = true;
+  $("login").hidden = false;
+  $("refreshed").textContent = "";
+  if (timer) clearInterval(timer);
+  timer = null;
+  $("token").focus();
+}
+
+async function refresh() {
+  try {
+    const [o, d, u] = await Promise.all([
+      getJSON("/api/operator/overview"),
+      getJSON("/api/operator/dlq?limit=100"),
+      getJSON("/api/operator/unarmed"),
+    ]);
+    renderOverview(o);
+    renderDead(d);
+    renderUnarmed(u);
+    $("error").hidden = true;
+    $("login").hidden = true;
+    $("dashboard").hidden = false;
+    $("logout").hidden = false;
+    $("refreshed").textContent = "updated " + when(o.generated_at);
+    if (!timer) timer = setInterval(refresh, REFRESH_MS);
+  } catch (e) {
+    handle(e);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login-form").addEventListener("submit", login);
+  $("logout").addEventListener("click", logout);
+  refresh();
+});

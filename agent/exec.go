@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -105,30 +106,39 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, rel
 	rt.record(e)
 	started := rt.now()
+	var kr kindResult
 	if err == nil {
-		rn, gerr := rt.runners.Get(j.Payload.Kind)
-		if gerr != nil {
-			res = runner.Result{Err: gerr}
-		} else {
-			runCtx := ctx
-			if j.Timeout > 0 {
-				var cancel context.CancelFunc
-				runCtx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
-				defer cancel()
-			}
-			cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
-			log.Info("run started")
-			res = rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw,
-				Processes: func(ps []runner.Process) { rt.noteProcs(r, ps) }})
-			if cause := context.Cause(runCtx); res.Err != nil && cause != nil && !strings.Contains(res.Err.Error(), cause.Error()) {
-				res.Err = fmt.Errorf("%w (%w)", res.Err, cause)
-			}
-		}
+		kr = rt.runKind(ctx, r, s, out, log)
+		res = kr.res
 		if cerr := out.Close(); cerr != nil && res.Err == nil {
 			res.Err = fmt.Errorf("output: %w", cerr)
 		}
 	}
-	rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started)})
+	rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started),
+		state: kr.state, reason: kr.reason})
+}
+
+// runPayload runs the job's payload for claim c under the job's timeout.
+func (rt *Runtime) runPayload(ctx context.Context, r *activeRun, s startReq, out io.Writer, log *slog.Logger) runner.Result {
+	j, c := s.job, s.claim
+	rn, gerr := rt.runners.Get(j.Payload.Kind)
+	if gerr != nil {
+		return runner.Result{Err: gerr}
+	}
+	runCtx := ctx
+	if j.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
+		defer cancel()
+	}
+	cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
+	log.Info("run started")
+	res := rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw,
+		Processes: func(ps []runner.Process) { rt.noteProcs(r, ps) }})
+	if cause := context.Cause(runCtx); res.Err != nil && cause != nil && !strings.Contains(res.Err.Error(), cause.Error()) {
+		res.Err = fmt.Errorf("%w (%w)", res.Err, cause)
+	}
+	return res
 }
 
 // noteProcs keeps the latest list of a run's processes and asks the renew
@@ -228,6 +238,10 @@ type ended struct {
 	res    runner.Result
 	cause  error
 	took   time.Duration
+	// state and reason, when state is set, are the run's end as its job
+	// kind decided it (a workflow skipped, a fanout partial).
+	state  ledger.State
+	reason string
 }
 
 // completion is what the store write of a run's end decided.
@@ -252,6 +266,12 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
 	cp := &completion{state: ledger.StateSucceeded}
 	if o.res.Err != nil {
 		cp.state, cp.reason = ledger.StateFailed, o.res.Err.Error()
+	}
+	if o.state != "" {
+		cp.state, cp.reason = o.state, o.reason
+	}
+	if errors.Is(o.cause, errCancelled) {
+		cp.state, cp.reason = ledger.StateCancelled, errCancelled.Error()
 	}
 	if errors.Is(o.cause, errShutdown) {
 		cp.shutdown = true
@@ -322,7 +342,9 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 	cur.LastError = cp.reason
 	cur.UpdatedAt = now.UTC()
 	switch cp.state {
-	case ledger.StateSucceeded:
+	case ledger.StateSkipped, ledger.StateCancelled:
+		// Neither a success nor a failure of the job's command.
+	case ledger.StateSucceeded, ledger.StatePartial:
 		cur.FailureStreak = 0
 		cur.LastSuccessAt = utcPtr(now)
 		cur.LastSuccessSlot = utcPtr(c.Slot)
@@ -330,7 +352,7 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 	default:
 		cur.FailureStreak++
 	}
-	if cp.shutdown && cur.OnInterrupt == InterruptRetry && c.Attempt < maxAttempts(cur) {
+	if cp.shutdown && (cur.OnInterrupt == InterruptRetry || cur.JobKind == JobKindFanout) && c.Attempt < maxAttempts(cur) {
 		d := retryDelay(cur.Retry, c.Attempt+1)
 		cur.Pending = append(cur.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
 			Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,

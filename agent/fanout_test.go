@@ -196,7 +196,7 @@ func TestFanoutChildRetries(t *testing.T) {
 	// Fails on its first attempt only.
 	cmd := fmt.Sprintf(`echo x >> %[1]s.$FANOUT_ITEM; [ "$(wc -l < %[1]s.$FANOUT_ITEM)" -ge 2 ]`, mark)
 	b.add(t, JobSpec{ID: "r", Schedule: "@yearly", Payload: shell(cmd), JobKind: JobKindFanout,
-		Retry: Retry{MaxAttempts: 2, Backoff: store.Duration(time.Millisecond)},
+		Retry:  Retry{MaxAttempts: 2, Backoff: store.Duration(time.Millisecond)},
 		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"a", "b"}), Concurrency: 2}})
 	p := b.runNow(t, "r")
 	if p.State != ledger.StateSucceeded {

@@ -5,7 +5,7 @@ PKGS      ?= ./...
 TESTFLAGS ?= -race -timeout 20m
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build demo test deps vet fmt-check lint tools unit bench fuzz clean
+.PHONY: all build demo test deps deps-postgres vet fmt-check lint tools unit bench fuzz clean
 
 all: build
 
@@ -24,7 +24,8 @@ test: deps vet fmt-check lint unit
 ## compatibility test (Debian packages, installed when missing and root), Go modules.
 PYJWT_PROBE := import jwt, cryptography; from jwt import PyJWKClient
 
-deps:
+deps: \
+	deps-postgres
 	@if [ -z "$$TEST_REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "installing redis-server"; \
@@ -46,6 +47,18 @@ deps:
 		fi; \
 	fi
 	$(GO) mod download
+
+## deps-postgres: PostgreSQL for the sql:// fanout input's tests (internal/pgtest starts a
+## throwaway cluster with its initdb and pg_ctl), installed when missing and root.
+deps-postgres:
+	@if [ -z "$$TEST_POSTGRES_URL" ] && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing postgresql"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else \
+			echo "postgresql is missing: install it (apt-get install postgresql) or set TEST_POSTGRES_URL" >&2; exit 1; \
+		fi; \
+	fi
 
 vet:
 	$(GO) vet $(PKGS)

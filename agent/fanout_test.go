@@ -18,7 +18,7 @@ import (
 
 // writeItems writes items, one per line, with a comment and blank lines
 // the file resolver must leave out, and returns its file:// address.
-func writeItems(t *testing.T, items []string) string {
+func writeItems(t testing.TB, items []string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "items.txt")
 	body := "# targets\n\n" + strings.Join(items, "\n") + "\n"
@@ -33,7 +33,7 @@ func shell(cmd string) runner.Payload {
 }
 
 // runNow runs job id now and waits for its parent run.
-func (b *bundle) runNow(t *testing.T, id string) ledger.Run {
+func (b *bundle) runNow(t testing.TB, id string) ledger.Run {
 	t.Helper()
 	res, err := b.rt.RunNow(t.Context(), id, RunOptions{})
 	if err != nil {

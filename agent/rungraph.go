@@ -48,3 +48,17 @@ func (o jobOutputs) LatestSuccessOutput(ctx context.Context, jobID string, since
 	}
 	return "", false, nil
 }
+
+// RunGraph returns run id and its children and reducer (RunChildren); an
+// id not in the ledger wraps ErrRunUnknown.
+func (rt *Runtime) RunGraph(ctx context.Context, id string) (ledger.Run, []ledger.Run, error) {
+	r, found, err := rt.ledger.Find(ctx, id, time.Time{})
+	if err != nil {
+		return r, nil, fmt.Errorf("runs: %w", err)
+	}
+	if !found {
+		return r, nil, fmt.Errorf("runs: %w: %s", ErrRunUnknown, id)
+	}
+	kids, err := rt.RunChildren(ctx, id)
+	return r, kids, err
+}

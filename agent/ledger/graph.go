@@ -1,10 +1,14 @@
 package ledger
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/internal/termtext"
 )
 
 // OrderChildren orders the runs of one fanout parent: children by run id
@@ -85,5 +89,59 @@ func treeLine(r Run) string {
 	if r.Reason != "" && r.State != StateSucceeded {
 		line += "  " + r.Reason
 	}
-	return line
+	return termtext.Escape(line, termtext.EscapeNewlines)
+}
+
+// Find returns the run with id among the runs since since; found is false
+// when there is none.
+func (l *Ledger) Find(ctx context.Context, id string, since time.Time) (Run, bool, error) {
+	runs, err := l.Runs(ctx, Filter{Since: since})
+	if err != nil {
+		return Run{}, false, err
+	}
+	for _, r := range runs {
+		if r.RunID == id {
+			return r, true, nil
+		}
+	}
+	return Run{}, false, nil
+}
+
+// WriteShow writes run r and, for a fanout parent, its children (each
+// with its item and state) and its reducer, with a count per state.
+func WriteShow(w io.Writer, r Run, children []Run) error {
+	rows := [][2]string{{"run", r.RunID}, {"job", r.JobID}, {"state", string(r.State)}, {"slot", r.Slot.Format(time.RFC3339)},
+		{"trigger", r.Trigger}, {"attempt", fmt.Sprint(r.Attempt)}, {"role", r.Role}, {"parent", r.ParentRunID}, {"item", r.Item},
+		{"result", r.Result()}, {"duration", r.Took()}, {"output", r.Output}, {"reason", r.Reason}}
+	for _, row := range rows {
+		if row[1] == "" {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "%-9s %s\n", row[0]+":", termtext.Escape(row[1], termtext.EscapeNewlines)); err != nil {
+			return err
+		}
+	}
+	if len(children) == 0 {
+		return nil
+	}
+	count := map[State]int{}
+	for _, c := range children {
+		if c.Role == RoleChild {
+			count[c.State]++
+		}
+	}
+	states := make([]string, 0, len(count))
+	for s, n := range count {
+		states = append(states, fmt.Sprintf("%d %s", n, s))
+	}
+	sort.Strings(states)
+	if _, err := fmt.Fprintf(w, "children: %s\n", strings.Join(states, ", ")); err != nil {
+		return err
+	}
+	for _, c := range children {
+		if _, err := fmt.Fprintln(w, "  "+treeLine(c)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/jobfile"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -94,6 +95,7 @@ type jobFlags struct {
 	json                                          bool
 	notify                                        notify.Change
 	notifyAfter, renotifyEvery                    int
+	kind                                          jobfile.KindFlags
 }
 
 func (o *jobFlags) register(f *pflag.FlagSet) {

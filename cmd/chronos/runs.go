@@ -15,7 +15,7 @@ import (
 
 func newRunsCmd() *cobra.Command {
 	var home string
-	c := groupCmd("runs", "Read the run ledger", newRunsListCmd(&home))
+	c := groupCmd("runs", "Read the run ledger, show a fanout's children, cancel a run", newRunsListCmd(&home), newRunsShowCmd(&home), newRunsCancelCmd(&home))
 	c.PersistentFlags().StringVar(&home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
 	return c
 }
@@ -24,7 +24,7 @@ func newRunsListCmd(home *string) *cobra.Command {
 	var (
 		jobID, since string
 		limit        int
-		asJSON       bool
+		asJSON, tree bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -74,6 +74,9 @@ every field of the ledger's fold, these included.`,
 				}
 				return jobsJSON(out, runs)
 			}
+			if tree {
+				return ledger.WriteTree(out, runs)
+			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tJOB\tSLOT\tTRIGGER\tSTATE\tATTEMPT\tFORCED\tLATE\tRESULT\tDURATION\tOUTPUT\tREASON")
 			for i := range runs {
@@ -98,6 +101,7 @@ every field of the ledger's fold, these included.`,
 	c.Flags().StringVar(&since, "since", "", "only runs from this time on: RFC 3339, a date (2026-06-01) or a duration back from now (24h)")
 	c.Flags().IntVar(&limit, "limit", 100, "keep the newest N runs (0: all)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&tree, "tree", false, "nest each fanout's children (with their items) and reducer under its parent")
 	return c
 }
 

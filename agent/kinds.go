@@ -158,3 +158,24 @@ func validEnvName(s string) bool {
 	}
 	return s != ""
 }
+
+// KindDetails lists, label and value, what a person reads about j's job
+// kind (none for a plain job).
+func KindDetails(j *Job) [][2]string {
+	switch {
+	case j.JobKind == JobKindWorkflow && j.Workflow != nil:
+		w := j.Workflow
+		return [][2]string{{"kind", "workflow"}, {"depends on", strings.Join(w.DependsOn, ", ")},
+			{"window", fmt.Sprintf("%s (on_missing %s, on_dep_fail %s)", w.Window.Std(), w.OnMissing, w.OnDepFail)}}
+	case j.JobKind == JobKindFanout && j.Fanout != nil:
+		f := j.Fanout
+		rows := [][2]string{{"kind", "fanout"}, {"inputs from", f.InputsFrom},
+			{"children", fmt.Sprintf("concurrency %d, item in $%s, partial tolerance %g, per-item timeout %s, %d attempts each",
+				f.Concurrency, f.ItemVar, f.PartialTolerance, f.PerItemTimeout.Std(), childAttempts(j))}}
+		if f.Reducer != nil {
+			rows = append(rows, [2]string{"reducer", fmt.Sprintf("%s (run on %s)", f.Reducer.Command, f.Reducer.RunOn)})
+		}
+		return rows
+	}
+	return nil
+}

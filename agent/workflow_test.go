@@ -110,3 +110,26 @@ func TestJobKindValidation(t *testing.T) {
 		t.Fatalf("%d jobs stored after refused adds", len(js))
 	}
 }
+
+// TestEditKeepsJobKind: editing a workflow or fanout job keeps its kind
+// and settings.
+func TestEditKeepsJobKind(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.add(t, JobSpec{ID: "w", Schedule: "@yearly", JobKind: JobKindWorkflow,
+		Workflow: &store.Workflow{DependsOn: []string{"a"}, Window: store.Duration(time.Hour), OnDepFail: store.DecisionFail}})
+	b.add(t, JobSpec{ID: "f", Schedule: "@yearly", JobKind: JobKindFanout,
+		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"x"}), Concurrency: 3, Reducer: &store.Reducer{Command: "true"}}})
+	sched := "@daily"
+	for _, id := range []string{"w", "f"} {
+		if _, _, err := b.rt.EditJob(t.Context(), id, JobPatch{Schedule: &sched}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := b.job(t, "w"); w.JobKind != JobKindWorkflow || w.Workflow == nil || w.Workflow.OnDepFail != store.DecisionFail || w.Kind != "cron" {
+		t.Fatalf("edited workflow: kind %q %+v (schedule kind %q)", w.JobKind, w.Workflow, w.Kind)
+	}
+	if f := b.job(t, "f"); f.JobKind != JobKindFanout || f.Fanout == nil || f.Fanout.Concurrency != 3 || f.Fanout.Reducer.RunOn != store.ReduceOnSuccess {
+		t.Fatalf("edited fanout: kind %q %+v", f.JobKind, f.Fanout)
+	}
+}

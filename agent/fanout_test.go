@@ -296,3 +296,30 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCancelFromAnotherProcess: a cancel written by another Runtime on the
+// home (the CLI) reaches the owner through jobs.json.
+func TestCancelFromAnotherProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *Config) { c.WatchInterval = 20 * time.Millisecond })
+	b.add(t, JobSpec{ID: "p", Schedule: "@yearly"})
+	res, err := b.rt.RunNow(t.Context(), "p", RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.started(t)
+	other, err := Open(t.Context(), Config{Home: b.home, Now: b.clock.Now, Retention: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(t.Context())
+	if err := other.CancelRun(t.Context(), res.RunID); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.wait(t, res.RunID); r.State != ledger.StateCancelled || r.Reason != "cancelled on request" {
+		t.Fatalf("run %s %q, want cancelled", r.State, r.Reason)
+	}
+	if err := other.CancelRun(t.Context(), res.RunID); !errors.Is(err, ErrRunNotRunning) {
+		t.Fatalf("cancel of an ended run: %v", err)
+	}
+}

@@ -14,7 +14,6 @@ import (
 
 func (c *jobsCLI) addCmd() *cobra.Command {
 	var o jobFlags
-	var paused bool
 	var file string
 	cmd := &cobra.Command{
 		Use:   "add --schedule S [flags] (-- COMMAND [ARGS...] | --http-url URL)",
@@ -36,7 +35,7 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
       --partial-tolerance 0.1 --reducer 'merge /var/lib/scans' --reducer-run-on any_success -- 'scan "$FANOUT_ITEM"'
   chronos jobs add --file job.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			spec, err := o.addSpec(cmd, args, paused)
+			spec, err := o.addSpec(cmd, args)
 			if file != "" && err == nil {
 				spec, err = jobfile.Read(file, cmd.InOrStdin())
 			}
@@ -67,7 +66,7 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 	}
 	o.register(cmd.Flags())
 	cmd.Flags().StringVar(&o.spec.ID, "id", "", "job id (default generated): letters, digits, . _ -")
-	cmd.Flags().BoolVar(&paused, "paused", false, "create the job paused")
+	cmd.Flags().Bool("paused", false, "create the job paused")
 	cmd.Flags().StringVar(&file, "file", "", "read the job from a YAML or JSON spec file ('-': stdin) instead of flags")
 	o.kind.Register(cmd.Flags())
 	return cmd
@@ -75,7 +74,7 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 
 // addSpec is the job jobs add asks for through its flags (nothing under
 // --file, which must come alone).
-func (o *jobFlags) addSpec(cmd *cobra.Command, args []string, paused bool) (agent.JobSpec, error) {
+func (o *jobFlags) addSpec(cmd *cobra.Command, args []string) (agent.JobSpec, error) {
 	spec := o.spec
 	if cmd.Flags().Changed("file") {
 		var err error
@@ -98,7 +97,7 @@ func (o *jobFlags) addSpec(cmd *cobra.Command, args []string, paused bool) (agen
 		return spec, usagef("jobs add: --retry-* flags need --on-interrupt retry (or --kind fanout: each child's attempts)")
 	}
 	spec.Retry = o.retryOf()
-	if spec.Paused = paused; paused {
+	if spec.Paused, _ = cmd.Flags().GetBool("paused"); spec.Paused {
 		spec.PausedReason = "created paused"
 	}
 	return spec, o.kind.Apply(cmd.Flags().Changed, &spec)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -77,24 +78,7 @@ every field of the ledger's fold, these included.`,
 			if tree {
 				return ledger.WriteTree(out, runs)
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tJOB\tSLOT\tTRIGGER\tSTATE\tATTEMPT\tFORCED\tLATE\tRESULT\tDURATION\tOUTPUT\tREASON")
-			for i := range runs {
-				r := &runs[i]
-				late := (time.Duration(r.LatenessMS) * time.Millisecond).String()
-				forced := "-"
-				if r.Forced {
-					forced = "yes"
-				}
-				output := ""
-				if r.Output != "" {
-					output = filepath.Join(hd, r.Output)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{r.RunID, r.JobID, r.Slot.Format(time.RFC3339),
-					jobsDash(r.Trigger), r.State, r.Attempt, forced, late, r.Result(), r.Took(), jobsDash(output),
-					jobsDash(runsOneLine(r.Reason))})...)
-			}
-			return tw.Flush()
+			return printRuns(out, hd, runs)
 		},
 	}
 	c.Flags().StringVar(&jobID, "job", "", "only runs of this job")
@@ -108,4 +92,26 @@ every field of the ledger's fold, these included.`,
 // runsOneLine folds a reason onto one line of at most 120 bytes.
 func runsOneLine(s string) string {
 	return cutText(strings.ReplaceAll(s, "\n", " "), 120)
+}
+
+// printRuns prints runs as a table, output files under home hd.
+func printRuns(out io.Writer, hd string, runs []ledger.Run) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tJOB\tSLOT\tTRIGGER\tSTATE\tATTEMPT\tFORCED\tLATE\tRESULT\tDURATION\tOUTPUT\tREASON")
+	for i := range runs {
+		r := &runs[i]
+		late := (time.Duration(r.LatenessMS) * time.Millisecond).String()
+		forced := "-"
+		if r.Forced {
+			forced = "yes"
+		}
+		output := ""
+		if r.Output != "" {
+			output = filepath.Join(hd, r.Output)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", termSafeArgs([]any{r.RunID, r.JobID, r.Slot.Format(time.RFC3339),
+			jobsDash(r.Trigger), r.State, r.Attempt, forced, late, r.Result(), r.Took(), jobsDash(output),
+			jobsDash(runsOneLine(r.Reason))})...)
+	}
+	return tw.Flush()
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent/fanout"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -321,5 +324,34 @@ func TestCancelFromAnotherProcess(t *testing.T) {
 	}
 	if err := other.CancelRun(t.Context(), res.RunID); !errors.Is(err, ErrRunNotRunning) {
 		t.Fatalf("cancel of an ended run: %v", err)
+	}
+}
+
+// TestFanoutHTTPAndJobInputs: items from an http server the address
+// policy allows, and from another job's output (job://).
+func TestFanoutHTTPAndJobInputs(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `["h1","h2"]`)
+	}))
+	t.Cleanup(srv.Close)
+	b := setup(t, func(c *Config) { c.NotifyAddresses = notify.AddressPolicy{AllowPrivate: true} })
+	b.add(t, JobSpec{ID: "h", Schedule: "@yearly", Payload: shell("true"), JobKind: JobKindFanout,
+		Fanout: &store.Fanout{InputsFrom: srv.URL + "/items", Concurrency: 2}})
+	p := b.runNow(t, "h")
+	if kids := b.children(t, p.RunID); p.State != ledger.StateSucceeded || len(kids) != 2 || kids[1].Item != "h2" {
+		t.Fatalf("http fanout %s (%s), children %+v", p.State, p.Reason, kids)
+	}
+	b.add(t, JobSpec{ID: "subs", Schedule: "@yearly", Payload: shell("printf 'a.example\\nb.example\\n'")})
+	b.add(t, JobSpec{ID: "j", Schedule: "@yearly", Payload: shell("true"), JobKind: JobKindFanout,
+		Fanout: &store.Fanout{InputsFrom: "job://subs?output_as_lines&window=1h", Concurrency: 2}})
+	if p := b.runNow(t, "j"); p.State != ledger.StateFailed || !strings.Contains(p.Reason, "no successful run") {
+		t.Fatalf("job input before subs ran: %s %q", p.State, p.Reason)
+	}
+	b.runNow(t, "subs")
+	p = b.runNow(t, "j")
+	if kids := b.children(t, p.RunID); p.State != ledger.StateSucceeded || len(kids) != 2 || kids[0].Item != "a.example" {
+		t.Fatalf("job fanout %s (%s), children %+v", p.State, p.Reason, kids)
 	}
 }

@@ -222,7 +222,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		journal: journal{kick: make(chan struct{}, 1)},
 	}
 	rt.selfStart, _ = procfs.StartTime(rt.self.PID)
-	rt.inputs = inputs.New(inputs.Options{Addresses: cfg.NotifyAddresses, Jobs: jobOutputs{rt}, SQL: cfg.SQL})
+	rt.inputs = inputs.New(inputs.Options{Addresses: cfg.NotifyAddresses, Jobs: jobOutputs{rt}, SQL: cfg.SQL, Now: cfg.Now})
 	rt.notices = newNotices()
 	// Notifications a crashed process made durable but never handed to
 	// the outbox go there now (Add ignores ids it already has). A home

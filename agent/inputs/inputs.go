@@ -46,6 +46,8 @@ type Options struct {
 	SQL map[string]DSN
 	// Timeout overrides FetchTimeout (tests).
 	Timeout time.Duration
+	// Now is the clock job:// windows are judged by (default time.Now).
+	Now func() time.Time
 }
 
 // Set is the resolvers of an agent, by scheme.
@@ -64,7 +66,7 @@ func New(o Options) *Set {
 		"file":  FileResolver{},
 		"http":  h,
 		"https": h,
-		"job":   &JobResolver{Jobs: o.Jobs},
+		"job":   &JobResolver{Jobs: o.Jobs, Now: o.Now},
 		"sql":   &SQLResolver{DSNs: o.SQL, Timeout: timeout},
 	}}
 }

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/notify"
@@ -16,7 +17,8 @@ import (
 // HTTPResolver fetches http(s):// inputs through a client that refuses, at
 // dial time, every address Addresses refuses, follows no redirects and uses
 // no proxy. The answer must be 200 with text/plain (one item per line, as
-// a file) or application/json (an array of strings), at most MaxBytes,
+// a file) or application/json (an array of strings; blank ones are left
+// out), at most MaxBytes,
 // within Timeout.
 type HTTPResolver struct {
 	Addresses notify.AddressPolicy
@@ -68,7 +70,13 @@ func (h *HTTPResolver) Resolve(ctx context.Context, u *url.URL) ([]string, error
 		if err := json.Unmarshal(b, &items); err != nil {
 			return nil, fmt.Errorf("inputs: fetch %s: want a JSON array of strings: %w", u.Redacted(), err)
 		}
-		return items, nil
+		out := items[:0]
+		for _, it := range items {
+			if it = strings.TrimSpace(it); it != "" {
+				out = append(out, it)
+			}
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("inputs: fetch %s: content type %q, want text/plain or application/json", u.Redacted(), mt)
 }

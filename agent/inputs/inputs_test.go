@@ -69,7 +69,7 @@ func TestHTTP(t *testing.T) {
 	})
 	mux.HandleFunc("/json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `["x","y z"]`)
+		fmt.Fprint(w, `["x"," ","y z"]`)
 	})
 	mux.HandleFunc("/html", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html")

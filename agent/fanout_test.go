@@ -355,3 +355,23 @@ func TestFanoutHTTPAndJobInputs(t *testing.T) {
 		t.Fatalf("job fanout %s (%s), children %+v", p.State, p.Reason, kids)
 	}
 }
+
+// TestFanoutPerItemTimeout: a child past per_item_timeout is stopped and
+// counts as failed; the others are not affected.
+func TestFanoutPerItemTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.add(t, JobSpec{ID: "t", Schedule: "@yearly", Payload: shell(`[ "$FANOUT_ITEM" = slow ] && exec sleep 30; true`), JobKind: JobKindFanout,
+		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"fast", "slow", "fast2"}), Concurrency: 3,
+			PerItemTimeout: store.Duration(200 * time.Millisecond), PartialTolerance: 0.5}})
+	start := time.Now()
+	p := b.runNow(t, "t")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("fanout took %s", took)
+	}
+	kids := b.children(t, p.RunID)
+	if p.State != ledger.StatePartial || len(kids) != 3 || kids[1].State != ledger.StateFailed || !strings.Contains(kids[1].Reason, "per-item timeout after 200ms") ||
+		kids[0].State != ledger.StateSucceeded {
+		t.Fatalf("parent %s (%s), children %+v", p.State, p.Reason, kids)
+	}
+}

@@ -3,6 +3,7 @@ package inputs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -29,7 +30,9 @@ type HTTPResolver struct {
 // address the policy refuses.
 func (h *HTTPResolver) Check(ctx context.Context, u *url.URL) error {
 	t := notify.Target{Kind: notify.KindWebhook, URL: u.String()}
-	if err := notify.ValidateTarget(ctx, t, notify.ValidateOptions{Addresses: h.Addresses}); err != nil {
+	if err := notify.ValidateTarget(ctx, t, notify.ValidateOptions{Addresses: h.Addresses}); errors.Is(err, notify.ErrAddressNotAllowed) {
+		return fmt.Errorf("%w: %w (to allow it, set notify.allow_private: true or list its prefix in notify.allow in the agent config)", ErrInvalid, err)
+	} else if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil

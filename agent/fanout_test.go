@@ -261,6 +261,10 @@ func TestCancelFanout(t *testing.T) {
 		if k.State != ledger.StateCancelled || k.Role != ledger.RoleChild {
 			t.Fatalf("child %s %s role %s", k.RunID, k.State, k.Role)
 		}
+		// Nothing of the child is left: no process names it.
+		if n, err := runner.KillRun(t.Context(), k.RunID, nil); n != 0 || err != nil {
+			t.Fatalf("child %s left %d processes (%v)", k.RunID, n, err)
+		}
 	}
 }
 

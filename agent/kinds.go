@@ -169,9 +169,13 @@ func KindDetails(j *Job) [][2]string {
 			{"window", fmt.Sprintf("%s (on_missing %s, on_dep_fail %s)", w.Window.Std(), w.OnMissing, w.OnDepFail)}}
 	case j.JobKind == JobKindFanout && j.Fanout != nil:
 		f := j.Fanout
+		timeout := "none"
+		if f.PerItemTimeout > 0 {
+			timeout = f.PerItemTimeout.Std().String()
+		}
 		rows := [][2]string{{"kind", "fanout"}, {"inputs from", f.InputsFrom},
-			{"children", fmt.Sprintf("concurrency %d, item in $%s, partial tolerance %g, per-item timeout %s, %d attempts each",
-				f.Concurrency, f.ItemVar, f.PartialTolerance, f.PerItemTimeout.Std(), childAttempts(j))}}
+			{"children", fmt.Sprintf("concurrency %d, item in $%s, partial tolerance %g, per-item timeout %s, attempts %d each",
+				f.Concurrency, f.ItemVar, f.PartialTolerance, timeout, childAttempts(j))}}
 		if f.Reducer != nil {
 			rows = append(rows, [2]string{"reducer", fmt.Sprintf("%s (run on %s)", f.Reducer.Command, f.Reducer.RunOn)})
 		}

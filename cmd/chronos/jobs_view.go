@@ -188,7 +188,7 @@ Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printe
 					fmt.Fprintf(out, "output: %s\n", termSafe(filepath.Join(rt.Store().Home(), run.Output)))
 				}
 			}
-			if run.State != "succeeded" {
+			if !run.State.Succeeded() {
 				return fmt.Errorf("jobs run: run %s %s", run.RunID, run.State)
 			}
 			return nil

@@ -114,8 +114,11 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 			res.Err = fmt.Errorf("output: %w", cerr)
 		}
 	}
-	rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started),
+	stored := rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started),
 		state: kr.state, reason: kr.reason})
+	if stored && j.JobKind == JobKindFanout && !errors.Is(context.Cause(ctx), errShutdown) {
+		rt.dropPlan(c.RunID, log)
+	}
 }
 
 // runPayload runs the job's payload for claim c under the job's timeout.
@@ -261,8 +264,9 @@ type completion struct {
 // outbox. A completion that cannot be written (a full disk, a read-only
 // home) is held and written again with backoff until it is durable: the run
 // stays this process's meanwhile, so its claim is never reaped and the slot
-// never runs twice. Only Close's deadline gives it up.
-func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
+// never runs twice. Only Close's deadline gives it up. It reports whether
+// the run's end is stored as this process's (not given up, not discarded).
+func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) bool {
 	cp := &completion{state: ledger.StateSucceeded}
 	if o.res.Err != nil {
 		cp.state, cp.reason = ledger.StateFailed, o.res.Err.Error()
@@ -290,7 +294,7 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
 		// the run interrupted (and retries it under on_interrupt retry).
 		log.Error("run completion lost: the store is not writable and the agent is shutting down",
 			"state", cp.state, "error", err)
-		return
+		return false
 	}
 	e := cp.line
 	if cp.discarded != "" {
@@ -308,6 +312,7 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
 	}
 	rt.apply(context.Background(), p)
 	rt.signal()
+	return cp.discarded == ""
 }
 
 // finalLine is the ledger line ending run o at now.

@@ -103,9 +103,6 @@ func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log
 	runOn := ReducerOnOf(j.Fanout)
 	v := fanout.Judge(sum, j.Fanout.PartialTolerance, runOn)
 	if cause := context.Cause(ctx); cause != nil {
-		if !errors.Is(cause, errShutdown) {
-			rt.dropPlan(c.RunID, log)
-		}
 		return failed(fmt.Errorf("%s; stopped: %w", v.Reason, cause))
 	}
 	fmt.Fprintln(out, v.Reason)
@@ -118,7 +115,6 @@ func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log
 			fmt.Fprintln(out, "reducer failed")
 		}
 	}
-	rt.dropPlan(c.RunID, log)
 	kr := kindResult{state: v.State, reason: v.Reason}
 	if !v.State.Succeeded() {
 		kr.res.Err = errors.New(v.Reason)
@@ -213,9 +209,14 @@ func (rt *Runtime) interruptChild(ctx context.Context, j *Job, c Claim, r ledger
 	_, _ = runner.KillRun(kctx, r.RunID, nil)
 	cancel()
 	e := rt.entry(j, rt.now(), mark{r.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), "interrupted: the parent's owner is gone"})
-	e.Role, e.ParentRunID, e.Item, e.Attempt, e.Token, e.Output = ledger.RoleChild, c.RunID, r.Item, r.Attempt, uint64(r.Attempt), r.Output
+	e.Role, e.ParentRunID, e.Item, e.Attempt, e.Token, e.Output = ledger.RoleChild, c.RunID, r.Item, r.Attempt, r.Token, r.Output
 	rt.record(e)
 }
+
+// childToken is the ledger token of a child attempt: the parent's attempt
+// and the child's, so every attempt's lines fold apart even when a parent
+// runs its children again.
+func childToken(c Claim, attempt int) uint64 { return uint64(c.Attempt)<<20 | uint64(attempt) }
 
 // child is one run under a fanout parent: item index (-1: the reducer),
 // its item and its attempt.
@@ -248,7 +249,7 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 	}
 	line := func(st ledger.State, reason string) ledger.Entry {
 		e := rt.entry(j, rt.now(), mark{id, st, c.Slot, Trigger(c.Trigger), reason})
-		e.Role, e.ParentRunID, e.Item, e.Attempt, e.Token = role, c.RunID, ch.item, ch.attempt, uint64(ch.attempt)
+		e.Role, e.ParentRunID, e.Item, e.Attempt, e.Token = role, c.RunID, ch.item, ch.attempt, childToken(c, ch.attempt)
 		e.Runner = payload.Kind
 		return e
 	}

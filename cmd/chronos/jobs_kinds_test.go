@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
 )
@@ -125,5 +126,66 @@ func TestJobsAddWorkflowFromFlagsAndFile(t *testing.T) {
 	}
 	if code, _, errOut := cli(t, "jobs", "add", "--home", home, "--file", spec); code != 2 || !strings.Contains(errOut, "concurency") {
 		t.Fatalf("unknown key: exit %d %s", code, errOut)
+	}
+}
+
+// TestRunsCancelStopsAFanout: runs cancel, from another command, stops a
+// fanout that jobs run is running: its children are cancelled.
+func TestRunsCancelStopsAFanout(t *testing.T) {
+	t.Parallel()
+	home, dir := t.TempDir(), t.TempDir()
+	items := filepath.Join(dir, "items")
+	if err := os.WriteFile(items, []byte("1\n2\n3\n4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, "jobs", "add", "--home", home, "--id", "slow", "--schedule", "@yearly", "--kind", "fanout",
+		"--inputs-from", "file://"+items, "--concurrency", "2", "--", "sleep 30")
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := cli(t, "jobs", "run", "--home", home, "slow")
+		done <- result{code, out, errOut}
+	}()
+	var parent string
+	deadline := time.Now().Add(20 * time.Second)
+	for parent == "" {
+		var runs []ledger.Run
+		_ = json.Unmarshal([]byte(mustCLI(t, "runs", "list", "--home", home, "--json")), &runs)
+		running := 0
+		for _, r := range runs {
+			if r.Role == ledger.RoleChild && r.State == ledger.StateRunning {
+				running++
+			}
+		}
+		if running == 2 {
+			parent = runs[0].RunID
+		} else if time.Now().After(deadline) {
+			t.Fatal("the fanout's children did not start")
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if out := mustCLI(t, "runs", "cancel", "--home", home, parent); !strings.Contains(out, "cancel of run "+parent+" requested") {
+		t.Fatalf("cancel: %s", out)
+	}
+	select {
+	case r := <-done:
+		if r.code == 0 || !strings.Contains(r.out+r.err, "cancelled") {
+			t.Fatalf("jobs run: exit %d\n%s%s", r.code, r.out, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("jobs run did not end after the cancel")
+	}
+	var g struct {
+		Children []ledger.Run `json:"children"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "runs", "show", "--home", home, "--json", parent)), &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Children) != 2 || g.Children[0].State != ledger.StateCancelled || g.Children[1].State != ledger.StateCancelled {
+		t.Fatalf("children %+v", g.Children)
 	}
 }

@@ -6,7 +6,7 @@ TESTFLAGS ?= -race -timeout 20m
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all build demo test deps vet fmt-check lint tools unit bench fuzz clean
-.PHONY: deps-promtool rules
+.PHONY: deps-promtool deps-postgres rules
 
 all: build
 
@@ -43,6 +43,7 @@ PYJWT_PROBE := import jwt, cryptography; from jwt import PyJWKClient
 
 deps: deps-promtool
 deps: deps-chromium
+deps: deps-postgres
 deps:
 	@if [ -z "$$TEST_REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -82,6 +83,18 @@ deps-promtool:
 rules: deps-promtool
 	promtool check rules deploy/prometheus/alerts.yaml
 	cd deploy/prometheus && promtool test rules alerts_test.yaml
+
+## deps-postgres: PostgreSQL for the sql:// fanout input's tests (internal/pgtest starts a
+## throwaway cluster with its initdb and pg_ctl), installed when missing and root.
+deps-postgres:
+	@if [ -z "$$TEST_POSTGRES_URL" ] && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing postgresql"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else \
+			echo "postgresql is missing: install it (apt-get install postgresql) or set TEST_POSTGRES_URL" >&2; exit 1; \
+		fi; \
+	fi
 
 vet:
 	$(GO) vet $(PKGS)

@@ -29,7 +29,8 @@ func specOf(j *Job) JobSpec {
 	return JobSpec{ID: j.ID, Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Repeat: j.Repeat.Times,
 		Payload: j.Payload, Timeout: j.Timeout.Std(), Misfire: string(j.Misfire), Grace: j.Grace.Std(),
 		Overlap: string(j.Overlap), Window: string(j.Window), OnInterrupt: string(j.OnInterrupt), Retry: j.Retry,
-		Paused: !j.Enabled, PausedReason: j.PausedReason, Notify: j.Policy}
+		Paused: !j.Enabled, PausedReason: j.PausedReason, Notify: j.Policy,
+		JobKind: j.JobKind, Workflow: j.Clone().Workflow, Fanout: j.Clone().Fanout}
 }
 
 // apply sets the patched fields of spec.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -105,30 +106,42 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, rel
 	rt.record(e)
 	started := rt.now()
+	var kr kindResult
 	if err == nil {
-		rn, gerr := rt.runners.Get(j.Payload.Kind)
-		if gerr != nil {
-			res = runner.Result{Err: gerr}
-		} else {
-			runCtx := ctx
-			if j.Timeout > 0 {
-				var cancel context.CancelFunc
-				runCtx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
-				defer cancel()
-			}
-			cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
-			log.Info("run started")
-			res = rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw,
-				Processes: func(ps []runner.Process) { rt.noteProcs(r, ps) }})
-			if cause := context.Cause(runCtx); res.Err != nil && cause != nil && !strings.Contains(res.Err.Error(), cause.Error()) {
-				res.Err = fmt.Errorf("%w (%w)", res.Err, cause)
-			}
-		}
+		kr = rt.runKind(ctx, r, s, out, log)
+		res = kr.res
 		if cerr := out.Close(); cerr != nil && res.Err == nil {
 			res.Err = fmt.Errorf("output: %w", cerr)
 		}
 	}
-	rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started)})
+	stored := rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started),
+		state: kr.state, reason: kr.reason})
+	if stored && j.JobKind == JobKindFanout && !errors.Is(context.Cause(ctx), errShutdown) {
+		rt.dropPlan(c.RunID, log)
+	}
+}
+
+// runPayload runs the job's payload for claim c under the job's timeout.
+func (rt *Runtime) runPayload(ctx context.Context, r *activeRun, s startReq, out io.Writer, log *slog.Logger) runner.Result {
+	j, c := s.job, s.claim
+	rn, gerr := rt.runners.Get(j.Payload.Kind)
+	if gerr != nil {
+		return runner.Result{Err: gerr}
+	}
+	runCtx := ctx
+	if j.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
+		defer cancel()
+	}
+	cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
+	log.Info("run started")
+	res := rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw,
+		Processes: func(ps []runner.Process) { rt.noteProcs(r, ps) }})
+	if cause := context.Cause(runCtx); res.Err != nil && cause != nil && !strings.Contains(res.Err.Error(), cause.Error()) {
+		res.Err = fmt.Errorf("%w (%w)", res.Err, cause)
+	}
+	return res
 }
 
 // noteProcs keeps the latest list of a run's processes and asks the renew
@@ -228,6 +241,10 @@ type ended struct {
 	res    runner.Result
 	cause  error
 	took   time.Duration
+	// state and reason, when state is set, are the run's end as its job
+	// kind decided it (a workflow skipped, a fanout partial).
+	state  ledger.State
+	reason string
 }
 
 // completion is what the store write of a run's end decided.
@@ -247,11 +264,18 @@ type completion struct {
 // outbox. A completion that cannot be written (a full disk, a read-only
 // home) is held and written again with backoff until it is durable: the run
 // stays this process's meanwhile, so its claim is never reaped and the slot
-// never runs twice. Only Close's deadline gives it up.
-func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
+// never runs twice. Only Close's deadline gives it up. It reports whether
+// the run's end is stored as this process's (not given up, not discarded).
+func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) bool {
 	cp := &completion{state: ledger.StateSucceeded}
 	if o.res.Err != nil {
 		cp.state, cp.reason = ledger.StateFailed, o.res.Err.Error()
+	}
+	if o.state != "" {
+		cp.state, cp.reason = o.state, o.reason
+	}
+	if errors.Is(o.cause, errCancelled) {
+		cp.state, cp.reason = ledger.StateCancelled, errCancelled.Error()
 	}
 	if errors.Is(o.cause, errShutdown) {
 		cp.shutdown = true
@@ -270,7 +294,7 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
 		// the run interrupted (and retries it under on_interrupt retry).
 		log.Error("run completion lost: the store is not writable and the agent is shutting down",
 			"state", cp.state, "error", err)
-		return
+		return false
 	}
 	e := cp.line
 	if cp.discarded != "" {
@@ -288,6 +312,7 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
 	}
 	rt.apply(context.Background(), p)
 	rt.signal()
+	return cp.discarded == ""
 }
 
 // finalLine is the ledger line ending run o at now.
@@ -322,7 +347,9 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 	cur.LastError = cp.reason
 	cur.UpdatedAt = now.UTC()
 	switch cp.state {
-	case ledger.StateSucceeded:
+	case ledger.StateSkipped, ledger.StateCancelled:
+		// Neither a success nor a failure of the job's command.
+	case ledger.StateSucceeded, ledger.StatePartial:
 		cur.FailureStreak = 0
 		cur.LastSuccessAt = utcPtr(now)
 		cur.LastSuccessSlot = utcPtr(c.Slot)
@@ -330,7 +357,7 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 	default:
 		cur.FailureStreak++
 	}
-	if cp.shutdown && cur.OnInterrupt == InterruptRetry && c.Attempt < maxAttempts(cur) {
+	if cp.shutdown && (cur.OnInterrupt == InterruptRetry || cur.JobKind == JobKindFanout) && c.Attempt < maxAttempts(cur) {
 		d := retryDelay(cur.Retry, c.Attempt+1)
 		cur.Pending = append(cur.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
 			Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,

@@ -346,6 +346,7 @@ func (rt *Runtime) entry(j *Job, now time.Time, l mark) ledger.Entry {
 		Reason:     l.reason,
 		Owner:      rt.self.String(),
 		Runner:     j.Payload.Kind,
+		Role:       kindRole(j),
 	}
 }
 
@@ -519,7 +520,7 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 			why = fmt.Sprintf("lease of owner %s expired at %s", c.Owner, c.LeaseUntil.Format(time.RFC3339))
 		}
 		reason := "interrupted: " + why
-		if j.OnInterrupt == InterruptRetry {
+		if j.OnInterrupt == InterruptRetry || rt.resumable(j, c) {
 			if c.Attempt < maxAttempts(j) {
 				d := retryDelay(j.Retry, c.Attempt+1)
 				if gone {

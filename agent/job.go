@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/inputs"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
@@ -102,6 +103,11 @@ type JobSpec struct {
 	// Notify is who hears of the job's runs, and when a failing streak
 	// alerts (package notify).
 	Notify notify.Policy
+	// JobKind is plain (default), workflow or fanout, with its settings in
+	// Workflow or Fanout.
+	JobKind  string
+	Workflow *store.Workflow
+	Fanout   *store.Fanout
 }
 
 // newJob validates spec and builds the job created at now. reg validates the
@@ -157,6 +163,9 @@ func newJob(spec JobSpec, now time.Time, env jobEnv) (*Job, *schedule.Schedule, 
 	if err := env.check(j); err != nil {
 		return nil, nil, invalid(err)
 	}
+	if err := env.checkKind(j, spec); err != nil {
+		return nil, nil, invalid(err)
+	}
 	sched, err := parseSchedule(j, env.loc)
 	if err != nil {
 		return nil, nil, invalid(err)
@@ -187,6 +196,7 @@ type jobEnv struct {
 	loc    *time.Location
 	reg    *runner.Registry
 	notify notify.ValidateOptions
+	inputs *inputs.Set
 }
 
 // check validates j's payload with its runner and its notification policy.

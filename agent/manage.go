@@ -41,7 +41,7 @@ func (rt *Runtime) ValidateJob(spec JobSpec) (Job, *schedule.Schedule, error) {
 
 // jobEnv is what rt builds and checks jobs against.
 func (rt *Runtime) jobEnv() jobEnv {
-	return jobEnv{loc: rt.cfg.Location, reg: rt.runners, notify: notify.ValidateOptions{Addresses: rt.cfg.NotifyAddresses}}
+	return jobEnv{loc: rt.cfg.Location, reg: rt.runners, notify: notify.ValidateOptions{Addresses: rt.cfg.NotifyAddresses}, inputs: rt.inputs}
 }
 
 // Schedule returns the parsed schedule of j.

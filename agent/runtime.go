@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/chronoscron/chronos/agent/inputs"
 	"github.com/chronoscron/chronos/agent/internal/procfs"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
@@ -64,6 +65,9 @@ type Config struct {
 	// defaults; the clock defaults to Now). Owner, Log and Observe are the
 	// runtime's own.
 	Notify notify.Options
+	// SQL names the databases a fanout's sql://NAME?QUERY inputs may query
+	// (the agent configuration's sql.dsns); a job can reach no other.
+	SQL map[string]inputs.DSN
 	// WriteFile replaces jobs.json whole (default: the store's atomic
 	// write). Tests pass one that fails, to play a home that cannot be
 	// written.
@@ -162,6 +166,7 @@ type Runtime struct {
 	journal journal
 	probe   probe
 	notices notices
+	inputs  *inputs.Set
 }
 
 // activeRun is a run of this process, from its claim until its result is
@@ -217,6 +222,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		journal: journal{kick: make(chan struct{}, 1)},
 	}
 	rt.selfStart, _ = procfs.StartTime(rt.self.PID)
+	rt.inputs = inputs.New(inputs.Options{Addresses: cfg.NotifyAddresses, Jobs: jobOutputs{rt}, SQL: cfg.SQL, Now: cfg.Now})
 	rt.notices = newNotices()
 	// Notifications a crashed process made durable but never handed to
 	// the outbox go there now (Add ignores ids it already has). A home
@@ -234,9 +240,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	liveOwners.Store(rt.self.ID, struct{}{})
 	wctx, stop := context.WithCancel(context.Background())
 	rt.stop = stop
-	rt.watchWG.Add(3)
+	rt.watchWG.Add(4)
 	last, _ := st.Fingerprint()
 	go rt.watch(wctx, last)
+	go rt.cancelLoop(wctx)
 	go rt.renewLoop(wctx)
 	go rt.flushLoop(wctx)
 	return rt, nil

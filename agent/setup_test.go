@@ -85,7 +85,7 @@ type bundle struct {
 
 var t0 = time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
 
-func setup(t *testing.T, mod ...func(*Config)) *bundle {
+func setup(t testing.TB, mod ...func(*Config)) *bundle {
 	t.Helper()
 	b := &bundle{clock: &fakeClock{t: t0}, gate: newGate(), home: t.TempDir()}
 	cfg := Config{Home: b.home, Now: b.clock.Now, Runners: map[string]runner.Runner{"gate": b.gate}, Retention: -1, WriteFile: writeFile}
@@ -109,7 +109,7 @@ func setup(t *testing.T, mod ...func(*Config)) *bundle {
 }
 
 // add creates a job; the payload defaults to the gate runner.
-func (b *bundle) add(t *testing.T, spec JobSpec) Job {
+func (b *bundle) add(t testing.TB, spec JobSpec) Job {
 	t.Helper()
 	if spec.Payload.Kind == "" {
 		spec.Payload = runner.Payload{Kind: "gate"}
@@ -141,7 +141,7 @@ func (b *bundle) started(t *testing.T) string {
 	}
 }
 
-func (b *bundle) wait(t *testing.T, runID string) ledger.Run {
+func (b *bundle) wait(t testing.TB, runID string) ledger.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

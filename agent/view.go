@@ -137,6 +137,7 @@ func (v *JobView) Details() [][2]string {
 	}
 	rows = append(rows, [][2]string{{"timezone", dash(j.Timezone)}, {"state", state}, {"repeat", repeat},
 		{"payload", DescribePayload(j.Payload)}, {"timeout", timeout}, {"policies", DescribePolicies(j)}}...)
+	rows = append(rows, KindDetails(j)...)
 	if j.OnInterrupt == InterruptRetry {
 		rows = append(rows, [2]string{"retry", fmt.Sprintf("%d attempts, backoff %s up to %s", j.Retry.MaxAttempts, j.Retry.Backoff.Std(), j.Retry.MaxBackoff.Std())})
 	}

@@ -28,7 +28,24 @@ const (
 	StateMissed      State = "missed"
 	StateInterrupted State = "interrupted"
 	StateDuplicate   State = "duplicate"
+	// StatePartial ends a fanout parent whose failed children stayed within
+	// its partial_tolerance (some failed): it counts as a success.
+	StatePartial State = "partial"
+	// StateCancelled ends a run stopped on request (runs cancel).
+	StateCancelled State = "cancelled"
 )
+
+// Roles of the runs of a fanout: the parent run, one child per item and
+// the reducer. A run of any other job has no role.
+const (
+	RoleParent  = "parent"
+	RoleChild   = "child"
+	RoleReducer = "reducer"
+)
+
+// Succeeded reports whether s ends a run that counts as a success:
+// succeeded, or partial (a fanout within its tolerance).
+func (s State) Succeeded() bool { return s == StateSucceeded || s == StatePartial }
 
 // States of a notification line (Kind KindNotification): the notification
 // was delivered, or given up on.
@@ -73,6 +90,12 @@ type Entry struct {
 	Notification string `json:"notification,omitempty"`
 	Event        string `json:"event,omitempty"`
 	Target       string `json:"target,omitempty"`
+	// ParentRunID, Item and Role place the run in a fanout's run graph:
+	// the parent's run id and the child's item (children and the reducer),
+	// and the run's role (RoleParent, RoleChild, RoleReducer).
+	ParentRunID string `json:"parent_run_id,omitempty"`
+	Item        string `json:"item,omitempty"`
+	Role        string `json:"role,omitempty"`
 }
 
 // Ledger appends to and reads the runs directory.
@@ -163,6 +186,11 @@ type Run struct {
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	DurationMS *int64    `json:"duration_ms,omitempty"`
 	States     []State   `json:"states"`
+	// ParentRunID, Item and Role are the run's place in a fanout (see
+	// Entry).
+	ParentRunID string `json:"parent_run_id,omitempty"`
+	Item        string `json:"item,omitempty"`
+	Role        string `json:"role,omitempty"`
 
 	ended map[uint64]bool // tokens whose attempt has a terminal line
 }
@@ -171,6 +199,7 @@ func (r *Run) apply(e Entry) {
 	if r.RunID == "" {
 		r.RunID, r.JobID, r.FirstAt = e.RunID, e.JobID, e.Time
 		r.Slot, r.Trigger, r.Attempt, r.LatenessMS = e.Slot, e.Trigger, e.Attempt, e.LatenessMS
+		r.ParentRunID, r.Item, r.Role = e.ParentRunID, e.Item, e.Role
 	}
 	r.States = append(r.States, e.State)
 	// A discarded completion never overrides a recorded end, and a late
@@ -228,6 +257,9 @@ type Filter struct {
 	Since time.Time
 	// Limit keeps the newest Limit runs (0: all).
 	Limit int
+	// ParentRunID keeps only the children and reducer of that fanout
+	// parent run.
+	ParentRunID string
 }
 
 // Entries returns every line since filter.Since (inclusive of its day) for
@@ -253,6 +285,9 @@ func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 			if f.JobID != "" && e.JobID != f.JobID {
 				continue
 			}
+			if f.ParentRunID != "" && e.ParentRunID != f.ParentRunID {
+				continue
+			}
 			out = append(out, e)
 		}
 	}
@@ -263,7 +298,7 @@ func (l *Ledger) Entries(ctx context.Context, f Filter) ([]Entry, error) {
 // line, oldest first, keeping the newest filter.Limit. Notification lines
 // are left out.
 func (l *Ledger) Runs(ctx context.Context, f Filter) ([]Run, error) {
-	es, err := l.Entries(ctx, Filter{JobID: f.JobID, Since: f.Since})
+	es, err := l.Entries(ctx, Filter{JobID: f.JobID, Since: f.Since, ParentRunID: f.ParentRunID})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 // long it ran and why.
 func (r *Run) Summary() string {
 	line := fmt.Sprintf("run %s of job %s %s", r.RunID, r.JobID, r.State)
-	if r.State == StateSucceeded || r.State == StateFailed {
+	if r.State == StateSucceeded || r.State == StateFailed || r.State == StatePartial {
 		line += fmt.Sprintf(" after %s", r.LastAt.Sub(r.FirstAt).Round(time.Millisecond))
 	}
 	if r.Reason != "" {

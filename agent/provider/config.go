@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/chronoscron/chronos/agent/inputs"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/envconfig"
@@ -50,6 +51,38 @@ type Config struct {
 	// Notify says which addresses the webhooks of job notifications may
 	// reach.
 	Notify NotifyConfig `yaml:"notify"`
+	// SQL names the databases fanout jobs' sql://NAME?QUERY inputs may
+	// query.
+	SQL SQLConfig `yaml:"sql"`
+}
+
+// SQLConfig is the sql section: the only databases a fanout's sql:// input
+// can reach, by name. A job names a database, never a DSN.
+type SQLConfig struct {
+	// DSNs lists NAME=DSN entries: NAME=sqlite:/path/to.db (SQLite) or
+	// NAME=postgres://user@host/db (PostgreSQL).
+	DSNs []string `yaml:"dsns"`
+}
+
+// Databases returns the section's databases by name; an error names an
+// entry that does not parse or a name given twice.
+func (s SQLConfig) Databases() (map[string]inputs.DSN, error) {
+	out := make(map[string]inputs.DSN, len(s.DSNs))
+	for _, e := range s.DSNs {
+		name, value, ok := strings.Cut(strings.TrimSpace(e), "=")
+		if !ok {
+			return nil, fmt.Errorf("sql.dsns: %q must be NAME=DSN", e)
+		}
+		d, err := inputs.ParseDSN(strings.TrimSpace(name), value)
+		if err != nil {
+			return nil, fmt.Errorf("sql.dsns: %w", err)
+		}
+		if _, dup := out[strings.TrimSpace(name)]; dup {
+			return nil, fmt.Errorf("sql.dsns: %s is given twice", name)
+		}
+		out[strings.TrimSpace(name)] = d
+	}
+	return out, nil
 }
 
 // NotifyConfig is the notify section: the addresses job notification
@@ -276,6 +309,9 @@ func (c Config) Validate() error {
 	if _, err := c.Notify.Addresses(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.SQL.Databases(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("provider: config: %w", oneLineError{err})
 	}
@@ -356,4 +392,18 @@ func Decide(c Config) Decision {
 		return Decision{Provider: Builtin, Reasons: why}
 	}
 	return Decision{Provider: Chronos}
+}
+
+// SQLDatabases returns the databases of a config that validated (an entry
+// that does not parse registers nothing).
+func (c Config) SQLDatabases() map[string]inputs.DSN {
+	out := map[string]inputs.DSN{}
+	for _, e := range c.SQL.DSNs {
+		if one, err := (SQLConfig{DSNs: []string{e}}).Databases(); err == nil {
+			for k, v := range one {
+				out[k] = v
+			}
+		}
+	}
+	return out
 }

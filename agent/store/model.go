@@ -206,6 +206,9 @@ type Claim struct {
 	OwnerBoot  string `json:"owner_boot,omitempty"`
 	OwnerNS    string `json:"owner_ns,omitempty"`
 	OwnerStart uint64 `json:"owner_start,omitempty"`
+	// Cancel asks the run's owner to stop the run and record it cancelled
+	// (runs cancel).
+	Cancel bool `json:"cancel,omitempty"`
 	// Procs are the run's long-lived processes as last recorded by its
 	// owner (the process group leader first), each with its start time, so
 	// that when the owner dies another agent on the host can kill exactly
@@ -256,6 +259,11 @@ type Job struct {
 	Window       Window         `json:"window"`
 	OnInterrupt  OnInterrupt    `json:"on_interrupt"`
 	Retry        Retry          `json:"retry"`
+	// JobKind is the job kind (JobKindPlain, JobKindWorkflow,
+	// JobKindFanout), with its settings in Workflow or Fanout.
+	JobKind  string    `json:"job_kind,omitempty"`
+	Workflow *Workflow `json:"workflow,omitempty"`
+	Fanout   *Fanout   `json:"fanout,omitempty"`
 
 	NextRunAt       *time.Time `json:"next_run_at"`
 	LastRunAt       *time.Time `json:"last_run_at,omitempty"`
@@ -305,6 +313,7 @@ func (j *Job) Clone() Job {
 		c.Claims[i].Procs = append([]runner.Process(nil), c.Claims[i].Procs...)
 	}
 	c.Pending = append([]Pending(nil), j.Pending...)
+	c.cloneKinds()
 	c.Policy = j.Policy.Clone()
 	c.Outbound = slices.Clone(j.Outbound)
 	for i := range c.Outbound {

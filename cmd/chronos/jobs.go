@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/jobfile"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -47,7 +48,7 @@ func (c *jobsCLI) open(ctx context.Context) (*agent.Runtime, provider.Target, er
 	if err != nil {
 		return nil, t, err
 	}
-	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, NotifyAddresses: t.Config.NotifyAddresses()})
+	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, NotifyAddresses: t.Config.NotifyAddresses(), SQL: t.Config.SQLDatabases()})
 	return rt, t, err
 }
 
@@ -95,6 +96,7 @@ type jobFlags struct {
 	out                                           cmdline.Output
 	notify                                        notify.Change
 	notifyAfter, renotifyEvery                    int
+	kind                                          jobfile.KindFlags
 }
 
 func (o *jobFlags) register(f *pflag.FlagSet) {

@@ -4,15 +4,17 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/jobfile"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/store"
 )
 
 func (c *jobsCLI) addCmd() *cobra.Command {
 	var o jobFlags
-	var paused bool
+	var file string
 	cmd := &cobra.Command{
 		Use:   "add --schedule S [flags] (-- COMMAND [ARGS...] | --http-url URL)",
 		Short: "Add a job and show how its schedule was understood",
@@ -27,23 +29,18 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 		Example: `  chronos jobs add --schedule 'every 2s' -- 'date >> /tmp/ticks'
   chronos jobs add --schedule 'weekdays at 9am' --tz Europe/Paris --window daily -- /usr/local/bin/brief
   chronos jobs add --schedule 'daily at 3am' --notify webhook:https://hooks.example.com/x --notify-after 2 -- /usr/local/bin/backup
-  chronos jobs add --schedule '*/5 * * * *' --http-url https://example.org/hook --http-method POST`,
+  chronos jobs add --schedule '*/5 * * * *' --http-url https://example.org/hook --http-method POST
+  chronos jobs add --id digest --schedule 'daily at 2:30pm' --kind workflow --depends-on scan,sweep --window 24h -- /opt/jobs/digest.sh
+  chronos jobs add --id scan --schedule 'daily at 6am' --kind fanout --inputs-from file:///etc/targets.txt --concurrency 4 \
+      --partial-tolerance 0.1 --reducer 'merge /var/lib/scans' --reducer-run-on any_success -- 'scan "$FANOUT_ITEM"'
+  chronos jobs add --file job.yaml`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			spec := o.spec
-			if strings.TrimSpace(spec.Schedule) == "" {
-				return usagef("jobs add: --schedule is required")
+			spec, err := o.addSpec(cmd, args)
+			if file != "" && err == nil {
+				spec, err = jobfile.Read(file, cmd.InOrStdin())
 			}
-			p, err := o.payload(cmd, "add", args)
 			if err != nil {
-				return err
-			}
-			spec.Payload, spec.Timeout, spec.Grace = *p, o.timeout, o.grace
-			if changedAny(cmd, "retry-attempts", "retry-backoff", "retry-max-backoff") && spec.OnInterrupt != string(agent.InterruptRetry) {
-				return usagef("jobs add: --retry-* flags need --on-interrupt retry")
-			}
-			spec.Retry = o.retryOf()
-			if spec.Paused = paused; paused {
-				spec.PausedReason = "created paused"
+				return asUsage(err)
 			}
 			rt, t, err := c.open(cmd.Context())
 			if err != nil {
@@ -69,8 +66,41 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 	}
 	o.register(cmd.Flags())
 	cmd.Flags().StringVar(&o.spec.ID, "id", "", "job id (default generated): letters, digits, . _ -")
-	cmd.Flags().BoolVar(&paused, "paused", false, "create the job paused")
+	cmd.Flags().Bool("paused", false, "create the job paused")
+	cmd.Flags().StringVar(&file, "file", "", "read the job from a YAML or JSON spec file ('-': stdin) instead of flags")
+	o.kind.Register(cmd.Flags())
 	return cmd
+}
+
+// addSpec is the job jobs add asks for through its flags (nothing under
+// --file, which must come alone).
+func (o *jobFlags) addSpec(cmd *cobra.Command, args []string) (agent.JobSpec, error) {
+	spec := o.spec
+	if cmd.Flags().Changed("file") {
+		var err error
+		cmd.Flags().Visit(func(f *pflag.Flag) {
+			if f.Name != "file" && f.Name != "json" && f.Name != "home" || len(args) > 0 {
+				err = usagef("jobs add: --file takes the whole job: give no command and no flag but --home and --json")
+			}
+		})
+		return spec, err
+	}
+	if strings.TrimSpace(spec.Schedule) == "" {
+		return spec, usagef("jobs add: --schedule is required")
+	}
+	p, err := o.payload(cmd, "add", args)
+	if err != nil {
+		return spec, err
+	}
+	spec.Payload, spec.Timeout, spec.Grace = *p, o.timeout, o.grace
+	if changedAny(cmd, "retry-attempts", "retry-backoff", "retry-max-backoff") && spec.OnInterrupt != string(agent.InterruptRetry) && o.kind.Kind != agent.JobKindFanout {
+		return spec, usagef("jobs add: --retry-* flags need --on-interrupt retry (or --kind fanout: each child's attempts)")
+	}
+	spec.Retry = o.retryOf()
+	if spec.Paused, _ = cmd.Flags().GetBool("paused"); spec.Paused {
+		spec.PausedReason = "created paused"
+	}
+	return spec, o.kind.Apply(cmd.Flags().Changed, &spec)
 }
 
 func (c *jobsCLI) editCmd() *cobra.Command {

@@ -151,7 +151,7 @@ Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printe
 				}
 				return nil
 			})
-			if err == nil && run.State != "succeeded" {
+			if err == nil && !run.State.Succeeded() {
 				err = fmt.Errorf("jobs run: run %s %s", run.RunID, run.State)
 			}
 			return err

@@ -14,7 +14,7 @@ import (
 
 func newRunsCmd() *cobra.Command {
 	var home string
-	c := groupCmd("runs", "Read the run ledger", newRunsListCmd(&home))
+	c := groupCmd("runs", "Read the run ledger, show a fanout's children, cancel a run", newRunsListCmd(&home), newRunsShowCmd(&home), newRunsCancelCmd(&home))
 	c.PersistentFlags().StringVar(&home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
 	return c
 }
@@ -24,6 +24,7 @@ func newRunsListCmd(home *string) *cobra.Command {
 		jobID, since string
 		limit        int
 		out          cmdline.Output
+		tree         bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -69,6 +70,9 @@ every field of the ledger's fold, these included.`,
 			if runs == nil {
 				runs = []ledger.Run{}
 			}
+			if tree {
+				return ledger.WriteTree(cmd.OutOrStdout(), runs)
+			}
 			return out.Print(cmd.OutOrStdout(), runs, func(w io.Writer) error { return ledger.WriteRunTable(w, runs, hd) })
 		},
 	}
@@ -76,5 +80,6 @@ every field of the ledger's fold, these included.`,
 	c.Flags().StringVar(&since, "since", "", "only runs from this time on: RFC 3339, a date (2026-06-01) or a duration back from now (24h)")
 	c.Flags().IntVar(&limit, "limit", 100, "keep the newest N runs (0: all)")
 	out.Register(c, "the runs")
+	c.Flags().BoolVar(&tree, "tree", false, "nest each fanout's children (with their items) and reducer under its parent")
 	return c
 }

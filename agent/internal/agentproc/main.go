@@ -6,6 +6,8 @@
 //	                                                 run the built-in timer (and the notifier) until SIGTERM
 //	agentproc add   -home H -id J -schedule S -- CMD add a shell job
 //	agentproc catchup -home H                        one CatchUp, as another agent on the host
+//	agentproc fanout -home H [-run J]                run job J now and wait for it, or (no -run)
+//	                                                 recover and wait for the fanout left in H
 package main
 
 import (
@@ -14,12 +16,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/fanout"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 )
@@ -39,6 +43,8 @@ func main() {
 		err = add(os.Args[2:])
 	case "catchup":
 		err = catchUp(os.Args[2:])
+	case "fanout":
+		err = fanoutRun(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
@@ -177,4 +183,43 @@ func catchUp(args []string) error {
 		return err
 	}
 	return rt.Close(ctx)
+}
+
+func fanoutRun(args []string) error {
+	fs := flag.NewFlagSet("fanout", flag.ContinueOnError)
+	home := fs.String("home", "", "home")
+	job := fs.String("run", "", "job to run now")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(ctx)
+	var runID string
+	if *job != "" {
+		res, err := rt.RunNow(ctx, *job, agent.RunOptions{})
+		if err != nil {
+			return err
+		}
+		runID = res.RunID
+	} else {
+		plans, err := filepath.Glob(filepath.Join(fanout.Dir(*home), "*.json"))
+		if err != nil || len(plans) != 1 {
+			return fmt.Errorf("want one fanout plan, found %d (%v)", len(plans), err)
+		}
+		runID = strings.TrimSuffix(filepath.Base(plans[0]), ".json")
+		if err := rt.Recover(ctx); err != nil {
+			return err
+		}
+	}
+	fmt.Println("run", runID)
+	r, err := rt.Wait(ctx, runID, time.Now().Add(-time.Hour))
+	if err != nil {
+		return err
+	}
+	fmt.Println("ended", r.State)
+	return nil
 }

@@ -253,9 +253,12 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) {
 	if o.res.Err != nil {
 		cp.state, cp.reason = ledger.StateFailed, o.res.Err.Error()
 	}
-	if errors.Is(o.cause, errShutdown) {
+	switch {
+	case errors.Is(o.cause, errShutdown):
 		cp.shutdown = true
 		cp.state, cp.reason = ledger.StateInterrupted, "interrupted: "+errShutdown.Error()
+	case errors.Is(o.cause, runner.ErrCancelled):
+		cp.state, cp.reason = ledger.StateCancelled, context.Cause(r.ctx).Error()
 	}
 	ran := notify.Run{Output: rt.outputTail(o.output), Duration: o.took}
 	baseReason := cp.reason
@@ -327,6 +330,8 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 		cur.LastSuccessAt = utcPtr(now)
 		cur.LastSuccessSlot = utcPtr(c.Slot)
 		cur.LastSuccessRun = c.RunID
+	case ledger.StateCancelled:
+		// Stopped on request: neither a success nor a failure of the job.
 	default:
 		cur.FailureStreak++
 	}
@@ -338,7 +343,7 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 		cp.reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(cur), d)
 	}
 	cp.line = rt.finalLine(o, cp, now)
-	cp.owed = rt.owe(cur, cp.line, ran)
+	cp.owed = cp.state != ledger.StateCancelled && rt.owe(cur, cp.line, ran)
 	if !rt.closing.Load() {
 		return rt.drain(cur, now, p)
 	}

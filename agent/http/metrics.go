@@ -39,7 +39,7 @@ var fireOutcomes = []string{OutcomeAccepted, OutcomeDuplicate, OutcomeGone, Outc
 // states that end a run. duplicate lines are fire answers, counted by
 // chronos_agent_fires_total instead.
 var runStatuses = []ledger.State{ledger.StateSucceeded, ledger.StateFailed, ledger.StateInterrupted,
-	ledger.StateSkipped, ledger.StateMissed}
+	ledger.StateSkipped, ledger.StateMissed, ledger.StateCancelled}
 
 // SyncSource is the reconciler keeping NAS's armed fires equal to the jobs
 // (*provider.Reconciler implements it). It is read at scrape and readiness

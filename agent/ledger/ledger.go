@@ -28,6 +28,10 @@ const (
 	StateMissed      State = "missed"
 	StateInterrupted State = "interrupted"
 	StateDuplicate   State = "duplicate"
+	// StateCancelled ends a run stopped on request (the local API's run
+	// cancel): distinct from failed (the job's own outcome) and interrupted
+	// (its agent stopped or died).
+	StateCancelled State = "cancelled"
 )
 
 // States of a notification line (Kind KindNotification): the notification

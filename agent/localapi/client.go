@@ -176,7 +176,7 @@ func (c *Client) Pause(ctx context.Context, id, reason string) (agent.Job, error
 // Resume resumes a paused job.
 func (c *Client) Resume(ctx context.Context, id string) (agent.Job, error) {
 	var j JobInfo
-	err := c.do(ctx, http.MethodPost, jobPath(id, "/resume"), struct{}{}, &j)
+	err := c.do(ctx, http.MethodPost, jobPath(id, "/resume"), nil, &j)
 	return j.Job, err
 }
 

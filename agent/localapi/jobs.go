@@ -120,15 +120,15 @@ type JobInfo struct {
 
 // PauseRequest is the body of POST /api/jobs/{id}/pause.
 type PauseRequest struct {
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // RunRequest is the body of POST /api/jobs/{id}/run.
 type RunRequest struct {
 	// Force runs even if the idempotency window has a successful run.
-	Force bool `json:"force,omitempty"`
+	Force bool `json:"force"`
 	// Wait answers once the run has ended, with the run.
-	Wait bool `json:"wait,omitempty"`
+	Wait bool `json:"wait"`
 }
 
 // RunStarted answers POST /api/jobs/{id}/run without wait.
@@ -140,6 +140,12 @@ type RunStarted struct {
 	Reason  string `json:"reason,omitempty"`
 	Skipped bool   `json:"skipped,omitempty"`
 	Queued  bool   `json:"queued,omitempty"`
+}
+
+// Removed answers DELETE /api/jobs/{id}.
+type Removed struct {
+	ID      string `json:"id"`
+	Removed bool   `json:"removed"`
 }
 
 // JobList answers GET /api/jobs.
@@ -276,7 +282,7 @@ func (s *Server) removeJob(c echo.Context) error {
 	if err := s.rt.Remove(c.Request().Context(), id); err != nil {
 		return jobError(err)
 	}
-	return c.NoContent(http.StatusNoContent)
+	return writeJSON(c, http.StatusOK, Removed{ID: id, Removed: true})
 }
 
 func (s *Server) runJob(c echo.Context) error {

@@ -54,7 +54,7 @@ type RunList struct {
 
 // CancelRequest is the body of POST /api/runs/{id}/cancel.
 type CancelRequest struct {
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // CancelAnswer answers POST /api/runs/{id}/cancel: the stop is asked for;

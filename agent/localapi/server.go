@@ -240,27 +240,29 @@ func sameOrigin(r *http.Request) *contract.Error {
 	return nil
 }
 
-// loginRequest is the body of POST /api/login.
-type loginRequest struct {
+// LoginRequest is the body of POST /api/login.
+type LoginRequest struct {
 	Token string `json:"token"`
 }
 
-// sessionInfo answers GET /api/session.
-type sessionInfo struct {
+// SessionInfo answers GET /api/session, POST /api/login and POST
+// /api/logout: whether the caller is authenticated, and whether reads are
+// open without the token.
+type SessionInfo struct {
 	Authenticated bool `json:"authenticated"`
 	ReadsOpen     bool `json:"reads_open"`
 }
 
 func (s *Server) session(c echo.Context) error {
 	cred := s.credentialOf(c.Request())
-	return writeJSON(c, http.StatusOK, sessionInfo{Authenticated: cred == credBearer || cred == credCookie, ReadsOpen: s.o.OpenReads})
+	return writeJSON(c, http.StatusOK, SessionInfo{Authenticated: cred == credBearer || cred == credCookie, ReadsOpen: s.o.OpenReads})
 }
 
 func (s *Server) login(c echo.Context) error {
 	if err := sameOriginLogin(c.Request()); err != nil {
 		return err
 	}
-	var req loginRequest
+	var req LoginRequest
 	if err := decode(c, &req); err != nil {
 		return err
 	}
@@ -275,7 +277,7 @@ func (s *Server) login(c echo.Context) error {
 	s.mu.Unlock()
 	http.SetCookie(c.Response(), &http.Cookie{Name: SessionCookie, Value: id, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second), Secure: c.Request().TLS != nil})
-	return c.NoContent(http.StatusNoContent)
+	return writeJSON(c, http.StatusOK, SessionInfo{Authenticated: true, ReadsOpen: s.o.OpenReads})
 }
 
 // sameOriginLogin refuses a login posted from another site.
@@ -294,7 +296,7 @@ func (s *Server) logout(c echo.Context) error {
 	}
 	http.SetCookie(c.Response(), &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	return c.NoContent(http.StatusNoContent)
+	return writeJSON(c, http.StatusOK, SessionInfo{ReadsOpen: s.o.OpenReads})
 }
 
 // handleError answers every error with the documented error body.

@@ -314,7 +314,7 @@ func (c Config) Validate() error {
 	if _, err := c.Notify.Addresses(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := c.validateUI(); err != nil {
+	if err := c.ValidateUI(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -323,9 +323,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// validateUI checks ui_listen: a host:port, and a loopback one unless
-// ui_token_file names the admin token.
-func (c Config) validateUI() error {
+// ValidateUI checks ui_listen: a host:port, and a loopback one unless
+// ui_token_file names the admin token (Validate checks it too).
+func (c Config) ValidateUI() error {
 	if !c.UIEnabled() {
 		return nil
 	}

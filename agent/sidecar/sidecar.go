@@ -189,6 +189,9 @@ func (o Options) prepare() (Options, *time.Location, error) {
 	if err != nil {
 		return o, nil, fmt.Errorf("agent: %w", err)
 	}
+	if err := o.Config.ValidateUI(); err != nil {
+		return o, nil, fmt.Errorf("agent: %w", err)
+	}
 	if o.Decision.Provider == "" {
 		o.Decision = provider.Decide(o.Config)
 	}

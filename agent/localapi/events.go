@@ -105,9 +105,10 @@ func (h *hub) publish(typ string, v any) {
 	}
 }
 
-// subscribe returns the events after id last (0: none from the past; only
-// new ones), a channel of the new ones and whether events were lost.
-func (h *hub) subscribe(last uint64, resume bool) ([]Event, chan Event, bool) {
+// subscribe returns the kept events after id *after (nil: none from the
+// past, only new ones), a channel of the new ones and whether events after
+// *after were lost.
+func (h *hub) subscribe(after *uint64) ([]Event, chan Event, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ch := make(chan Event, h.o.ClientBuffer)
@@ -116,9 +117,10 @@ func (h *hub) subscribe(last uint64, resume bool) ([]Event, chan Event, bool) {
 		return nil, ch, false
 	}
 	h.subs[ch] = struct{}{}
-	if !resume {
+	if after == nil {
 		return nil, ch, false
 	}
+	last := *after
 	lost := len(h.ring) == 0 && last < h.next || len(h.ring) > 0 && last+1 < h.ring[0].ID
 	var back []Event
 	for _, ev := range h.ring {
@@ -207,16 +209,15 @@ func (s *Server) events(c echo.Context) error {
 	if lastText == "" {
 		lastText = c.QueryParam("last_event_id")
 	}
-	var last uint64
-	resume := lastText != ""
-	if resume {
+	var after *uint64
+	if lastText != "" {
 		n, err := strconv.ParseUint(lastText, 10, 64)
 		if err != nil {
 			return contract.BadRequest(contract.CodeInvalidRequest, "Last-Event-ID %q is not an event id of this API", lastText)
 		}
-		last = n
+		after = &n
 	}
-	back, ch, lost := s.hub.subscribe(last, resume)
+	back, ch, lost := s.hub.subscribe(after)
 	defer s.hub.unsubscribe(ch)
 	w := c.Response()
 	w.Header().Set("Content-Type", "text/event-stream")

@@ -10,8 +10,8 @@ import (
 func TestHubCutsOffASlowClient(t *testing.T) {
 	t.Parallel()
 	h := newHub(EventOptions{ClientBuffer: 2, Keep: 100})
-	_, slow, _ := h.subscribe(0, false)
-	_, fast, _ := h.subscribe(0, false)
+	_, slow, _ := h.subscribe(nil)
+	_, fast, _ := h.subscribe(nil)
 	var fastGot []uint64
 	for i := range 5 {
 		h.publish(EventRun, map[string]int{"n": i})
@@ -25,7 +25,7 @@ func TestHubCutsOffASlowClient(t *testing.T) {
 	if len(read) != 2 || read[0].ID != fastGot[0] || read[1].ID != fastGot[1] {
 		t.Fatalf("slow client read %v, fast %v", read, fastGot)
 	}
-	back, _, lost := h.subscribe(read[1].ID, true)
+	back, _, lost := h.subscribe(&read[1].ID)
 	if lost || len(back) != 3 {
 		t.Fatalf("resume: %d events, lost %v", len(back), lost)
 	}
@@ -48,14 +48,15 @@ func TestHubKeepsABoundedPast(t *testing.T) {
 	if len(h.ring) != 3 {
 		t.Fatalf("kept %d", len(h.ring))
 	}
-	if back, _, lost := h.subscribe(first-1, true); lost || len(back) != 3 {
+	before, older := first-1, first-2
+	if back, _, lost := h.subscribe(&before); lost || len(back) != 3 {
 		t.Fatalf("from the oldest kept: %d %v", len(back), lost)
 	}
-	if back, _, lost := h.subscribe(first-2, true); !lost || len(back) != 3 {
+	if back, _, lost := h.subscribe(&older); !lost || len(back) != 3 {
 		t.Fatalf("from before it: %d %v", len(back), lost)
 	}
 	h.close()
-	if _, ch, _ := h.subscribe(0, false); ch == nil {
+	if _, ch, _ := h.subscribe(nil); ch == nil {
 		t.Fatal("nil channel")
 	} else if _, open := <-ch; open {
 		t.Fatal("a closed hub gave an open stream")

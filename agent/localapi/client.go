@@ -59,6 +59,43 @@ func Dial(home string) (c *Client, ok bool, err error) {
 	return c, true, nil
 }
 
+// Serving returns a client of the agent serving home, or nil when none runs
+// with a local API (see Dial).
+func Serving(home string) (*Client, error) {
+	c, ok, err := Dial(home)
+	if !ok {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Made says in one line that the agent serving home made a change through
+// this client, and arms it.
+func (c *Client) Made(home string) string {
+	return fmt.Sprintf("done by the agent serving home %s (pid %d, %s), which arms the change", home, c.PID, c.base)
+}
+
+// JobChanger pauses, resumes and removes jobs: *agent.Runtime in this
+// process, or *Client through the running agent.
+type JobChanger interface {
+	Pause(ctx context.Context, id, reason string) (agent.Job, error)
+	Resume(ctx context.Context, id string) (agent.Job, error)
+	Remove(ctx context.Context, id string) error
+}
+
+// RunWaiter runs a job now and waits for the run: *agent.Runtime in this
+// process, or *Client in the running agent.
+type RunWaiter interface {
+	RunAndWait(ctx context.Context, id string, o agent.RunOptions) (ledger.Run, error)
+}
+
+var (
+	_ JobChanger = (*agent.Runtime)(nil)
+	_ JobChanger = (*Client)(nil)
+	_ RunWaiter  = (*agent.Runtime)(nil)
+	_ RunWaiter  = (*Client)(nil)
+)
+
 // Base returns the API's base URL.
 func (c *Client) Base() string { return c.base }
 

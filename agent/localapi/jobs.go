@@ -153,10 +153,14 @@ type JobList struct {
 	Jobs []JobInfo `json:"jobs"`
 }
 
-func (s *Server) info(j *agent.Job) JobInfo {
-	in := JobInfo{JobView: s.rt.View(j), NextFires: []time.Time{}}
+func (s *Server) info(j *agent.Job) JobInfo { return InfoOf(s.rt, j) }
+
+// InfoOf is job j of rt as the API answers it: its view and its next three
+// fires, in its zone.
+func InfoOf(rt *agent.Runtime, j *agent.Job) JobInfo {
+	in := JobInfo{JobView: rt.View(j), NextFires: []time.Time{}}
 	if j.NextRunAt != nil {
-		if sched, err := s.rt.Schedule(j); err == nil {
+		if sched, err := rt.Schedule(j); err == nil {
 			in.NextFires = agent.Fires(sched, j.NextRunAt.Add(-time.Nanosecond), nextFires)
 		}
 	}

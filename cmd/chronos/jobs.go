@@ -13,10 +13,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/runner"
-	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
 )
 
@@ -176,22 +176,35 @@ func (o *jobFlags) payload(cmd *cobra.Command, verb string, args []string) (*run
 	return &p, nil
 }
 
+// reach returns the agent serving the home, or else the home's runtime (to close).
+func (c *jobsCLI) reach(ctx context.Context) (*localapi.Client, *agent.Runtime, provider.Target, error) {
+	t, err := target(c.home)
+	if err != nil {
+		return nil, nil, t, err
+	}
+	if cl, err := localapi.Serving(t.Home); cl != nil || err != nil {
+		return cl, nil, t, err
+	}
+	rt, t, err := c.open(ctx)
+	return nil, rt, t, err
+}
+
 // printJob prints a saved job: JSON, or how its schedule was understood and
 // its next three fires.
-func (o *jobFlags) printJob(w io.Writer, rt *agent.Runtime, verb string, j *agent.Job, sched *schedule.Schedule) error {
+func (o *jobFlags) printJob(w io.Writer, verb string, in localapi.JobInfo) error {
 	if o.json {
-		return jobsJSON(w, rt.View(j))
+		return jobsJSON(w, in.JobView)
 	}
-	fmt.Fprintf(w, "%s job %s\nschedule: %s\n", verb, termSafe(j.ID), termSafe(sched.Describe()))
-	for _, t := range j.Policy.Targets {
+	fmt.Fprintf(w, "%s job %s\nschedule: %s\n", verb, termSafe(in.ID), termSafe(in.Describe))
+	for _, t := range in.Policy.Targets {
 		fmt.Fprintf(w, "notify: %s\n", termSafe(t.Spec()))
 	}
-	if j.NextRunAt == nil {
+	if in.NextRunAt == nil {
 		fmt.Fprintln(w, "paused: no fires until resumed")
 		return nil
 	}
 	fmt.Fprintln(w, "next fires:")
-	for _, at := range agent.Fires(sched, j.NextRunAt.Add(-time.Nanosecond), 3) {
+	for _, at := range in.NextFires {
 		fmt.Fprintf(w, "  %s\n", at.Format(time.RFC3339))
 	}
 	return nil

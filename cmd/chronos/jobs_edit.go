@@ -61,8 +61,8 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 			if cl != nil {
 				in, err := cl.AddJob(cmd.Context(), spec)
 				if err == nil {
-					fmt.Fprintln(o.armOut(cmd), termSafe(cl.Made(t.Home)))
 					err = o.printJob(cmd.OutOrStdout(), "added", in)
+					fmt.Fprintln(o.armOut(cmd), termSafe(cl.Made(t.Home)))
 				}
 				return jobError(err)
 			}

@@ -119,7 +119,7 @@ func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt lo
 			if cl != nil {
 				_, line, err := do(cmd, cl, args[0])
 				if err == nil {
-					fmt.Fprintln(cmd.OutOrStdout(), termSafe(line+"\n"+cl.Made(t.Home)))
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", termSafe(line), termSafe(cl.Made(t.Home)))
 				}
 				return jobError(err)
 			}

@@ -256,7 +256,7 @@ $("#add-form").addEventListener("submit", async (ev) => {
     $("#add-error").textContent = e.message;
   }
 });
-$("#add-submit").setAttribute("data-mutates", "");
+$("[data-test=add-submit]").setAttribute("data-mutates", "");
 
 // Live runs: the event stream ---------------------------------------------
 

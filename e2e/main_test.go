@@ -16,11 +16,6 @@ var bin string
 var repoRoot string
 
 func TestMain(m *testing.M) {
-	// Agents started here stay off the fixed local API address, which
-	// parallel packages would contend for.
-	if _, set := os.LookupEnv("CHRONOS_UI_LISTEN"); !set {
-		_ = os.Setenv("CHRONOS_UI_LISTEN", "off")
-	}
 	code, err := setupAndRun(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -382,5 +383,59 @@ func TestClient(t *testing.T) {
 	var ae *localapi.APIError
 	if err := wrong.Remove(ctx, "c1"); !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %v", err)
+	}
+}
+
+// get fetches path without the description's check (its validator reads
+// no HTML, CSS or JavaScript).
+func (e *env) get(t *testing.T, path string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b, resp.Header
+}
+
+// TestDashboardIsServed: the page and its assets come from the binary,
+// under a content security policy that lets nothing load from elsewhere,
+// and name no other origin; the page carries its data-test hooks.
+func TestDashboardIsServed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	code, page, h := e.get(t, "/")
+	if code != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/html") ||
+		!strings.Contains(h.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("page: %d %v", code, h)
+	}
+	for _, hook := range []string{`data-test="jobs-table"`, `data-test="login-form"`, `data-test="add-form"`, `data-test="live-list"`, `data-test="runs-table"`} {
+		if !strings.Contains(string(page), hook) {
+			t.Errorf("the page has no %s", hook)
+		}
+	}
+	for _, asset := range []struct{ path, ctype string }{{"/assets/app.js", "text/javascript"}, {"/assets/app.css", "text/css"}} {
+		code, body, h := e.get(t, asset.path)
+		if code != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), asset.ctype) || len(body) < 100 {
+			t.Fatalf("%s: %d %s", asset.path, code, h.Get("Content-Type"))
+		}
+		if strings.Contains(string(body), "://") {
+			t.Errorf("%s names another origin", asset.path)
+		}
+	}
+	if strings.Contains(string(page), "://") {
+		t.Error("the page names another origin")
+	}
+	code, b, _ := e.get(t, "/assets/other.js")
+	if code != http.StatusNotFound || errorCode(t, b) != "not_found" {
+		t.Fatalf("unknown asset: %d %s", code, b)
 	}
 }

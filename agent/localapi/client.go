@@ -243,7 +243,7 @@ func (c *Client) RunAndWait(ctx context.Context, id string, o agent.RunOptions) 
 		return ledger.Run{}, err
 	}
 	if r.RunID == "" {
-		return ledger.Run{}, errors.New("jobs run: the agent started no run")
+		return ledger.Run{}, fmt.Errorf("jobs run: the agent started no run: %s", r.Reason)
 	}
 	return r.Run, nil
 }

@@ -1,10 +1,13 @@
 package localapi_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/localapi"
@@ -88,4 +91,22 @@ func TestEventStreamResetsAnUnknownPast(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	s := e.subscribe(t, "1")
 	s.next(t, localapi.EventReset)
+}
+
+// TestEventStreamHeartbeat: an idle stream gets heartbeat comments.
+func TestEventStreamHeartbeat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{events: localapi.EventOptions{Heartbeat: 20 * time.Millisecond}})
+	resp, err := http.Get(e.base + "/api/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), ": heartbeat ") {
+			return
+		}
+	}
+	t.Fatalf("the stream ended without a heartbeat: %v", sc.Err())
 }

@@ -272,8 +272,14 @@ func (s *Server) login(c echo.Context) error {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
+	now := time.Now()
 	s.mu.Lock()
-	s.sessns[id] = time.Now().Add(sessionTTL)
+	for old, exp := range s.sessns {
+		if now.After(exp) {
+			delete(s.sessns, old)
+		}
+	}
+	s.sessns[id] = now.Add(sessionTTL)
 	s.mu.Unlock()
 	http.SetCookie(c.Response(), &http.Cookie{Name: SessionCookie, Value: id, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second), Secure: c.Request().TLS != nil})

@@ -104,18 +104,29 @@ async function act(what, fn) {
   }
 }
 
-function pauseJob(id) {
-  const reason = window.prompt("Why pause " + id + "? (optional)", "") ;
-  if (reason === null) return;
-  act("Paused " + id + ".", () => api("POST", "/api/jobs/" + encodeURIComponent(id) + "/pause", { reason }));
+function showJob(j) {
+  if (j) { state.jobs.set(j.id, j); renderJobs(); }
 }
-function resumeJob(id) { act("Resumed " + id + ".", () => api("POST", "/api/jobs/" + encodeURIComponent(id) + "/resume", {})); }
+function pauseJob(id) {
+  const reason = $("#pause-reason").value.trim();
+  act("Paused " + id + ".", () => api("POST", "/api/jobs/" + encodeURIComponent(id) + "/pause", { reason })).then(showJob);
+}
+function resumeJob(id) {
+  act("Resumed " + id + ".", () => api("POST", "/api/jobs/" + encodeURIComponent(id) + "/resume")).then(showJob);
+}
 function runJob(id) {
   act("Started a run of " + id + ".", () => api("POST", "/api/jobs/" + encodeURIComponent(id) + "/run", { force: false, wait: false }))
     .then((r) => { if (r && r.skipped) say("Run of " + id + " was not started: " + (r.reason || "skipped"), true); });
 }
-function removeJob(id) {
-  if (!window.confirm("Remove job " + id + "? Its run history stays.")) return;
+// removeJob asks for a second press (within 5 s) of the same button.
+function removeJob(id, button) {
+  if (button && button.dataset.confirm !== "yes") {
+    button.dataset.confirm = "yes";
+    const label = button.textContent;
+    button.textContent = "Press again to remove";
+    setTimeout(() => { button.dataset.confirm = ""; button.textContent = label; }, 5000);
+    return;
+  }
   act("Removed " + id + ".", () => api("DELETE", "/api/jobs/" + encodeURIComponent(id))).then(() => {
     if (state.view === "job" && state.jobId === id) location.hash = "#/jobs";
   });
@@ -123,7 +134,7 @@ function removeJob(id) {
 
 function jobButtons(j, prefix) {
   const b = (name, label, fn, hide, cls) => el("button", { type: "button", "data-test": prefix + name, "data-mutates": true,
-    class: cls, disabled: !state.auth, hidden: hide, onclick: () => fn(j.id), text: label });
+    class: cls, disabled: !state.auth, hidden: hide, onclick: (ev) => fn(j.id, ev.currentTarget), text: label });
   return [
     b("run", "Run now", runJob, false),
     b("pause", "Pause", pauseJob, j.state === "paused" || j.state === "finished"),
@@ -231,7 +242,7 @@ function cancelRun(id) {
 for (const [name, fn] of [["run", runJob], ["pause", pauseJob], ["resume", resumeJob], ["remove", removeJob]]) {
   const b = $("#job-page-" + name);
   b.setAttribute("data-mutates", "");
-  b.addEventListener("click", () => fn(state.jobId));
+  b.addEventListener("click", (ev) => fn(state.jobId, ev.currentTarget));
 }
 
 // Add a job ------------------------------------------------------------

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 )
 
-// errCancelled is the cause given to runs stopped by CancelRun.
-var errCancelled = errors.New("cancelled on request")
+// errCancelled is the cause given to runs stopped by CancelRun. It is the
+// runner's ErrCancelled, so a shell run's process group gets SIGTERM first
+// and is killed only 2 s later.
+var errCancelled = runner.ErrCancelled
 
 // ErrRunNotRunning is returned (wrapped) by CancelRun for a run that is not
 // in progress.
@@ -18,17 +21,21 @@ var ErrRunNotRunning = errors.New("run is not in progress")
 // CancelRun stops run runID, in whichever agent process runs it: the
 // request is written on the run's claim in the store, and the owner stops
 // the run when it sees it (at once when the owner is this process). A
-// plain or workflow run's command is stopped; a fanout parent starts no
-// more children, its running children get SIGTERM and, 2 s later, SIGKILL,
-// and its reducer does not run. The run and each stopped child are
-// recorded cancelled.
-func (rt *Runtime) CancelRun(ctx context.Context, runID string) error {
+// plain or workflow run's command is stopped (SIGTERM to its process group,
+// SIGKILL 2 s later); a fanout parent starts no more children, its running
+// children are stopped the same way, and its reducer does not run. The run
+// and each stopped child are recorded cancelled, which is neither a failure
+// of the job (its failure streak and notifications are untouched) nor an
+// interruption. reason, when not empty, is kept in the ledger line. It
+// returns once the stop is asked for; Wait follows the run to its end.
+func (rt *Runtime) CancelRun(ctx context.Context, runID, reason string) error {
 	found := false
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		for _, j := range st.All() {
 			if i := j.ClaimIndex(runID); i >= 0 {
+				found = !j.Claims[i].Cancel
 				j.Claims[i].Cancel = true
-				found = true
+				j.Claims[i].CancelReason = reason
 				return nil
 			}
 		}
@@ -40,9 +47,30 @@ func (rt *Runtime) CancelRun(ctx context.Context, runID string) error {
 	if !found {
 		return fmt.Errorf("cancel run %s: %w", runID, ErrRunNotRunning)
 	}
-	rt.cancelRun(runID, errCancelled)
+	rt.cancelRun(runID, cancelCause(reason))
 	rt.signal()
 	return nil
+}
+
+// cancelCause is the cause a run cancelled with reason is stopped with.
+func cancelCause(reason string) error {
+	if reason == "" {
+		return errCancelled
+	}
+	return fmt.Errorf("%w: %s", errCancelled, reason)
+}
+
+// Live reports whether run runID is in progress in this process.
+func (rt *Runtime) Live(runID string) bool {
+	return rt.runDone(runID) != nil
+}
+
+// Subscribe returns a channel signalled, coalesced and never blocking the
+// sender, after every job change or fire in this process and within
+// WatchInterval of a change made by another process, like Changes but for
+// one more consumer; stop ends the subscription.
+func (rt *Runtime) Subscribe() (changes <-chan struct{}, stop func()) {
+	return rt.subscribe()
 }
 
 // cancelLoop stops the runs of this process whose claim asks for it, each
@@ -60,19 +88,19 @@ func (rt *Runtime) cancelLoop(ctx context.Context) {
 		if rt.InFlight() == 0 {
 			continue
 		}
-		var ids []string
+		causes := map[string]error{}
 		_ = rt.store.View(ctx, func(st *store.State) error {
 			for _, j := range st.All() {
 				for _, c := range j.Claims {
 					if c.Cancel && rt.isActive(c.RunID, c.Token) {
-						ids = append(ids, c.RunID)
+						causes[c.RunID] = cancelCause(c.CancelReason)
 					}
 				}
 			}
 			return nil
 		})
-		for _, id := range ids {
-			rt.cancelRun(id, errCancelled)
+		for id, cause := range causes {
+			rt.cancelRun(id, cause)
 		}
 	}
 }

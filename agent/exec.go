@@ -274,12 +274,12 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) bool {
 	if o.state != "" {
 		cp.state, cp.reason = o.state, o.reason
 	}
-	if errors.Is(o.cause, errCancelled) {
-		cp.state, cp.reason = ledger.StateCancelled, errCancelled.Error()
-	}
-	if errors.Is(o.cause, errShutdown) {
+	switch {
+	case errors.Is(o.cause, errShutdown):
 		cp.shutdown = true
 		cp.state, cp.reason = ledger.StateInterrupted, "interrupted: "+errShutdown.Error()
+	case errors.Is(o.cause, errCancelled):
+		cp.state, cp.reason = ledger.StateCancelled, o.cause.Error()
 	}
 	ran := notify.Run{Output: rt.outputTail(o.output), Duration: o.took}
 	baseReason := cp.reason
@@ -348,7 +348,8 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 	cur.UpdatedAt = now.UTC()
 	switch cp.state {
 	case ledger.StateSkipped, ledger.StateCancelled:
-		// Neither a success nor a failure of the job's command.
+		// Declined or stopped on request: neither a success nor a failure
+		// of the job's command.
 	case ledger.StateSucceeded, ledger.StatePartial:
 		cur.FailureStreak = 0
 		cur.LastSuccessAt = utcPtr(now)
@@ -365,7 +366,7 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 		cp.reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(cur), d)
 	}
 	cp.line = rt.finalLine(o, cp, now)
-	cp.owed = rt.owe(cur, cp.line, ran)
+	cp.owed = cp.state != ledger.StateCancelled && rt.owe(cur, cp.line, ran)
 	if !rt.closing.Load() {
 		return rt.drain(cur, now, p)
 	}

@@ -233,11 +233,11 @@ func TestCancelFanout(t *testing.T) {
 		return strings.Count(string(bs), "\n")
 	}
 	waitFor(t, func() bool { return lines(started) == 2 })
-	if err := b.rt.CancelRun(t.Context(), "nope"); !errors.Is(err, ErrRunNotRunning) {
+	if err := b.rt.CancelRun(t.Context(), "nope", ""); !errors.Is(err, ErrRunNotRunning) {
 		t.Fatalf("cancel of an unknown run: %v", err)
 	}
 	at := time.Now()
-	if err := b.rt.CancelRun(t.Context(), res.RunID); err != nil {
+	if err := b.rt.CancelRun(t.Context(), res.RunID, ""); err != nil {
 		t.Fatal(err)
 	}
 	p := b.wait(t, res.RunID)
@@ -281,7 +281,7 @@ func TestCancelWorkflowRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.started(t)
-	if err := b.rt.CancelRun(t.Context(), res.RunID); err != nil {
+	if err := b.rt.CancelRun(t.Context(), res.RunID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.wait(t, res.RunID); r.State != ledger.StateCancelled {
@@ -320,13 +320,13 @@ func TestCancelFromAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(t.Context())
-	if err := other.CancelRun(t.Context(), res.RunID); err != nil {
+	if err := other.CancelRun(t.Context(), res.RunID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if r := b.wait(t, res.RunID); r.State != ledger.StateCancelled || r.Reason != "cancelled on request" {
 		t.Fatalf("run %s %q, want cancelled", r.State, r.Reason)
 	}
-	if err := other.CancelRun(t.Context(), res.RunID); !errors.Is(err, ErrRunNotRunning) {
+	if err := other.CancelRun(t.Context(), res.RunID, ""); !errors.Is(err, ErrRunNotRunning) {
 		t.Fatalf("cancel of an ended run: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/internal/termtext"
 )
 
@@ -39,21 +38,21 @@ func (v *JobView) WriteDetail(w io.Writer) error {
 	return termtext.Table(w, nil, rows)
 }
 
-// WriteSaved writes what a person checks after adding or editing a job (verb
-// says which): its id, how its schedule is understood, its notify targets
-// and its next three fires, or that it is paused.
-func WriteSaved(w io.Writer, verb string, j *Job, sched *schedule.Schedule) error {
+// WriteSaved writes, for a person, what was saved: job v (verb is "added"
+// or "edited"), how its schedule was understood, its notify targets and its
+// next fires (next), or that it is paused.
+func WriteSaved(w io.Writer, verb string, v JobView, next []time.Time) error {
 	esc := func(s string) string { return termtext.Escape(s, termtext.EscapeNewlines) }
-	fmt.Fprintf(w, "%s job %s\nschedule: %s\n", verb, esc(j.ID), esc(sched.Describe()))
-	for _, t := range j.Policy.Targets {
+	fmt.Fprintf(w, "%s job %s\nschedule: %s\n", verb, esc(v.ID), esc(v.Describe))
+	for _, t := range v.Policy.Targets {
 		fmt.Fprintf(w, "notify: %s\n", esc(t.Spec()))
 	}
-	if j.NextRunAt == nil {
+	if v.NextRunAt == nil {
 		_, err := fmt.Fprintln(w, "paused: no fires until resumed")
 		return err
 	}
 	fmt.Fprintln(w, "next fires:")
-	for _, at := range Fires(sched, j.NextRunAt.Add(-time.Nanosecond), 3) {
+	for _, at := range next {
 		fmt.Fprintf(w, "  %s\n", at.Format(time.RFC3339))
 	}
 	return nil

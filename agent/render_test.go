@@ -30,7 +30,8 @@ func TestFireListAndWriteSaved(t *testing.T) {
 	next := l.Fires[0]
 	j := agent.Job{ID: "brief\x1b[2J", NextRunAt: &next}
 	var b strings.Builder
-	if err := agent.WriteSaved(&b, "added", &j, s); err != nil {
+	v := agent.JobView{Job: j, Describe: s.Describe()}
+	if err := agent.WriteSaved(&b, "added", v, agent.Fires(s, next.Add(-time.Nanosecond), 3)); err != nil {
 		t.Fatal(err)
 	}
 	want := "added job brief\\x1b[2J\nschedule: " + s.Describe() + "\nnext fires:\n  2026-01-01T09:00:00+01:00\n  2026-01-02T09:00:00+01:00\n  2026-01-03T09:00:00+01:00\n"
@@ -38,8 +39,8 @@ func TestFireListAndWriteSaved(t *testing.T) {
 		t.Fatalf("WriteSaved wrote\n%q\nwant\n%q", b.String(), want)
 	}
 	b.Reset()
-	j.NextRunAt = nil
-	if err := agent.WriteSaved(&b, "edited", &j, s); err != nil || !strings.HasSuffix(b.String(), "paused: no fires until resumed\n") {
+	v.NextRunAt = nil
+	if err := agent.WriteSaved(&b, "edited", v, nil); err != nil || !strings.HasSuffix(b.String(), "paused: no fires until resumed\n") {
 		t.Fatalf("paused job: %q %v", b.String(), err)
 	}
 }

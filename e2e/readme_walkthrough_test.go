@@ -22,8 +22,9 @@ func TestReadmeWalkthrough(t *testing.T) {
 	t.Parallel()
 	blocks := readmeBlocks(t)
 	dir := t.TempDir()
-	nasPort, relayPort, agentPort := freePort(t), freePort(t), freePort(t)
+	nasPort, relayPort, agentPort, uiPort := freePort(t), freePort(t), freePort(t), freePort(t)
 	subst := strings.NewReplacer(
+		"127.0.0.1:8788", fmt.Sprintf("127.0.0.1:%d", uiPort),
 		"127.0.0.1:8080", fmt.Sprintf("127.0.0.1:%d", nasPort),
 		"127.0.0.1:8081", fmt.Sprintf("127.0.0.1:%d", relayPort),
 		"127.0.0.1:8090", fmt.Sprintf("127.0.0.1:%d", agentPort),
@@ -66,7 +67,13 @@ func TestReadmeWalkthrough(t *testing.T) {
 				daemons++
 				l = subst.Replace(l)
 				args := strings.Fields(strings.TrimPrefix(l, "chronos "))
-				p := startProc(t, fmt.Sprintf("readme-%d", daemons), dir, nil, args...)
+				var env []string
+				if m[1] == "agent serve" {
+					// The agent's local API on its default address, moved
+					// like the other ports.
+					env = []string{fmt.Sprintf("CHRONOS_UI_LISTEN=127.0.0.1:%d", uiPort)}
+				}
+				p := startProc(t, fmt.Sprintf("readme-%d", daemons), dir, env, args...)
 				u, ok := ready[m[1]]
 				if lm := listenFlag.FindStringSubmatch(l); lm != nil {
 					u, ok = "http://"+lm[1]+"/readyz", true

@@ -31,7 +31,9 @@ const (
 	// StatePartial ends a fanout parent whose failed children stayed within
 	// its partial_tolerance (some failed): it counts as a success.
 	StatePartial State = "partial"
-	// StateCancelled ends a run stopped on request (runs cancel).
+	// StateCancelled ends a run stopped on request (runs cancel, the local
+	// API's run cancel): distinct from failed (the job's own outcome) and
+	// interrupted (its agent stopped or died).
 	StateCancelled State = "cancelled"
 )
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -30,6 +31,34 @@ const (
 // DefaultListen is the agent's listen address when the config names none.
 const DefaultListen = "127.0.0.1:8787"
 
+// DefaultUIListen is the address of the local API and dashboard when the
+// config does not set ui_listen.
+const DefaultUIListen = "127.0.0.1:8788"
+
+// UIOff, as ui_listen, disables the local API and dashboard.
+const UIOff = "off"
+
+// UIEnabled reports whether the local API and dashboard are served.
+func (c Config) UIEnabled() bool {
+	v := strings.TrimSpace(c.UIListen)
+	return v != "" && !strings.EqualFold(v, UIOff)
+}
+
+// UILoopback reports whether ui_listen names a loopback address only
+// (localhost, 127.0.0.0/8 or ::1); an address without a host listens on
+// every interface and is not.
+func (c Config) UILoopback() bool {
+	host, _, err := net.SplitHostPort(strings.TrimSpace(c.UIListen))
+	if err != nil || host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
 // Config is the agent's configuration file (agent.yaml). Every key can also
 // be set in the environment as CHRONOS_<KEY> with dots turned into
 // underscores (cron.chronos.portal_url is CHRONOS_CRON_CHRONOS_PORTAL_URL);
@@ -46,6 +75,15 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// Timezone is the IANA zone of jobs that name none. Default: UTC.
 	Timezone string `yaml:"timezone"`
+	// UIListen is the address of the agent's local API and dashboard, a
+	// listener of its own (never the fire listener). Default:
+	// 127.0.0.1:8788; empty (set explicitly) or "off" disables it. An
+	// address that is not loopback needs UITokenFile.
+	UIListen string `yaml:"ui_listen"`
+	// UITokenFile holds the local API's admin token (trimmed), needed for
+	// every change made through it. Default: <home>/ui-token, created with
+	// a random token at the first start.
+	UITokenFile string `yaml:"ui_token_file"`
 	// Cron selects the provider.
 	Cron CronConfig `yaml:"cron"`
 	// Notify says which addresses the webhooks of job notifications may
@@ -312,8 +350,26 @@ func (c Config) Validate() error {
 	if _, err := c.SQL.Databases(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.ValidateUI(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("provider: config: %w", oneLineError{err})
+	}
+	return nil
+}
+
+// ValidateUI checks ui_listen: a host:port, and a loopback one unless
+// ui_token_file names the admin token (Validate checks it too).
+func (c Config) ValidateUI() error {
+	if !c.UIEnabled() {
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(strings.TrimSpace(c.UIListen)); err != nil {
+		return fmt.Errorf("ui_listen %q is not host:port (or %q to disable the local API)", c.UIListen, UIOff)
+	}
+	if !c.UILoopback() && strings.TrimSpace(c.UITokenFile) == "" {
+		return fmt.Errorf("ui_listen %q is not a loopback address: set ui_token_file to the admin token the local API then requires (or listen on 127.0.0.1)", c.UIListen)
 	}
 	return nil
 }

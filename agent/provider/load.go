@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
 
 // EnvConfigFile names the agent config file when no path is given; the jobs
@@ -13,7 +15,8 @@ const EnvConfigFile = "CHRONOS_AGENT_CONFIG"
 
 // LoadConfig reads the agent config: the file at path (or at
 // $CHRONOS_AGENT_CONFIG; none is fine), then the environment through lookup
-// (CHRONOS_<KEY>), then the defaults (home ~/.chronos, listen
+// (CHRONOS_<KEY>), then the defaults (ui_listen 127.0.0.1:8788 unless the file or the
+// environment sets it, even to empty; home ~/.chronos, listen
 // 127.0.0.1:8787), then the access token file. A relative path in the file
 // (home, cron.chronos.access_token_file) is relative to the file's
 // directory, whatever the working directory; one from the environment, to
@@ -25,6 +28,7 @@ func LoadConfig(path string, lookup func(string) (string, bool)) (Config, Decisi
 		path, _ = lookup(EnvConfigFile)
 	}
 	var cfg Config
+	uiListenSet := false // ui_listen: "" disables, a missing key is the default
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -33,10 +37,14 @@ func LoadConfig(path string, lookup func(string) (string, bool)) (Config, Decisi
 		if cfg, err = ParseConfig(data); err != nil {
 			return cfg, Decision{}, fmt.Errorf("agent: %s: %w", path, err)
 		}
+		uiListenSet = keySet(data, "ui_listen")
 		cfg.resolvePaths(filepath.Dir(path))
 	}
 	if err := cfg.ApplyEnv(lookup); err != nil {
 		return cfg, Decision{}, fmt.Errorf("agent: %w", err)
+	}
+	if _, set := lookup(EnvPrefix + "UI_LISTEN"); !set && !uiListenSet {
+		cfg.UIListen = DefaultUIListen
 	}
 	if cfg.Home == "" {
 		dir, err := os.UserHomeDir()
@@ -58,7 +66,7 @@ func LoadConfig(path string, lookup func(string) (string, bool)) (Config, Decisi
 // resolvePaths makes the relative paths of a config file relative to the
 // file's directory dir.
 func (c *Config) resolvePaths(dir string) {
-	for _, p := range []*string{&c.Home, &c.Cron.Chronos.AccessTokenFile} {
+	for _, p := range []*string{&c.Home, &c.Cron.Chronos.AccessTokenFile, &c.UITokenFile} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
@@ -77,4 +85,15 @@ func (c *ChronosConfig) readAccessToken() {
 		return
 	}
 	c.AccessToken = strings.TrimSpace(string(data))
+}
+
+// keySet reports whether the top-level key is present in the YAML data
+// (which parsed), whatever its value.
+func keySet(data []byte, key string) bool {
+	var top map[string]yaml.Node
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		return false
+	}
+	_, ok := top[key]
+	return ok
 }

@@ -20,11 +20,17 @@ const ServingFile = "serving.json"
 
 // Serving is the content of ServingFile.
 type Serving struct {
-	// Config is the absolute path of the config the agent was started with.
-	Config string `json:"config"`
+	// Config is the absolute path of the config the agent was started with
+	// (empty: the agent is configured by the environment alone).
+	Config string `json:"config,omitempty"`
 	// PID is the agent process that wrote the record; StartedAt is when.
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"started_at"`
+	// UI is the base URL of the running agent's local API and dashboard
+	// (http://127.0.0.1:8788); empty when it serves none or has stopped.
+	UI string `json:"ui,omitempty"`
+	// UITokenFile is the file holding that API's admin token.
+	UITokenFile string `json:"ui_token_file,omitempty"`
 }
 
 // RecordServing writes ServingFile in home: the agent started with the
@@ -33,18 +39,31 @@ type Serving struct {
 // command trusts a config the agent no longer uses. The agent calls it when
 // it starts, once home exists.
 func RecordServing(home, configPath string, now time.Time) error {
+	return WriteServing(home, Serving{Config: configPath, PID: os.Getpid(), StartedAt: now})
+}
+
+// WriteServing writes rec as home's ServingFile, its config path made
+// absolute; a record naming neither a config nor a UI is removed instead.
+func WriteServing(home string, rec Serving) error {
 	file := filepath.Join(home, ServingFile)
-	if configPath == "" {
+	if rec.Config == "" && rec.UI == "" {
 		if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("provider: serving record: %w", err)
 		}
 		return nil
 	}
-	abs, err := filepath.Abs(configPath)
-	if err != nil {
-		return fmt.Errorf("provider: serving record: %w", err)
+	for _, p := range []*string{&rec.Config, &rec.UITokenFile} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("provider: serving record: %w", err)
+		}
+		*p = abs
 	}
-	data, err := json.MarshalIndent(Serving{Config: abs, PID: os.Getpid(), StartedAt: now.UTC()}, "", "  ")
+	rec.StartedAt = rec.StartedAt.UTC()
+	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("provider: serving record: %w", err)
 	}
@@ -63,8 +82,8 @@ func ReadServing(home string) (s Serving, ok bool, err error) {
 	if err != nil {
 		return Serving{}, false, fmt.Errorf("provider: serving record: %w", err)
 	}
-	if err := json.Unmarshal(data, &s); err != nil || s.Config == "" {
-		return Serving{}, false, fmt.Errorf("provider: serving record %s: not a record of a config file", filepath.Join(home, ServingFile))
+	if err := json.Unmarshal(data, &s); err != nil || (s.Config == "" && s.UI == "") {
+		return Serving{}, false, fmt.Errorf("provider: serving record %s: not a record of a serving agent", filepath.Join(home, ServingFile))
 	}
 	return s, true, nil
 }

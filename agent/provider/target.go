@@ -88,7 +88,7 @@ func ResolveTarget(o TargetOptions) (Target, error) {
 // target's, when it exists, loads and still serves the home.
 func (t *Target) useRecord(load Loader, lookup func(string) (string, bool)) {
 	rec, ok, err := ReadServing(t.Home)
-	if err != nil || !ok {
+	if err != nil || !ok || rec.Config == "" {
 		return
 	}
 	cfg, dec, err := load(rec.Config, hideEnv(lookup, EnvConfig))

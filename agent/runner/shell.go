@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/internal/procfs"
@@ -31,6 +32,40 @@ type ShellRunner struct {
 	// KillTimeout bounds how long a kill waits for the run's processes to
 	// be gone (default 5 s).
 	KillTimeout time.Duration
+	// TermGrace is how long a run cancelled on request (its context's
+	// cause is ErrCancelled) has after SIGTERM to its process group before
+	// everything of the run is killed (default 2 s).
+	TermGrace time.Duration
+}
+
+// ErrCancelled, as the cause of a run's context, asks for a graceful stop:
+// the shell runner sends SIGTERM to the run's process group and kills what
+// is left after TermGrace. Any other cause kills at once.
+var ErrCancelled = errors.New("cancelled on request")
+
+func (s *ShellRunner) termGrace() time.Duration {
+	if s.TermGrace > 0 {
+		return s.TermGrace
+	}
+	return 2 * time.Second
+}
+
+// stop ends the run whose context ended: SIGTERM first and a grace period
+// when it was cancelled on request, then a kill of all its processes.
+func (s *ShellRunner) stop(ctx context.Context, done <-chan struct{}, root Process, tree *Tree) {
+	if errors.Is(context.Cause(ctx), ErrCancelled) && syscall.Kill(-root.PID, syscall.SIGTERM) == nil {
+		t := time.NewTimer(s.termGrace())
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	// The whole process group and every process of the run, the ones that
+	// left the group included.
+	kctx, cancel := context.WithTimeout(context.Background(), s.killTimeout())
+	_, _ = tree.Kill(kctx)
+	cancel()
 }
 
 var _ Runner = (*ShellRunner)(nil)
@@ -153,12 +188,8 @@ func (s *ShellRunner) Run(ctx context.Context, req Request) Result {
 	wg.Go(func() {
 		select {
 		case <-ctx.Done():
-			// The whole process group and every process of the run, the
-			// ones that left the group included.
-			kctx, cancel := context.WithTimeout(context.Background(), s.killTimeout())
-			_, _ = tree.Kill(kctx)
-			cancel()
 			killed.Store(true)
+			s.stop(ctx, done, root, tree)
 		case <-done:
 		}
 	})

@@ -79,6 +79,10 @@ type Options struct {
 	// PausedSweep is how often the slots that passed while a job was paused
 	// are recorded skipped (reason paused); default DefaultPausedSweep.
 	PausedSweep time.Duration
+	// UIListener, when set, serves the local API and dashboard instead of
+	// a new listener on Config.UIListen (even when that is off). Run
+	// closes it.
+	UIListener net.Listener
 }
 
 // DefaultPausedSweep is how often a running agent records the slots its
@@ -119,6 +123,7 @@ type sidecar struct {
 	rec      *provider.Reconciler
 	resync   time.Duration
 	srv      *agenthttp.Server
+	ui       *localUI
 	runCtx   context.Context
 	wg       sync.WaitGroup
 }
@@ -145,9 +150,13 @@ func Run(ctx context.Context, o Options) error {
 	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime"), NotifyAddresses: o.Config.NotifyAddresses(), SQL: o.Config.SQLDatabases()}); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	if err := provider.RecordServing(o.Config.Home, o.ConfigPath, s.started); err != nil {
-		s.log.Warn("could not record which config serves the home; job commands given only --home will not arm through this agent", "error", err)
+	ui, err := s.startUI()
+	if err != nil {
+		_ = s.rt.Close(context.WithoutCancel(ctx))
+		return err
 	}
+	s.ui = ui
+	s.recordServing(ui)
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
 	s.runCtx = runCtx
@@ -156,6 +165,8 @@ func Run(ctx context.Context, o Options) error {
 	// can.
 	recoverErr := s.rt.Recover(runCtx)
 	if err := s.openProvider(); err != nil {
+		s.ui.stop(context.WithoutCancel(ctx))
+		s.recordServing(nil)
 		_ = s.rt.Close(context.WithoutCancel(ctx))
 		return err
 	}
@@ -176,6 +187,9 @@ func (o Options) prepare() (Options, *time.Location, error) {
 	}
 	loc, err := o.Config.Location()
 	if err != nil {
+		return o, nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := o.Config.ValidateUI(); err != nil {
 		return o, nil, fmt.Errorf("agent: %w", err)
 	}
 	if o.Decision.Provider == "" {
@@ -316,6 +330,10 @@ func (s *sidecar) serve(ctx context.Context, stopRun context.CancelFunc) error {
 	s.srv.Drain()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	_ = httpSrv.Shutdown(shutdownCtx)
+	if s.ui != nil {
+		s.recordServing(nil) // commands take the direct path from now on
+		s.ui.stop(shutdownCtx)
+	}
 	cancel()
 	stopRun()
 	s.wg.Wait()

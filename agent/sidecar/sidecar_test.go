@@ -193,9 +193,12 @@ func TestRunRefusesBadOptions(t *testing.T) {
 	t.Parallel()
 	tz := builtinConfig(t)
 	tz.Timezone = "Mars/Olympus"
+	open := builtinConfig(t)
+	open.UIListen = "0.0.0.0:0" // not loopback, and no ui_token_file
 	for name, o := range map[string]sidecar.Options{
-		"negative idle exit": {Config: builtinConfig(t), IdleExit: -time.Second},
-		"unknown zone":       {Config: tz},
+		"negative idle exit":           {Config: builtinConfig(t), IdleExit: -time.Second},
+		"unknown zone":                 {Config: tz},
+		"ui_listen open without token": {Config: open},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

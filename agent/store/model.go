@@ -209,6 +209,8 @@ type Claim struct {
 	// Cancel asks the run's owner to stop the run and record it cancelled
 	// (runs cancel).
 	Cancel bool `json:"cancel,omitempty"`
+	// CancelReason is the reason given with the cancel request, if any.
+	CancelReason string `json:"cancel_reason,omitempty"`
 	// Procs are the run's long-lived processes as last recorded by its
 	// owner (the process group leader first), each with its start time, so
 	// that when the owner dies another agent on the host can kill exactly

@@ -14,10 +14,10 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/jobfile"
+	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/runner"
-	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
 	"github.com/chronoscron/chronos/internal/cmdline"
 )
@@ -179,8 +179,21 @@ func (o *jobFlags) payload(cmd *cobra.Command, verb string, args []string) (*run
 	return &p, nil
 }
 
+// reach returns the agent serving the home, or else the home's runtime (to close).
+func (c *jobsCLI) reach(ctx context.Context) (*localapi.Client, *agent.Runtime, provider.Target, error) {
+	t, err := target(c.home)
+	if err != nil {
+		return nil, nil, t, err
+	}
+	if cl, err := localapi.Serving(t.Home); cl != nil || err != nil {
+		return cl, nil, t, err
+	}
+	rt, t, err := c.open(ctx)
+	return nil, rt, t, err
+}
+
 // printJob prints a saved job: JSON, or how its schedule was understood and
 // its next three fires.
-func (o *jobFlags) printJob(w io.Writer, rt *agent.Runtime, verb string, j *agent.Job, sched *schedule.Schedule) error {
-	return o.out.Print(w, rt.View(j), func(w io.Writer) error { return agent.WriteSaved(w, verb, j, sched) })
+func (o *jobFlags) printJob(w io.Writer, verb string, in localapi.JobInfo) error {
+	return o.out.Print(w, in.JobView, func(w io.Writer) error { return agent.WriteSaved(w, verb, in.JobView, in.NextFires) })
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/jobfile"
+	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -42,11 +44,10 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 			if err != nil {
 				return asUsage(err)
 			}
-			rt, t, err := c.open(cmd.Context())
+			cl, rt, t, err := c.reach(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer closeRuntime(rt)
 			ch, err := o.notifyChange(cmd, t)
 			if err != nil {
 				return err
@@ -54,11 +55,20 @@ what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or 
 			if spec.Notify, err = ch.Apply(notify.Policy{}); err != nil {
 				return err
 			}
-			j, sched, err := rt.AddJob(cmd.Context(), spec)
+			if cl != nil {
+				in, err := cl.AddJob(cmd.Context(), spec)
+				if err == nil {
+					err = o.printJob(cmd.OutOrStdout(), "added", in)
+					fmt.Fprintln(o.out.Aside(cmd), termSafe(cl.Made(t.Home)))
+				}
+				return jobError(err)
+			}
+			defer closeRuntime(rt)
+			j, _, err := rt.AddJob(cmd.Context(), spec)
 			if err != nil {
 				return jobError(err)
 			}
-			if err := o.printJob(cmd.OutOrStdout(), rt, "added", &j, sched); err != nil {
+			if err := o.printJob(cmd.OutOrStdout(), "added", localapi.InfoOf(rt, &j)); err != nil {
 				return err
 			}
 			return c.changed(cmd.Context(), o.out.Aside(cmd), t, rt, &j)
@@ -132,11 +142,11 @@ none removes them). Bad input changes nothing.`,
 					return err
 				}
 			}
-			j, sched, err := rt.EditJob(cmd.Context(), args[0], patch)
+			j, _, err := rt.EditJob(cmd.Context(), args[0], patch)
 			if err != nil {
 				return jobError(err)
 			}
-			if err := o.printJob(cmd.OutOrStdout(), rt, "edited", &j, sched); err != nil {
+			if err := o.printJob(cmd.OutOrStdout(), "edited", localapi.InfoOf(rt, &j)); err != nil {
 				return err
 			}
 			return c.changed(cmd.Context(), o.out.Aside(cmd), t, rt, &j)

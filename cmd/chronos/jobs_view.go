@@ -10,6 +10,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/agent/localapi"
 )
 
 // jobRemoved is what jobs rm --json prints.
@@ -63,17 +64,25 @@ func (c *jobsCLI) showCmd() *cobra.Command {
 	}, "the job")
 }
 
-// changeCmd is a command that changes one job and arms the change; do
-// returns the changed job (nil when removed) and the line that says so.
-func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error)) *cobra.Command {
+// changeCmd is a command that changes one job (through a running agent) and
+// arms the change; do returns the changed job (nil when removed) and the
+// line that says so.
+func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*agent.Job, string, error)) *cobra.Command {
 	var out cmdline.Output
 	return out.Register(&cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		Example: "  chronos jobs " + strings.TrimSuffix(use, " ID") + " backup\n  chronos jobs " + strings.TrimSuffix(use, " ID") + " backup --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, t, err := c.open(cmd.Context())
+			cl, rt, t, err := c.reach(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if cl != nil {
+				_, line, err := do(cmd, cl, args[0])
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", termSafe(line), termSafe(cl.Made(t.Home)))
+				}
+				return jobError(err)
 			}
 			defer closeRuntime(rt)
 			j, line, err := do(cmd, rt, args[0])
@@ -95,7 +104,7 @@ func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt *a
 func (c *jobsCLI) pauseCmd() *cobra.Command {
 	var reason string
 	cmd := c.changeCmd("pause ID", "Pause a job: no fires until resumed (the slots that pass are recorded skipped)",
-		func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error) {
+		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*agent.Job, string, error) {
 			j, err := rt.Pause(cmd.Context(), id, reason)
 			return &j, "paused job " + id, err
 		})
@@ -105,7 +114,7 @@ func (c *jobsCLI) pauseCmd() *cobra.Command {
 
 func (c *jobsCLI) resumeCmd() *cobra.Command {
 	return c.changeCmd("resume ID", "Resume a paused job from its next slot after now",
-		func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error) {
+		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*agent.Job, string, error) {
 			j, err := rt.Resume(cmd.Context(), id)
 			next := "none (finished)"
 			if j.NextRunAt != nil {
@@ -117,7 +126,7 @@ func (c *jobsCLI) resumeCmd() *cobra.Command {
 
 func (c *jobsCLI) rmCmd() *cobra.Command {
 	return c.changeCmd("rm ID", "Remove a job (its ledger history stays)",
-		func(cmd *cobra.Command, rt *agent.Runtime, id string) (*agent.Job, string, error) {
+		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*agent.Job, string, error) {
 			return nil, "removed job " + id, rt.Remove(cmd.Context(), id)
 		})
 }
@@ -125,29 +134,38 @@ func (c *jobsCLI) rmCmd() *cobra.Command {
 func (c *jobsCLI) runCmd() *cobra.Command {
 	var o agent.RunOptions
 	var out cmdline.Output
+	var here bool
 	cmd := &cobra.Command{
 		Use:   "run ID",
 		Short: "Run a job now through the same claim and ledger, and wait for the outcome",
 		Long: `Run a job now. The run goes through the job's claim and policies like a scheduled
 fire, is recorded in the ledger with trigger "manual", and this command waits for it to
-end. --force runs even if the idempotency window already has a successful run.
+end. --force runs even if the idempotency window already has a successful run. A running
+agent of the home runs it (its user, environment, directory); --here runs it in this process.
 Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printed).`,
 		Example: "  chronos jobs run backup\n  chronos jobs run backup --force --json | jq .state",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, _, err := c.open(cmd.Context())
+			cl, rt, t, err := c.reach(cmd.Context())
+			if here && rt == nil {
+				rt, t, err = c.open(cmd.Context())
+			}
 			if err != nil {
 				return err
 			}
-			defer closeRuntime(rt)
-			run, err := rt.RunAndWait(cmd.Context(), args[0], o)
+			var r localapi.RunWaiter = cl
+			if rt != nil {
+				defer closeRuntime(rt)
+				r = rt
+			}
+			run, err := r.RunAndWait(cmd.Context(), args[0], o)
 			if err != nil {
 				return jobError(err)
 			}
 			err = out.Print(cmd.OutOrStdout(), run, func(w io.Writer) error {
 				fmt.Fprintln(w, termSafe(run.Summary()))
 				if run.Output != "" {
-					fmt.Fprintf(w, "output: %s\n", termSafe(filepath.Join(rt.Store().Home(), run.Output)))
+					fmt.Fprintf(w, "output: %s\n", termSafe(filepath.Join(t.Home, run.Output)))
 				}
 				return nil
 			})
@@ -159,5 +177,6 @@ Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printe
 	}
 	cmd.Flags().BoolVar(&o.Force, "force", false, "run even if the idempotency window already has a successful run")
 	out.Register(cmd, "the run")
+	cmd.Flags().BoolVar(&here, "here", false, "run in this process even when an agent serves the home")
 	return cmd
 }

@@ -47,7 +47,7 @@ func newRunsCancelCmd(home *string) *cobra.Command {
 	c := runsRTCmd(home, "cancel RUN_ID", "Cancel a run in progress (a fanout's pending children never start, running ones are stopped)",
 		"Ask the agent that owns a run to stop it: the request is written to the job store, so it reaches an\nagent in another process. A fanout starts no more children, running ones get SIGTERM and SIGKILL\n2 s later, the reducer does not run; each stopped run is recorded cancelled. Exit 2 for a run that is\nunknown or not running.",
 		func(cmd *cobra.Command, rt *agent.Runtime, id string) error {
-			if err := rt.CancelRun(cmd.Context(), id); err != nil {
+			if err := rt.CancelRun(cmd.Context(), id, ""); err != nil {
 				return err
 			}
 			return out.Print(cmd.OutOrStdout(), map[string]string{"run_id": id, "cancel": "requested"},

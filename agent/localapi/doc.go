@@ -1,0 +1,19 @@
+// Package localapi is the agent's local API and dashboard, served on a
+// listener of its own (ui_listen, 127.0.0.1:8788 by default), never on the
+// public fire listener.
+//
+// The API lists, shows, creates, edits, pauses, resumes, removes and runs
+// jobs, lists and shows runs (with their output) and cancels live ones,
+// reports the agent's status, and streams every ledger line and job change
+// as Server-Sent Events (GET /api/events) with ids a client resumes from
+// with Last-Event-ID. The dashboard at / is plain HTML, CSS and JavaScript
+// embedded in the binary.
+//
+// Every change needs the agent's admin token: as "Authorization: Bearer
+// <token>" (scripts, and Client, which the CLI uses to act through a running
+// agent), or through POST /api/login, which sets a SameSite=Strict, HttpOnly
+// session cookie for the browser. A change authenticated by the cookie must
+// also come from the page itself (no foreign Origin, and the X-Chronos-UI
+// header, which a cross-site form cannot send). Reads are open on a loopback
+// listener and need the token otherwise.
+package localapi

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// TestMain keeps the agents the tests start off the fixed local API
+// address (127.0.0.1:8788), which parallel tests and other packages would
+// contend for: a test that wants the local API sets CHRONOS_UI_LISTEN
+// itself (to 127.0.0.1:0).
+func TestMain(m *testing.M) {
+	if _, set := os.LookupEnv("CHRONOS_UI_LISTEN"); !set {
+		_ = os.Setenv("CHRONOS_UI_LISTEN", "off")
+	}
+	os.Exit(m.Run())
+}

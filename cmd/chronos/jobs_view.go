@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
-	"github.com/chronoscron/chronos/internal/cmdline"
 	"github.com/chronoscron/chronos/agent/localapi"
+	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
 // jobRemoved is what jobs rm --json prints.

@@ -194,7 +194,7 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 			rt.advance(j, sched, slot, now, notRun)
 			return nil
 		}
-		res, err = rt.admit(j, sched, admission{slot: slot, trig: trigger}, now, p)
+		res, err = rt.admitStep(st, j, sched, admission{slot: slot, trig: trigger}, now, p)
 		if err != nil {
 			return err
 		}
@@ -346,6 +346,7 @@ func (rt *Runtime) entry(j *Job, now time.Time, l mark) ledger.Entry {
 		Reason:     l.reason,
 		Owner:      rt.self.String(),
 		Runner:     j.Payload.Kind,
+		Chain:      jobChainRef(j),
 	}
 }
 

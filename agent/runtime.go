@@ -64,6 +64,8 @@ type Config struct {
 	// defaults; the clock defaults to Now). Owner, Log and Observe are the
 	// runtime's own.
 	Notify notify.Options
+	// Chains are the chain classes' policies and breaker alert targets.
+	Chains ChainConfig
 	// WriteFile replaces jobs.json whole (default: the store's atomic
 	// write). Tests pass one that fails, to play a home that cannot be
 	// written.

@@ -57,9 +57,6 @@ func CheckStart(req StartRequest, existing *Chain, open int, br *Breaker) error 
 	if open >= req.Limits.MaxConcurrent {
 		return &LimitError{Limit: LimitConcurrent, Detail: fmt.Sprintf("class %s already has %d open chains (max_concurrent %d)", req.Class, open, req.Limits.MaxConcurrent)}
 	}
-	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(req.FireAt) {
-		return &LimitError{Limit: LimitLifetime, Detail: fmt.Sprintf("expires_at %s is not after the first step's time %s", req.ExpiresAt.UTC().Format(time.RFC3339), req.FireAt.UTC().Format(time.RFC3339))}
-	}
 	return nil
 }
 
@@ -124,6 +121,9 @@ func (c *Chain) PlanSpawn(req SpawnRequest, br *Breaker, storm int) (Step, error
 	if !c.Open() {
 		return Step{}, fmt.Errorf("%w: chain %s closed at %s, reason %s", ErrClosed, c.ID, c.ClosedAt.UTC().Format(time.RFC3339), c.ClosedReason)
 	}
+	if !req.Now.Before(c.ExpiresAt) {
+		return Step{}, fmt.Errorf("%w: chain %s expired at %s", ErrExpired, c.ID, c.ExpiresAt.UTC().Format(time.RFC3339))
+	}
 	if br != nil && br.IsOpen(req.Now) {
 		return Step{}, fmt.Errorf("%w: class %s is paused until %s (%s)", ErrBreakerOpen, c.Class, br.ResumeAt.UTC().Format(time.RFC3339), br.Reason)
 	}
@@ -181,8 +181,6 @@ func (c *Chain) nextStep(req SpawnRequest) (Step, error) {
 func (c *Chain) checkLimits(s Step, now time.Time, br *Breaker, storm int) *LimitError {
 	l := c.Limits
 	switch {
-	case !now.Before(c.ExpiresAt):
-		return &LimitError{Limit: LimitLifetime, Detail: fmt.Sprintf("the chain expired at %s", c.ExpiresAt.UTC().Format(time.RFC3339))}
 	case s.Depth > l.MaxDepth:
 		return &LimitError{Limit: LimitDepth, Detail: fmt.Sprintf("depth %d is past max_depth %d", s.Depth, l.MaxDepth)}
 	case c.Children+1 > l.MaxChildren:

@@ -20,6 +20,8 @@ var (
 	ErrClosed = errors.New("chain closed")
 	// ErrNotFound: no chain with that id.
 	ErrNotFound = errors.New("chain not found")
+	// ErrExpired: the chain's expires_at has passed; it wraps ErrClosed.
+	ErrExpired = fmt.Errorf("%w: expired", ErrClosed)
 )
 
 // Limit names.
@@ -27,7 +29,6 @@ const (
 	LimitDepth      = "max_depth"
 	LimitChildren   = "max_children"
 	LimitRetries    = "max_retries"
-	LimitLifetime   = "expires_at"
 	LimitConcurrent = "max_concurrent"
 	LimitSpawnStorm = "spawn_storm"
 )

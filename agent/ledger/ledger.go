@@ -73,6 +73,9 @@ type Entry struct {
 	Notification string `json:"notification,omitempty"`
 	Event        string `json:"event,omitempty"`
 	Target       string `json:"target,omitempty"`
+	// Chain is set on the lines of a chain step's runs and on chain lines
+	// (Kind KindChain): the chain and the step's place in it.
+	Chain *ChainRef `json:"chain,omitempty"`
 }
 
 // Ledger appends to and reads the runs directory.

@@ -50,6 +50,9 @@ type Config struct {
 	// Notify says which addresses the webhooks of job notifications may
 	// reach.
 	Notify NotifyConfig `yaml:"notify"`
+	// Chains are the chain classes' limits and breakers and who hears of a
+	// breaker opening.
+	Chains ChainsConfig `yaml:"chains"`
 }
 
 // NotifyConfig is the notify section: the addresses job notification
@@ -274,6 +277,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if _, err := c.Notify.Addresses(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateChains(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -149,3 +149,15 @@ func (s *State) PruneChains() {
 	s.chains.chains = kept
 	s.chains.dirty = true
 }
+
+// LookupBreaker returns the breaker of class for reading or changing, or
+// nil if the class has none.
+func (s *State) LookupBreaker(class string) *chain.Breaker {
+	for _, b := range s.chains.breakers {
+		if b.Class == class {
+			s.chains.dirty = true
+			return b
+		}
+	}
+	return nil
+}

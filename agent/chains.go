@@ -174,7 +174,8 @@ func (rt *Runtime) StartChain(ctx context.Context, spec ChainStart) (ChainStep, 
 		}
 		if refused = chain.CheckStart(req, st.Chain(req.ID), open, br); refused != nil {
 			ref := &ledger.ChainRef{ID: req.ID, Class: req.Class, Stage: req.Stage}
-			p.lines = append(p.lines, rt.chainLine(ref, ledger.ChainRefused, "start refused: "+refused.Error(), now))
+			p.lines = append(p.lines, rt.refusedLine(ref, refused, "start refused: ", now))
+			st.Breaker(req.Class).NoteRefusal(refused)
 			return nil
 		}
 		c := chain.New(req)
@@ -326,7 +327,8 @@ func (rt *Runtime) SpawnStep(ctx context.Context, spec ChainSpawn) (ChainStep, e
 // refusal says so. The caller holds the store lock.
 func (rt *Runtime) refuseSpawn(st *store.State, c *chain.Chain, err error, now time.Time, p *plan) error {
 	ref := &ledger.ChainRef{ID: c.ID, Class: c.Class}
-	p.lines = append(p.lines, rt.chainLine(ref, ledger.ChainRefused, "spawn refused: "+err.Error(), now))
+	p.lines = append(p.lines, rt.refusedLine(ref, err, "spawn refused: ", now))
+	st.Breaker(c.Class).NoteRefusal(err)
 	if !c.Open() {
 		return nil
 	}

@@ -75,6 +75,13 @@ func (rt *Runtime) chainLine(ref *ledger.ChainRef, ev ledger.State, reason strin
 		Reason: reason, Owner: rt.self.String(), Kind: ledger.KindChain, Chain: ref}
 }
 
+// refusedLine is the ledger line of a refusal; Event names its reason.
+func (rt *Runtime) refusedLine(ref *ledger.ChainRef, err error, prefix string, now time.Time) ledger.Entry {
+	e := rt.chainLine(ref, ledger.ChainRefused, prefix+err.Error(), now)
+	e.Event = chain.RefusalReason(err)
+	return e
+}
+
 // breakerLine is a ledger line of kind chain about class breaker b.
 func (rt *Runtime) breakerLine(b *chain.Breaker, ev ledger.State, reason string, now time.Time) ledger.Entry {
 	e := rt.chainLine(&ledger.ChainRef{ID: b.Class, Class: b.Class}, ev, reason, now)

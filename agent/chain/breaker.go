@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -131,4 +132,43 @@ func lastN(s []string, n int) []string {
 		s = s[len(s)-n:]
 	}
 	return append([]string(nil), s...)
+}
+
+// Refusal reasons, the labels of the refusal counts.
+const (
+	RefusedDuplicate   = "duplicate"
+	RefusedLimit       = "limit"
+	RefusedBreakerOpen = "breaker_open"
+	RefusedClosed      = "closed"
+)
+
+// RefusalReasons lists every refusal reason.
+var RefusalReasons = []string{RefusedDuplicate, RefusedLimit, RefusedBreakerOpen, RefusedClosed}
+
+// RefusalReason names the reason of a refusal error ("" for an error that
+// is no refusal).
+func RefusalReason(err error) string {
+	switch {
+	case errors.Is(err, ErrDuplicate):
+		return RefusedDuplicate
+	case errors.Is(err, ErrLimit):
+		return RefusedLimit
+	case errors.Is(err, ErrBreakerOpen):
+		return RefusedBreakerOpen
+	case errors.Is(err, ErrClosed):
+		return RefusedClosed
+	}
+	return ""
+}
+
+// NoteRefusal counts a refusal of the class.
+func (b *Breaker) NoteRefusal(err error) {
+	r := RefusalReason(err)
+	if r == "" {
+		return
+	}
+	if b.Refusals == nil {
+		b.Refusals = map[string]int{}
+	}
+	b.Refusals[r]++
 }

@@ -281,6 +281,9 @@ type Breaker struct {
 	LastRunIDs []string `json:"last_run_ids,omitempty"`
 	// Openings counts how often it opened.
 	Openings int `json:"openings"`
+	// Refusals counts the class's refused starts and spawns by reason
+	// (see RefusalReason).
+	Refusals map[string]int `json:"refusals,omitempty"`
 	// Outbound are the alerts of its opening, made durable with it and not
 	// yet handed to the notification outbox.
 	Outbound []notify.Notification `json:"outbound,omitempty"`
@@ -293,5 +296,9 @@ func (b *Breaker) Clone() Breaker {
 	out.Spawns = append([]time.Time(nil), b.Spawns...)
 	out.LastRunIDs = append([]string(nil), b.LastRunIDs...)
 	out.Outbound = append([]notify.Notification(nil), b.Outbound...)
+	out.Refusals = make(map[string]int, len(b.Refusals))
+	for k, v := range b.Refusals {
+		out.Refusals[k] = v
+	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/sidecar"
 )
@@ -92,6 +93,9 @@ func printAgentStatus(out io.Writer, st sidecar.Report) error {
 		}
 	}
 	printReconcile(out, st)
+	if err := chain.WriteOpen(out, st.Chains, st.Breakers); err != nil {
+		return err
+	}
 	return printFires(out, st.LastFires)
 }
 

@@ -249,6 +249,23 @@ func (rt *Runtime) startRequest(spec ChainStart, now time.Time) (chain.StartRequ
 	return chain.StartRequest{ID: id, Class: spec.Class, Stage: spec.Stage, Limits: lim, ExpiresAt: o.ExpiresAt, Now: now}, nil
 }
 
+// StepAt returns the spec of a step that runs command (argv) once, after
+// in (a duration like 3m) or at at (a timestamp): exactly one of them.
+// Errors wrap ErrInvalidJob.
+func StepAt(in, at string, command []string, timeout time.Duration) (StepSpec, error) {
+	if (in == "") == (at == "") {
+		return StepSpec{}, fmt.Errorf("%w: give the step's time as a delay (in) or a timestamp (at), one of them", ErrInvalidJob)
+	}
+	p, err := PayloadSpec{Command: command}.Payload()
+	if err != nil {
+		return StepSpec{}, err
+	}
+	if in != "" {
+		return StepSpec{Schedule: "in " + in, Payload: p, Timeout: timeout}, nil
+	}
+	return StepSpec{Schedule: at, Payload: p, Timeout: timeout}, nil
+}
+
 // stepJob builds the one-shot job of a step (its id and metadata are set
 // by the caller).
 func (rt *Runtime) stepJob(s StepSpec, now time.Time) (*Job, error) {
@@ -392,8 +409,14 @@ func (rt *Runtime) CloseChain(ctx context.Context, spec ChainClose) (chain.Chain
 	return out, nil
 }
 
-// Chains returns copies of the chains f selects, oldest first.
+// Chains returns copies of the chains f selects, oldest first. An unknown
+// state wraps ErrInvalidJob.
 func (rt *Runtime) Chains(ctx context.Context, f ChainFilter) ([]chain.Chain, error) {
+	if f.State != "" {
+		if _, err := chain.ParseState(string(f.State)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
+		}
+	}
 	var out []chain.Chain
 	err := rt.store.View(ctx, func(st *store.State) error {
 		for _, c := range st.Chains() {

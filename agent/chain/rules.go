@@ -139,3 +139,31 @@ func DefaultID(class string, now time.Time, loc *time.Location, lifetime time.Du
 	slot := int(t.Sub(midnight) / lifetime)
 	return fmt.Sprintf("%s-%s-%02d", class, t.Format("20060102"), slot)
 }
+
+// Exit codes of the chain commands for each refusal.
+const (
+	ExitDuplicate   = 3
+	ExitLimit       = 4
+	ExitBreakerOpen = 5
+	ExitClosed      = 6
+)
+
+// ExitHelp documents the chain commands' exit codes.
+const ExitHelp = `Exit codes: 0 ok, 1 failure, 2 usage, 3 duplicate, 4 limit (the chain is
+closed), 5 breaker open, 6 chain closed or expired. Inside a run the chain and
+the spawning step come from $CHRONOS_CHAIN_ID and $CHRONOS_CHAIN_STEP.`
+
+// ExitCode returns the exit code of a refusal, or 0 for any other error.
+func ExitCode(err error) int {
+	switch {
+	case errors.Is(err, ErrDuplicate):
+		return ExitDuplicate
+	case errors.Is(err, ErrLimit):
+		return ExitLimit
+	case errors.Is(err, ErrBreakerOpen):
+		return ExitBreakerOpen
+	case errors.Is(err, ErrClosed):
+		return ExitClosed
+	}
+	return 0
+}

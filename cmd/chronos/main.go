@@ -2,7 +2,8 @@
 // dispatchers, the agent sidecar, the job CLI and the demo.
 //
 // Only this package reads flags, the environment and files, and wires the
-// parts together. Exit codes: 0 ok, 1 failure, 2 bad usage or input.
+// parts together. Exit codes: 0 ok, 1 failure, 2 bad usage or input; the
+// chain commands add 3-6 (see chain.ExitCode).
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
@@ -57,6 +59,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if cmdline.IsUsage(err) {
 		return exitUsage
 	}
+	if code := chain.ExitCode(err); code != 0 {
+		return code
+	}
 	return exitFailure
 }
 
@@ -76,6 +81,8 @@ func newRootCmd() *cobra.Command {
 		newRelayCmd(),
 		newAgentCmd(),
 		newJobsCmd(),
+		newChainCmd(),
+		newChainsCmd(),
 		newRunsCmd(),
 		newNotifyCmd(),
 		newScheduleCmd(),

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,9 +154,9 @@ func (rt *Runtime) StartChain(ctx context.Context, spec ChainStart) (ChainStep, 
 		return ChainStep{}, err
 	}
 	req.FireAt = *j.NextRunAt
-	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(req.FireAt) {
-		return ChainStep{}, fmt.Errorf("%w: expires_at %s is not after the first step's time %s", ErrInvalidJob,
-			req.ExpiresAt.UTC().Format(time.RFC3339), req.FireAt.UTC().Format(time.RFC3339))
+	if exp := cmp.Or(req.ExpiresAt, now.Add(req.Limits.Lifetime.Std())); !exp.After(req.FireAt) {
+		return ChainStep{}, fmt.Errorf("%w: the chain would expire at %s, before its first step at %s", ErrInvalidJob,
+			exp.UTC().Format(time.RFC3339), req.FireAt.UTC().Format(time.RFC3339))
 	}
 	var out ChainStep
 	var refused error

@@ -96,16 +96,16 @@ func (rt *Runtime) closeChain(st *store.State, c *chain.Chain, how chain.Closing
 	for _, id := range c.Close(now, how) {
 		st.Remove(id)
 	}
-	rt.closed(st, c, how.Trigger == chain.TriggerLimit, now, p)
+	rt.closed(st, c, now, p)
 }
 
 // closed plans what follows a chain's close: its line, the breaker's count
 // and alert, and the pruning of old closed chains.
-func (rt *Runtime) closed(st *store.State, c *chain.Chain, violation bool, now time.Time, p *plan) {
+func (rt *Runtime) closed(st *store.State, c *chain.Chain, now time.Time, p *plan) {
 	p.lines = append(p.lines, rt.chainLine(&ledger.ChainRef{ID: c.ID, Class: c.Class}, ledger.ChainClosed,
 		fmt.Sprintf("closed (%s): %s", c.Outcome, c.ClosedReason), now))
 	b := st.Breaker(c.Class)
-	if o, opened := b.RecordClose(c, rt.cfg.Chains.Policy(c.Class), violation, now); opened {
+	if o, opened := b.RecordClose(c, rt.cfg.Chains.Policy(c.Class), now); opened {
 		rt.breakerOpened(b, o, c.ID, now, p)
 	}
 	st.PruneChains()
@@ -154,7 +154,8 @@ func dropBreakerRows(st *store.State, added map[string]bool) {
 // checks its chain: a step of a chain that expired or closed does not run
 // (recorded skipped, its job removed, an expired chain closed); a step
 // that starts is marked running. The caller holds the store lock.
-func (rt *Runtime) admitStep(st *store.State, j *Job, sched *schedule.Schedule, a admission, now time.Time, p *plan) (FireResult, error) {
+func (rt *Runtime) admitStep(st *store.State, j *Job, sched *schedule.Schedule, a admission, p *plan) (FireResult, error) {
+	now := rt.now()
 	if j.Chain == nil {
 		return rt.admit(j, sched, a, now, p)
 	}
@@ -207,7 +208,7 @@ func (rt *Runtime) endChainStep(st *store.State, j *Job, cp *completion, p *plan
 		}
 		end := chain.Step{JobID: j.ID, Status: status, RunID: cp.line.RunID, Reason: cp.reason, Output: cp.line.Output}
 		if c.StepEnded(end, now) {
-			rt.closed(st, c, false, now, p)
+			rt.closed(st, c, now, p)
 		}
 	}
 	if len(j.Claims) == 0 && len(j.Pending) == 0 && len(j.Outbound) == 0 {
@@ -257,7 +258,7 @@ func (rt *Runtime) SweepChains(ctx context.Context) (int, error) {
 				for _, id := range ids {
 					st.Remove(id)
 				}
-				rt.closed(st, c, false, now, p)
+				rt.closed(st, c, now, p)
 				closed++
 			}
 		}

@@ -194,7 +194,7 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 			rt.advance(j, sched, slot, now, notRun)
 			return nil
 		}
-		res, err = rt.admitStep(st, j, sched, admission{slot: slot, trig: trigger}, now, p)
+		res, err = rt.admitStep(st, j, sched, admission{slot: slot, trig: trigger}, p)
 		if err != nil {
 			return err
 		}

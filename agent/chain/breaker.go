@@ -71,9 +71,9 @@ type Opening struct {
 
 // RecordClose counts a closed chain: a success clears the failure streak,
 // a failure joins it (failures older than the policy's window drop out) and
-// a violation (a limit hit) opens the breaker at once. It returns the
-// opening when the breaker opened now.
-func (b *Breaker) RecordClose(c *Chain, p Policy, violation bool, now time.Time) (Opening, bool) {
+// an invariant violation (a chain closed by a limit) opens the breaker at
+// once. It returns the opening when the breaker opened now.
+func (b *Breaker) RecordClose(c *Chain, p Policy, now time.Time) (Opening, bool) {
 	if c.Outcome == OutcomeSuccess {
 		b.Failures = nil
 		return Opening{}, false
@@ -94,7 +94,7 @@ func (b *Breaker) RecordClose(c *Chain, p Policy, violation bool, now time.Time)
 		return Opening{}, false
 	}
 	switch {
-	case violation:
+	case c.Violated():
 		return b.Open(Opening{Reason: "invariant violation: chain " + c.ID + " " + c.ClosedReason, RunIDs: lastN(runs, 3)}, p, now), true
 	case len(b.Failures) >= p.BreakerFailures:
 		var reasons, ids []string

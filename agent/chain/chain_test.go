@@ -242,22 +242,22 @@ func failed(id, run string) *Chain {
 func TestBreakerOpensOnConsecutiveFailuresWithinTheWindow(t *testing.T) {
 	p := DefaultPolicy()
 	b := &Breaker{Class: "disk", State: BreakerClosed}
-	if _, opened := b.RecordClose(failed("a", "r1"), p, false, t0); opened {
+	if _, opened := b.RecordClose(failed("a", "r1"), p, t0); opened {
 		t.Fatal("opened after one failure")
 	}
 	// Two failures, then a success clears the streak.
-	b.RecordClose(failed("b", "r2"), p, false, t0.Add(time.Minute))
-	b.RecordClose(&Chain{ID: "c", Outcome: OutcomeSuccess}, p, false, t0.Add(2*time.Minute))
+	b.RecordClose(failed("b", "r2"), p, t0.Add(time.Minute))
+	b.RecordClose(&Chain{ID: "c", Outcome: OutcomeSuccess}, p, t0.Add(2*time.Minute))
 	if len(b.Failures) != 0 {
 		t.Fatalf("failures after a success %v", b.Failures)
 	}
 	// Failures older than the window drop out.
-	b.RecordClose(failed("d", "r4"), p, false, t0)
-	b.RecordClose(failed("e", "r5"), p, false, t0.Add(31*time.Minute))
-	if _, opened := b.RecordClose(failed("f", "r6"), p, false, t0.Add(32*time.Minute)); opened {
+	b.RecordClose(failed("d", "r4"), p, t0)
+	b.RecordClose(failed("e", "r5"), p, t0.Add(31*time.Minute))
+	if _, opened := b.RecordClose(failed("f", "r6"), p, t0.Add(32*time.Minute)); opened {
 		t.Fatal("opened with a failure outside the window")
 	}
-	o, opened := b.RecordClose(failed("g", "r7"), p, false, t0.Add(33*time.Minute))
+	o, opened := b.RecordClose(failed("g", "r7"), p, t0.Add(33*time.Minute))
 	if !opened || b.State != BreakerOpen || !slices.Equal(o.RunIDs, []string{"r5", "r6", "r7"}) || b.Openings != 1 {
 		t.Fatalf("opening %+v %v, breaker %+v", o, opened, b)
 	}
@@ -277,7 +277,11 @@ func TestBreakerOpensOnAViolation(t *testing.T) {
 	b := &Breaker{Class: "disk", State: BreakerClosed}
 	c := failed("a", "r1")
 	c.ClosedReason = "limit: max_children"
-	o, opened := b.RecordClose(c, DefaultPolicy(), true, t0)
+	c.Transitions = []Transition{{From: StateActive, To: StateClosed, At: t0, Trigger: TriggerLimit}}
+	if !c.Violated() {
+		t.Fatal("a chain closed by a limit is no violation")
+	}
+	o, opened := b.RecordClose(c, DefaultPolicy(), t0)
 	if !opened || b.State != BreakerOpen || !slices.Equal(o.RunIDs, []string{"r1"}) {
 		t.Fatalf("violation: %+v %v", o, opened)
 	}

@@ -262,6 +262,13 @@ func (c *Chain) Close(now time.Time, how Closing) []string {
 	return cancelled
 }
 
+// Violated reports whether the chain was closed by a limit: an invariant
+// violation.
+func (c *Chain) Violated() bool {
+	n := len(c.Transitions)
+	return c.State == StateClosed && n > 0 && c.Transitions[n-1].Trigger == TriggerLimit
+}
+
 // CoolDown starts a taper of d: the chain stays open (monitor spawns are
 // allowed) and closes with how at its end.
 func (c *Chain) CoolDown(now time.Time, d time.Duration, how Closing) error {

@@ -181,7 +181,7 @@ func (rt *Runtime) StartChain(ctx context.Context, spec ChainStart) (ChainStep, 
 		}
 		c := chain.New(req)
 		step := c.Steps[0]
-		j.ID, j.Chain = step.JobID, c.Meta(step)
+		j.ID, j.Chain, j.Name = step.JobID, c.Meta(step), stepName(c, step)
 		if err := st.Add(j); err != nil {
 			return err
 		}
@@ -319,7 +319,7 @@ func (rt *Runtime) SpawnStep(ctx context.Context, spec ChainSpawn) (ChainStep, e
 			refused = err
 			return rt.refuseSpawn(st, c, err, now, p)
 		}
-		j.ID, j.Chain = step.JobID, c.Meta(step)
+		j.ID, j.Chain, j.Name = step.JobID, c.Meta(step), stepName(c, step)
 		if err := st.Add(j); err != nil {
 			return err
 		}
@@ -481,4 +481,9 @@ func (rt *Runtime) ResetBreaker(ctx context.Context, class string) (chain.Breake
 	}
 	rt.apply(ctx, p)
 	return out, nil
+}
+
+// stepName is the name of a step's job, so `jobs list` shows its chain.
+func stepName(c *chain.Chain, s chain.Step) string {
+	return fmt.Sprintf("chain %s: %s (depth %d, attempt %d)", c.ID, s.Stage, s.Depth, s.Attempt)
 }

@@ -106,7 +106,7 @@ func TestChainStartStoresTheChainAndItsStepInOneWrite(t *testing.T) {
 	}
 	s := b.start(t, "inc", "disk")
 	j := b.job(t, "inc.action.1.1")
-	if j.Chain == nil || j.Chain.ChainID != "inc" || j.Chain.Stage != "action" || j.Chain.Depth != 1 || j.Kind != "once" {
+	if j.Chain == nil || j.Chain.ChainID != "inc" || j.Chain.Stage != "action" || j.Chain.Depth != 1 || j.Kind != "once" || j.Name != "chain inc: action (depth 1, attempt 1)" {
 		t.Fatalf("step job %+v", j)
 	}
 	raw, err := os.ReadFile(filepath.Join(b.home, store.JobsFile))

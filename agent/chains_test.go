@@ -390,3 +390,31 @@ func TestClosingChainsKeepsTheNewest(t *testing.T) {
 		t.Fatalf("%d chains kept, oldest %s", len(cs), cs[0].ID)
 	}
 }
+
+func TestSweepRemovesTheJobOfAStepWhoseRunDied(t *testing.T) {
+	b, _ := chainSetup(t)
+	st := b.start(t, "inc", "disk")
+	// The step's run was claimed and its owner died: the reap dropped the
+	// claim, and nothing will complete the run.
+	err := b.rt.store.Update(context.Background(), func(s *store.State) error {
+		s.Chain("inc").StepStarted(st.Job.ID, "r-dead", t0)
+		j := s.Job(st.Job.ID)
+		j.NextRunAt, j.FinishedAt = nil, utcPtr(t0)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.rt.CloseChain(context.Background(), ChainClose{ChainID: "inc", Reason: "gave up", Failed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if !b.hasJob(t, st.Job.ID) {
+		t.Fatal("the close removed a running step's job")
+	}
+	if _, err := b.rt.SweepChains(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b.hasJob(t, st.Job.ID) || b.chain(t, "inc").Steps[0].Status != chain.StepInterrupted {
+		t.Fatalf("after the sweep: job left %v, step %+v", b.hasJob(t, st.Job.ID), b.chain(t, "inc").Steps[0])
+	}
+}

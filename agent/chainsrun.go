@@ -246,7 +246,11 @@ func (rt *Runtime) NextChainDeadline(ctx context.Context) (time.Time, bool, erro
 // nothing.
 func (rt *Runtime) SweepChains(ctx context.Context) (int, error) {
 	now := rt.now()
-	if next, ok, err := rt.NextChainDeadline(ctx); err != nil || !ok || next.After(now) {
+	stale := false
+	if err := rt.store.View(ctx, func(st *store.State) error { stale = len(staleSteps(st)) > 0; return nil }); err != nil {
+		return 0, err
+	}
+	if next, ok, err := rt.NextChainDeadline(ctx); err != nil || (!stale && (!ok || next.After(now))) {
 		return 0, err
 	}
 	closed := 0
@@ -266,6 +270,14 @@ func (rt *Runtime) SweepChains(ctx context.Context) (int, error) {
 			if b.Settle(now) {
 				p.lines = append(p.lines, rt.breakerLine(b, ledger.ChainBreakerClosed, "cooldown over", now))
 			}
+		}
+		for _, j := range staleSteps(st) {
+			if c := st.Chain(j.Chain.ChainID); c != nil {
+				if s := c.Step(j.ID); s != nil && s.Status.Open() {
+					s.Status, s.EndedAt, s.Reason = chain.StepInterrupted, &now, "its run ended without a result (the owner died)"
+				}
+			}
+			st.Remove(j.ID)
 		}
 		return nil
 	})
@@ -306,4 +318,21 @@ func (rt *Runtime) RunChainSweeper(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// staleSteps returns the jobs of steps whose chain has closed (or is gone)
+// and that have nothing left to run: a step whose run was interrupted
+// (its owner died) is not removed by its completion, so the sweep removes
+// it.
+func staleSteps(st *store.State) []*Job {
+	var out []*Job
+	for _, j := range st.All() {
+		if j.Chain == nil || len(j.Claims) > 0 || len(j.Pending) > 0 || len(j.Outbound) > 0 {
+			continue
+		}
+		if c := st.Chain(j.Chain.ChainID); c == nil || !c.Open() {
+			out = append(out, j)
+		}
+	}
+	return out
 }

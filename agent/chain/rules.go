@@ -41,6 +41,7 @@ type LimitError struct {
 	Detail string
 }
 
+// Error says which limit refused and why.
 func (e *LimitError) Error() string { return fmt.Sprintf("limit %s: %s", e.Limit, e.Detail) }
 
 // Unwrap returns ErrLimit.

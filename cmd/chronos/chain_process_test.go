@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 // serve`, chronos provider) with a chains section in its config.
 type chainE2E struct {
 	*e2e
+	agentURL string
 }
 
 // setupChains starts NAS and an agent whose config ends with chains (YAML
@@ -35,7 +38,7 @@ func setupChains(t *testing.T, chains string) *chainE2E {
 	writeFile(t, e.cfg, cfg+"chains:\n"+chains)
 	startProc(t, e.bin, e.env, nil, "agent", "serve", "--config", e.cfg)
 	waitHTTP(t, "http://"+addr+"/readyz", 30*time.Second)
-	return &chainE2E{e}
+	return &chainE2E{e2e: e, agentURL: "http://" + addr}
 }
 
 // script writes an executable shell script that can call the binary as
@@ -130,6 +133,21 @@ func (c *chainE2E) noChainJobs(t *testing.T, chainID string) {
 		}
 		return true
 	})
+}
+
+// metrics returns the agent's /metrics page.
+func (c *chainE2E) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(c.agentURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
 }
 
 // ledgerRuns returns the runs of job in the home's ledger.
@@ -293,6 +311,16 @@ func TestChainBreakerOpensAfterThreeFailures(t *testing.T) {
 	out, code := c.try(t, "chain", "start", "--class", "flaky", "--id", "flaky-4", "--stage", "action", "--in", "1s", "--", "true")
 	if code != 5 || !strings.Contains(out, "breaker open") {
 		t.Fatalf("fourth start: exit %d: %s", code, out)
+	}
+	if st := c.status(t); len(st.Breakers) != 1 || st.Breakers[0].Class != "flaky" || len(st.Chains) != 0 {
+		t.Fatalf("agent status: breakers %+v, chains %+v", st.Breakers, st.Chains)
+	}
+	page := c.metrics(t)
+	for _, m := range []string{`chronos_agent_chain_breaker_openings_total{class="flaky"} 1`,
+		`chronos_agent_chain_spawns_refused_total{reason="breaker_open"} 1`, `chronos_agent_chains{state="closed"} 3`} {
+		if !strings.Contains(page, m) {
+			t.Errorf("metrics lack %s", m)
+		}
 	}
 	var body notify.Body
 	await(t, 15*time.Second, "the breaker alert", func() bool {

@@ -129,8 +129,8 @@ type ChainClose struct {
 
 // ChainStep is a chain with the job of the step just added.
 type ChainStep struct {
-	Chain chain.Chain
-	Job   Job
+	Chain chain.Chain `json:"chain"`
+	Job   Job         `json:"job"`
 }
 
 // ChainFilter selects chains; zero fields select all.

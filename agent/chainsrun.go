@@ -17,16 +17,16 @@ import (
 
 // Environment variables of runs (see RunEnv).
 const (
-	EnvRunHome         = "CHRONOS_HOME"
-	EnvChainID         = "CHRONOS_CHAIN_ID"
-	EnvChainClass      = "CHRONOS_CHAIN_CLASS"
-	EnvChainStage      = "CHRONOS_CHAIN_STAGE"
-	EnvChainDepth      = "CHRONOS_CHAIN_DEPTH"
-	EnvChainAttempt    = "CHRONOS_CHAIN_ATTEMPT"
-	EnvChainExpiresAt  = "CHRONOS_CHAIN_EXPIRES_AT"
-	EnvChainStep       = "CHRONOS_CHAIN_STEP"
-	EnvChainMaxDepth   = "CHRONOS_CHAIN_MAX_DEPTH"
-	EnvChainMaxChilden = "CHRONOS_CHAIN_MAX_CHILDREN"
+	EnvRunHome          = "CHRONOS_HOME"
+	EnvChainID          = "CHRONOS_CHAIN_ID"
+	EnvChainClass       = "CHRONOS_CHAIN_CLASS"
+	EnvChainStage       = "CHRONOS_CHAIN_STAGE"
+	EnvChainDepth       = "CHRONOS_CHAIN_DEPTH"
+	EnvChainAttempt     = "CHRONOS_CHAIN_ATTEMPT"
+	EnvChainExpiresAt   = "CHRONOS_CHAIN_EXPIRES_AT"
+	EnvChainStep        = "CHRONOS_CHAIN_STEP"
+	EnvChainMaxDepth    = "CHRONOS_CHAIN_MAX_DEPTH"
+	EnvChainMaxChildren = "CHRONOS_CHAIN_MAX_CHILDREN"
 )
 
 // RunEnv returns the variables a run of j gets besides its payload's:
@@ -42,7 +42,7 @@ func RunEnv(home string, j *Job) map[string]string {
 		env[EnvChainAttempt] = strconv.Itoa(m.Attempt)
 		env[EnvChainExpiresAt] = m.ExpiresAt.UTC().Format(time.RFC3339)
 		env[EnvChainMaxDepth] = strconv.Itoa(m.MaxDepth)
-		env[EnvChainMaxChilden] = strconv.Itoa(m.MaxChildren)
+		env[EnvChainMaxChildren] = strconv.Itoa(m.MaxChildren)
 		env[EnvChainStep] = j.ID
 	}
 	return env

@@ -68,16 +68,6 @@ func (c *chainE2E) try(t *testing.T, args ...string) (string, int) {
 	return string(out), 0
 }
 
-// chain reads a chain through `chronos chains show --json`.
-func (c *chainE2E) chain(t *testing.T, id string) chain.Chain {
-	t.Helper()
-	var ch chain.Chain
-	if err := json.Unmarshal([]byte(c.cli(t, "chains", "show", id, "--json")), &ch); err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
 // await polls cond every 100 ms until it holds or d passes.
 func await(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()

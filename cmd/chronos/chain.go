@@ -43,12 +43,13 @@ func (c *chainCLI) run(fn func(ctx context.Context, cmd *cobra.Command, args []s
 	}
 }
 
-// step reads the step's time and command (after "--").
-func (c *chainCLI) step(cmd *cobra.Command, args []string) (agent.StepSpec, error) {
+// step reads the step's time and command (after "--") into s.
+func (c *chainCLI) step(cmd *cobra.Command, args []string, s *agent.StepSpec) (err error) {
 	if cmd.ArgsLenAtDash() != 0 || len(args) == 0 {
-		return agent.StepSpec{}, usagef("put the step's command after \"--\"")
+		return usagef("put the step's command after \"--\"")
 	}
-	return agent.StepAt(c.in, c.at, args, c.timeout)
+	*s, err = agent.StepAt(c.in, c.at, args, c.timeout)
+	return err
 }
 
 // stepDone prints the chain and the step it added, then arms the change as
@@ -57,7 +58,7 @@ func (c *chainCLI) stepDone(ctx context.Context, cmd *cobra.Command, rt *agent.R
 	return func(s agent.ChainStep, err error) error {
 		w := cmd.OutOrStdout()
 		if err != nil || c.json {
-			return cmp.Or(err, printJSON(w, s))
+			return c.show(w, s, err, nil)
 		}
 		fmt.Fprintf(w, "chain %s: step %s at %s\n", termSafe(s.Chain.ID), termSafe(s.Job.ID), agent.JobTime(&s.Job, s.Job.NextRunAt))
 		rep, err := provider.ArmChange(ctx, t, rt)
@@ -69,8 +70,7 @@ func (c *chainCLI) stepDone(ctx context.Context, cmd *cobra.Command, rt *agent.R
 }
 
 func (c *chainCLI) doStart(ctx context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, t provider.Target) error {
-	var err error
-	if c.start.Step, err = c.step(cmd, args); err != nil {
+	if err := c.step(cmd, args, &c.start.Step); err != nil {
 		return err
 	}
 	if cmd.Flags().Changed("max-retries") {
@@ -80,8 +80,7 @@ func (c *chainCLI) doStart(ctx context.Context, cmd *cobra.Command, args []strin
 }
 
 func (c *chainCLI) doSpawn(ctx context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, t provider.Target) error {
-	var err error
-	if c.spawn.Step, err = c.step(cmd, args); err != nil {
+	if err := c.step(cmd, args, &c.spawn.Step); err != nil {
 		return err
 	}
 	c.spawn.ChainID, c.spawn.SpawnedBy = cmp.Or(c.id, os.Getenv(agent.EnvChainID)), os.Getenv(agent.EnvChainStep)
@@ -91,14 +90,10 @@ func (c *chainCLI) doSpawn(ctx context.Context, cmd *cobra.Command, args []strin
 func (c *chainCLI) doClose(ctx context.Context, cmd *cobra.Command, _ []string, rt *agent.Runtime, t provider.Target) error {
 	c.close.ChainID, c.close.Reason = cmp.Or(c.id, os.Getenv(agent.EnvChainID)), c.reason
 	ch, err := rt.CloseChain(ctx, c.close)
-	if err != nil {
-		return err
+	if err == nil {
+		_, err = provider.ArmChange(ctx, t, rt)
 	}
-	if err := chain.WriteList(cmd.OutOrStdout(), []chain.Chain{ch}); err != nil {
-		return err
-	}
-	_, err = provider.ArmChange(ctx, t, rt)
-	return err
+	return c.show(cmd.OutOrStdout(), ch, err, func(w io.Writer) error { return chain.WriteList(w, []chain.Chain{ch}) })
 }
 
 func newChainCmd() *cobra.Command {
@@ -124,7 +119,6 @@ func newChainCmd() *cobra.Command {
 		cmd.Flags().StringVar(&c.in, "in", "", "run the step after this long (3m)")
 		cmd.Flags().StringVar(&c.at, "at", "", "run the step at this time (RFC 3339)")
 		cmd.Flags().DurationVar(&c.timeout, "timeout", 0, "stop the step's run after this long")
-		cmd.Flags().BoolVar(&c.json, "json", false, "print the chain and the step's job as JSON")
 	}
 	for _, cmd := range []*cobra.Command{spawn, closeCmd} {
 		cmd.Flags().StringVar(&c.id, "chain", "", "the chain id (default $CHRONOS_CHAIN_ID)")
@@ -132,6 +126,7 @@ func newChainCmd() *cobra.Command {
 	g := groupCmd("chain", "Start, spawn into and close chains of one-shot steps; manage class breakers", start, spawn, closeCmd, c.breakerCmd())
 	g.Long = "Chains are self-limiting runs of one-shot steps a scout starts for one incident.\n\n" + chain.ExitHelp
 	g.PersistentFlags().StringVar(&c.home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
+	g.PersistentFlags().BoolVar(&c.json, "json", false, "print JSON")
 	return g
 }
 
@@ -146,9 +141,7 @@ func (c *chainCLI) breakerCmd() *cobra.Command {
 			b, err := rt.ResetBreaker(ctx, args[0])
 			return c.show(cmd.OutOrStdout(), b, err, func(w io.Writer) error { return chain.WriteBreakers(w, []chain.Breaker{b}) })
 		})}
-	g := groupCmd("breaker", "List and reset the chain classes' circuit breakers", list, reset)
-	g.PersistentFlags().BoolVar(&c.json, "json", false, "print JSON")
-	return g
+	return groupCmd("breaker", "List and reset the chain classes' circuit breakers", list, reset)
 }
 
 // show prints v as JSON with --json, else with text.

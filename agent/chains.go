@@ -315,6 +315,9 @@ func (rt *Runtime) SpawnStep(ctx context.Context, spec ChainSpawn) (ChainStep, e
 		}
 		req := chain.SpawnRequest{Stage: spec.Stage, SpawnedBy: spec.SpawnedBy, Retry: spec.Retry, FireAt: *j.NextRunAt, Now: now}
 		step, err := c.PlanSpawn(req, br, rt.cfg.Chains.Policy(c.Class).SpawnStorm)
+		if errors.Is(err, chain.ErrInvalid) {
+			return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+		}
 		if err != nil {
 			refused = err
 			return rt.refuseSpawn(st, c, err, now, p)

@@ -127,7 +127,8 @@ func TestSpawnRefusals(t *testing.T) {
 			req: SpawnRequest{Stage: "verify"}, want: ErrClosed},
 		{name: "expired", lim: Limits{MaxDepth: 4, MaxChildren: 8, MaxRetries: 3, Lifetime: Duration(time.Minute), MaxConcurrent: 3},
 			req: SpawnRequest{Stage: "verify"}, want: ErrExpired},
-		{name: "unknown spawner", lim: DefaultLimits(), req: SpawnRequest{Stage: "verify", SpawnedBy: "nope"}, want: errAny},
+		{name: "unknown spawner", lim: DefaultLimits(), req: SpawnRequest{Stage: "verify", SpawnedBy: "nope"}, want: ErrInvalid},
+		{name: "nothing to retry", lim: DefaultLimits(), req: SpawnRequest{Stage: "verify", Retry: true}, want: ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newChain(t, tc.lim)

@@ -145,12 +145,12 @@ func (c *Chain) PlanSpawn(req SpawnRequest, br *Breaker, storm int) (Step, error
 // nextStep places the step req asks for: its stage, depth and attempt.
 func (c *Chain) nextStep(req SpawnRequest) (Step, error) {
 	if len(c.Steps) == 0 {
-		return Step{}, fmt.Errorf("chain %s has no step to spawn from", c.ID)
+		return Step{}, fmt.Errorf("%w: chain %s has no step to spawn from", ErrInvalid, c.ID)
 	}
 	from := &c.Steps[len(c.Steps)-1]
 	if req.SpawnedBy != "" {
 		if from = c.Step(req.SpawnedBy); from == nil {
-			return Step{}, fmt.Errorf("step %s is not a step of chain %s", req.SpawnedBy, c.ID)
+			return Step{}, fmt.Errorf("%w: step %s is not a step of chain %s", ErrInvalid, req.SpawnedBy, c.ID)
 		}
 	}
 	s := Step{Stage: req.Stage, Depth: from.Depth + 1, Attempt: 1, Status: StepPending, SpawnedBy: from.JobID,
@@ -166,12 +166,12 @@ func (c *Chain) nextStep(req SpawnRequest) (Step, error) {
 			}
 		}
 		if depth == 0 {
-			return Step{}, fmt.Errorf("chain %s has no step of stage %s to retry", c.ID, s.Stage)
+			return Step{}, fmt.Errorf("%w: chain %s has no step of stage %s to retry", ErrInvalid, c.ID, s.Stage)
 		}
 		s.Depth, s.Attempt = depth, c.Attempts[s.Stage]+1
 	}
 	if s.Stage == "" {
-		return Step{}, fmt.Errorf("a spawn needs a stage")
+		return Step{}, fmt.Errorf("%w: a spawn needs a stage", ErrInvalid)
 	}
 	s.JobID = StepJobID(c.ID, s.Stage, s.Depth, s.Attempt)
 	return s, nil

@@ -20,6 +20,9 @@ var (
 	ErrClosed = errors.New("chain closed")
 	// ErrNotFound: no chain with that id.
 	ErrNotFound = errors.New("chain not found")
+	// ErrInvalid: the spawn names no stage, a step that is not the
+	// chain's, or a stage with nothing to retry.
+	ErrInvalid = errors.New("invalid spawn")
 	// ErrExpired: the chain's expires_at has passed; it wraps ErrClosed.
 	ErrExpired = fmt.Errorf("%w: expired", ErrClosed)
 )

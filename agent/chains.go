@@ -421,7 +421,7 @@ func (rt *Runtime) Chains(ctx context.Context, f ChainFilter) ([]chain.Chain, er
 			return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 		}
 	}
-	var out []chain.Chain
+	out := []chain.Chain{}
 	err := rt.store.View(ctx, func(st *store.State) error {
 		for _, c := range st.Chains() {
 			if (f.Class == "" || c.Class == f.Class) && (f.State == "" || c.State == f.State) {
@@ -450,7 +450,7 @@ func (rt *Runtime) Chain(ctx context.Context, id string) (chain.Chain, error) {
 
 // Breakers returns copies of the class breakers, ordered by class.
 func (rt *Runtime) Breakers(ctx context.Context) ([]chain.Breaker, error) {
-	var out []chain.Breaker
+	out := []chain.Breaker{}
 	err := rt.store.View(ctx, func(st *store.State) error {
 		for _, b := range st.Breakers() {
 			out = append(out, b.Clone())

@@ -418,3 +418,22 @@ func TestSweepRemovesTheJobOfAStepWhoseRunDied(t *testing.T) {
 		t.Fatalf("after the sweep: job left %v, step %+v", b.hasJob(t, st.Job.ID), b.chain(t, "inc").Steps[0])
 	}
 }
+
+func TestCatchUpAfterExpiryDoesNotRunTheStep(t *testing.T) {
+	b, s := chainSetup(t)
+	st, err := b.rt.StartChain(context.Background(), ChainStart{ID: "inc", Class: "disk", Stage: "action", Step: step("3m"), Limits: ChainLimits{Lifetime: 4 * time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(st.Chain.ExpiresAt.Add(time.Minute))
+	if err := b.rt.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := b.chain(t, "inc")
+	if len(s.reqs) != 0 || c.ClosedReason != chain.ReasonExpired || c.Steps[0].Status != chain.StepCancelled || b.hasJob(t, st.Job.ID) {
+		t.Fatalf("ran %d, chain %+v", len(s.reqs), c)
+	}
+	if cs, _ := b.rt.Chains(context.Background(), ChainFilter{State: chain.StateActive}); cs == nil || len(cs) != 0 {
+		t.Fatalf("active chains %#v", cs)
+	}
+}

@@ -700,6 +700,11 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 	if rt.closing.Load() {
 		return errDraining
 	}
+	// Chains that expired meanwhile close first: their overdue steps must
+	// not run.
+	if _, err := rt.SweepChains(ctx); err != nil {
+		return err
+	}
 	p := &plan{}
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		*p = plan{}

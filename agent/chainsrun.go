@@ -292,8 +292,8 @@ func (rt *Runtime) SweepChains(ctx context.Context) (int, error) {
 }
 
 // RunChainSweeper sweeps chains (SweepChains) at each chain deadline and
-// after every change, until ctx ends. The serving agent runs it beside
-// its provider; an embedder running RunTimer alone runs it too.
+// after every change, until ctx ends. RunTimer runs it; a serving agent
+// with another provider runs it itself.
 func (rt *Runtime) RunChainSweeper(ctx context.Context) error {
 	changes, unsubscribe := rt.subscribe()
 	defer unsubscribe()
@@ -335,4 +335,15 @@ func staleSteps(st *store.State) []*Job {
 		}
 	}
 	return out
+}
+
+// sweepBeside runs RunChainSweeper in the background until ctx ends; the
+// function it returns waits for it to return.
+func (rt *Runtime) sweepBeside(ctx context.Context) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rt.RunChainSweeper(ctx)
+	}()
+	return func() { <-done }
 }

@@ -258,6 +258,7 @@ func TestSpawnPastALimitClosesTheChainAndOpensTheBreaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other := b.start(t, "other", "web")
 	from := st.Job.ID
 	for i := 0; i < 2; i++ {
 		s, err := b.rt.SpawnStep(context.Background(), ChainSpawn{ChainID: "loop", SpawnedBy: from, Stage: "again" + string(rune('a'+i)), Step: step("1m")})
@@ -276,7 +277,7 @@ func TestSpawnPastALimitClosesTheChainAndOpensTheBreaker(t *testing.T) {
 		t.Fatalf("chain %+v", c)
 	}
 	jobs, _ := b.rt.Jobs(context.Background())
-	if len(jobs) != 0 {
+	if len(jobs) != 1 || jobs[0].ID != other.Job.ID {
 		t.Fatalf("jobs left: %d", len(jobs))
 	}
 	bs, _ := b.rt.Breakers(context.Background())
@@ -288,6 +289,13 @@ func TestSpawnPastALimitClosesTheChainAndOpensTheBreaker(t *testing.T) {
 	}
 	if _, err := b.rt.SpawnStep(context.Background(), ChainSpawn{ChainID: "loop", Stage: "more", Step: step("1m")}); !errors.Is(err, chain.ErrClosed) {
 		t.Fatalf("spawn into the closed chain: %v", err)
+	}
+	// A running chain of the class spawns nothing while the breaker is open.
+	if _, err := b.rt.SpawnStep(context.Background(), ChainSpawn{ChainID: "other", Stage: "verify", Step: step("1m")}); !errors.Is(err, chain.ErrBreakerOpen) {
+		t.Fatalf("spawn while the breaker is open: %v", err)
+	}
+	if c := b.chain(t, "other"); c.ClosedReason != chain.ReasonBreakerOpen || b.hasJob(t, other.Job.ID) {
+		t.Fatalf("other chain %+v", c)
 	}
 }
 

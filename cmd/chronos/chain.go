@@ -18,19 +18,20 @@ import (
 
 // chainCLI holds the flags of the chain commands.
 type chainCLI struct {
-	home, id, in, at, reason string
-	start                    agent.ChainStart
-	spawn                    agent.ChainSpawn
-	close                    agent.ChainClose
-	maxRetries               int
-	timeout                  time.Duration
-	json                     bool
+	jobsCLI
+	id, in, at, reason string
+	start              agent.ChainStart
+	spawn              agent.ChainSpawn
+	close              agent.ChainClose
+	maxRetries         int
+	timeout            time.Duration
+	json               bool
 }
 
 // run opens the runtime of the home for fn, one chain command's work.
 func (c *chainCLI) run(fn func(ctx context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, t provider.Target) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
-		rt, t, err := (&jobsCLI{home: c.home}).open(cmd.Context())
+		rt, t, err := c.open(cmd.Context())
 		if err != nil {
 			return err
 		}
@@ -61,11 +62,7 @@ func (c *chainCLI) stepDone(ctx context.Context, cmd *cobra.Command, rt *agent.R
 			return c.show(w, s, err, nil)
 		}
 		fmt.Fprintf(w, "chain %s: step %s at %s\n", termSafe(s.Chain.ID), termSafe(s.Job.ID), agent.JobTime(&s.Job, s.Job.NextRunAt))
-		rep, err := provider.ArmChange(ctx, t, rt)
-		if err == nil {
-			fmt.Fprintln(w, termSafe(rep.Describe(t.Home, &s.Job)))
-		}
-		return err
+		return c.changed(ctx, w, t, rt, &s.Job)
 	}
 }
 
@@ -91,13 +88,13 @@ func (c *chainCLI) doClose(ctx context.Context, cmd *cobra.Command, _ []string, 
 	c.close.ChainID, c.close.Reason = cmp.Or(c.id, os.Getenv(agent.EnvChainID)), c.reason
 	ch, err := rt.CloseChain(ctx, c.close)
 	if err == nil {
-		_, err = provider.ArmChange(ctx, t, rt)
+		err = c.changed(ctx, io.Discard, t, rt, nil)
 	}
 	return c.show(cmd.OutOrStdout(), ch, err, func(w io.Writer) error { return chain.WriteList(w, []chain.Chain{ch}) })
 }
 
 func newChainCmd() *cobra.Command {
-	c := &chainCLI{}
+	c := &chainCLI{jobsCLI: jobsCLI{arm: provider.ArmChange}}
 	start := &cobra.Command{Use: "start --class C [--id ID] --stage S --in D [limits] -- CMD...", Short: "Start a chain and arm its first step", RunE: c.run(c.doStart)}
 	f := start.Flags()
 	f.StringVar(&c.start.Class, "class", "", "the chain's class (its limits and breaker)")
@@ -156,7 +153,7 @@ func (c *chainCLI) show(w io.Writer, v any, err error, text func(io.Writer) erro
 }
 
 func newChainsCmd() *cobra.Command {
-	c := &chainCLI{}
+	c := &chainCLI{jobsCLI: jobsCLI{arm: provider.ArmChange}}
 	var f agent.ChainFilter
 	list := &cobra.Command{Use: "list [--class C] [--state S]", Short: "List chains", Args: cobra.NoArgs,
 		RunE: c.run(func(ctx context.Context, cmd *cobra.Command, _ []string, rt *agent.Runtime, _ provider.Target) error {

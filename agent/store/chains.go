@@ -18,7 +18,11 @@ const KeepClosedChains = 200
 type chainSet struct {
 	chains   []*chain.Chain
 	breakers []*chain.Breaker
-	dirty    bool
+	// dirty is set when a callback may have changed them; enc is their
+	// encoding as last read or written, so a write that did not touch
+	// them reuses it instead of encoding every chain again.
+	dirty bool
+	enc   []byte
 }
 
 // load takes the decoded arrays, refusing nulls and repeated ids.
@@ -44,14 +48,31 @@ func (c *chainSet) load(chains []*chain.Chain, breakers []*chain.Breaker) error 
 		classes[b.Class] = true
 	}
 	c.chains, c.breakers = chains, breakers
-	return nil
+	enc, err := c.encode()
+	c.enc = enc
+	return err
 }
 
-// tail is what the closing line of the file carries after the jobs' "]":
-// empty without chains or breakers, else the two arrays.
-func (c *chainSet) tail() ([]byte, error) {
+// tail is what the closing line of the file carries after the jobs' "]"
+// (empty without chains or breakers, else the two arrays) and whether it
+// differs from what was last read or written.
+func (c *chainSet) tail() ([]byte, bool, error) {
+	if !c.dirty {
+		return c.enc, false, nil
+	}
+	b, err := c.encode()
+	if err != nil {
+		return nil, false, err
+	}
+	changed := !bytes.Equal(b, c.enc)
+	c.enc = b
+	return b, changed, nil
+}
+
+// encode encodes the tail.
+func (c *chainSet) encode() ([]byte, error) {
 	if len(c.chains) == 0 && len(c.breakers) == 0 {
-		return nil, nil
+		return []byte{}, nil
 	}
 	var buf bytes.Buffer
 	if len(c.chains) > 0 {

@@ -64,6 +64,15 @@ func TestChainsLiveBesideTheJobs(t *testing.T) {
 	if lines := strings.Split(string(raw), "\n"); len(lines) != 4 || !strings.HasPrefix(lines[2], `],"chains":[{"id":"inc"`) {
 		t.Fatalf("layout: %q", lines)
 	}
+	// Reading the chains in an update that changes nothing writes nothing.
+	err = s.Update(ctx, func(st *State) error {
+		_ = st.Chain("inc").Clone()
+		_ = st.Breakers()
+		return nil
+	})
+	if after, _ := os.ReadFile(s.Path()); err != nil || string(after) != string(raw) {
+		t.Fatalf("an update that changed nothing rewrote the file (%v)", err)
+	}
 }
 
 func TestDuplicateChainIDsAreCorrupt(t *testing.T) {

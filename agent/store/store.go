@@ -366,7 +366,11 @@ func (s *Store) write(st *State) error {
 		old = nil
 	}
 	enc := make(map[*Job][]byte, len(st.jobs))
-	changed := st.reshaped || old == nil || st.chains.dirty
+	tail, tailChanged, err := st.chains.tail()
+	if err != nil {
+		return err
+	}
+	changed := st.reshaped || old == nil || tailChanged
 	size := 64
 	for _, j := range st.jobs {
 		line, ok := old[j]
@@ -396,10 +400,6 @@ func (s *Store) write(st *State) error {
 		}
 		buf.WriteByte('\n')
 		buf.Write(enc[j])
-	}
-	tail, err := st.chains.tail()
-	if err != nil {
-		return err
 	}
 	buf.WriteString("\n]")
 	buf.Write(tail)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/ledger"
@@ -374,8 +375,8 @@ func (rt *Runtime) CloseChain(ctx context.Context, spec ChainClose) (chain.Chain
 		return chain.Chain{}, fmt.Errorf("%w: cooling-down %s must not be negative", ErrInvalidJob, spec.CoolingDown)
 	}
 	reason := strings.TrimSpace(spec.Reason)
-	if reason == "" || len(reason) > 500 {
-		return chain.Chain{}, fmt.Errorf("%w: a close needs a reason of at most 500 characters", ErrInvalidJob)
+	if reason == "" || len(reason) > 500 || !utf8.ValidString(reason) {
+		return chain.Chain{}, fmt.Errorf("%w: a close needs a reason of at most 500 bytes of UTF-8 text", ErrInvalidJob)
 	}
 	how := chain.Closing{Reason: reason, Outcome: chain.OutcomeSuccess, Trigger: chain.TriggerClose}
 	if spec.Failed {

@@ -445,3 +445,24 @@ func TestCatchUpAfterExpiryDoesNotRunTheStep(t *testing.T) {
 		t.Fatalf("active chains %#v", cs)
 	}
 }
+
+func TestSweepEndsAnOpenChainWhoseLastStepDied(t *testing.T) {
+	b, _ := chainSetup(t)
+	st := b.start(t, "inc", "disk")
+	err := b.rt.store.Update(context.Background(), func(s *store.State) error {
+		s.Chain("inc").StepStarted(st.Job.ID, "r-dead", t0)
+		j := s.Job(st.Job.ID)
+		j.NextRunAt, j.FinishedAt = nil, utcPtr(t0)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.rt.SweepChains(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := b.chain(t, "inc")
+	if b.hasJob(t, st.Job.ID) || c.Steps[0].Status != chain.StepInterrupted || c.ClosedReason != "step failed: action" || c.Outcome != chain.OutcomeFailure {
+		t.Fatalf("after the sweep: job left %v, chain %+v", b.hasJob(t, st.Job.ID), c)
+	}
+}

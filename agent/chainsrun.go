@@ -272,10 +272,9 @@ func (rt *Runtime) SweepChains(ctx context.Context) (int, error) {
 			}
 		}
 		for _, j := range staleSteps(st) {
-			if c := st.Chain(j.Chain.ChainID); c != nil {
-				if s := c.Step(j.ID); s != nil && s.Status.Open() {
-					s.Status, s.EndedAt, s.Reason = chain.StepInterrupted, &now, "its run ended without a result (the owner died)"
-				}
+			end := chain.Step{JobID: j.ID, Status: chain.StepInterrupted, Reason: "its run ended without a result (its owner died)"}
+			if c := st.Chain(j.Chain.ChainID); c != nil && c.StepEnded(end, now) {
+				rt.closed(st, c, now, p)
 			}
 			st.Remove(j.ID)
 		}
@@ -320,17 +319,17 @@ func (rt *Runtime) RunChainSweeper(ctx context.Context) error {
 	}
 }
 
-// staleSteps returns the jobs of steps whose chain has closed (or is gone)
-// and that have nothing left to run: a step whose run was interrupted
-// (its owner died) is not removed by its completion, so the sweep removes
-// it.
+// staleSteps returns the jobs of steps that have nothing left to run but
+// are still stored: a step whose run ended without its completion (its
+// owner died and the claim was reaped), or one whose chain is gone. The
+// completion of a run removes its step's job, so the sweep removes these.
 func staleSteps(st *store.State) []*Job {
 	var out []*Job
 	for _, j := range st.All() {
 		if j.Chain == nil || len(j.Claims) > 0 || len(j.Pending) > 0 || len(j.Outbound) > 0 {
 			continue
 		}
-		if c := st.Chain(j.Chain.ChainID); c == nil || !c.Open() {
+		if c := st.Chain(j.Chain.ChainID); c == nil || j.FinishedAt != nil {
 			out = append(out, j)
 		}
 	}

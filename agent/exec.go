@@ -136,8 +136,9 @@ func (rt *Runtime) runPayload(ctx context.Context, r *activeRun, s startReq, out
 	}
 	cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
 	log.Info("run started")
-	res := rn.Run(runCtx, runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload, Output: cw,
-		Processes: func(ps []runner.Process) { rt.noteProcs(r, ps) }})
+	req := rt.runRequest(&j, c)
+	req.Output, req.Processes = cw, func(ps []runner.Process) { rt.noteProcs(r, ps) }
+	res := rn.Run(runCtx, req)
 	if cause := context.Cause(runCtx); res.Err != nil && cause != nil && !strings.Contains(res.Err.Error(), cause.Error()) {
 		res.Err = fmt.Errorf("%w (%w)", res.Err, cause)
 	}
@@ -368,8 +369,11 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 	cp.line = rt.finalLine(o, cp, now)
 	cp.owed = cp.state != ledger.StateCancelled && rt.owe(cur, cp.line, ran)
 	if !rt.closing.Load() {
-		return rt.drain(cur, now, p)
+		if err := rt.drain(cur, now, p); err != nil {
+			return err
+		}
 	}
+	rt.endChainStep(st, cur, cp, p)
 	return nil
 }
 

@@ -194,7 +194,7 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 			rt.advance(j, sched, slot, now, notRun)
 			return nil
 		}
-		res, err = rt.admit(j, sched, admission{slot: slot, trig: trigger}, now, p)
+		res, err = rt.admitStep(st, j, sched, admission{slot: slot, trig: trigger}, p)
 		if err != nil {
 			return err
 		}
@@ -347,6 +347,7 @@ func (rt *Runtime) entry(j *Job, now time.Time, l mark) ledger.Entry {
 		Owner:      rt.self.String(),
 		Runner:     j.Payload.Kind,
 		Role:       kindRole(j),
+		Chain:      jobChainRef(j),
 	}
 }
 
@@ -699,6 +700,11 @@ func (rt *Runtime) settle(j *Job, now time.Time, p *plan) error {
 func (rt *Runtime) CatchUp(ctx context.Context) error {
 	if rt.closing.Load() {
 		return errDraining
+	}
+	// Chains that expired meanwhile close first: their overdue steps must
+	// not run.
+	if _, err := rt.SweepChains(ctx); err != nil {
+		return err
 	}
 	p := &plan{}
 	err := rt.store.Update(ctx, func(st *store.State) error {

@@ -271,7 +271,7 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 		defer cancel()
 	}
 	res := rt.runGraceful(cctx, runner.Request{JobID: j.ID, RunID: id, FireAt: c.Slot, Attempt: ch.attempt, Payload: payload,
-		Output: &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}})
+		Output: &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}, Env: RunEnv(rt.cfg.Home, j)})
 	st, outcome, reason := ledger.StateSucceeded, fanout.Succeeded, ""
 	if res.Err != nil {
 		st, outcome, reason = ledger.StateFailed, fanout.Failed, res.Err.Error()

@@ -200,6 +200,7 @@ func (rt *Runtime) handOver(ctx context.Context) error {
 		for _, j := range st.All() {
 			rows = append(rows, j.Outbound...)
 		}
+		rows = append(rows, breakerRows(st)...)
 		return nil
 	})
 	if err != nil || len(rows) == 0 {
@@ -230,6 +231,7 @@ func (rt *Runtime) handOver(ctx context.Context) error {
 			}
 			j.Outbound = kept
 		}
+		dropBreakerRows(st, added)
 		return nil
 	})
 	if err != nil {

@@ -68,6 +68,8 @@ type Config struct {
 	// SQL names the databases a fanout's sql://NAME?QUERY inputs may query
 	// (the agent configuration's sql.dsns); a job can reach no other.
 	SQL map[string]inputs.DSN
+	// Chains are the chain classes' policies and breaker alert targets.
+	Chains ChainConfig
 	// WriteFile replaces jobs.json whole (default: the store's atomic
 	// write). Tests pass one that fails, to play a home that cannot be
 	// written.

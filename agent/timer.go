@@ -165,12 +165,13 @@ func (rt *Runtime) notifyBeside(ctx context.Context) (wait func()) {
 // applies CatchUp once, then sleeps until the earliest thing due (no polling
 // tick), fires due slots through Fire with TriggerScheduled, and wakes early
 // when jobs change (here or in another process). It runs the notifier
-// (RunNotifier) beside it, so the runs it fires are told. It returns when
-// ctx ends.
+// (RunNotifier) beside it, so the runs it fires are told, and the chain
+// sweeper (RunChainSweeper). It returns when ctx ends.
 func (rt *Runtime) RunTimer(ctx context.Context) error {
 	sub, unsub := rt.subscribe()
 	defer unsub()
 	defer rt.notifyBeside(ctx)()
+	defer rt.sweepBeside(ctx)()
 	if err := rt.CatchUp(ctx); err != nil && ctx.Err() == nil {
 		rt.log.Error("catch-up failed", "error", err)
 	}

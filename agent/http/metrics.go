@@ -185,7 +185,7 @@ type stateCollector struct{ s *Server }
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descReconcileErrors, descInSync, descJWKSAge, descJWKSFetches, descStoreWritable} {
+	for _, d := range append([]*prometheus.Desc{descReconcileErrors, descInSync, descJWKSAge, descJWKSFetches, descStoreWritable}, chainDescs...) {
 		ch <- d
 	}
 }
@@ -213,6 +213,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descJWKSFetches, prometheus.CounterValue, float64(n.OK), trigger, "ok")
 			ch <- prometheus.MustNewConstMetric(descJWKSFetches, prometheus.CounterValue, float64(n.Failed), trigger, "failed")
 		}
+	}
+	if cs, ok := s.cfg.Firer.(chainSource); ok {
+		collectChains(ctx, cs, ch)
 	}
 	if s.cfg.Store != nil {
 		ch <- prometheus.MustNewConstMetric(descStoreWritable, prometheus.GaugeValue, up(s.storeWritable(ctx)))

@@ -98,6 +98,9 @@ type Entry struct {
 	ParentRunID string `json:"parent_run_id,omitempty"`
 	Item        string `json:"item,omitempty"`
 	Role        string `json:"role,omitempty"`
+	// Chain is set on the lines of a chain step's runs and on chain lines
+	// (Kind KindChain): the chain and the step's place in it.
+	Chain *ChainRef `json:"chain,omitempty"`
 }
 
 // Ledger appends to and reads the runs directory.

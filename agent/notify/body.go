@@ -43,6 +43,8 @@ type Body struct {
 	Ledger string `json:"ledger,omitempty"`
 	// Time is when the run ended.
 	Time time.Time `json:"time"`
+	// Breaker is set on an alert of EventChainBreakerOpen.
+	Breaker *BreakerAlert `json:"breaker,omitempty"`
 }
 
 // Run is what the run path knows about a finished run.

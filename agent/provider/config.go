@@ -89,6 +89,9 @@ type Config struct {
 	// Notify says which addresses the webhooks of job notifications may
 	// reach.
 	Notify NotifyConfig `yaml:"notify"`
+	// Chains are the chain classes' limits and breakers and who hears of a
+	// breaker opening.
+	Chains ChainsConfig `yaml:"chains"`
 	// SQL names the databases fanout jobs' sql://NAME?QUERY inputs may
 	// query.
 	SQL SQLConfig `yaml:"sql"`
@@ -351,6 +354,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.ValidateUI(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateChains(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

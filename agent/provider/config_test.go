@@ -73,7 +73,7 @@ func TestApplyEnv(t *testing.T) {
 		c.Cron.Chronos.AccessToken != "tok" || c.Cron.Provider != "" || c.Home != "/var/lib/chronos" {
 		t.Fatalf("after env: %+v", c)
 	}
-	if len(provider.EnvNames()) != 17 {
+	if len(provider.EnvNames()) != 19 {
 		t.Fatalf("env names %v", provider.EnvNames())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/chronoscron/chronos/agent/chain"
 	"io"
 	"sort"
 	"sync"
@@ -67,6 +68,13 @@ type Request struct {
 	// restarted after its owner died uses the record to kill exactly what
 	// is left of the run. It must not block.
 	Processes func([]Process)
+	// Chain is the chain metadata of a chain step's run (nil otherwise): an
+	// embedder's runner can put it in its prompt.
+	Chain *chain.Meta
+	// Env are variables the run gets besides its payload's (the agent's
+	// home, a chain step's metadata); runners that start processes add them
+	// to the environment, after the payload's own.
+	Env map[string]string
 }
 
 // Result is how a run ended. Err nil means success; ExitCode is the shell

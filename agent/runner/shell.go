@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,7 +139,8 @@ func (s *ShellRunner) track(done <-chan struct{}, tree *Tree, report func([]Proc
 }
 
 // Run executes the payload and waits for it. The environment gets
-// CHRONOS_JOB_ID, CHRONOS_RUN_ID, CHRONOS_FIRE_AT and CHRONOS_ATTEMPT.
+// CHRONOS_JOB_ID, CHRONOS_RUN_ID, CHRONOS_FIRE_AT and CHRONOS_ATTEMPT, and
+// the request's Env after the payload's own variables.
 func (s *ShellRunner) Run(ctx context.Context, req Request) Result {
 	if err := s.Validate(req.Payload); err != nil {
 		return Result{Err: err}
@@ -153,6 +156,9 @@ func (s *ShellRunner) Run(ctx context.Context, req Request) Result {
 	env := os.Environ()
 	for k, v := range sh.Env {
 		env = append(env, k+"="+v)
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+		env = append(env, k+"="+req.Env[k])
 	}
 	env = append(env,
 		"CHRONOS_JOB_ID="+req.JobID,

@@ -40,11 +40,12 @@ func (s *sidecar) saveState(stoppedAt *time.Time) {
 	}
 }
 
-// startLoops starts the change fan-out and the reconciler (with the wait
+// startLoops starts the chain sweeper (the built-in timer runs its own), the change fan-out and the reconciler (with the wait
 // for NAS's key set) and the notifier, or the built-in timer (which runs
 // the notifier itself).
 func (s *sidecar) startLoops() {
 	if s.rec != nil {
+		s.wg.Go(func() { _ = s.rt.RunChainSweeper(s.runCtx) })
 		s.wg.Go(func() {
 			if err := s.rt.RunNotifier(s.runCtx); err != nil && s.runCtx.Err() == nil {
 				s.log.Error("notifier stopped", "error", err)

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"fmt"
+	"github.com/chronoscron/chronos/agent/chain"
 	"io"
 	"strings"
 
@@ -11,7 +12,8 @@ import (
 
 // WriteText writes the report as chronos agent status prints it: the
 // summary, desired against armed (when NAS was asked), the last reconcile
-// with the counters and the last five errors, and the last fires. Every text
+// with the counters and the last five errors, the open chains and breakers,
+// and the last fires. Every text
 // from the home, NAS or the key set is escaped for the terminal.
 func (r Report) WriteText(w io.Writer) error {
 	var summary [][]string
@@ -35,6 +37,9 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 	}
 	r.writeReconcile(w)
+	if err := chain.WriteOpen(w, r.Chains, r.Breakers); err != nil {
+		return err
+	}
 	return writeFires(w, r.LastFires)
 }
 

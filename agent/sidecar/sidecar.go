@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) error {
 	defer s.ln.Close()
 	s.log.Info("agent starting", "provider", o.Decision.Provider, "why", o.Decision.Why(),
 		"listen", s.ln.Addr().String(), "socket_activated", activated, "home", o.Config.Home, "idle_exit", o.IdleExit.String())
-	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime"), NotifyAddresses: o.Config.NotifyAddresses(), SQL: o.Config.SQLDatabases()}); err != nil {
+	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime"), NotifyAddresses: o.Config.NotifyAddresses(), SQL: o.Config.SQLDatabases(), Chains: o.Config.ChainConfig()}); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	ui, err := s.startUI()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -51,6 +52,10 @@ type Report struct {
 	JWKS *JWKSStatus `json:"jwks,omitempty"`
 
 	LastFires []ledger.Run `json:"last_fires"`
+
+	// Chains are the open chains; Breakers the class breakers open now.
+	Chains   []chain.Chain   `json:"chains"`
+	Breakers []chain.Breaker `json:"breakers"`
 }
 
 // JWKSStatus is the health of NAS's key set: fetched now, and as the
@@ -96,6 +101,7 @@ func Status(ctx context.Context, o StatusOptions) (Report, error) {
 
 	r := Report{Provider: o.Decision.Provider, Why: o.Decision.Why(), Reasons: o.Decision.Reasons, Home: o.Config.Home}
 	state := r.readHome(rt)
+	r.readChains(ctx, rt)
 	desired, err := rt.Desired(ctx)
 	if err != nil {
 		return r, fmt.Errorf("agent status: %w", err)

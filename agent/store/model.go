@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 )
@@ -295,6 +296,9 @@ type Job struct {
 	// not yet handed to the outbox.
 	Outbound []notify.Notification `json:"outbound,omitempty"`
 
+	// Chain is set on a step of a chain: the chain and the step's place in it.
+	Chain *chain.Meta `json:"chain,omitempty"`
+
 	// Fence is the last fencing token handed out for this job; it only grows.
 	Fence   uint64    `json:"fence"`
 	Claims  []Claim   `json:"claims,omitempty"`
@@ -316,6 +320,7 @@ func (j *Job) Clone() Job {
 	}
 	c.Pending = append([]Pending(nil), j.Pending...)
 	c.cloneKinds()
+	c.Chain = j.Chain.Clone()
 	c.Policy = j.Policy.Clone()
 	c.Outbound = slices.Clone(j.Outbound)
 	for i := range c.Outbound {
@@ -363,6 +368,8 @@ type State struct {
 	dirty    map[*Job]bool
 	allDirty bool
 	reshaped bool // jobs added or removed
+
+	chains chainSet // the chains and class breakers, beside the jobs
 }
 
 // fileState is the JSON form of State.
@@ -370,6 +377,10 @@ type fileState struct {
 	Version    int    `json:"version"`
 	Generation uint64 `json:"generation"`
 	Jobs       []*Job `json:"jobs"`
+	// Chains and Breakers are written on the closing line, and only when
+	// there are any, so a file without chains keeps its old layout.
+	Chains   []*chain.Chain   `json:"chains,omitempty"`
+	Breakers []*chain.Breaker `json:"chain_breakers,omitempty"`
 }
 
 // Job returns the job with id for reading or changing, or nil.
@@ -431,6 +442,7 @@ func (s *State) touch(j *Job) {
 
 func (s *State) clean() {
 	s.dirty, s.allDirty, s.reshaped = nil, false, false
+	s.chains.dirty = false
 }
 
 func (s *State) reindex() {

@@ -250,6 +250,9 @@ func (s *Store) read() (*State, error) {
 		seen[j.ID] = true
 	}
 	st := &State{Version: fst.Version, Generation: fst.Generation, jobs: fst.Jobs}
+	if err := st.chains.load(fst.Chains, fst.Breakers); err != nil {
+		return nil, s.corrupt(raw, err)
+	}
 	st.reindex()
 	s.remember(st, splitLines(raw, st.jobs))
 	return st, nil
@@ -261,7 +264,7 @@ func (s *Store) read() (*State, error) {
 // back unchanged while the job is not touched.
 func splitLines(raw []byte, jobs []*Job) map[*Job][]byte {
 	lines := bytes.Split(raw, []byte("\n"))
-	if len(lines) != len(jobs)+3 || !bytes.HasSuffix(lines[0], []byte(`"jobs":[`)) || string(lines[len(lines)-2]) != "]}" {
+	if len(lines) != len(jobs)+3 || !bytes.HasSuffix(lines[0], []byte(`"jobs":[`)) || !bytes.HasPrefix(lines[len(lines)-2], []byte("]")) {
 		return nil
 	}
 	enc := make(map[*Job][]byte, len(jobs))
@@ -363,7 +366,11 @@ func (s *Store) write(st *State) error {
 		old = nil
 	}
 	enc := make(map[*Job][]byte, len(st.jobs))
-	changed := st.reshaped || old == nil
+	tail, tailChanged, err := st.chains.tail()
+	if err != nil {
+		return err
+	}
+	changed := st.reshaped || old == nil || tailChanged
 	size := 64
 	for _, j := range st.jobs {
 		line, ok := old[j]
@@ -394,7 +401,9 @@ func (s *Store) write(st *State) error {
 		buf.WriteByte('\n')
 		buf.Write(enc[j])
 	}
-	buf.WriteString("\n]}\n")
+	buf.WriteString("\n]")
+	buf.Write(tail)
+	buf.WriteString("}\n")
 	b := buf.Bytes()
 	if err := s.opts.WriteFile(s.Path(), b, 0o600); err != nil {
 		// A failed directory sync leaves the new file in place, but it may

@@ -48,7 +48,8 @@ func (c *jobsCLI) open(ctx context.Context) (*agent.Runtime, provider.Target, er
 	if err != nil {
 		return nil, t, err
 	}
-	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, NotifyAddresses: t.Config.NotifyAddresses(), SQL: t.Config.SQLDatabases()})
+	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, NotifyAddresses: t.Config.NotifyAddresses(), SQL: t.Config.SQLDatabases(),
+		Chains: t.Config.ChainConfig()})
 	return rt, t, err
 }
 

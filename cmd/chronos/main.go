@@ -3,8 +3,9 @@
 // demo.
 //
 // Only this package reads flags, the environment and files, and wires the
-// parts together. Exit codes: 0 ok, 1 failure, 2 bad usage or input (see
-// docs/cli.md); every command that prints data takes --json.
+// parts together. Exit codes: 0 ok, 1 failure, 2 bad usage or input, and
+// for the chain commands' refusals 3-6 (see docs/cli.md); every command
+// that prints data takes --json.
 package main
 
 import (
@@ -56,10 +57,11 @@ func newRootCmd() *cobra.Command {
 		Long: `Chronos keeps cron promises for agents that are stopped between fires: the agent owns time, NAS owns delivery.
 
 Every command that prints data takes --json (one JSON document on stdout).
-Exit codes: 0 ok, 1 failure, 2 bad usage or input (nothing changed).
+Exit codes: 0 ok, 1 failure, 2 bad usage or input (nothing changed); the chain
+commands' refusals are 3 duplicate, 4 limit, 5 breaker open, 6 chain closed.
 Shell completion: chronos completion bash|zsh|fish|powershell; man pages: chronos man DIR.`,
 	}
-	root.AddCommand(newVersionCmd(), newDemoCmd(), newNASCmd(), newRelayCmd(), newAgentCmd(), newJobsCmd(), newRunsCmd(),
-		newNotifyCmd(), newScheduleCmd(), newKeysCmd(), newDLQCmd(), newInstanceCmd(), newBenchCmd(), newManCmd())
+	root.AddCommand(newVersionCmd(), newDemoCmd(), newNASCmd(), newRelayCmd(), newAgentCmd(), newJobsCmd(), newChainCmd(),
+		newChainsCmd(), newRunsCmd(), newNotifyCmd(), newScheduleCmd(), newKeysCmd(), newDLQCmd(), newInstanceCmd(), newBenchCmd(), newManCmd())
 	return root
 }

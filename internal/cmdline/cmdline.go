@@ -45,7 +45,30 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	if IsUsage(err) {
 		return ExitUsage
 	}
+	var coded *CodedError
+	if errors.As(err, &coded) {
+		return coded.Code
+	}
 	return ExitFailure
+}
+
+// CodedError is an error a command ends with under an exit code of its own
+// (above 2), documented with the command: a refusal a script tells apart.
+type CodedError struct {
+	Code int
+	Err  error
+}
+
+func (e *CodedError) Error() string { return e.Err.Error() }
+func (e *CodedError) Unwrap() error { return e.Err }
+
+// WithCode returns err to end the command with exit code code; nil stays
+// nil, and a code of 0 leaves err as it is (exit 1).
+func WithCode(code int, err error) error {
+	if err == nil || code == 0 {
+		return err
+	}
+	return &CodedError{Code: code, Err: err}
 }
 
 // UsageError marks an error caused by bad usage or bad input.

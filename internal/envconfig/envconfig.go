@@ -8,6 +8,7 @@
 package envconfig
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
@@ -125,11 +126,17 @@ func Unknown(cfg any, prefix string, environ []string, allowed ...string) []stri
 	return out
 }
 
-// Set parses s into v: a string, bool, int, *int, float64, time.Duration
+// Set parses s into v: a type that implements encoding.TextUnmarshaler
+// (through its pointer), a string, bool, int, *int, float64, time.Duration
 // (a Go duration string) or []string (comma separated, empty items
 // dropped). s is trimmed of surrounding white space.
 func Set(v reflect.Value, s string) error {
 	s = strings.TrimSpace(s)
+	if v.CanAddr() {
+		if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+			return u.UnmarshalText([]byte(s))
+		}
+	}
 	switch v.Interface().(type) {
 	case time.Duration:
 		d, err := time.ParseDuration(s)

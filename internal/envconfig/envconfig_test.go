@@ -1,6 +1,7 @@
 package envconfig_test
 
 import (
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -140,5 +141,38 @@ func TestDocumentNestsAndComments(t *testing.T) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&back); err != nil || back.Section.Wait != "1m0s" || back.Section.Workers != 3 {
 		t.Fatalf("decode back: %+v %v", back, err)
+	}
+}
+
+// pairs is a map set from the environment through encoding.TextUnmarshaler.
+type pairs map[string]string
+
+func (p *pairs) UnmarshalText(b []byte) error {
+	m := pairs{}
+	for _, kv := range strings.Split(string(b), ";") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return errors.New("want k=v;k=v")
+		}
+		m[k] = v
+	}
+	*p = m
+	return nil
+}
+
+func TestApplyUsesTextUnmarshaler(t *testing.T) {
+	var cfg struct {
+		Tags pairs `yaml:"tags"`
+	}
+	env := map[string]string{"X_TAGS": " a=1;b=2 "}
+	if err := envconfig.Apply(&cfg, "X_", func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg.Tags, pairs{"a": "1", "b": "2"}) {
+		t.Fatalf("tags %v", cfg.Tags)
+	}
+	env["X_TAGS"] = "nope"
+	if err := envconfig.Apply(&cfg, "X_", func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), "X_TAGS (tags): want k=v") {
+		t.Fatalf("bad value: %v", err)
 	}
 }

@@ -1,0 +1,348 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
+	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/agent/schedule"
+	"github.com/chronoscron/chronos/agent/store"
+)
+
+// Environment variables of runs (see RunEnv).
+const (
+	EnvRunHome          = "CHRONOS_HOME"
+	EnvChainID          = "CHRONOS_CHAIN_ID"
+	EnvChainClass       = "CHRONOS_CHAIN_CLASS"
+	EnvChainStage       = "CHRONOS_CHAIN_STAGE"
+	EnvChainDepth       = "CHRONOS_CHAIN_DEPTH"
+	EnvChainAttempt     = "CHRONOS_CHAIN_ATTEMPT"
+	EnvChainExpiresAt   = "CHRONOS_CHAIN_EXPIRES_AT"
+	EnvChainStep        = "CHRONOS_CHAIN_STEP"
+	EnvChainMaxDepth    = "CHRONOS_CHAIN_MAX_DEPTH"
+	EnvChainMaxChildren = "CHRONOS_CHAIN_MAX_CHILDREN"
+)
+
+// RunEnv returns the variables a run of j gets besides its payload's:
+// CHRONOS_HOME (the agent's home, so `chronos chain ...` inside the run
+// finds the store) and, for a chain step, its chain metadata.
+func RunEnv(home string, j *Job) map[string]string {
+	env := map[string]string{EnvRunHome: home}
+	if m := j.Chain; m != nil {
+		env[EnvChainID] = m.ChainID
+		env[EnvChainClass] = m.ChainClass
+		env[EnvChainStage] = m.Stage
+		env[EnvChainDepth] = strconv.Itoa(m.Depth)
+		env[EnvChainAttempt] = strconv.Itoa(m.Attempt)
+		env[EnvChainExpiresAt] = m.ExpiresAt.UTC().Format(time.RFC3339)
+		env[EnvChainMaxDepth] = strconv.Itoa(m.MaxDepth)
+		env[EnvChainMaxChildren] = strconv.Itoa(m.MaxChildren)
+		env[EnvChainStep] = j.ID
+	}
+	return env
+}
+
+// runRequest is the runner's request for claim c of j.
+func (rt *Runtime) runRequest(j *Job, c Claim) runner.Request {
+	return runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload,
+		Chain: j.Chain.Clone(), Env: RunEnv(rt.cfg.Home, j)}
+}
+
+// stepRef names step s of c in ledger lines.
+func stepRef(c *chain.Chain, s chain.Step) *ledger.ChainRef {
+	return &ledger.ChainRef{ID: c.ID, Class: c.Class, Stage: s.Stage, Depth: s.Depth, Attempt: s.Attempt, Step: s.JobID}
+}
+
+// jobChainRef names j's chain and place on the lines of its runs (nil
+// for a job outside chains).
+func jobChainRef(j *Job) *ledger.ChainRef {
+	if j.Chain == nil {
+		return nil
+	}
+	m := j.Chain
+	return &ledger.ChainRef{ID: m.ChainID, Class: m.ChainClass, Stage: m.Stage, Depth: m.Depth, Attempt: m.Attempt}
+}
+
+// chainLine is a ledger line of kind chain about ref.
+func (rt *Runtime) chainLine(ref *ledger.ChainRef, ev ledger.State, reason string, now time.Time) ledger.Entry {
+	return ledger.Entry{Time: now.UTC(), RunID: "c" + newRunID(now)[1:], JobID: ref.ID, State: ev, Slot: now.UTC(),
+		Reason: reason, Owner: rt.self.String(), Kind: ledger.KindChain, Chain: ref}
+}
+
+// refusedLine is the ledger line of a refusal; Event names its reason.
+func (rt *Runtime) refusedLine(ref *ledger.ChainRef, err error, prefix string, now time.Time) ledger.Entry {
+	e := rt.chainLine(ref, ledger.ChainRefused, prefix+err.Error(), now)
+	e.Event = chain.RefusalReason(err)
+	return e
+}
+
+// breakerLine is a ledger line of kind chain about class breaker b.
+func (rt *Runtime) breakerLine(b *chain.Breaker, ev ledger.State, reason string, now time.Time) ledger.Entry {
+	e := rt.chainLine(&ledger.ChainRef{ID: b.Class, Class: b.Class}, ev, reason, now)
+	e.JobID = "breaker:" + b.Class
+	return e
+}
+
+// closeChain closes c with how: its pending steps' jobs are removed, the
+// class's breaker counts the outcome (a limit is an invariant violation
+// and opens it) and the lines are planned. The caller holds the store lock.
+func (rt *Runtime) closeChain(st *store.State, c *chain.Chain, how chain.Closing, now time.Time, p *plan) {
+	for _, id := range c.Close(now, how) {
+		st.Remove(id)
+	}
+	rt.closed(st, c, now, p)
+}
+
+// closed plans what follows a chain's close: its line, the breaker's count
+// and alert, and the pruning of old closed chains.
+func (rt *Runtime) closed(st *store.State, c *chain.Chain, now time.Time, p *plan) {
+	p.lines = append(p.lines, rt.chainLine(&ledger.ChainRef{ID: c.ID, Class: c.Class}, ledger.ChainClosed,
+		fmt.Sprintf("closed (%s): %s", c.Outcome, c.ClosedReason), now))
+	b := st.Breaker(c.Class)
+	if o, opened := b.RecordClose(c, rt.cfg.Chains.Policy(c.Class), now); opened {
+		rt.breakerOpened(b, o, c.ID, now, p)
+	}
+	st.PruneChains()
+}
+
+// breakerOpened plans the ledger line and the alerts of a breaker that
+// opened: one row per target, durable in this write (b.Outbound), handed to
+// the outbox after it.
+func (rt *Runtime) breakerOpened(b *chain.Breaker, o chain.Opening, chainID string, now time.Time, p *plan) {
+	p.lines = append(p.lines, rt.breakerLine(b, ledger.ChainBreakerOpened,
+		fmt.Sprintf("opened until %s: %s; last runs %s", b.ResumeAt.Format(time.RFC3339), o.Reason, strings.Join(o.RunIDs, ", ")), now))
+	alert := &notify.BreakerAlert{Class: b.Class, Reason: o.Reason, RunIDs: o.RunIDs, OpenedAt: *b.OpenedAt, ResumeAt: *b.ResumeAt}
+	runID := fmt.Sprintf("breaker-%s-%d", b.Class, b.OpenedAt.UnixNano())
+	for _, t := range rt.cfg.Chains.targets(b.Class) {
+		id := notify.NotificationID(runID, notify.EventChainBreakerOpen, t)
+		body := notify.Body{ID: id, Event: notify.EventChainBreakerOpen, JobID: chainID, RunID: runID, Slot: now.UTC(),
+			Status: string(chain.BreakerOpen), Error: o.Reason, Time: now.UTC(), Breaker: alert}
+		b.Outbound = append(b.Outbound, notify.Notification{ID: id, Target: t, Body: body, CreatedAt: now.UTC()})
+		p.owed = true
+	}
+}
+
+// breakerRows returns the breaker alerts waiting in jobs.json.
+func breakerRows(st *store.State) []notify.Notification {
+	var rows []notify.Notification
+	for _, b := range st.Breakers() {
+		rows = append(rows, b.Outbound...)
+	}
+	return rows
+}
+
+// dropBreakerRows drops the alerts the outbox has taken.
+func dropBreakerRows(st *store.State, added map[string]bool) {
+	for _, b := range st.Breakers() {
+		var kept []notify.Notification
+		for _, r := range b.Outbound {
+			if !added[r.ID] {
+				kept = append(kept, r)
+			}
+		}
+		b.Outbound = kept
+	}
+}
+
+// admitStep admits a fire of j like admit, and for a chain step first
+// checks its chain: a step of a chain that expired or closed does not run
+// (recorded skipped, its job removed, an expired chain closed); a step
+// that starts is marked running. The caller holds the store lock.
+func (rt *Runtime) admitStep(st *store.State, j *Job, sched *schedule.Schedule, a admission, p *plan) (FireResult, error) {
+	now := rt.now()
+	if j.Chain == nil {
+		return rt.admit(j, sched, a, now, p)
+	}
+	c := st.Chain(j.Chain.ChainID)
+	why := ""
+	switch {
+	case c == nil:
+		why = "chain gone"
+	case !now.Before(c.ExpiresAt):
+		why = "chain expired"
+	case !c.Open():
+		why = "chain closed: " + c.ClosedReason
+	}
+	if why == "" {
+		res, err := rt.admit(j, sched, a, now, p)
+		if err == nil && res.RunID != "" && !res.Skipped && !res.Queued {
+			c.StepStarted(j.ID, res.RunID, now)
+		}
+		return res, err
+	}
+	runID := newRunID(now)
+	p.lines = append(p.lines, rt.entry(j, now, mark{runID, ledger.StateSkipped, a.slot, a.trig, why}))
+	if c != nil {
+		if s := c.Step(j.ID); s != nil && s.Status.Open() {
+			s.Status, s.RunID, s.EndedAt, s.Reason = chain.StepSkipped, runID, &now, why
+		}
+		if c.Open() {
+			rt.closeChain(st, c, chain.Closing{Reason: chain.ReasonExpired, Outcome: chain.OutcomeFailure, Trigger: chain.TriggerExpiry}, now, p)
+		}
+	}
+	st.Remove(j.ID)
+	return FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: why}, nil
+}
+
+// endChainStep records the end of a chain step's run in its chain (which
+// closes when no step is left open) and removes the step's job, in the
+// write that completes the run. The caller holds the store lock.
+func (rt *Runtime) endChainStep(st *store.State, j *Job, cp *completion, p *plan) {
+	if j.Chain == nil {
+		return
+	}
+	now := cp.line.Time
+	if c := st.Chain(j.Chain.ChainID); c != nil {
+		status := chain.StepFailed
+		switch cp.state {
+		case ledger.StateSucceeded:
+			status = chain.StepSucceeded
+		case ledger.StateInterrupted:
+			status = chain.StepInterrupted
+		}
+		end := chain.Step{JobID: j.ID, Status: status, RunID: cp.line.RunID, Reason: cp.reason, Output: cp.line.Output}
+		if c.StepEnded(end, now) {
+			rt.closed(st, c, now, p)
+		}
+	}
+	if len(j.Claims) == 0 && len(j.Pending) == 0 && len(j.Outbound) == 0 {
+		st.Remove(j.ID)
+	}
+}
+
+// NextChainDeadline returns the earliest time something about chains is
+// due: an open chain's expiry or taper end, or an open breaker's resume
+// time. ok is false when nothing is.
+func (rt *Runtime) NextChainDeadline(ctx context.Context) (time.Time, bool, error) {
+	var next time.Time
+	found := false
+	consider := func(t time.Time, ok bool) {
+		if ok && (!found || t.Before(next)) {
+			next, found = t, true
+		}
+	}
+	err := rt.store.View(ctx, func(st *store.State) error {
+		for _, c := range st.Chains() {
+			consider(c.Deadline())
+		}
+		for _, b := range st.Breakers() {
+			consider(b.Deadline())
+		}
+		return nil
+	})
+	return next, found, err
+}
+
+// SweepChains closes the chains whose deadline has passed (expired:
+// pending steps cancelled, their jobs removed so the reconcile cancels them
+// at NAS; a taper's end) and closes the breakers whose cooldown is over.
+// It reports how many chains it closed. A sweep with nothing due writes
+// nothing.
+func (rt *Runtime) SweepChains(ctx context.Context) (int, error) {
+	now := rt.now()
+	stale := false
+	if err := rt.store.View(ctx, func(st *store.State) error { stale = len(staleSteps(st)) > 0; return nil }); err != nil {
+		return 0, err
+	}
+	if next, ok, err := rt.NextChainDeadline(ctx); err != nil || (!stale && (!ok || next.After(now))) {
+		return 0, err
+	}
+	closed := 0
+	p := &plan{}
+	err := rt.store.Update(ctx, func(st *store.State) error {
+		*p, closed = plan{}, 0
+		for _, c := range st.Chains() {
+			if ids, ok := c.Due(now); ok {
+				for _, id := range ids {
+					st.Remove(id)
+				}
+				rt.closed(st, c, now, p)
+				closed++
+			}
+		}
+		for _, b := range st.Breakers() {
+			if b.Settle(now) {
+				p.lines = append(p.lines, rt.breakerLine(b, ledger.ChainBreakerClosed, "cooldown over", now))
+			}
+		}
+		for _, j := range staleSteps(st) {
+			end := chain.Step{JobID: j.ID, Status: chain.StepInterrupted, Reason: "its run ended without a result (its owner died)"}
+			if c := st.Chain(j.Chain.ChainID); c != nil && c.StepEnded(end, now) {
+				rt.closed(st, c, now, p)
+			}
+			st.Remove(j.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("agent: chain sweep: %w", err)
+	}
+	rt.apply(ctx, p)
+	if closed > 0 {
+		rt.signal()
+	}
+	return closed, nil
+}
+
+// RunChainSweeper sweeps chains (SweepChains) at each chain deadline and
+// after every change, until ctx ends. RunTimer runs it; a serving agent
+// with another provider runs it itself.
+func (rt *Runtime) RunChainSweeper(ctx context.Context) error {
+	changes, unsubscribe := rt.subscribe()
+	defer unsubscribe()
+	const recheck = time.Minute
+	for {
+		if _, err := rt.SweepChains(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Warn("chain sweep failed; trying again", "error", err)
+		}
+		wait := recheck
+		if next, ok, err := rt.NextChainDeadline(ctx); err == nil && ok {
+			wait = min(max(next.Sub(rt.now()), 0)+10*time.Millisecond, recheck)
+		} else if err != nil {
+			wait = time.Second
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-changes:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// staleSteps returns the jobs of steps that have nothing left to run but
+// are still stored: a step whose run ended without its completion (its
+// owner died and the claim was reaped), or one whose chain is gone. The
+// completion of a run removes its step's job, so the sweep removes these.
+func staleSteps(st *store.State) []*Job {
+	var out []*Job
+	for _, j := range st.All() {
+		if j.Chain == nil || len(j.Claims) > 0 || len(j.Pending) > 0 || len(j.Outbound) > 0 {
+			continue
+		}
+		if c := st.Chain(j.Chain.ChainID); c == nil || j.FinishedAt != nil {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// sweepBeside runs RunChainSweeper in the background until ctx ends; the
+// function it returns waits for it to return.
+func (rt *Runtime) sweepBeside(ctx context.Context) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rt.RunChainSweeper(ctx)
+	}()
+	return func() { <-done }
+}

@@ -119,10 +119,15 @@ func newChainCmd() *cobra.Command {
 	for _, cmd := range []*cobra.Command{spawn, closeCmd} {
 		cmd.Flags().StringVar(&c.id, "chain", "", "the chain id (default $CHRONOS_CHAIN_ID)")
 	}
+	start.Example = "  chronos chain start --class disk --id disk-sda-20261124 --stage action --in 3m -- /usr/local/bin/free-space"
+	spawn.Example = "  chronos chain spawn --stage verify --in 2m -- /usr/local/bin/check-space\n  chronos chain spawn --retry --in 5m -- /usr/local/bin/check-space"
+	closeCmd.Example = "  chronos chain close --reason 'space back above 20%'\n  chronos chain close --cooling-down 15m --reason 'fixed; watching'"
+	c.out.Register(start, "the chain and its first step")
+	c.out.Register(spawn, "the chain and the new step")
+	c.out.Register(closeCmd, "the chain")
 	g := groupCmd("chain", "Start, spawn into and close chains of one-shot steps; manage class breakers", start, spawn, closeCmd, c.breakerCmd())
 	g.Long = "Chains are self-limiting runs of one-shot steps a scout starts for one incident.\n\n" + chain.ExitHelp
 	g.PersistentFlags().StringVar(&c.home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
-	g.PersistentFlags().BoolVar(&c.out.JSON, "json", false, "print JSON")
 	return g
 }
 
@@ -137,6 +142,9 @@ func (c *chainCLI) breakerCmd() *cobra.Command {
 			b, err := rt.ResetBreaker(ctx, args[0])
 			return c.show(cmd.OutOrStdout(), b, err, func(w io.Writer) error { return chain.WriteBreakers(w, []chain.Breaker{b}) })
 		})}
+	list.Example, reset.Example = "  chronos chain breaker list --json", "  chronos chain breaker reset disk"
+	c.out.Register(list, "the breakers")
+	c.out.Register(reset, "the breaker")
 	return groupCmd("breaker", "List and reset the chain classes' circuit breakers", list, reset)
 }
 
@@ -163,8 +171,10 @@ func newChainsCmd() *cobra.Command {
 			ch, err := rt.Chain(ctx, args[0])
 			return c.show(cmd.OutOrStdout(), ch, err, func(w io.Writer) error { return chain.WriteStory(w, ch) })
 		})}
+	list.Example, show.Example = "  chronos chains list --state active\n  chronos chains list --class disk --json", "  chronos chains show disk-sda-20261124"
+	c.out.Register(list, "the chains")
+	c.out.Register(show, "the chain")
 	g := groupCmd("chains", "List and show chains", list, show)
-	g.PersistentFlags().BoolVar(&c.out.JSON, "json", false, "print JSON")
 	g.PersistentFlags().StringVar(&c.home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
 	return g
 }

@@ -184,6 +184,15 @@ func TestJSONCommandsPrintOneDocument(t *testing.T) {
 			return m["id"] == "tick" && m["removed"] == true
 		}},
 		{"chronos runs list", []string{"runs", "list", "--home", home}, isEmptyList},
+		{"chronos chain start", []string{"chain", "start", "--home", home, "--class", "disk", "--id", "disk-1", "--stage", "action", "--in", "1h", "--", "true"}, hasKeys("chain", "job")},
+		{"chronos chain spawn", []string{"chain", "spawn", "--home", home, "--chain", "disk-1", "--stage", "verify", "--in", "2h", "--", "true"}, hasKeys("chain", "job")},
+		{"chronos chains list", []string{"chains", "list", "--home", home}, func(v any) bool { l, ok := v.([]any); return ok && len(l) == 1 }},
+		{"chronos chains show", []string{"chains", "show", "disk-1", "--home", home}, hasKeys("id", "class", "state", "steps")},
+		{"chronos chain close", []string{"chain", "close", "--home", home, "--chain", "disk-1", "--failed", "--reason", "test"}, func(v any) bool {
+			return v.(map[string]any)["state"] == "closed"
+		}},
+		{"chronos chain breaker list", []string{"chain", "breaker", "list", "--home", home}, func(v any) bool { l, ok := v.([]any); return ok && len(l) == 1 }},
+		{"chronos chain breaker reset", []string{"chain", "breaker", "reset", "disk", "--home", home}, hasKeys("class", "state")},
 		{"chronos notify list", []string{"notify", "list", "--home", home}, isEmptyList},
 		{"chronos notify secret", []string{"notify", "secret", "--home", home}, func(v any) bool {
 			s, _ := v.(map[string]any)["secret"].(string)

@@ -18,6 +18,7 @@
 //	{chronos:P:S}:da:<agent>  zset   schedule id → failed at, ms (one agent's dead letters)
 //	{chronos:P:S}:ff:<agent>  zset   schedule id → failed at, ms (the agent's failed fires it has not acknowledged)
 //	{chronos:P:S}:dd:<id>     string first-delivery record of a delivery id (shard of the id)
+//	{chronos:P:S}:stopped     set    the shard's copy of the stopped agent instances (read by claims)
 //	{chronos:P:ctl}:stopped   set    stopped agent instances
 //	{chronos:P:ctl}:shards    string the shard count the data was written with
 //	{chronos:P:ctl}:epoch     string the epoch marker (see Lost data below)

@@ -120,6 +120,9 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err
 	}
+	if err := e.copyStopped(ctx); err != nil {
+		return nil, fmt.Errorf("redis: open: %w", err)
+	}
 	if _, err := e.CheckEpoch(ctx); err != nil {
 		return nil, fmt.Errorf("redis: open: %w", err)
 	}

@@ -36,8 +36,9 @@ const seenCap = 8192
 // it does what the relay route does with a call, minus the HTTP hop and the
 // signature. It uses what the claim returned with each lease (the row and
 // whether its instance is stopped), so a fire costs no store read of its own
-// unless it waited more than a second after its claim. It is safe for
-// concurrent use.
+// unless it waited more than a second after its claim, and it hands the
+// fire's last-fire record to the dispatcher in the Outcome, to be written
+// with the ack (relay.Outcome.Record). It is safe for concurrent use.
 type LocalDeliverer struct {
 	s    *Service
 	seen seenSet
@@ -63,10 +64,11 @@ func (d *LocalDeliverer) Deliver(ctx context.Context, l relay.Lease) relay.Outco
 	if err != nil {
 		return relay.Outcome{Kind: relay.Retry, Reason: fmt.Sprintf("relay: %v", err)}
 	}
-	if resp, settled := s.settleWithoutAgent(ctx, &req, info); settled {
-		return relay.AnswerOutcome(resp)
+	var rec lastFireOut
+	if resp, settled := s.settleWithoutAgent(ctx, &req, info, &rec); settled {
+		return withRecord(relay.AnswerOutcome(resp), rec)
 	}
-	resp, err := s.deliver(ctx, &req, info.Row, now)
+	resp, err := s.deliver(ctx, &req, info.Row, now, &rec)
 	if err != nil {
 		var e *contract.Error
 		if errors.As(err, &e) {
@@ -74,7 +76,16 @@ func (d *LocalDeliverer) Deliver(ctx context.Context, l relay.Lease) relay.Outco
 		}
 		return relay.Outcome{Kind: relay.Retry, Reason: err.Error()}
 	}
-	return relay.AnswerOutcome(resp)
+	return withRecord(relay.AnswerOutcome(resp), rec)
+}
+
+// withRecord hands the fire's last-fire record, if any, to the dispatcher,
+// which writes it with the ack of a Done outcome.
+func withRecord(out relay.Outcome, rec lastFireOut) relay.Outcome {
+	if out.Kind == relay.Done {
+		out.Record = rec.Record
+	}
+	return out
 }
 
 // lookup is the relay route's lookupDelivery for a lease: the delivery id

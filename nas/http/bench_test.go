@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,51 @@ func BenchmarkLocalDelivery(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkProvision measures one provision call through the agent API
+// handler: authentication, the strict decode, the callback and quota checks
+// and the arm, on the embedded engine. An agent re-arms its job after every
+// fire, so this is the API's share of a fire.
+func BenchmarkProvision(b *testing.B) {
+	eng := memory.New(memory.Options{})
+	defer eng.Close()
+	keys, err := nas.NewEphemeralKeyRing(nas.AlgES256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	agents, err := nas.NewStaticAgents([]nas.AgentEntry{{AgentID: agentA, InstanceID: instanceA, TokenSHA256: nas.TokenSHA256(tokenA)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	svc, err := nas.New(nas.Options{
+		Config: nas.Config{PublicURL: publicURL, Relay: nas.RelayConfig{Secrets: []string{relaySecret}}, AllowPrivateCallbacks: true,
+			Limits: nas.LimitsConfig{RatePerSecond: 1e9, Burst: 1 << 30, MaxArmedPerAgent: 1 << 30}},
+		Engine: eng, Verifier: agents, Keys: keys, Logger: log,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer svc.Close()
+	h := nashttp.NewServer(svc, nashttp.Options{Logger: log}).Handler()
+	base := time.Now().Add(time.Hour).Truncate(time.Second)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		at := contract.FormatTime(base.Add(time.Duration(i) * time.Millisecond))
+		job := "job-" + strconv.Itoa(i%1000)
+		body := `{"job_id":"` + job + `","fire_at":"` + at + `","agent_callback_url":"http://127.0.0.1:9/cb","dedup_key":"` + job + ":" + at + `"}`
+		req := httptest.NewRequest(http.MethodPost, contract.PathProvision, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tokenA)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 	}
 }

@@ -513,6 +513,8 @@ func (r *run) ack(ctx context.Context, l Lease, rec *LastFire) error {
 		if err := lf.RecordLastFire(ctx, *rec); err != nil {
 			r.logFire(ctx, slog.LevelError, "relay: recording the fire as the job's last fire failed", l, "err", err)
 		}
+	} else {
+		r.logFire(ctx, slog.LevelWarn, "relay: the queue keeps no last fires; the job's last fire is not recorded", l)
 	}
 	return r.q.Ack(ctx, l)
 }

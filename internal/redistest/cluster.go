@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -103,18 +104,16 @@ func (c *Cluster) agreed(ctx context.Context) (bool, string) {
 			_ = cl.Close()
 			return false, s.Addr() + " is not ok"
 		}
-		slots, err := cl.ClusterSlots(ctx).Result()
+		ranges, err := slotOwners(ctx, cl)
 		_ = cl.Close()
 		if err != nil {
 			return false, err.Error()
 		}
 		var b strings.Builder
-		for _, r := range slots {
-			if len(r.Nodes) > 0 {
-				fmt.Fprintf(&b, "%d-%d:%s ", r.Start, r.End, r.Nodes[0].ID)
-			}
+		for _, r := range ranges {
+			fmt.Fprintf(&b, "%d-%d:%s ", r.start, r.end, r.addr)
 		}
-		// CLUSTER SLOTS lists ranges in no promised order: compare as sets.
+		// The ranges come in no promised order: compare them as sets.
 		got := sortedFields(b.String())
 		if i == 0 {
 			want = got
@@ -132,22 +131,50 @@ func sortedFields(s string) string {
 	return strings.Join(f, " ")
 }
 
+// slotRange is a range of slots and the address of the master serving it.
+type slotRange struct {
+	start, end int
+	addr       string
+}
+
+// slotOwners reads which master serves which slots, as the node of cl
+// sees it (CLUSTER SHARDS).
+func slotOwners(ctx context.Context, cl *goredis.Client) ([]slotRange, error) {
+	shards, err := cl.ClusterShards(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("cluster shards: %w", err)
+	}
+	var out []slotRange
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" {
+				continue
+			}
+			addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			for _, r := range sh.Slots {
+				out = append(out, slotRange{start: int(r.Start), end: int(r.End), addr: addr})
+			}
+		}
+	}
+	return out, nil
+}
+
 // Owner returns the node that serves slot.
 func (c *Cluster) Owner(ctx context.Context, slot int) (*Server, error) {
 	cl := nodeClient(c.Nodes[0])
 	defer cl.Close()
-	slots, err := cl.ClusterSlots(ctx).Result()
+	ranges, err := slotOwners(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("redistest: cluster slots: %w", err)
+		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	for _, r := range slots {
-		if int(r.Start) <= slot && slot <= int(r.End) && len(r.Nodes) > 0 {
+	for _, r := range ranges {
+		if r.start <= slot && slot <= r.end {
 			for _, s := range c.Nodes {
-				if s.Addr() == r.Nodes[0].Addr {
+				if s.Addr() == r.addr {
 					return s, nil
 				}
 			}
-			return nil, fmt.Errorf("redistest: slot %d is served by %s, not a node of this cluster", slot, r.Nodes[0].Addr)
+			return nil, fmt.Errorf("redistest: slot %d is served by %s, not a node of this cluster", slot, r.addr)
 		}
 	}
 	return nil, fmt.Errorf("redistest: slot %d is not served", slot)

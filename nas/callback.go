@@ -277,7 +277,10 @@ func (c *AgentCaller) post(ctx context.Context, target, token string, body []byt
 	req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
 	req.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+token)
 	req.Header.Set("User-Agent", "chronos-nas")
-	resp, err := c.client.Do(req)
+	// The client follows no redirect and ctx carries the whole call's
+	// deadline, so its transport alone does what Client.Do would, without
+	// the client's per-call timer and bookkeeping (every fire comes here).
+	resp, err := c.client.Transport.RoundTrip(req)
 	if err != nil {
 		return classifyDialError(err)
 	}

@@ -53,7 +53,10 @@ type Config struct {
 	// as written (agents compare it with their portal_url), and JWKS is at
 	// {public_url}/.well-known/jwks.json. Required.
 	PublicURL string `yaml:"public_url"`
-	// Store is "memory" (the embedded engine) or a redis:// URL. Default "memory".
+	// Store is "memory" (the embedded engine) or a Redis URL: redis:// or
+	// rediss:// for one node, redis+cluster://seed:7000?addr=seed2:7000 for a
+	// Cluster, redis+sentinel://host:26379?master_name=NAME for Sentinel
+	// (rediss+ for TLS). Default "memory".
 	Store string `yaml:"store"`
 	// StoreFile reads Store from a file (trimmed), for a redis:// URL that
 	// holds a password. Setting both is an error. Default "".
@@ -349,14 +352,28 @@ func (c Config) validateListeners(p *problems) {
 	} else if !isHTTPURL(c.PublicURL) {
 		p.add("public_url: %q is not an absolute http(s) URL", c.PublicURL)
 	}
-	if c.Store != "memory" && !strings.HasPrefix(c.Store, "redis://") && !strings.HasPrefix(c.Store, "rediss://") {
-		p.add("store: %q is neither memory nor a redis:// URL", c.Redacted().Store)
+	if c.Store != "memory" && !isRedisURL(c.Store) {
+		p.add("store: %q is neither memory nor a Redis URL (redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://)", c.Redacted().Store)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:
 		p.add("log_level: %q is not debug, info, warn or error", c.LogLevel)
 	}
+}
+
+// redisSchemes are the URL schemes of the Redis store: one node, a Cluster
+// and Sentinel, each in the clear or over TLS (see relay/redis.Open).
+var redisSchemes = []string{"redis://", "rediss://", "redis+cluster://", "rediss+cluster://", "redis+sentinel://", "rediss+sentinel://"}
+
+// isRedisURL reports whether store is a URL of one of redisSchemes.
+func isRedisURL(store string) bool {
+	for _, s := range redisSchemes {
+		if strings.HasPrefix(store, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // validateSigning checks the fire-token settings and the operator token.

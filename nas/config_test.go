@@ -121,6 +121,36 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 	}
 }
 
+// TestConfigStoreURLs: every Redis URL form the engine opens is accepted,
+// and anything else is refused by name.
+func TestConfigStoreURLs(t *testing.T) {
+	for _, tt := range []struct {
+		store string
+		ok    bool
+	}{
+		{"memory", true},
+		{"redis://127.0.0.1:6379/0", true},
+		{"rediss://redis.internal:6380", true},
+		{"redis+cluster://10.0.0.1:7000?addr=10.0.0.2:7000&addr=10.0.0.3:7000", true},
+		{"rediss+cluster://10.0.0.1:7000", true},
+		{"redis+sentinel://10.0.0.1:26379?master_name=main", true},
+		{"rediss+sentinel://10.0.0.1:26379?master_name=main", true},
+		{"redis+postgres://x", false},
+		{"cluster://x", false},
+		{"Memory", false},
+	} {
+		c := validConfig()
+		c.Store = tt.store
+		err := c.WithDefaults().Validate()
+		if tt.ok && err != nil {
+			t.Errorf("store %q: %v", tt.store, err)
+		}
+		if !tt.ok && (err == nil || !strings.Contains(err.Error(), "store:")) {
+			t.Errorf("store %q: got %v, want a store: error", tt.store, err)
+		}
+	}
+}
+
 // TestConfigOperatorTokenLength: a token of MinOperatorTokenBytes passes,
 // and no token at all (operator routes off) is fine.
 func TestConfigOperatorTokenLength(t *testing.T) {

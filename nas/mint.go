@@ -1,8 +1,11 @@
 package nas
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -66,6 +69,9 @@ func (m *Minter) Mint(now time.Time, f FireToken) (string, error) {
 	if priv, ok := set.Active.Private.(ed25519.PrivateKey); ok && set.Active.Alg == AlgEdDSA {
 		return mintEdDSA(set.Active.KID, priv, claims), nil
 	}
+	if priv, ok := set.Active.Private.(*ecdsa.PrivateKey); ok && set.Active.Alg == AlgES256 && priv.Curve == elliptic.P256() {
+		return mintES256(set.Active.KID, priv, claims)
+	}
 	tok := jwt.NewWithClaims(set.Active.SigningMethod(), claims)
 	tok.Header["kid"] = set.Active.KID
 	tok.Header["typ"] = contract.TokenTypeCronFire
@@ -76,19 +82,52 @@ func (m *Minter) Mint(now time.Time, f FireToken) (string, error) {
 	return s, nil
 }
 
-// mintEdDSA builds and signs the compact JWS of an EdDSA fire token by hand:
-// the same header ({"alg","kid","typ"}, in golang-jwt's sorted key order),
-// the same claims in contract.FireClaims field order and the same encoding
-// as jwt.NewWithClaims(...).SignedString, byte for byte, without the maps,
-// reflection and intermediate strings of the generic path.
+// mintEdDSA builds and signs the compact JWS of an EdDSA fire token by hand
+// (see signingInput).
 func mintEdDSA(kid string, priv ed25519.PrivateKey, c *contract.FireClaims) string {
+	out := signingInput("EdDSA", kid, c, ed25519.SignatureSize)
+	sig := ed25519.Sign(priv, out)
+	out = append(out, '.')
+	out = base64.RawURLEncoding.AppendEncode(out, sig)
+	return string(out)
+}
+
+// es256SigSize is the size of an ES256 JWS signature: r and s, 32 bytes each.
+const es256SigSize = 64
+
+// mintES256 builds and signs the compact JWS of an ES256 fire token by hand
+// (see signingInput); the signature is r || s, each left-padded to 32 bytes,
+// as JWS (RFC 7518 section 3.4) and golang-jwt's ES256 write it.
+func mintES256(kid string, priv *ecdsa.PrivateKey, c *contract.FireClaims) (string, error) {
+	out := signingInput(AlgES256, kid, c, es256SigSize)
+	digest := sha256.Sum256(out)
+	r, s, err := ecdsa.Sign(rand.Reader, priv, digest[:])
+	if err != nil {
+		return "", fmt.Errorf("mint: %w", err)
+	}
+	var sig [es256SigSize]byte
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	out = append(out, '.')
+	out = base64.RawURLEncoding.AppendEncode(out, sig[:])
+	return string(out), nil
+}
+
+// signingInput builds the signing input of a fire token's compact JWS by
+// hand: the same header ({"alg","kid","typ"}, in golang-jwt's sorted key
+// order), the same claims in contract.FireClaims field order and the same
+// encoding as jwt.NewWithClaims(...).SigningString, byte for byte, without
+// the maps, reflection and intermediate strings of the generic path. The
+// slice has room for a signature of sigSize bytes.
+func signingInput(alg, kid string, c *contract.FireClaims, sigSize int) []byte {
 	hdr := make([]byte, 0, 96)
-	hdr = append(hdr, `{"alg":"EdDSA","kid":`...)
+	hdr = append(hdr, `{"alg":`...)
+	hdr = appendJSONString(hdr, alg)
+	hdr = append(hdr, `,"kid":`...)
 	hdr = appendJSONString(hdr, kid)
 	hdr = append(hdr, `,"typ":`...)
 	hdr = appendJSONString(hdr, contract.TokenTypeCronFire)
 	hdr = append(hdr, '}')
-
 	cl := make([]byte, 0, 512)
 	cl = append(cl, `{"iss":`...)
 	cl = appendJSONString(cl, c.Issuer)
@@ -115,17 +154,13 @@ func mintEdDSA(kid string, priv ed25519.PrivateKey, c *contract.FireClaims) stri
 	cl = append(cl, `,"bh":`...)
 	cl = appendJSONString(cl, c.BodyHash)
 	cl = append(cl, '}')
-
 	enc := base64.RawURLEncoding
 	hl, cln := enc.EncodedLen(len(hdr)), enc.EncodedLen(len(cl))
-	out := make([]byte, hl+1+cln, hl+1+cln+1+enc.EncodedLen(ed25519.SignatureSize))
+	out := make([]byte, hl+1+cln, hl+1+cln+1+enc.EncodedLen(sigSize))
 	enc.Encode(out, hdr)
 	out[hl] = '.'
 	enc.Encode(out[hl+1:], cl)
-	sig := ed25519.Sign(priv, out)
-	out = append(out, '.')
-	out = enc.AppendEncode(out, sig)
-	return string(out)
+	return out
 }
 
 // appendNumericDate appends a NumericDate as golang-jwt marshals it at its

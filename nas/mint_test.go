@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,47 @@ func TestMintedTokensMeetTheAgentVerifier(t *testing.T) {
 			otherBody, _ := json.Marshal(other)
 			if err := v.VerifyFire(ctx, good, otherBody, other); err == nil {
 				t.Error("a captured token fired another job")
+			}
+		})
+	}
+}
+
+// TestMintIsGolangJWTByteForByte: the hand-built tokens (EdDSA and ES256)
+// have the header and claims segments golang-jwt writes for the same claims,
+// and signatures it verifies with the public key.
+func TestMintIsGolangJWTByteForByte(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []string{nas.AlgEdDSA, nas.AlgES256} {
+		t.Run(alg, func(t *testing.T) {
+			ring, err := nas.NewEphemeralKeyRing(alg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fire := contract.FireRequest{JobID: "job<&>", FireAt: contract.NewTime(time.Now()), ScheduleID: "sch-\u00e9", Attempt: 3}
+			body, _ := json.Marshal(fire)
+			m := &nas.Minter{Keys: ring, Issuer: "https://nas.test/é", TTL: 90 * time.Second}
+			for range 20 { // ES256 signatures vary in length before padding
+				tok, err := m.Mint(time.Now(), nas.FireToken{InstanceID: "inst", Fire: fire, Body: body})
+				if err != nil {
+					t.Fatal(err)
+				}
+				key := ring.Current().Active
+				var claims contract.FireClaims
+				parsed, err := jwt.ParseWithClaims(tok, &claims, func(*jwt.Token) (any, error) { return key.Private.Public(), nil },
+					jwt.WithValidMethods([]string{alg}))
+				if err != nil || !parsed.Valid {
+					t.Fatalf("golang-jwt refuses the token: %v", err)
+				}
+				want := jwt.NewWithClaims(key.SigningMethod(), &claims)
+				want.Header["kid"] = key.KID
+				want.Header["typ"] = contract.TokenTypeCronFire
+				input, err := want.SigningString()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := tok[:strings.LastIndexByte(tok, '.')]; got != input {
+					t.Fatalf("signing input\n got  %s\n want %s", got, input)
+				}
 			}
 		})
 	}

@@ -49,10 +49,30 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 	if err != nil {
 		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
 	}
-	if resp, settled := s.settleWithoutAgent(ctx, &req, info); settled {
+	if resp, settled := s.settleWithoutAgent(ctx, &req, info, nil); settled {
 		return resp, nil
 	}
-	return s.deliver(ctx, &req, info.Row, now)
+	return s.deliver(ctx, &req, info.Row, now, nil)
+}
+
+// lastFireOut says where the last-fire record of a relayed fire goes: a nil
+// *lastFireOut writes it at once (the relay route, whose caller is another
+// process); otherwise it is kept in Record for the caller to write with the
+// fire's ack (an in-process dispatcher: one store write per fire, not two).
+type lastFireOut struct {
+	Record *relay.LastFire
+}
+
+// noteLastFire records the final outcome of row's fire as out says.
+func (s *Service) noteLastFire(ctx context.Context, out *lastFireOut, row relay.OneShot, outcome, reason string) {
+	if out == nil {
+		s.recordLastFire(ctx, row, outcome, reason)
+		return
+	}
+	out.Record = &relay.LastFire{
+		AgentID: row.AgentID, InstanceID: row.InstanceID, JobID: row.JobID, ScheduleID: row.ScheduleID,
+		FireAt: row.FireAt, CallbackURL: row.CallbackURL, Outcome: outcome, Reason: reason, At: s.now(),
+	}
 }
 
 // relayRequest verifies a relay call's signature and decodes and checks its
@@ -89,7 +109,7 @@ func (s *Service) logFire(ctx context.Context, req *contract.RelayRequest, level
 // settleWithoutAgent answers the calls that do not reach the agent: a
 // duplicate delivery, a fire whose job is gone or re-armed, and one of a
 // stopped instance. It reports false when the fire is to be delivered.
-func (s *Service) settleWithoutAgent(ctx context.Context, req *contract.RelayRequest, info relay.DeliveryInfo) (contract.RelayResponse, bool) {
+func (s *Service) settleWithoutAgent(ctx context.Context, req *contract.RelayRequest, info relay.DeliveryInfo, out *lastFireOut) (contract.RelayResponse, bool) {
 	if !info.First {
 		s.metrics.countDelivery(deliveryDuplicate)
 		s.logFire(ctx, req, slog.LevelInfo, "relay duplicate")
@@ -108,14 +128,14 @@ func (s *Service) settleWithoutAgent(ctx context.Context, req *contract.RelayReq
 	if info.Stopped {
 		s.metrics.countDelivery(deliveryInstanceStopped)
 		s.logFire(ctx, req, slog.LevelInfo, "fire dropped: instance stopped", "instance_id", row.InstanceID)
-		s.recordLastFire(ctx, row, relay.LastFireInstanceStopped, "the operator stopped instance "+row.InstanceID)
+		s.noteLastFire(ctx, out, row, relay.LastFireInstanceStopped, "the operator stopped instance "+row.InstanceID)
 		return contract.RelayResponse{Status: contract.RelayInstanceStopped}, true
 	}
 	return contract.RelayResponse{}, false
 }
 
 // deliver mints the fire token for row's fire and calls the agent.
-func (s *Service) deliver(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, now time.Time) (contract.RelayResponse, error) {
+func (s *Service) deliver(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, now time.Time, out *lastFireOut) (contract.RelayResponse, error) {
 	// fire_at in the agent's own spelling, in the body and the token alike.
 	fire := contract.FireRequest{JobID: row.JobID, FireAt: fireAt(row), ScheduleID: row.ScheduleID, Attempt: req.Attempt}
 	fireBody, err := json.Marshal(fire)
@@ -130,12 +150,12 @@ func (s *Service) deliver(ctx context.Context, req *contract.RelayRequest, row r
 	// attempt number comes from the relay, so the bound holds whichever
 	// engine and dispatcher process delivers the fire.
 	res := s.caller.Fire(ctx, FireURL(row.CallbackURL), token, fireBody).AtAttempt(req.Attempt, s.cfg.Relay.Retry.MaxAuthAttempts)
-	return s.relayAnswer(ctx, req, row, res)
+	return s.relayAnswer(ctx, req, row, res, out)
 }
 
 // relayAnswer turns the agent's answer to a fire into the relay's: final
 // (delivered or rejected) or a retry.
-func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, res FireResult) (contract.RelayResponse, error) {
+func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, res FireResult, out *lastFireOut) (contract.RelayResponse, error) {
 	switch res.Outcome {
 	case OutcomeDelivered:
 		lag := s.now().Sub(row.FireAt)
@@ -151,7 +171,7 @@ func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, r
 			// The agent re-arms the job itself; until it does, the job is
 			// unarmed after this fire. (An agent that has no such job
 			// wants it unarmed.)
-			s.recordLastFire(ctx, row, relay.LastFireDelivered, "agent answered "+agentAnswer(res))
+			s.noteLastFire(ctx, out, row, relay.LastFireDelivered, "agent answered "+agentAnswer(res))
 		}
 		return resp, nil
 	case OutcomeRejected:

@@ -456,7 +456,7 @@ func (r *run) settle(l Lease, out Outcome) {
 	var err error
 	switch out.Kind {
 	case Done:
-		err = r.q.Ack(ctx, l)
+		err = r.ack(ctx, l, out.Record)
 		if err == nil {
 			r.logFire(ctx, slog.LevelDebug, "relay: fire done", l, "reason", out.Reason)
 		}
@@ -497,6 +497,26 @@ func (r *run) settle(l Lease, out Outcome) {
 		// The lease will lapse and the reaper hand the fire out again.
 		r.logFire(ctx, slog.LevelError, "relay: recording the outcome failed", l, "outcome", out.Kind.String(), "err", err)
 	}
+}
+
+// ack acks a delivered fire and writes its last-fire record, if any: with
+// the ack on an AckRecorder, else just before it (a failure to record is
+// logged; the fire was delivered all the same).
+func (r *run) ack(ctx context.Context, l Lease, rec *LastFire) error {
+	if rec == nil {
+		return r.q.Ack(ctx, l)
+	}
+	if ar, ok := r.q.(AckRecorder); ok {
+		return ar.AckRecord(ctx, l, *rec)
+	}
+	if lf, ok := r.q.(LastFires); ok {
+		if err := lf.RecordLastFire(ctx, *rec); err != nil {
+			r.logFire(ctx, slog.LevelError, "relay: recording the fire as the job's last fire failed", l, "err", err)
+		}
+	} else {
+		r.logFire(ctx, slog.LevelWarn, "relay: the queue keeps no last fires; the job's last fire is not recorded", l)
+	}
+	return r.q.Ack(ctx, l)
 }
 
 // recordDead records a dead-lettered fire as its job's last fire when the

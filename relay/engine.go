@@ -86,6 +86,16 @@ type Lease struct {
 	Token int64
 	// Until is when the lease expires by the engine's clock.
 	Until time.Time
+	// ClaimedAt is when Claim handed the lease out, by this process's
+	// clock; it is zero on a lease Extend returned. Until a moment after
+	// ClaimedAt, the one-shot above is its armed row as the claim found it
+	// (re-checking the row then would only repeat the claim's own read).
+	ClaimedAt time.Time
+	// InstanceStopped is whether the operator had stopped the one-shot's
+	// agent instance when Claim took it (set by Claim only), so that a
+	// deliverer in the same process as NAS needs no read of its own to drop
+	// the fire of a stopped instance.
+	InstanceStopped bool
 }
 
 // DeadLetter is a fire the relay gave up on.

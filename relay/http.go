@@ -247,21 +247,45 @@ func classify(status int, retryAfter string, body []byte, now time.Time, unautho
 		if err := json.Unmarshal(body, &r); err != nil {
 			return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay answer %d is not a relay response: %v", status, err)}
 		}
-		switch r.Status {
-		case contract.RelayDelivered, contract.RelayDropped, contract.RelayInstanceStopped, contract.RelayDuplicate:
-			return Outcome{Kind: Done, Reason: joinReason(r.Status, r.AgentStatus, r.Reason)}
-		case contract.RelayRejected:
-			return Outcome{Kind: Dead, Reason: joinReason("rejected by the agent", r.AgentStatus, r.Reason)}
-		}
-		return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay answer has an unknown status %q", r.Status)}
+		return AnswerOutcome(r)
 	}
 	var e contract.Error
 	_ = json.Unmarshal(body, &e) // best effort: the code and text only enrich the reason
+	e.Status, e.RetryAfter = status, parseRetryAfter(retryAfter, now)
+	out := ErrorOutcome(&e)
+	if status == http.StatusUnauthorized {
+		out.RetryAfter = max(out.RetryAfter, unauthorizedDelay)
+	}
+	return out
+}
+
+// AnswerOutcome maps a final answer of NAS's relay route (a 200
+// RelayResponse) to an Outcome: delivered, dropped, instance_stopped and
+// duplicate are Done, rejected is Dead, anything else a Retry. A deliverer in
+// NAS's own process maps NAS's answers with it and ErrorOutcome, as the
+// HTTPDeliverer does, so both paths end a fire alike.
+func AnswerOutcome(r contract.RelayResponse) Outcome {
+	switch r.Status {
+	case contract.RelayDelivered, contract.RelayDropped, contract.RelayInstanceStopped, contract.RelayDuplicate:
+		return Outcome{Kind: Done, Reason: joinReason(r.Status, r.AgentStatus, r.Reason)}
+	case contract.RelayRejected:
+		return Outcome{Kind: Dead, Reason: joinReason("rejected by the agent", r.AgentStatus, r.Reason)}
+	}
+	return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay answer has an unknown status %q", r.Status)}
+}
+
+// ErrorOutcome maps an error answer of NAS's relay route (its Status, Code,
+// Description and RetryAfter) to an Outcome: 503 agent_unavailable and a
+// 502 for a refused connection are cold-start retries; 408, 425, 429, 5xx
+// and 3xx are retries honouring RetryAfter, and so is 401 (the caller adds
+// its own floor); any other status is Dead.
+func ErrorOutcome(e *contract.Error) Outcome {
+	status := e.Status
 	reason := joinReason(fmt.Sprintf("nas answered %d", status), e.Code, e.Description)
-	wait := parseRetryAfter(retryAfter, now)
+	wait := min(max(e.RetryAfter, 0), maxRetryAfter)
 	switch {
 	case status == http.StatusUnauthorized:
-		return Outcome{Kind: Retry, RetryAfter: max(wait, unauthorizedDelay), Reason: reason}
+		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason}
 	case status == http.StatusServiceUnavailable && e.Code == contract.CodeAgentUnavailable:
 		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true}
 	case status == http.StatusBadGateway && e.Code == contract.CodeAgentUnavailable &&

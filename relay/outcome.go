@@ -48,6 +48,20 @@ type Outcome struct {
 	// ColdStart, for Retry, marks a failure that looks like an agent waking
 	// up (connection refused, 503): the first retries come fast.
 	ColdStart bool
+	// Record, for Done, is the fire's last-fire record, which the
+	// dispatcher writes with the ack: in the same script call on a queue
+	// that is an AckRecorder, else (when the queue keeps LastFires) just
+	// before it. A deliverer in NAS's own process sets it, so a delivered
+	// fire costs one store write, not two.
+	Record *LastFire
+}
+
+// AckRecorder is an optional part of a Queue: AckRecord acks l as Ack does
+// and writes f as RecordLastFire does, in one step. The record is written
+// even when the lease turns out lost (the fire did reach the agent), and
+// then ErrLeaseLost is returned as Ack returns it.
+type AckRecorder interface {
+	AckRecord(ctx context.Context, l Lease, f LastFire) error
 }
 
 // Deliverer delivers one leased fire. It must return when ctx ends; the

@@ -27,11 +27,11 @@ func newBenchRelayCmd() *cobra.Command {
 	var b benchRelayFlags
 	c := &cobra.Command{
 		Use:   "relay",
-		Short: "Arm one-shots, deliver them through the real relay route, and measure",
-		Long: `Arm one-shots in a store and deliver them end to end: dispatchers claim them
-and POST the signed relay route of an in-process NAS on loopback, which mints
-a real cron_fire token and calls a built-in agent sink that verifies every
-token against NAS's JWKS and the body hash.
+		Short: "Arm one-shots, deliver them through a real NAS, and measure",
+		Long: `Arm one-shots in a store and deliver them end to end: the dispatchers of an
+in-process NAS claim them and hand each to NAS in process (as in chronos nas),
+which mints a real cron_fire token and calls a built-in agent sink on
+loopback that verifies every token against NAS's JWKS and the body hash.
 
 Either --n fires due at the same instant (--at after the start), or --rate
 fires per second for --duration starting --at after the start. It prints the

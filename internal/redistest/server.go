@@ -39,6 +39,10 @@ type Options struct {
 	// Dir is the working directory (AOF and logs); empty means a new
 	// temporary directory removed at the end of the test.
 	Dir string
+	// Cluster starts the server in cluster mode (a Redis Cluster node with
+	// no slots until StartCluster assigns them), its cluster bus on a free
+	// port of its own.
+	Cluster bool
 }
 
 // Server is a redis-server process owned by a test.
@@ -46,6 +50,7 @@ type Server struct {
 	opts   Options
 	binary string
 	port   int
+	bus    int // cluster bus port (Options.Cluster)
 	dir    string
 
 	mu      sync.Mutex
@@ -205,6 +210,11 @@ func (s *Server) start() error {
 				return err
 			}
 			s.port = p
+			if s.opts.Cluster {
+				if s.bus, err = freePort(); err != nil {
+					return err
+				}
+			}
 		}
 		lastErr = s.launch()
 		if lastErr == nil {
@@ -229,6 +239,10 @@ func (s *Server) launch() error {
 		"--daemonize", "no",
 		"--save", "",
 		"--protected-mode", "no",
+	}
+	if s.opts.Cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "3000", "--cluster-port", strconv.Itoa(s.bus))
 	}
 	if s.opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")

@@ -1,6 +1,7 @@
 // Package relaybench measures the relay end to end on this machine: it arms
-// one-shots in a store, delivers them through the signed relay route of an
-// in-process NAS (built by nas/node) to an agent sink that verifies every
+// one-shots in a store, delivers them through the dispatchers of an
+// in-process NAS (built by nas/node, delivering in process as chronos nas
+// does) to an agent sink on loopback that verifies every
 // fire token, and reports arm and drain rates, lags and CPU. It is what
 // `chronos bench relay` runs.
 package relaybench

@@ -73,7 +73,7 @@ func startNAS(ctx context.Context, o Options, engine relay.Engine, ln net.Listen
 		AllowPrivateCallbacks: true, LogLevel: "error",
 	}
 	n, err := node.New(ctx, node.Options{Config: cfg, Logger: log, Engine: engine, Listener: ln, Dispatch: node.DispatchOptions{
-		Concurrency: o.Concurrency, DrainTimeout: 5 * time.Second, MaxConns: o.Concurrency * o.Dispatchers,
+		Concurrency: o.Concurrency, DrainTimeout: 5 * time.Second,
 	}})
 	if err != nil {
 		_ = ln.Close()

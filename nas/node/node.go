@@ -53,13 +53,11 @@ type DispatchOptions struct {
 	Concurrency int
 	// DrainTimeout bounds how long a stopping dispatcher waits for them.
 	DrainTimeout time.Duration
-	// MaxConns bounds the deliverer's connections to the relay route.
-	MaxConns int
 	// Logger, when set, receives the dispatchers' logs instead of the
 	// node's logger.
 	Logger *slog.Logger
-	// Wrap, when set, wraps the deliverer of the relay route (to observe
-	// each delivery, for example).
+	// Wrap, when set, wraps the deliverer (to observe each delivery, for
+	// example).
 	Wrap func(relay.Deliverer) relay.Deliverer
 }
 
@@ -75,7 +73,6 @@ type Node struct {
 	srv       *nashttp.Server
 	ln        net.Listener
 	relayLn   net.Listener
-	deliverer *relay.HTTPDeliverer
 	dispatch  DispatchOptions
 	closeOnce sync.Once
 }
@@ -116,12 +113,6 @@ func New(ctx context.Context, o Options) (n *Node, err error) {
 		return n, err
 	}
 	n.srv = nashttp.NewServer(n.svc, nashttp.Options{Split: n.relayLn != nil, Logger: n.log})
-	if *n.cfg.Relay.Dispatchers > 0 {
-		n.deliverer, err = newDeliverer(n.cfg, n.log, o.Dispatch.MaxConns)
-		if err != nil {
-			return n, err
-		}
-	}
 	return n, nil
 }
 
@@ -179,9 +170,12 @@ func (n *Node) Run(ctx context.Context) error {
 	return g.wait()
 }
 
-// startDispatchers runs relay.dispatchers dispatchers as parts of g.
+// startDispatchers runs relay.dispatchers dispatchers as parts of g. They
+// deliver in process (nas.LocalDeliverer): no HTTP hop and no relay
+// signature between a dispatcher and its own NAS, the same checks as the
+// relay route, which stays for relay processes and external schedulers.
 func (n *Node) startDispatchers(ctx context.Context, g *group) {
-	var deliverer relay.Deliverer = n.deliverer
+	var deliverer relay.Deliverer = n.svc.LocalDeliverer()
 	if n.dispatch.Wrap != nil {
 		deliverer = n.dispatch.Wrap(deliverer)
 	}
@@ -201,9 +195,6 @@ func (n *Node) startDispatchers(ctx context.Context, g *group) {
 // Close releases what New opened; Run calls it on its way out.
 func (n *Node) Close() {
 	n.closeOnce.Do(func() {
-		if n.deliverer != nil {
-			n.deliverer.Close()
-		}
 		if n.svc != nil {
 			n.svc.Close()
 		}

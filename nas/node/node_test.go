@@ -31,8 +31,9 @@ func listen(t *testing.T) net.Listener {
 
 // TestNodeInProcess builds NAS the way an embedding program does (a memory
 // engine, given listeners, a static verifier, a wrapped deliverer), arms a
-// fire through the agent API, sees it delivered through the relay route,
-// and stops when the context ends.
+// fire through the agent API, sees it delivered in process by the node's
+// dispatchers (through the wrapped deliverer), and stops when the context
+// ends.
 func TestNodeInProcess(t *testing.T) {
 	t.Parallel()
 	fired := make(chan string, 1)

@@ -15,9 +15,11 @@ import (
 
 // OpenEngine opens the relay store a store setting names: "memory", or for
 // any other value the Redis engine, which takes redis://, rediss://, the
-// Sentinel form redis://sentinel:26379?master_name=NAME and the Cluster
-// form redis://seed:7000?addr=seed2:7000, with the engine's own prefix= and
-// shards= options in the query (see relay/redis.Open).
+// Sentinel forms redis+sentinel://sentinel:26379?master_name=NAME and
+// redis://sentinel:26379?master_name=NAME, and the Cluster forms
+// redis+cluster://seed:7000?addr=seed2:7000 and redis://seed:7000?addr=seed2:7000,
+// with the engine's own prefix= and shards= options in the query (see
+// relay/redis.Open).
 func OpenEngine(ctx context.Context, store string, log *slog.Logger) (relay.Engine, error) {
 	if store == "memory" {
 		return memory.New(memory.Options{}), nil

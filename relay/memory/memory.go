@@ -382,6 +382,7 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 	nowMs := now.UnixMilli()
 	until := now.Add(leaseFor)
 	var out []relay.Lease
+	claimed := time.Now()
 	for len(out) < max && len(e.due) > 0 && e.due[0].dueMs <= nowMs {
 		ent := e.due[0]
 		e.due.remove(ent)
@@ -391,7 +392,8 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 		ent.shot.Attempt++
 		ent.shot.State = relay.StateLeased
 		e.leases.push(ent)
-		out = append(out, relay.Lease{OneShot: ent.shot, Token: ent.token, Until: until})
+		out = append(out, relay.Lease{OneShot: ent.shot, Token: ent.token, Until: until,
+			ClaimedAt: claimed, InstanceStopped: e.stopped[ent.shot.InstanceID]})
 	}
 	return out, nil
 }

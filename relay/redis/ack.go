@@ -2,36 +2,45 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/chronoscron/chronos/relay"
 )
 
-// ackBatch bounds the acks of one script call.
-const ackBatch = 256
-
 // scriptAckMany removes delivered one-shots and their leases: the acks that
-// concurrent callers made while the previous batch was in flight.
+// concurrent callers made while the previous batch was in flight. An ack
+// may carry its fire's last-fire record, written whether or not the lease
+// still holds (the fire reached the agent either way).
 //
-// KEYS[1] lease, KEYS[1+i] rows of the agent of ack i
-// ARGV[1] now (unused), then for ack i: ARGV[4i-2] job, ARGV[4i-1] member,
-// ARGV[4i] schedule id, ARGV[4i+1] token
+// KEYS[1] lease, KEYS[2] the shard's last fire index, then for ack i:
+// KEYS[1+2i] rows of its agent, KEYS[2+2i] last fires of its agent
+// ARGV[1] now (unused), then for ack i the 13 values from ARGV[13i-11]:
+// job, member, schedule id, token, "1" with a record (else "0" and the
+// rest empty), the record's schedule id, instance id, callback, fire_at
+// ms, fire_at ns remainder, outcome, reason, outcome ms (see lastfire.go)
 //
 // Returns {1 | 0 (lease lost), ...}, one per ack.
 var scriptAckMany = script(`
 local out = {}
-for i = 1, #KEYS - 1 do
-  local b = 4 * i - 2
+for i = 1, (#KEYS - 2) / 2 do
+  local b = 13 * i - 11
   local job, m = ARGV[b], ARGV[b + 1]
-  local r = fenced(redis.call('HGET', KEYS[1 + i], job), ARGV[b + 2], tonumber(ARGV[b + 3]))
+  local rows, lf = KEYS[1 + 2 * i], KEYS[2 + 2 * i]
+  local r = fenced(redis.call('HGET', rows, job), ARGV[b + 2], tonumber(ARGV[b + 3]))
   if r then
-    redis.call('HDEL', KEYS[1 + i], job)
+    redis.call('HDEL', rows, job)
     redis.call('ZREM', KEYS[1], m)
     out[i] = 1
   else
     out[i] = 0
+  end
+  if ARGV[b + 4] == '1' then
+    local at = tonumber(ARGV[b + 12])
+    redis.call('HSET', lf, job, cmsgpack.pack({ARGV[b + 5], ARGV[b + 6], ARGV[b + 7],
+      tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]), ARGV[b + 10], ARGV[b + 11], at, 0}))
+    redis.call('ZADD', KEYS[2], at, m)
   end
 end
 return out
@@ -91,117 +100,62 @@ redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -tonumber(ARGV[8]) - 1)
 return 1
 `)
 
-// Ack implements relay.Queue. Acks of one shard are group-committed: while
-// one script call is in flight, the acks that arrive queue up and go out
-// together in the next call, so a burst costs a few round trips, not one per
-// fire, and a lone ack waits for nobody.
+// ackItem is one ack of a batch, with its fire's last-fire record or nil.
+type ackItem struct {
+	l   relay.Lease
+	rec *relay.LastFire
+}
+
+// Ack implements relay.Queue. Acks of one shard are group-committed (see
+// groupCommit): a burst costs a few round trips, not one per fire.
 func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
-	s := e.k.shardOf(l.AgentID)
-	a := &e.ackers[s]
-	req := &ackReq{l: l, done: make(chan error, 1)}
-	a.mu.Lock()
-	a.pending = append(a.pending, req)
-	if a.busy {
-		a.mu.Unlock()
-		select {
-		case err := <-req.done:
-			return err
-		case <-ctx.Done():
-			return fmt.Errorf("redis: ack: %w", ctx.Err())
-		}
-	}
-	a.busy = true
-	a.mu.Unlock()
-	e.flushAcks(ctx, s)
-	return <-req.done
+	return e.ack(ctx, ackItem{l: l})
 }
 
-// ackReq is one Ack waiting for its batch.
-type ackReq struct {
-	l    relay.Lease
-	done chan error
+var _ relay.AckRecorder = (*Engine)(nil)
+
+// AckRecord implements relay.AckRecorder: the record goes out in the ack's
+// script call, group-committed with the shard's other acks.
+func (e *Engine) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) error {
+	if err := checkLastFire(f); err != nil {
+		return fmt.Errorf("redis: ack: %w", err)
+	}
+	return e.ack(ctx, ackItem{l: l, rec: &f})
 }
 
-// acker queues the acks of one shard.
-type acker struct {
-	mu      sync.Mutex
-	pending []*ackReq
-	busy    bool // a flush is running
-}
-
-// flushAcks sends the caller's batch of queued acks of shard s (the caller
-// has set busy), then, when more queued meanwhile, hands them to drainAcks
-// in a goroutine, so no caller waits for others' acks.
-func (e *Engine) flushAcks(ctx context.Context, s int) {
-	a := &e.ackers[s]
-	ctx, cancel := e.ackContext(ctx)
-	defer cancel()
-	batch := a.take()
-	if batch == nil {
-		return
-	}
-	e.ackMany(ctx, s, batch)
-	a.mu.Lock()
-	more := len(a.pending) > 0
-	if !more {
-		a.busy = false
-	}
-	a.mu.Unlock()
-	if more {
-		go e.drainAcks(ctx, s) // keeps ctx's values, not its end
-	}
-}
-
-// drainAcks sends queued acks of shard s until none is left, then clears
-// busy.
-func (e *Engine) drainAcks(ctx context.Context, s int) {
-	a := &e.ackers[s]
-	ctx, cancel := e.ackContext(ctx)
-	defer cancel()
-	for batch := a.take(); batch != nil; batch = a.take() {
+// ack queues one ack on its shard's group commit and waits for its batch.
+func (e *Engine) ack(ctx context.Context, a ackItem) error {
+	s := e.k.shardOf(a.l.AgentID)
+	err := submit(ctx, &e.ackers[s], a, e.groupTimeout(), func(ctx context.Context, batch []*groupReq[ackItem]) {
 		e.ackMany(ctx, s, batch)
+	})
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("redis: ack: %w", err)
 	}
+	return err
 }
 
-// ackContext is the context of one flush: other callers' acks ride on it, so
-// it keeps ctx's values but not its cancellation, and is bounded by
-// ackTimeout.
-func (e *Engine) ackContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), e.ackTimeout())
-}
-
-// take removes up to ackBatch queued acks; when none is queued it clears
-// busy and returns nil.
-func (a *acker) take() []*ackReq {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.pending) == 0 {
-		a.busy = false
-		return nil
-	}
-	n := min(len(a.pending), ackBatch)
-	batch := a.pending[:n:n]
-	a.pending = a.pending[n:]
-	if len(a.pending) == 0 {
-		a.pending = nil
-	}
-	return batch
-}
-
-// ackTimeout bounds one batch of acks, retries included.
-func (e *Engine) ackTimeout() time.Duration {
+// groupTimeout bounds one group-committed batch, retries included.
+func (e *Engine) groupTimeout() time.Duration {
 	return max(e.opts.RetryFor, 0) + 10*time.Second
 }
 
 // ackMany runs one batch of acks and answers each caller.
-func (e *Engine) ackMany(ctx context.Context, s int, batch []*ackReq) {
-	keys := make([]string, 1, 1+len(batch))
-	keys[0] = e.k.lease(s)
-	args := make([]any, 1, 1+4*len(batch))
+func (e *Engine) ackMany(ctx context.Context, s int, batch []*groupReq[ackItem]) {
+	keys := make([]string, 2, 2+2*len(batch))
+	keys[0], keys[1] = e.k.lease(s), e.k.lastFireIndex(s)
+	args := make([]any, 1, 1+13*len(batch))
 	args[0] = e.nowArg()
 	for _, r := range batch {
-		keys = append(keys, e.k.rows(s, r.l.AgentID))
-		args = append(args, r.l.JobID, member(r.l.AgentID, r.l.JobID), r.l.ScheduleID, r.l.Token)
+		l, f := r.v.l, r.v.rec
+		keys = append(keys, e.k.rows(s, l.AgentID), e.k.lastFires(s, l.AgentID))
+		args = append(args, l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
+		if f == nil {
+			args = append(args, "0", "", "", "", 0, 0, "", "", 0)
+			continue
+		}
+		args = append(args, "1", f.ScheduleID, f.InstanceID, f.CallbackURL,
+			f.FireAt.UnixMilli(), int64(f.FireAt.Nanosecond()%1e6), f.Outcome, f.Reason, f.At.UnixMilli())
 	}
 	v, err := e.run(ctx, scriptAckMany, keys, args...)
 	var res []any
@@ -216,7 +170,7 @@ func (e *Engine) ackMany(ctx context.Context, s int, batch []*ackReq) {
 			r.done <- fmt.Errorf("redis: ack: %w", err)
 			continue
 		}
-		r.done <- fencedResult("ack", r.l, res[i], nil)
+		r.done <- fencedResult("ack", r.v.l, res[i], nil)
 	}
 }
 

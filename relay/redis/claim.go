@@ -35,15 +35,18 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max, 'LIMIT', 0, tonumber(AR
 
 // scriptClaim leases the candidates that are still due.
 //
-// KEYS[1] due, KEYS[2] lease, KEYS[3] token counter,
-// KEYS[3+i] rows of the agent of candidate i
+// KEYS[1] due, KEYS[2] lease, KEYS[3] token counter, KEYS[4] the shard's
+// stopped instances, KEYS[4+i] rows of the agent of candidate i
 // ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[3+i] member of candidate i
 //
-// Returns {{agent, job, lease until ms, row...}, ...} in candidate order.
+// Returns {{agent, job, lease until ms, instance stopped (0|1), row...}, ...}
+// in candidate order: everything a delivery needs, so that a fire costs no
+// read of its own.
 var scriptClaim = script(`
 local now = clock(ARGV[1])
 local untilms = now + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
+local anyStopped = redis.call('SCARD', KEYS[4]) > 0
 local out = {}
 for i = 4, #ARGV do
   if #out >= max then break end
@@ -52,14 +55,16 @@ for i = 4, #ARGV do
   if s and tonumber(s) <= now then
     redis.call('ZREM', KEYS[1], m)
     local agent, job = split(m)
-    local v = redis.call('HGET', KEYS[i], job)
+    local v = redis.call('HGET', KEYS[i + 1], job)
     if v then
       local r = cmsgpack.unpack(v)
       r[6] = r[6] + 1
       r[7] = redis.call('INCR', KEYS[3])
-      redis.call('HSET', KEYS[i], job, cmsgpack.pack(r))
+      redis.call('HSET', KEYS[i + 1], job, cmsgpack.pack(r))
       redis.call('ZADD', KEYS[2], untilms, m)
-      out[#out + 1] = {agent, job, untilms, unpack(r)}
+      local st = 0
+      if anyStopped then st = redis.call('SISMEMBER', KEYS[4], r[2]) end
+      out[#out + 1] = {agent, job, untilms, st, unpack(r)}
     end
   end
 end
@@ -200,8 +205,8 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, can
 	if len(cands) == 0 {
 		return nil, 0, nil
 	}
-	keys := make([]string, 3, 3+len(cands))
-	keys[0], keys[1], keys[2] = e.k.due(s), e.k.lease(s), e.k.token(s)
+	keys := make([]string, 4, 4+len(cands))
+	keys[0], keys[1], keys[2], keys[3] = e.k.due(s), e.k.lease(s), e.k.token(s), e.k.shardStopped(s)
 	args := make([]any, 3, 3+len(cands))
 	args[0], args[1], args[2] = now, leaseMs, want
 	for _, c := range cands {
@@ -227,44 +232,60 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, can
 	// Every row in the reply is leased now: hand over each one that decodes,
 	// even when another does not (that one lapses and the reaper returns it).
 	out := make([]relay.Lease, 0, len(rows))
+	claimed := time.Now()
 	var bad error
 	for _, r := range rows {
-		l, err := decodeLease(r)
+		l, err := decodeClaimed(r)
 		if err != nil {
 			bad = fmt.Errorf("redis: claim: %w", err)
 			continue
 		}
+		l.ClaimedAt = claimed
 		out = append(out, l)
 	}
 	return out, len(cands), bad
 }
 
-// decodeLease reads {agent, job, until ms, row...}.
-func decodeLease(v any) (relay.Lease, error) {
+// decodeClaimed reads a claim's {agent, job, until ms, stopped, row...}.
+func decodeClaimed(v any) (relay.Lease, error) {
 	f, err := array(v)
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	if len(f) != 3+rowFields && len(f) != 4+rowFields {
-		return relay.Lease{}, fmt.Errorf("%w: lease of %d fields", errReply, len(f))
+	if len(f) < 4 {
+		return relay.Lease{}, fmt.Errorf("%w: claimed lease of %d fields", errReply, len(f))
 	}
-	agent, err := str(f[0])
+	stopped, err := integer(f[3])
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	job, err := str(f[1])
+	l, err := decodeLeaseFields(f[0], f[1], f[2], f[4:])
+	l.InstanceStopped = stopped == 1
+	return l, err
+}
+
+// decodeLeaseFields reads a lease from its agent, job, until ms and row.
+func decodeLeaseFields(agentV, jobV, untilV any, row []any) (relay.Lease, error) {
+	if len(row) != rowFields && len(row) != rowFields+1 {
+		return relay.Lease{}, fmt.Errorf("%w: lease row of %d fields", errReply, len(row))
+	}
+	agent, err := str(agentV)
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	until, err := integer(f[2])
+	job, err := str(jobV)
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	o, err := decodeRow(agent, job, f[3:])
+	until, err := integer(untilV)
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	tok, err := rowToken(f[3:])
+	o, err := decodeRow(agent, job, row)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	tok, err := rowToken(row)
 	if err != nil {
 		return relay.Lease{}, err
 	}
@@ -323,7 +344,7 @@ func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Durati
 	if len(f) == 0 {
 		return relay.Lease{}, fmt.Errorf("redis: extend %s: %w", l.ScheduleID, relay.ErrLeaseLost)
 	}
-	out, err := decodeLease(append([]any{l.AgentID, l.JobID}, f...))
+	out, err := decodeLeaseFields(l.AgentID, l.JobID, f[0], f[1:])
 	if err != nil {
 		return relay.Lease{}, fmt.Errorf("redis: extend: %w", err)
 	}

@@ -22,13 +22,75 @@ if ARGV[3] == '1' then redis.call('SADD', KEYS[1], ARGV[2]) else redis.call('SRE
 return 1
 `)
 
-// SetInstanceState implements relay.Control.
+// SetInstanceState implements relay.Control. The state goes to every
+// shard's copy of the stopped set (read by claims) first, then to the
+// control set (read by InstanceStopped): once it returns, both agree. A
+// failure part way is reported; calling it again completes the change.
 func (e *Engine) SetInstanceState(ctx context.Context, instanceID string, state relay.InstanceState) error {
 	if err := state.Check(); err != nil {
 		return fmt.Errorf("redis: set instance state: %w", err)
 	}
-	if _, err := e.run(ctx, scriptSetStopped, []string{e.k.stopped()}, e.nowArg(), instanceID, stoppedFlag(state)); err != nil {
+	now, flag := e.nowArg(), stoppedFlag(state)
+	_, err := e.runShards(ctx, scriptSetStopped,
+		func(s int) []string { return []string{e.k.shardStopped(s)} },
+		func(int) []any { return []any{now, instanceID, flag} })
+	if err != nil {
 		return fmt.Errorf("redis: set instance state: %w", err)
+	}
+	if _, err := e.run(ctx, scriptSetStopped, []string{e.k.stopped()}, now, instanceID, flag); err != nil {
+		return fmt.Errorf("redis: set instance state: %w", err)
+	}
+	return nil
+}
+
+// copyStopped brings every shard's copy of the stopped set up to the
+// control set, for data written before the copies existed: what the control
+// set holds is added to each copy, and an instance started again meanwhile
+// (gone from the control set when it is read a second time) is taken out
+// again.
+func (e *Engine) copyStopped(ctx context.Context) error {
+	var ids []string
+	read := func(ctx context.Context) error {
+		var err error
+		ids, err = e.c.SMembers(ctx, e.k.stopped()).Result()
+		return err
+	}
+	if err := e.retry(ctx, read); err != nil {
+		return fmt.Errorf("redis: copy stopped instances: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	first := ids
+	for s := range e.k.shards {
+		members := make([]any, len(first))
+		for i, id := range first {
+			members[i] = id
+		}
+		if err := e.retry(ctx, func(ctx context.Context) error {
+			return e.c.SAdd(ctx, e.k.shardStopped(s), members...).Err()
+		}); err != nil {
+			return fmt.Errorf("redis: copy stopped instances: %w", err)
+		}
+	}
+	if err := e.retry(ctx, read); err != nil {
+		return fmt.Errorf("redis: copy stopped instances: %w", err)
+	}
+	still := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		still[id] = true
+	}
+	for _, id := range first {
+		if still[id] {
+			continue
+		}
+		for s := range e.k.shards {
+			if err := e.retry(ctx, func(ctx context.Context) error {
+				return e.c.SRem(ctx, e.k.shardStopped(s), id).Err()
+			}); err != nil {
+				return fmt.Errorf("redis: copy stopped instances: %w", err)
+			}
+		}
 	}
 	return nil
 }

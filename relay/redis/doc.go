@@ -18,6 +18,7 @@
 //	{chronos:P:S}:da:<agent>  zset   schedule id → failed at, ms (one agent's dead letters)
 //	{chronos:P:S}:ff:<agent>  zset   schedule id → failed at, ms (the agent's failed fires it has not acknowledged)
 //	{chronos:P:S}:dd:<id>     string first-delivery record of a delivery id (shard of the id)
+//	{chronos:P:S}:stopped     set    the shard's copy of the stopped agent instances (read by claims)
 //	{chronos:P:ctl}:stopped   set    stopped agent instances
 //	{chronos:P:ctl}:shards    string the shard count the data was written with
 //	{chronos:P:ctl}:epoch     string the epoch marker (see Lost data below)
@@ -72,8 +73,9 @@
 // context deadlines on the connection itself, so a Redis that stops
 // answering fails a call at its deadline, with an error that wraps
 // relay.ErrUnavailable.
-// Acks of one shard are group-committed: those that arrive while one is in
-// flight go out together in the next script call.
+// Acks and last fire records of one shard are group-committed (group.go):
+// those that arrive while one is in flight go out together in the next
+// script call.
 // Scripts are atomic, so a retry never half-applies a transition; a retried
 // arm is an idempotent upsert, and a claim whose reply was lost leaves leases
 // that the reaper returns to armed when they expire.

@@ -66,6 +66,12 @@ func (k keys) control() string { return "{chronos:" + k.prefix + ":ctl}" }
 // stopped is the set of stopped agent instances.
 func (k keys) stopped() string { return k.control() + ":stopped" }
 
+// shardStopped is the shard's copy of the set of stopped agent instances,
+// which the claim reads so that a lease says whether its instance is
+// stopped (a script touches one slot only, and the control set lives in
+// another).
+func (k keys) shardStopped(shard int) string { return k.tags[shard] + ":stopped" }
+
 // shardCount records the shard count the data was written with.
 func (k keys) shardCount() string { return k.control() + ":shards" }
 

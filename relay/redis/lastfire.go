@@ -23,17 +23,23 @@ import (
 // kept in the agent's last-fires hash and indexed by outcome time in the
 // shard's lfz zset.
 
-// scriptRecordLastFire writes one record.
+// scriptRecordLastFires writes records: those that concurrent callers made
+// while the previous batch was in flight, in the order they were made.
 //
-// KEYS[1] last fires of the agent, KEYS[2] the shard's last fire index
-// ARGV[1] now (unused), ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
-// ARGV[5] instance id, ARGV[6] callback, ARGV[7] fire_at ms, ARGV[8] fire_at
-// ns remainder, ARGV[9] outcome, ARGV[10] reason, ARGV[11] outcome ms
-var scriptRecordLastFire = script(`
-redis.call('HSET', KEYS[1], ARGV[2], cmsgpack.pack({ARGV[4], ARGV[5], ARGV[6],
-  tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9], ARGV[10], tonumber(ARGV[11]), 0}))
-redis.call('ZADD', KEYS[2], tonumber(ARGV[11]), ARGV[3])
-return 1
+// KEYS[1] the shard's last fire index, KEYS[1+i] last fires of the agent of
+// record i
+// ARGV[1] now (unused), then for record i the 10 values from ARGV[10i-8]:
+// job, member, schedule id, instance id, callback, fire_at ms, fire_at ns
+// remainder, outcome, reason, outcome ms
+var scriptRecordLastFires = script(`
+for i = 1, #KEYS - 1 do
+  local b = 10 * i - 8
+  local at = tonumber(ARGV[b + 9])
+  redis.call('HSET', KEYS[1 + i], ARGV[b], cmsgpack.pack({ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
+    tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), ARGV[b + 7], ARGV[b + 8], at, 0}))
+  redis.call('ZADD', KEYS[1], at, ARGV[b + 1])
+end
+return #KEYS - 1
 `)
 
 // scriptForgetLastFire drops one record.
@@ -106,22 +112,52 @@ out[1] = dropped
 return out
 `)
 
-// RecordLastFire implements relay.LastFires.
+// RecordLastFire implements relay.LastFires. Records of one shard are
+// group-committed like acks (see groupCommit): every delivered fire writes
+// one, so a burst costs a few round trips, not one per fire.
 func (e *Engine) RecordLastFire(ctx context.Context, f relay.LastFire) error {
-	if f.AgentID == "" || f.JobID == "" || f.ScheduleID == "" || f.Outcome == "" {
-		return errors.New("redis: record last fire: agent id, job id, schedule id and outcome are required")
-	}
-	if f.FireAt.UnixNano() < 0 {
-		return fmt.Errorf("redis: record last fire: fire_at %s before 1970", f.FireAt)
+	if err := checkLastFire(f); err != nil {
+		return fmt.Errorf("redis: record last fire: %w", err)
 	}
 	s := e.k.shardOf(f.AgentID)
-	_, err := e.run(ctx, scriptRecordLastFire, []string{e.k.lastFires(s, f.AgentID), e.k.lastFireIndex(s)},
-		e.nowArg(), f.JobID, member(f.AgentID, f.JobID), f.ScheduleID, f.InstanceID, f.CallbackURL,
-		f.FireAt.UnixMilli(), int64(f.FireAt.Nanosecond()%1e6), f.Outcome, f.Reason, f.At.UnixMilli())
+	err := submit(ctx, &e.lastFirers[s], f, e.groupTimeout(), func(ctx context.Context, batch []*groupReq[relay.LastFire]) {
+		e.recordLastFires(ctx, s, batch)
+	})
 	if err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
 	return nil
+}
+
+// checkLastFire refuses a record without its ids or outcome, or of a fire
+// before 1970.
+func checkLastFire(f relay.LastFire) error {
+	if f.AgentID == "" || f.JobID == "" || f.ScheduleID == "" || f.Outcome == "" {
+		return errors.New("agent id, job id, schedule id and outcome are required")
+	}
+	if f.FireAt.UnixNano() < 0 {
+		return fmt.Errorf("fire_at %s before 1970", f.FireAt)
+	}
+	return nil
+}
+
+// recordLastFires writes one batch of last fire records and answers each
+// caller.
+func (e *Engine) recordLastFires(ctx context.Context, s int, batch []*groupReq[relay.LastFire]) {
+	keys := make([]string, 1, 1+len(batch))
+	keys[0] = e.k.lastFireIndex(s)
+	args := make([]any, 1, 1+10*len(batch))
+	args[0] = e.nowArg()
+	for _, r := range batch {
+		f := r.v
+		keys = append(keys, e.k.lastFires(s, f.AgentID))
+		args = append(args, f.JobID, member(f.AgentID, f.JobID), f.ScheduleID, f.InstanceID, f.CallbackURL,
+			f.FireAt.UnixMilli(), int64(f.FireAt.Nanosecond()%1e6), f.Outcome, f.Reason, f.At.UnixMilli())
+	}
+	_, err := e.run(ctx, scriptRecordLastFires, keys, args...)
+	for _, r := range batch {
+		r.done <- err
+	}
 }
 
 // ForgetLastFire implements relay.LastFires.

@@ -68,3 +68,57 @@ func TestFailedFeedListMovesToZset(t *testing.T) {
 		t.Fatalf("after the ack: %+v, %v", got, err)
 	}
 }
+
+// TestStoppedInstancesCopiedToShardsOnOpen: data written before claims read
+// the shards' copies of the stopped set has its stopped instances in the
+// control set only; an engine that opens it copies them to every shard, so
+// a claim reports a fire of such an instance as stopped.
+func TestStoppedInstancesCopiedToShardsOnOpen(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	prefix := redistest.Prefix(t)
+	old, err := Open(ctx, redistest.URL(t), Options{Prefix: prefix, Shards: 3})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer old.Close()
+	// As an earlier version stopped it: the control set alone.
+	if err := old.c.SAdd(ctx, old.k.stopped(), "inst-old").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, agent := range []string{"a1", "a2", "a3", "a4", "a5", "a6"} {
+		if _, err := old.Arm(ctx, relay.ArmRequest{AgentID: agent, InstanceID: "inst-old", JobID: "j",
+			FireAt: time.Now().Add(-time.Second), ScheduleID: "sch-" + agent}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, err := Open(ctx, redistest.URL(t), Options{Prefix: prefix, Shards: 3})
+	if err != nil {
+		t.Fatalf("open again: %v", err)
+	}
+	defer e.Close()
+	for s := range 3 {
+		if ok, err := e.c.SIsMember(ctx, e.k.shardStopped(s), "inst-old").Result(); err != nil || !ok {
+			t.Fatalf("shard %d's copy lacks the stopped instance: %v %v", s, ok, err)
+		}
+	}
+	ls, err := e.Claim(ctx, 10, time.Minute)
+	if err != nil || len(ls) != 6 {
+		t.Fatalf("claim: %d leases, %v", len(ls), err)
+	}
+	for _, l := range ls {
+		if !l.InstanceStopped {
+			t.Errorf("the fire of %s is not reported stopped", l.AgentID)
+		}
+	}
+	// Started again through the engine: every copy forgets it.
+	if err := e.SetInstanceState(ctx, "inst-old", relay.InstanceRunning); err != nil {
+		t.Fatal(err)
+	}
+	for s := range 3 {
+		if ok, _ := e.c.SIsMember(ctx, e.k.shardStopped(s), "inst-old").Result(); ok {
+			t.Fatalf("shard %d's copy still holds the started instance", s)
+		}
+	}
+}

@@ -68,6 +68,7 @@ var dispatcherTests = []struct {
 	{"RunTwice", testDispatchRunTwice},
 	{"SurvivesPanickingDeliverer", testDispatchSurvivesPanickingDeliverer},
 	{"RecordsDeadLetteredFireAsLastFire", testDispatchRecordsDeadLetteredFireAsLastFire},
+	{"WritesRecordWithAck", testDispatchWritesRecordWithAck},
 }
 
 // peerTests run with two engines on one store, as two processes share it.
@@ -784,4 +785,43 @@ func testDispatchRecordsDeadLetteredFireAsLastFire(t *testing.T, e relay.Engine)
 			}
 		})
 	}
+}
+
+// testDispatchWritesRecordWithAck: a Done outcome carrying its fire's
+// last-fire record (as an in-process deliverer hands it over) gets it
+// written with the ack: the one-shot is gone and the record is the job's
+// last fire. Many fires at once exercise the batched acks.
+func testDispatchWritesRecordWithAck(t *testing.T, e relay.Engine) {
+	const n = 40
+	agents := []string{"rec-a", "rec-b", "rec-c"}
+	deliverer := relay.DelivererFunc(func(_ context.Context, l relay.Lease) relay.Outcome {
+		return relay.Outcome{Kind: relay.Done, Reason: "delivered", Record: &relay.LastFire{
+			AgentID: l.AgentID, InstanceID: l.InstanceID, JobID: l.JobID, ScheduleID: l.ScheduleID,
+			FireAt: l.FireAt, CallbackURL: l.CallbackURL, Outcome: relay.LastFireDelivered, Reason: "agent answered 202", At: time.Now(),
+		}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	disp := relay.NewDispatcher(e, deliverer, relay.DispatcherConfig{Logger: quiet})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = disp.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	want := map[string]string{} // agent/job → schedule id
+	for i := range n {
+		agent, job := agents[i%len(agents)], fmt.Sprintf("job-%d", i)
+		want[agent+"/"+job] = armAt(t, e, agent, job, time.Now()).ScheduleID
+	}
+	drained(t, e)
+	got := 0
+	for _, agent := range agents {
+		fires, err := e.LastFiresOf(ctxT(t), agent, time.Time{})
+		noErr(t, err, "last fires of "+agent)
+		for _, f := range fires {
+			sid, ok := want[agent+"/"+f.JobID]
+			if !ok || f.ScheduleID != sid || f.Outcome != relay.LastFireDelivered || f.Reason != "agent answered 202" || f.InstanceID != "i-"+agent {
+				t.Fatalf("last fire %+v is not the delivered fire's record (schedule id %s)", f, sid)
+			}
+			got++
+		}
+	}
+	equal(t, got, n, "last fire records")
 }

@@ -72,6 +72,7 @@ var realTests = []struct {
 	{"InvalidCursor", testInvalidCursor},
 	{"ClaimNotBeforeFireAt", testClaimNotBeforeFireAt},
 	{"ClaimOnce", testClaimOnce},
+	{"ClaimCarriesDelivery", testClaimCarriesDelivery},
 	{"ClaimBatch", testClaimBatch},
 	{"Fencing", testFencing},
 	{"Extend", testExtend},
@@ -402,6 +403,59 @@ func testClaimOnce(t *testing.T, e relay.Engine) {
 	noErr(t, err, "get")
 	equal(t, got.State, relay.StateLeased, "state")
 	equal(t, got.Attempt, 1, "attempt")
+}
+
+// testClaimCarriesDelivery: a claimed lease carries what a delivery needs
+// (the row, its attempt, when it was claimed and whether its instance is
+// stopped), so an in-process delivery reads nothing more.
+func testClaimCarriesDelivery(t *testing.T, e relay.Engine) {
+	ctx := ctxT(t)
+	past := now().Add(-time.Second)
+	running := arm(t, e, "a1", "job", past).OneShot
+	stopped := arm(t, e, "a2", "job", past).OneShot
+	noErr(t, e.SetInstanceState(ctx, stopped.InstanceID, relay.InstanceStopped), "stop")
+	before := time.Now()
+	ls := claim(t, e, 10, time.Minute)
+	equal(t, len(ls), 2, "leases")
+	for _, l := range ls {
+		want := running
+		if l.AgentID == "a2" {
+			want = stopped
+		}
+		equal(t, l.ScheduleID, want.ScheduleID, "schedule id")
+		equal(t, l.InstanceID, want.InstanceID, "instance id")
+		equal(t, l.CallbackURL, want.CallbackURL, "callback")
+		equal(t, l.Attempt, 1, "attempt")
+		sameTime(t, l.FireAt, want.FireAt, "fire_at")
+		equal(t, l.InstanceStopped, l.AgentID == "a2", "instance stopped of "+l.AgentID)
+		if l.ClaimedAt.Before(before) || l.ClaimedAt.After(time.Now()) {
+			t.Fatalf("ClaimedAt %v is not the time of the claim (after %v)", l.ClaimedAt, before)
+		}
+		ext, err := e.Extend(ctx, l, time.Minute)
+		noErr(t, err, "extend")
+		if !ext.ClaimedAt.IsZero() {
+			t.Fatalf("an extended lease has ClaimedAt %v, want zero", ext.ClaimedAt)
+		}
+		noErr(t, e.Nack(ctx, ext, 0, "again"), "nack")
+	}
+	// Started again: the next claim says so.
+	noErr(t, e.SetInstanceState(ctx, stopped.InstanceID, relay.InstanceRunning), "start")
+	for _, l := range claimAll(t, e, 2) {
+		equal(t, l.InstanceStopped, false, "instance stopped after a start, "+l.AgentID)
+		equal(t, l.Attempt, 2, "attempt")
+	}
+}
+
+// claimAll claims until n leases are taken (a nack's due time is judged by
+// the engine's clock, a moment away).
+func claimAll(t *testing.T, e relay.Engine, n int) []relay.Lease {
+	t.Helper()
+	var out []relay.Lease
+	eventually(t, 5*time.Second, "claim", func() bool {
+		out = append(out, claim(t, e, n-len(out), time.Minute)...)
+		return len(out) == n
+	})
+	return out
 }
 
 func testClaimBatch(t *testing.T, e relay.Engine) {

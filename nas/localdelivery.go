@@ -1,0 +1,152 @@
+package nas
+
+// In-process delivery: dispatchers that run inside NAS hand each fire to the
+// Service directly, with no HTTP hop and no request signature. The checks of
+// the relay route hold the same (a duplicate is not delivered again, a fire
+// whose row is gone or re-armed is dropped, a stopped instance's fire is
+// dropped), and NAS's answers map to the same outcomes (relay.AnswerOutcome,
+// relay.ErrorOutcome).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/relay"
+)
+
+// claimFresh is how long after its claim a lease's row and stopped flag
+// stand for the armed row: the claim read them atomically as it took the
+// lease, so re-reading them at once would only repeat that read. A fire that
+// waited longer (behind its agent's other fires, or under an extended
+// lease) is checked against the store again. As on the relay route, where a
+// change during the agent call cannot stop it either, a fire cancelled or
+// re-armed within this moment before its call may still reach the agent,
+// whose own check of the schedule id then discards it.
+const claimFresh = time.Second
+
+// seenCap bounds each generation of the delivery ids a LocalDeliverer
+// remembers.
+const seenCap = 8192
+
+// LocalDeliverer is a relay.Deliverer for dispatchers in NAS's own process:
+// it does what the relay route does with a call, minus the HTTP hop and the
+// signature. It uses what the claim returned with each lease (the row and
+// whether its instance is stopped), so a fire costs no store read of its own
+// unless it waited more than a second after its claim, and it hands the
+// fire's last-fire record to the dispatcher in the Outcome, to be written
+// with the ack (relay.Outcome.Record). It is safe for concurrent use.
+type LocalDeliverer struct {
+	s    *Service
+	seen seenSet
+}
+
+var _ relay.Deliverer = (*LocalDeliverer)(nil)
+
+// LocalDeliverer returns a deliverer of this service's fires for
+// dispatchers running in the same process.
+func (s *Service) LocalDeliverer() *LocalDeliverer {
+	return &LocalDeliverer{s: s}
+}
+
+// Deliver implements relay.Deliverer.
+func (d *LocalDeliverer) Deliver(ctx context.Context, l relay.Lease) relay.Outcome {
+	s := d.s
+	now := s.now()
+	req := contract.RelayRequest{ScheduleID: l.ScheduleID, AgentID: l.AgentID, JobID: l.JobID, FireAt: contract.NewTime(l.FireAt), Attempt: l.Attempt}
+	if req.Attempt > 1 {
+		s.metrics.retries.Inc()
+	}
+	info, err := d.lookup(ctx, l)
+	if err != nil {
+		return relay.Outcome{Kind: relay.Retry, Reason: fmt.Sprintf("relay: %v", err)}
+	}
+	var rec lastFireOut
+	if resp, settled := s.settleWithoutAgent(ctx, &req, info, &rec); settled {
+		return withRecord(relay.AnswerOutcome(resp), rec)
+	}
+	resp, err := s.deliver(ctx, &req, info.Row, now, &rec)
+	if err != nil {
+		var e *contract.Error
+		if errors.As(err, &e) {
+			return relay.ErrorOutcome(e)
+		}
+		return relay.Outcome{Kind: relay.Retry, Reason: err.Error()}
+	}
+	return withRecord(relay.AnswerOutcome(resp), rec)
+}
+
+// withRecord hands the fire's last-fire record, if any, to the dispatcher,
+// which writes it with the ack of a Done outcome.
+func withRecord(out relay.Outcome, rec lastFireOut) relay.Outcome {
+	if out.Kind == relay.Done {
+		out.Record = rec.Record
+	}
+	return out
+}
+
+// lookup is the relay route's lookupDelivery for a lease: the delivery id
+// is remembered in process (no other process can hold the same lease), and
+// the row and stopped flag come from the claim while it is fresh, else from
+// the store.
+func (d *LocalDeliverer) lookup(ctx context.Context, l relay.Lease) (relay.DeliveryInfo, error) {
+	if !d.seen.first(deliveryKey{l.ScheduleID, l.Token, l.Attempt}) {
+		return relay.DeliveryInfo{}, nil
+	}
+	info := relay.DeliveryInfo{First: true}
+	if !l.ClaimedAt.IsZero() && time.Since(l.ClaimedAt) < claimFresh {
+		info.Found, info.Row, info.Stopped = true, l.OneShot, l.InstanceStopped
+		return info, nil
+	}
+	engine := d.s.engine
+	row, err := engine.Get(ctx, l.AgentID, l.JobID)
+	switch {
+	case errors.Is(err, relay.ErrNotFound):
+		return info, nil
+	case err != nil:
+		return relay.DeliveryInfo{}, err
+	}
+	info.Found, info.Row = true, row
+	if row.ScheduleID != l.ScheduleID {
+		return info, nil // re-armed: dropped whatever the instance
+	}
+	info.Stopped, err = engine.InstanceStopped(ctx, row.InstanceID)
+	return info, err
+}
+
+// deliveryKey identifies one delivery of a lease.
+type deliveryKey struct {
+	scheduleID string
+	token      int64
+	attempt    int
+}
+
+// seenSet remembers the delivery ids handed to a LocalDeliverer: the
+// current generation and the one before, each at most seenCap long, so a
+// repeat is recognised among the last seenCap to 2×seenCap deliveries at a
+// constant cost. (A dispatcher never repeats a lease; this is the relay
+// route's de-duplication, kept on this path too.)
+type seenSet struct {
+	mu        sync.Mutex
+	cur, prev map[deliveryKey]struct{}
+}
+
+// first records k and reports whether it was not seen before.
+func (m *seenSet) first(k deliveryKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.cur[k]; ok {
+		return false
+	}
+	if _, ok := m.prev[k]; ok {
+		return false
+	}
+	if m.cur == nil || len(m.cur) >= seenCap {
+		m.prev, m.cur = m.cur, make(map[deliveryKey]struct{}, seenCap)
+	}
+	m.cur[k] = struct{}{}
+	return true
+}

@@ -1,0 +1,95 @@
+package redis
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// groupBatch bounds the calls of one group commit.
+const groupBatch = 256
+
+// groupCommit queues the calls of one kind for one shard and sends them
+// together: while one script call is in flight, the calls that arrive queue
+// up and go out in the next one, so a burst costs a few round trips, not one
+// per call, and a lone call waits for nobody.
+type groupCommit[T any] struct {
+	mu      sync.Mutex
+	pending []*groupReq[T]
+	busy    bool // a flush is running
+}
+
+// groupReq is one call waiting for its batch.
+type groupReq[T any] struct {
+	v    T
+	done chan error
+}
+
+// groupSend sends one batch in one script call and answers every request
+// of it on its done channel.
+type groupSend[T any] func(ctx context.Context, batch []*groupReq[T])
+
+// submit queues v on g and waits for its batch: the first caller of an
+// idle group sends at once; callers that arrive meanwhile wait for the next
+// batch, which a goroutine sends, so no caller waits for others' calls. The
+// batch's context keeps ctx's values but not its cancellation (other
+// callers ride on it) and is bounded by timeout; a caller whose ctx ends
+// stops waiting, its call still sent.
+func submit[T any](ctx context.Context, g *groupCommit[T], v T, timeout time.Duration, send groupSend[T]) error {
+	req := &groupReq[T]{v: v, done: make(chan error, 1)}
+	g.mu.Lock()
+	g.pending = append(g.pending, req)
+	if g.busy {
+		g.mu.Unlock()
+		select {
+		case err := <-req.done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	g.busy = true
+	g.mu.Unlock()
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	if batch := g.take(); batch != nil {
+		send(bctx, batch)
+	}
+	cancel()
+	g.mu.Lock()
+	more := len(g.pending) > 0
+	if !more {
+		g.busy = false
+	}
+	g.mu.Unlock()
+	if more {
+		go g.drain(ctx, timeout, send)
+	}
+	return <-req.done
+}
+
+// drain sends queued batches until none is left, then clears busy.
+func (g *groupCommit[T]) drain(ctx context.Context, timeout time.Duration, send groupSend[T]) {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	for batch := g.take(); batch != nil; batch = g.take() {
+		send(bctx, batch)
+	}
+}
+
+// take removes up to groupBatch queued requests; when none is queued it
+// clears busy and returns nil.
+func (g *groupCommit[T]) take() []*groupReq[T] {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.pending) == 0 {
+		g.busy = false
+		return nil
+	}
+	n := min(len(g.pending), groupBatch)
+	batch := g.pending[:n:n]
+	g.pending = g.pending[n:]
+	if len(g.pending) == 0 {
+		g.pending = nil
+	}
+	return batch
+}

@@ -50,6 +50,22 @@ func (c *jobsCLI) open(ctx context.Context) (*agent.Runtime, provider.Target, er
 	return rt, t, err
 }
 
+// rtFunc is one command's work on the runtime of the home.
+type rtFunc func(ctx context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, t provider.Target) error
+
+// onRuntime is a RunE that opens the runtime of the home for fn and closes
+// it after.
+func (c *jobsCLI) onRuntime(fn rtFunc) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		rt, t, err := c.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer closeRuntime(rt)
+		return fn(cmd.Context(), cmd, args, rt, t)
+	}
+}
+
 func closeRuntime(rt *agent.Runtime) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -79,9 +95,14 @@ func newJobsCmd() *cobra.Command { return newJobsCmdWith(provider.ArmChange) }
 
 func newJobsCmdWith(arm armFunc) *cobra.Command {
 	c := &jobsCLI{arm: arm}
-	g := groupCmd("jobs", "Manage jobs in the agent's store",
-		c.addCmd(), c.editCmd(), c.listCmd(), c.showCmd(), c.pauseCmd(), c.resumeCmd(), c.rmCmd(), c.runCmd())
-	g.PersistentFlags().StringVar(&c.home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
+	return homeGroup(&c.home, groupCmd("jobs", "Manage jobs in the agent's store",
+		c.addCmd(), c.editCmd(), c.listCmd(), c.showCmd(), c.pauseCmd(), c.resumeCmd(), c.rmCmd(), c.runCmd()))
+}
+
+// homeGroup adds to g --home, the agent home its commands act on (see
+// target), and returns g.
+func homeGroup(home *string, g *cobra.Command) *cobra.Command {
+	g.PersistentFlags().StringVar(home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
 	return g
 }
 

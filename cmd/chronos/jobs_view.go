@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/localapi"
+	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
@@ -24,13 +26,8 @@ func (c *jobsCLI) listCmd() *cobra.Command {
 	return out.Register(&cobra.Command{
 		Use: "list", Short: "List jobs", Args: cobra.NoArgs,
 		Example: "  chronos jobs list\n  chronos jobs list --json | jq -r '.[] | select(.state==\"paused\") | .id'",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, _, err := c.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeRuntime(rt)
-			jobs, err := rt.Jobs(cmd.Context())
+		RunE: c.onRuntime(func(ctx context.Context, cmd *cobra.Command, _ []string, rt *agent.Runtime, _ provider.Target) error {
+			jobs, err := rt.Jobs(ctx)
 			if err != nil {
 				return err
 			}
@@ -39,7 +36,7 @@ func (c *jobsCLI) listCmd() *cobra.Command {
 				views = append(views, rt.View(&jobs[i]))
 			}
 			return out.Print(cmd.OutOrStdout(), views, func(w io.Writer) error { return agent.WriteJobTable(w, jobs) })
-		},
+		}),
 	}, "the jobs")
 }
 
@@ -48,19 +45,14 @@ func (c *jobsCLI) showCmd() *cobra.Command {
 	return out.Register(&cobra.Command{
 		Use: "show ID", Short: "Show one job", Args: cobra.ExactArgs(1),
 		Example: "  chronos jobs show backup\n  chronos jobs show backup --json | jq .next_run_at",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, _, err := c.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeRuntime(rt)
-			j, err := rt.Job(cmd.Context(), args[0])
+		RunE: c.onRuntime(func(ctx context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, _ provider.Target) error {
+			j, err := rt.Job(ctx, args[0])
 			if err != nil {
 				return jobError(err)
 			}
 			v := rt.View(&j)
 			return out.Print(cmd.OutOrStdout(), v, v.WriteDetail)
-		},
+		}),
 	}, "the job")
 }
 

@@ -17,9 +17,7 @@ type notifyCLI struct{ home string }
 
 func newNotifyCmd() *cobra.Command {
 	c := &notifyCLI{}
-	g := groupCmd("notify", "See, replay and verify the notifications of job runs", c.listCmd(), c.replayCmd(), c.secretCmd())
-	g.PersistentFlags().StringVar(&c.home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
-	return g
+	return homeGroup(&c.home, groupCmd("notify", "See, replay and verify the notifications of job runs", c.listCmd(), c.replayCmd(), c.secretCmd()))
 }
 
 // outbox opens the outbox of the home the jobs commands would use.

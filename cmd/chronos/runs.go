@@ -13,13 +13,11 @@ import (
 )
 
 func newRunsCmd() *cobra.Command {
-	var home string
-	c := groupCmd("runs", "Read the run ledger, show a fanout's children, cancel a run", newRunsListCmd(&home), newRunsShowCmd(&home), newRunsCancelCmd(&home))
-	c.PersistentFlags().StringVar(&home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
-	return c
+	c := &jobsCLI{}
+	return homeGroup(&c.home, groupCmd("runs", "Read the run ledger, show a fanout's children, cancel a run", newRunsListCmd(c), newRunsShowCmd(c), newRunsCancelCmd(c)))
 }
 
-func newRunsListCmd(home *string) *cobra.Command {
+func newRunsListCmd(rc *jobsCLI) *cobra.Command {
 	var (
 		jobID, since string
 		limit        int
@@ -51,7 +49,7 @@ every field of the ledger's fold, these included.`,
 				}
 				f.Since = t
 			}
-			t, err := target(*home)
+			t, err := target(rc.home)
 			if err != nil {
 				return err
 			}

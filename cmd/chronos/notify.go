@@ -9,7 +9,6 @@ import (
 
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/internal/cmdline"
-	"github.com/chronoscron/chronos/internal/termtext"
 )
 
 // notifyCLI is what the notify commands share: the --home flag.
@@ -50,13 +49,7 @@ func (c *notifyCLI) listCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return out.Print(cmd.OutOrStdout(), append([]notify.Row{}, rows...), func(w io.Writer) error {
-				cells := make([][]string, 0, len(rows))
-				for _, r := range rows {
-					cells = append(cells, r.Columns(termSafe))
-				}
-				return termtext.Table(w, notify.RowHeader, cells)
-			})
+			return out.Print(cmd.OutOrStdout(), append([]notify.Row{}, rows...), func(w io.Writer) error { return notify.WriteRows(w, rows) })
 		}}
 	cmd.Flags().BoolVar(&pending, "pending", false, "only the notifications still owed (pending or being sent)")
 	cmd.Flags().BoolVar(&dead, "dead", false, "only the notifications given up on (see notify replay)")

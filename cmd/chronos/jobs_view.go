@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/internal/cmdline"
@@ -154,13 +154,7 @@ Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printe
 			if err != nil {
 				return jobError(err)
 			}
-			err = out.Print(cmd.OutOrStdout(), run, func(w io.Writer) error {
-				fmt.Fprintln(w, termSafe(run.Summary()))
-				if run.Output != "" {
-					fmt.Fprintf(w, "output: %s\n", termSafe(filepath.Join(t.Home, run.Output)))
-				}
-				return nil
-			})
+			err = out.Print(cmd.OutOrStdout(), run, func(w io.Writer) error { return ledger.WriteOutcome(w, &run, t.Home) })
 			if err == nil && !run.State.Succeeded() {
 				err = fmt.Errorf("jobs run: run %s %s", run.RunID, run.State)
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,25 +52,14 @@ every field of the ledger's fold, these included.`,
 			if err != nil {
 				return err
 			}
-			hd := t.Home
-			if err := agent.RecordPausedIn(cmd.Context(), agent.Config{Home: hd, Location: t.Location}); err != nil {
-				return err
-			}
-			lg, err := ledger.Open(filepath.Join(hd, "runs"))
+			runs, err := agent.ReadRuns(cmd.Context(), agent.Config{Home: t.Home, Location: t.Location}, f)
 			if err != nil {
 				return err
-			}
-			runs, err := lg.Runs(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			if runs == nil {
-				runs = []ledger.Run{}
 			}
 			if tree {
 				return ledger.WriteTree(cmd.OutOrStdout(), runs)
 			}
-			return out.Print(cmd.OutOrStdout(), runs, func(w io.Writer) error { return ledger.WriteRunTable(w, runs, hd) })
+			return out.Print(cmd.OutOrStdout(), runs, func(w io.Writer) error { return ledger.WriteRunTable(w, runs, t.Home) })
 		},
 	}
 	c.Flags().StringVar(&jobID, "job", "", "only runs of this job")

@@ -166,3 +166,21 @@ func RecordPausedIn(ctx context.Context, cfg Config) error {
 	}
 	return err
 }
+
+// ReadRuns records the slots passed while the jobs of cfg's home are paused
+// (RecordPausedIn), then reads the runs f selects from the home's ledger;
+// never nil. For runs list.
+func ReadRuns(ctx context.Context, cfg Config, f ledger.Filter) ([]ledger.Run, error) {
+	if err := RecordPausedIn(ctx, cfg); err != nil {
+		return nil, err
+	}
+	lg, err := ledger.Open(filepath.Join(cfg.Home, "runs"))
+	if err != nil {
+		return nil, err
+	}
+	runs, err := lg.Runs(ctx, f)
+	if runs == nil && err == nil {
+		runs = []ledger.Run{}
+	}
+	return runs, err
+}

@@ -109,3 +109,43 @@ func TestPauseDropsQueuedRun(t *testing.T) {
 		t.Fatalf("queued run %s not in the ledger", res.RunID)
 	}
 }
+
+// TestReadRuns: reading the ledger of a home no Runtime keeps open first
+// records the slots passed while its jobs are paused; a home with no jobs
+// and no runs reads as an empty list, not nil.
+func TestReadRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	empty, err := ReadRuns(ctx, Config{Home: t.TempDir()}, ledger.Filter{})
+	if err != nil || empty == nil || len(empty) != 0 {
+		t.Fatalf("ReadRuns of an empty home = %v, %v; want an empty list", empty, err)
+	}
+
+	home := t.TempDir()
+	rt, err := Open(ctx, Config{Home: home, Now: func() time.Time { return t0 }, Retention: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rt.AddJob(ctx, JobSpec{ID: "p", Schedule: "every 1m", Payload: shell("true")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Pause(ctx, "p", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	later := Config{Home: home, Now: func() time.Time { return t0.Add(3*time.Minute + 30*time.Second) }}
+	runs, err := ReadRuns(ctx, later, ledger.Filter{JobID: "p"})
+	if err != nil || len(runs) != 3 {
+		t.Fatalf("ReadRuns = %d runs (%v), want the 3 slots passed while paused: %+v", len(runs), err, runs)
+	}
+	for i, r := range runs {
+		if r.State != ledger.StateSkipped || r.Reason != ReasonPaused || !r.Slot.Equal(t0.Add(time.Duration(i+1)*time.Minute)) {
+			t.Errorf("run %d: %s %s at %s", i, r.State, r.Reason, r.Slot)
+		}
+	}
+	if newest, err := ReadRuns(ctx, later, ledger.Filter{Limit: 1}); err != nil || len(newest) != 1 || !newest[0].Slot.Equal(t0.Add(3*time.Minute)) {
+		t.Fatalf("ReadRuns with limit 1 = %+v, %v; want the newest run, recorded once", newest, err)
+	}
+}

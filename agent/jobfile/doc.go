@@ -1,5 +1,5 @@
-// Package jobfile reads job spec files (YAML or JSON) and the job kind
-// flags of `chronos jobs add` into an agent.JobSpec: one place for the
-// names of the workflow and fanout settings on the command line and in
-// files.
+// Package jobfile reads job spec files (YAML or JSON) and the job flags of
+// `chronos jobs add` and `chronos jobs edit` into an agent.JobSpec or an
+// agent.JobPatch: one place for the names of a job's settings on the
+// command line and in files.
 package jobfile

@@ -34,3 +34,17 @@ func WriteRunTable(w io.Writer, runs []Run, home string) error {
 	}
 	return termtext.Table(w, runTableHeader, rows)
 }
+
+// WriteOutcome writes how the run ended (Summary) and, when it kept its
+// output, the file holding it (under home): each on one line, made safe to
+// print on a terminal.
+func WriteOutcome(w io.Writer, r *Run, home string) error {
+	text := termtext.Escape(r.Summary(), termtext.EscapeNewlines) + "\n"
+	if r.Output != "" {
+		text += "output: " + termtext.Escape(filepath.Join(home, r.Output), termtext.EscapeNewlines) + "\n"
+	}
+	if _, err := io.WriteString(w, text); err != nil {
+		return fmt.Errorf("write run outcome: %w", err)
+	}
+	return nil
+}

@@ -24,3 +24,26 @@ func TestWriteRunTable(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteOutcome: the summary line, then the output file under the home
+// when the run kept one; control characters are escaped.
+func TestWriteOutcome(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		run  Run
+		want string
+	}{
+		{"output kept", Run{RunID: "r1", JobID: "j", State: StateInterrupted, Output: "output/r1.log", Reason: "stopped\x1b[2J"},
+			"run r1 of job j interrupted: stopped\\x1b[2J\noutput: /home/agent/output/r1.log\n"},
+		{"no output", Run{RunID: "r2", JobID: "j", State: StateSkipped, Reason: "window\nalready done"},
+			"run r2 of job j skipped: window\\nalready done\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := WriteOutcome(&b, &tc.run, "/home/agent"); err != nil || b.String() != tc.want {
+				t.Fatalf("WriteOutcome = %q, %v; want %q", b.String(), err, tc.want)
+			}
+		})
+	}
+}

@@ -2,8 +2,11 @@ package notify
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/termtext"
 )
 
 // RowHeader names the columns of Row.Columns.
@@ -40,4 +43,14 @@ func (r Row) Columns(esc func(string) string) []string {
 // String says in one line which notification r is and where it stands.
 func (r Row) String() string {
 	return fmt.Sprintf("notification %s (%s of job %s, run %s, to %s) is %s", r.ID, r.Body.Event, r.Body.JobID, r.Body.RunID, r.Target.Spec(), r.State)
+}
+
+// WriteRows writes rows as a table for a person (RowHeader and
+// Row.Columns), every column made safe to print on a terminal, on one line.
+func WriteRows(w io.Writer, rows []Row) error {
+	cells := make([][]string, 0, len(rows))
+	for _, r := range rows {
+		cells = append(cells, r.Columns(func(s string) string { return termtext.Escape(s, termtext.EscapeNewlines) }))
+	}
+	return termtext.Table(w, RowHeader, cells)
 }

@@ -39,6 +39,24 @@ func TestRowColumns(t *testing.T) {
 	}
 }
 
+func TestWriteRows(t *testing.T) {
+	t.Parallel()
+	n := notify.Notification{ID: "id1", Target: notify.Target{Kind: notify.KindFile, Path: "/tmp/e"},
+		Body: notify.Body{Event: notify.EventFailed, JobID: "evil\x1b[2Jjob\nx", RunID: "r"}}
+	var b strings.Builder
+	if err := notify.WriteRows(&b, []notify.Row{{Notification: n, State: notify.StateDead, LastError: "gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != strings.Join(notify.RowHeader, " ") {
+		t.Fatalf("table %q: want the header and one row", b.String())
+	}
+	if strings.ContainsAny(lines[1], "\x1b") || !strings.Contains(lines[1], "id1") || !strings.Contains(lines[1], "gone") ||
+		!strings.Contains(lines[1], "dead") {
+		t.Fatalf("row %q: want id, state and error, no control character", lines[1])
+	}
+}
+
 // upper is what Columns returns under strings.ToUpper: the escape applies
 // to every column.
 func upper(cols []string) []string {

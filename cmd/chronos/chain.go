@@ -29,19 +29,14 @@ type chainCLI struct {
 }
 
 // run opens the runtime of the home for fn, one chain command's work.
-func (c *chainCLI) run(fn func(ctx context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, t provider.Target) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		rt, t, err := c.open(cmd.Context())
-		if err != nil {
-			return err
-		}
-		defer closeRuntime(rt)
-		err = fn(cmd.Context(), cmd, args, rt, t)
+func (c *chainCLI) run(fn rtFunc) func(*cobra.Command, []string) error {
+	return c.onRuntime(func(ctx context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, t provider.Target) error {
+		err := fn(ctx, cmd, args, rt, t)
 		if errors.Is(err, agent.ErrInvalidJob) || errors.Is(err, chain.ErrNotFound) {
 			return asUsage(err)
 		}
 		return cmdline.WithCode(chain.ExitCode(err), err)
-	}
+	})
 }
 
 // step reads the step's time and command (after "--") into s.
@@ -127,8 +122,7 @@ func newChainCmd() *cobra.Command {
 	c.out.Register(closeCmd, "the chain")
 	g := groupCmd("chain", "Start, spawn into and close chains of one-shot steps; manage class breakers", start, spawn, closeCmd, c.breakerCmd())
 	g.Long = "Chains are self-limiting runs of one-shot steps a scout starts for one incident.\n\n" + chain.ExitHelp
-	g.PersistentFlags().StringVar(&c.home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
-	return g
+	return homeGroup(&c.home, g)
 }
 
 func (c *chainCLI) breakerCmd() *cobra.Command {
@@ -174,7 +168,5 @@ func newChainsCmd() *cobra.Command {
 	list.Example, show.Example = "  chronos chains list --state active\n  chronos chains list --class disk --json", "  chronos chains show disk-sda-20261124"
 	c.out.Register(list, "the chains")
 	c.out.Register(show, "the chain")
-	g := groupCmd("chains", "List and show chains", list, show)
-	g.PersistentFlags().StringVar(&c.home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
-	return g
+	return homeGroup(&c.home, groupCmd("chains", "List and show chains", list, show))
 }

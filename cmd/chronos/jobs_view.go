@@ -1,15 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/localapi"
+	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
@@ -24,13 +26,8 @@ func (c *jobsCLI) listCmd() *cobra.Command {
 	return out.Register(&cobra.Command{
 		Use: "list", Short: "List jobs", Args: cobra.NoArgs,
 		Example: "  chronos jobs list\n  chronos jobs list --json | jq -r '.[] | select(.state==\"paused\") | .id'",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, _, err := c.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeRuntime(rt)
-			jobs, err := rt.Jobs(cmd.Context())
+		RunE: c.onRuntime(func(ctx context.Context, cmd *cobra.Command, _ []string, rt *agent.Runtime, _ provider.Target) error {
+			jobs, err := rt.Jobs(ctx)
 			if err != nil {
 				return err
 			}
@@ -39,7 +36,7 @@ func (c *jobsCLI) listCmd() *cobra.Command {
 				views = append(views, rt.View(&jobs[i]))
 			}
 			return out.Print(cmd.OutOrStdout(), views, func(w io.Writer) error { return agent.WriteJobTable(w, jobs) })
-		},
+		}),
 	}, "the jobs")
 }
 
@@ -48,19 +45,14 @@ func (c *jobsCLI) showCmd() *cobra.Command {
 	return out.Register(&cobra.Command{
 		Use: "show ID", Short: "Show one job", Args: cobra.ExactArgs(1),
 		Example: "  chronos jobs show backup\n  chronos jobs show backup --json | jq .next_run_at",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, _, err := c.open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer closeRuntime(rt)
-			j, err := rt.Job(cmd.Context(), args[0])
+		RunE: c.onRuntime(func(ctx context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, _ provider.Target) error {
+			j, err := rt.Job(ctx, args[0])
 			if err != nil {
 				return jobError(err)
 			}
 			v := rt.View(&j)
 			return out.Print(cmd.OutOrStdout(), v, v.WriteDetail)
-		},
+		}),
 	}, "the job")
 }
 
@@ -162,13 +154,7 @@ Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printe
 			if err != nil {
 				return jobError(err)
 			}
-			err = out.Print(cmd.OutOrStdout(), run, func(w io.Writer) error {
-				fmt.Fprintln(w, termSafe(run.Summary()))
-				if run.Output != "" {
-					fmt.Fprintf(w, "output: %s\n", termSafe(filepath.Join(t.Home, run.Output)))
-				}
-				return nil
-			})
+			err = out.Print(cmd.OutOrStdout(), run, func(w io.Writer) error { return ledger.WriteOutcome(w, &run, t.Home) })
 			if err == nil && !run.State.Succeeded() {
 				err = fmt.Errorf("jobs run: run %s %s", run.RunID, run.State)
 			}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/internal/cmdline"
-	"github.com/chronoscron/chronos/internal/termtext"
 )
 
 // notifyCLI is what the notify commands share: the --home flag.
@@ -17,9 +16,7 @@ type notifyCLI struct{ home string }
 
 func newNotifyCmd() *cobra.Command {
 	c := &notifyCLI{}
-	g := groupCmd("notify", "See, replay and verify the notifications of job runs", c.listCmd(), c.replayCmd(), c.secretCmd())
-	g.PersistentFlags().StringVar(&c.home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
-	return g
+	return homeGroup(&c.home, groupCmd("notify", "See, replay and verify the notifications of job runs", c.listCmd(), c.replayCmd(), c.secretCmd()))
 }
 
 // outbox opens the outbox of the home the jobs commands would use.
@@ -52,13 +49,7 @@ func (c *notifyCLI) listCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return out.Print(cmd.OutOrStdout(), append([]notify.Row{}, rows...), func(w io.Writer) error {
-				cells := make([][]string, 0, len(rows))
-				for _, r := range rows {
-					cells = append(cells, r.Columns(termSafe))
-				}
-				return termtext.Table(w, notify.RowHeader, cells)
-			})
+			return out.Print(cmd.OutOrStdout(), append([]notify.Row{}, rows...), func(w io.Writer) error { return notify.WriteRows(w, rows) })
 		}}
 	cmd.Flags().BoolVar(&pending, "pending", false, "only the notifications still owed (pending or being sent)")
 	cmd.Flags().BoolVar(&dead, "dead", false, "only the notifications given up on (see notify replay)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,13 +12,11 @@ import (
 )
 
 func newRunsCmd() *cobra.Command {
-	var home string
-	c := groupCmd("runs", "Read the run ledger, show a fanout's children, cancel a run", newRunsListCmd(&home), newRunsShowCmd(&home), newRunsCancelCmd(&home))
-	c.PersistentFlags().StringVar(&home, "home", "", "agent home directory (default $CHRONOS_HOME, else the home of $CHRONOS_AGENT_CONFIG, else ~/.chronos)")
-	return c
+	c := &jobsCLI{}
+	return homeGroup(&c.home, groupCmd("runs", "Read the run ledger, show a fanout's children, cancel a run", newRunsListCmd(c), newRunsShowCmd(c), newRunsCancelCmd(c)))
 }
 
-func newRunsListCmd(home *string) *cobra.Command {
+func newRunsListCmd(rc *jobsCLI) *cobra.Command {
 	var (
 		jobID, since string
 		limit        int
@@ -51,29 +48,18 @@ every field of the ledger's fold, these included.`,
 				}
 				f.Since = t
 			}
-			t, err := target(*home)
+			t, err := target(rc.home)
 			if err != nil {
 				return err
 			}
-			hd := t.Home
-			if err := agent.RecordPausedIn(cmd.Context(), agent.Config{Home: hd, Location: t.Location}); err != nil {
-				return err
-			}
-			lg, err := ledger.Open(filepath.Join(hd, "runs"))
+			runs, err := agent.ReadRuns(cmd.Context(), agent.Config{Home: t.Home, Location: t.Location}, f)
 			if err != nil {
 				return err
-			}
-			runs, err := lg.Runs(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			if runs == nil {
-				runs = []ledger.Run{}
 			}
 			if tree {
 				return ledger.WriteTree(cmd.OutOrStdout(), runs)
 			}
-			return out.Print(cmd.OutOrStdout(), runs, func(w io.Writer) error { return ledger.WriteRunTable(w, runs, hd) })
+			return out.Print(cmd.OutOrStdout(), runs, func(w io.Writer) error { return ledger.WriteRunTable(w, runs, t.Home) })
 		},
 	}
 	c.Flags().StringVar(&jobID, "job", "", "only runs of this job")

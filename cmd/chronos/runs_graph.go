@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
 
@@ -8,28 +9,26 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/internal/cmdline"
 )
 
 // runsRTCmd is a runs subcommand about one run, on the home's runtime; an
 // unknown or finished run is a usage error.
-func runsRTCmd(home *string, use, short, long string, run func(*cobra.Command, *agent.Runtime, string) error) *cobra.Command {
-	return &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.ExactArgs(1), RunE: func(cmd *cobra.Command, args []string) error {
-		rt, _, err := (&jobsCLI{home: *home}).open(cmd.Context())
-		if err != nil {
+func runsRTCmd(c *jobsCLI, use, short, long string, run func(*cobra.Command, *agent.Runtime, string) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Long: long, Args: cobra.ExactArgs(1),
+		RunE: c.onRuntime(func(_ context.Context, cmd *cobra.Command, args []string, rt *agent.Runtime, _ provider.Target) error {
+			err := run(cmd, rt, args[0])
+			if errors.Is(err, agent.ErrRunUnknown) || errors.Is(err, agent.ErrRunNotRunning) {
+				return asUsage(err)
+			}
 			return err
-		}
-		defer closeRuntime(rt)
-		if err = run(cmd, rt, args[0]); errors.Is(err, agent.ErrRunUnknown) || errors.Is(err, agent.ErrRunNotRunning) {
-			return asUsage(err)
-		}
-		return err
-	}}
+		})}
 }
 
-func newRunsShowCmd(home *string) *cobra.Command {
+func newRunsShowCmd(rc *jobsCLI) *cobra.Command {
 	var out cmdline.Output
-	c := runsRTCmd(home, "show RUN_ID", "Show a run and, for a fanout, its children (with their items) and reducer",
+	c := runsRTCmd(rc, "show RUN_ID", "Show a run and, for a fanout, its children (with their items) and reducer",
 		"Show one run from the ledger: its state, times, output and reason. For a fanout parent the children\nfollow, each with its item and state, then the reducer. Exit 2 for an unknown run.",
 		func(cmd *cobra.Command, rt *agent.Runtime, id string) error {
 			r, kids, err := rt.RunGraph(cmd.Context(), id)
@@ -42,9 +41,9 @@ func newRunsShowCmd(home *string) *cobra.Command {
 	return out.Register(c, "the run and its children")
 }
 
-func newRunsCancelCmd(home *string) *cobra.Command {
+func newRunsCancelCmd(rc *jobsCLI) *cobra.Command {
 	var out cmdline.Output
-	c := runsRTCmd(home, "cancel RUN_ID", "Cancel a run in progress (a fanout's pending children never start, running ones are stopped)",
+	c := runsRTCmd(rc, "cancel RUN_ID", "Cancel a run in progress (a fanout's pending children never start, running ones are stopped)",
 		"Ask the agent that owns a run to stop it: the request is written to the job store, so it reaches an\nagent in another process. A fanout starts no more children, running ones get SIGTERM and SIGKILL\n2 s later, the reducer does not run; each stopped run is recorded cancelled. Exit 2 for a run that is\nunknown or not running.",
 		func(cmd *cobra.Command, rt *agent.Runtime, id string) error {
 			if err := rt.CancelRun(cmd.Context(), id, ""); err != nil {

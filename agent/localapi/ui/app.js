@@ -86,6 +86,8 @@ $("#login-form").addEventListener("submit", async (ev) => {
     await loadAll();
     startStream();
   } catch (e) {
+    // A refused token is wiped, so the next attempt starts from an empty field.
+    $("#login-token").value = "";
     $("#login-error").textContent = e.message;
   }
 });

@@ -178,8 +178,47 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 		}
 	}
 
-	// The chains view answers (this agent has none yet).
+	// Chains: one open; three closed failed, which open their class's
+	// breaker. The chains view lists them with their steps, tells a
+	// chain's story, and resets the breaker with its button.
 	browser.Click(`[data-test="nav-chains"]`)
 	browser.WaitVisible(`[data-test="no-chains"]`)
-	browser.WaitVisible(`[data-test="no-breakers"]`)
+	mustChronos(t, dir, nil, "--home", home, "chain", "start", "--class", "probe", "--id", "probe-1", "--stage", "action", "--in", "1h", "--", "true")
+	for _, id := range []string{"disk-1", "disk-2", "disk-3"} {
+		mustChronos(t, dir, nil, "--home", home, "chain", "start", "--class", "disk", "--id", id, "--stage", "action", "--in", "1h", "--", "true")
+		mustChronos(t, dir, nil, "--home", home, "chain", "close", "--chain", id, "--failed", "--reason", "still full")
+	}
+	browser.Click(`[data-test="nav-jobs"]`)
+	browser.Click(`[data-test="nav-chains"]`)
+	browser.WaitExact(`[data-test="chain-row"][data-chain-id="probe-1"] [data-test="chain-state"]`, "armed")
+	browser.WaitVisible(`[data-chain-id="probe-1"] [data-test="chain-step"][data-status="pending"]`)
+	browser.WaitText(`[data-test="chain-row"][data-chain-id="disk-2"] [data-test="chain-reason"]`, "still full")
+	rows := browsertest.Eval[[]string](browser, `[...document.querySelectorAll('[data-test="chain-row"]')].map((r) => r.dataset.chainId)`)
+	if want := "probe-1 disk-3 disk-2 disk-1"; strings.Join(rows, " ") != want {
+		t.Fatalf("chains listed %v, want %s", rows, want)
+	}
+	browser.Click(`[data-test="chain-row"][data-chain-id="probe-1"] [data-test="chain-open"]`)
+	browser.WaitText(`[data-test="chain-story"]`, "Chain probe-1 (class probe): armed")
+	browser.WaitVisible(`[data-test="chain-transition"]`)
+	browser.WaitVisible(`[data-test="story-step"][data-status="pending"]`)
+	browser.WaitVisible(`[data-test="breaker-row"][data-class="disk"][data-state="open"]`)
+	if resume := browser.Text(`[data-class="disk"] [data-test="breaker-resume"]`); resume == "-" || resume == "" {
+		t.Fatalf("the open breaker shows no resume time (%q)", resume)
+	}
+	browser.Click(`[data-class="disk"] [data-test="breaker-reset"]`)
+	browser.WaitVisible(`[data-test="breaker-row"][data-class="disk"][data-state="closed"]`)
+	var breakers struct {
+		Breakers []struct {
+			Class string `json:"class"`
+			State string `json:"state"`
+		} `json:"breakers"`
+	}
+	agentAPI(t, uiURL, token, http.MethodGet, "/api/chain-breakers", nil, &breakers)
+	reset := false
+	for _, b := range breakers.Breakers {
+		reset = reset || b.Class == "disk" && b.State == "closed"
+	}
+	if !reset {
+		t.Fatalf("after the reset the agent has %+v", breakers.Breakers)
+	}
 }

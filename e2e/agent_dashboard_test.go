@@ -55,8 +55,11 @@ func agentAPI(t *testing.T, base, token, method, path string, body, out any) {
 // Chromium against a real `chronos agent serve` (built-in timer, no NAS):
 // it logs in with the home's ui-token, adds a job through the form, runs it
 // and sees the run and its output arrive through the event stream without a
-// reload, pauses and resumes it, and sees a fanout run's children (with
-// their items) and reducer nested under the parent run.
+// reload, pauses and resumes it, sees a fanout run's children (with their
+// items) and reducer nested under the parent run and a workflow's
+// dependencies with their status dots and its skipped run with the reason,
+// and in the chains view lists chains with their steps, opens a chain's
+// story and resets an open breaker. Any request off loopback fails it.
 func TestAgentDashboardInABrowser(t *testing.T) {
 	t.Parallel()
 	browser := browsertest.New(t)
@@ -177,6 +180,26 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+
+	// A workflow shows its dependencies with a status dot each; its run,
+	// declined for a dependency without a run, is shown skipped with the
+	// reason naming it.
+	agentAPI(t, uiURL, token, http.MethodPost, "/api/jobs", map[string]any{
+		"id": "never", "schedule": "@yearly", "paused": true, "paused_reason": "kept idle",
+		"payload": map[string]any{"kind": "shell", "shell": map[string]any{"command": "true"}},
+	}, nil)
+	agentAPI(t, uiURL, token, http.MethodPost, "/api/jobs", map[string]any{
+		"id": "publish", "schedule": "@daily", "job_kind": "workflow",
+		"payload":  map[string]any{"kind": "shell", "shell": map[string]any{"command": "echo published"}},
+		"workflow": map[string]any{"depends_on": []string{"hello", "never"}, "window": "1h"},
+	}, nil)
+	browser.Click(`[data-test="nav-jobs"]`)
+	browser.Click(`[data-job-id="publish"] [data-test="job-link"]`)
+	browser.WaitVisible(`[data-test="job-deps"] [data-test="dep"][data-dep-id="hello"][data-state="succeeded"] [data-test="dep-dot"]`)
+	browser.WaitVisible(`[data-test="job-deps"] [data-test="dep"][data-dep-id="never"][data-state="missing"] [data-test="dep-dot"]`)
+	browser.Click(`[data-test="job-page-run"]`)
+	browser.WaitVisible(`[data-test="run-row"][data-state="skipped"]`)
+	browser.WaitText(`[data-test="run-row"][data-state="skipped"] [data-test="run-reason"]`, "never")
 
 	// Chains: one open; three closed failed, which open their class's
 	// breaker. The chains view lists them with their steps, tells a

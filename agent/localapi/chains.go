@@ -39,7 +39,8 @@ type ChainStory struct {
 }
 
 // BreakerList answers GET /api/chain-breakers: every class's breaker,
-// ordered by class.
+// ordered by class (without the alerts still owed to the notification
+// outbox).
 type BreakerList struct {
 	Breakers []chain.Breaker `json:"breakers"`
 }
@@ -128,6 +129,9 @@ func (s *Server) listBreakers(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	for i := range bs {
+		bs[i] = public(bs[i])
+	}
 	return writeJSON(c, http.StatusOK, BreakerList{Breakers: bs})
 }
 
@@ -143,5 +147,13 @@ func (s *Server) resetBreaker(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, b)
+	return writeJSON(c, http.StatusOK, public(b))
+}
+
+// public is b without the alerts it still owes the notification outbox:
+// they carry their targets (webhook addresses, commands), which the
+// breaker's answer has no need to repeat.
+func public(b chain.Breaker) chain.Breaker {
+	b.Outbound = nil
+	return b
 }

@@ -228,6 +228,11 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 	if resume := browser.Text(`[data-class="disk"] [data-test="breaker-resume"]`); resume == "-" || resume == "" {
 		t.Fatalf("the open breaker shows no resume time (%q)", resume)
 	}
+	browser.Screenshot(filepath.Join(shots, "agent-chains-390.png"), 390, 844)
+	if scroll := browsertest.Eval[int](browser, `document.documentElement.scrollWidth`); scroll > 390 {
+		t.Errorf("at 390 px the chains view is %d px wide: it scrolls sideways", scroll)
+	}
+	browser.Viewport(1280, 900)
 	browser.Click(`[data-class="disk"] [data-test="breaker-reset"]`)
 	browser.WaitVisible(`[data-test="breaker-row"][data-class="disk"][data-state="closed"]`)
 	var breakers struct {

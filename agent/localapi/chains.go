@@ -130,7 +130,7 @@ func (s *Server) listBreakers(c echo.Context) error {
 		return err
 	}
 	for i := range bs {
-		bs[i] = public(bs[i])
+		bs[i] = withoutOutbound(bs[i])
 	}
 	return writeJSON(c, http.StatusOK, BreakerList{Breakers: bs})
 }
@@ -147,13 +147,13 @@ func (s *Server) resetBreaker(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, public(b))
+	return writeJSON(c, http.StatusOK, withoutOutbound(b))
 }
 
-// public is b without the alerts it still owes the notification outbox:
-// they carry their targets (webhook addresses, commands), which the
+// withoutOutbound is b without the alerts it still owes the notification
+// outbox: they carry their targets (webhook addresses, commands), which the
 // breaker's answer has no need to repeat.
-func public(b chain.Breaker) chain.Breaker {
+func withoutOutbound(b chain.Breaker) chain.Breaker {
 	b.Outbound = nil
 	return b
 }

@@ -194,6 +194,15 @@ func TestChainsThroughTheAPI(t *testing.T) {
 		t.Fatalf("story %+v", story)
 	}
 
+	// Once the step has run, the story carries its run.
+	var stepRun localapi.RunInfo
+	e.must(t, http.StatusOK, "POST", "/api/jobs/"+story.Steps[0].JobID+"/run", `{"force":false,"wait":true}`, &stepRun)
+	e.must(t, http.StatusOK, "GET", "/api/chains/probe-1", "", &story)
+	if got := story.Steps[0]; got.Status != chain.StepSucceeded || got.Run == nil || got.Run.RunID != stepRun.RunID ||
+		got.Run.State != ledger.StateSucceeded {
+		t.Fatalf("step after its run %+v (run %+v), want run %s succeeded", got.Step, got.Run, stepRun.RunID)
+	}
+
 	var bl localapi.BreakerList
 	e.must(t, http.StatusOK, "GET", "/api/chain-breakers", "", &bl)
 	open := func() *chain.Breaker {

@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/chronoscron/chronos"
+	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/sidecar"
 	"github.com/chronoscron/chronos/contract"
@@ -234,6 +235,11 @@ var localTypes = map[string]reflect.Type{
 	"LocalCancelRequest": reflect.TypeFor[localapi.CancelRequest](),
 	"LocalCancelAnswer":  reflect.TypeFor[localapi.CancelAnswer](),
 	"LocalStatus":        reflect.TypeFor[sidecar.Report](),
+	"LocalRunChildren":   reflect.TypeFor[localapi.RunChildren](),
+	"LocalChainList":     reflect.TypeFor[localapi.ChainList](),
+	"LocalChainStory":    reflect.TypeFor[localapi.ChainStory](),
+	"LocalBreakerList":   reflect.TypeFor[localapi.BreakerList](),
+	"LocalBreaker":       reflect.TypeFor[chain.Breaker](),
 }
 
 // checkLocalExample decodes a local API example into t, unknown fields

@@ -20,6 +20,10 @@ import (
 const (
 	// EventRun carries one ledger line (a ledger.Entry) as it is written.
 	EventRun = "run"
+	// EventChain carries one ledger line of kind chain (a ledger.Entry): a
+	// chain started, spawned a step, was refused, cooled down or closed, a
+	// step was skipped, or a class's breaker opened, closed or was reset.
+	EventChain = "chain"
 	// EventJob carries a job that was added or changed (a JobInfo).
 	EventJob = "job"
 	// EventJobRemoved carries {"id": ...} of a job that was removed.
@@ -150,12 +154,15 @@ func (h *hub) close() {
 	}
 }
 
-// follow publishes every ledger line this agent writes and every job
-// change, until ctx ends.
+// follow publishes every run and chain line this agent writes and every
+// job change, until ctx ends.
 func (s *Server) follow(ctx context.Context) {
 	s.rt.Ledger().Observe(func(e ledger.Entry) {
-		if e.Kind == "" {
+		switch e.Kind {
+		case "":
 			s.hub.publish(EventRun, e)
+		case ledger.KindChain:
+			s.hub.publish(EventChain, e)
 		}
 	})
 	changes, stop := s.rt.Subscribe()
@@ -182,7 +189,7 @@ func (s *Server) snapshot(ctx context.Context, known map[string][]byte) map[stri
 	}
 	now := make(map[string][]byte, len(jobs))
 	for i := range jobs {
-		in := s.info(&jobs[i])
+		in := s.info(ctx, &jobs[i])
 		b, err := json.Marshal(in)
 		if err != nil {
 			continue

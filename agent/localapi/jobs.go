@@ -39,13 +39,19 @@ type JobSpec struct {
 	Paused       bool           `json:"paused,omitempty"`
 	PausedReason string         `json:"paused_reason,omitempty"`
 	Notify       *notify.Policy `json:"notify,omitempty"`
+	// JobKind is plain (default), workflow or fanout, with its settings
+	// in Workflow or Fanout.
+	JobKind  string          `json:"job_kind,omitempty"`
+	Workflow *store.Workflow `json:"workflow,omitempty"`
+	Fanout   *store.Fanout   `json:"fanout,omitempty"`
 }
 
 // SpecOf is the wire form of s.
 func SpecOf(s agent.JobSpec) JobSpec {
 	w := JobSpec{ID: s.ID, Name: s.Name, Schedule: s.Schedule, Timezone: s.Timezone, Repeat: s.Repeat,
 		Payload: s.Payload, Timeout: store.Duration(s.Timeout), Grace: store.Duration(s.Grace), Misfire: s.Misfire,
-		Overlap: s.Overlap, Window: s.Window, OnInterrupt: s.OnInterrupt, Paused: s.Paused, PausedReason: s.PausedReason}
+		Overlap: s.Overlap, Window: s.Window, OnInterrupt: s.OnInterrupt, Paused: s.Paused, PausedReason: s.PausedReason,
+		JobKind: s.JobKind, Workflow: s.Workflow, Fanout: s.Fanout}
 	if s.Retry != (agent.Retry{}) {
 		r := s.Retry
 		w.Retry = &r
@@ -61,7 +67,8 @@ func SpecOf(s agent.JobSpec) JobSpec {
 func (w JobSpec) Spec() agent.JobSpec {
 	s := agent.JobSpec{ID: w.ID, Name: w.Name, Schedule: w.Schedule, Timezone: w.Timezone, Repeat: w.Repeat,
 		Payload: w.Payload, Timeout: time.Duration(w.Timeout), Grace: time.Duration(w.Grace), Misfire: w.Misfire,
-		Overlap: w.Overlap, Window: w.Window, OnInterrupt: w.OnInterrupt, Paused: w.Paused, PausedReason: w.PausedReason}
+		Overlap: w.Overlap, Window: w.Window, OnInterrupt: w.OnInterrupt, Paused: w.Paused, PausedReason: w.PausedReason,
+		JobKind: w.JobKind, Workflow: w.Workflow, Fanout: w.Fanout}
 	if w.Retry != nil {
 		s.Retry = *w.Retry
 	}
@@ -112,10 +119,17 @@ func (w JobPatch) Patch() agent.JobPatch {
 }
 
 // JobInfo is a job as the API answers it: its view (state, schedule as
-// understood) and its next fires.
+// understood), its job kind, its next fires and, for a workflow, what each
+// dependency's latest run in the window was.
 type JobInfo struct {
 	agent.JobView
+	// JobKind is plain, workflow or fanout (always present, unlike the
+	// stored job's field).
+	JobKind   string      `json:"job_kind"`
 	NextFires []time.Time `json:"next_fires"`
+	// Dependencies is a workflow's depends_on, each with the state of its
+	// latest finished run within the window ("missing" when none).
+	Dependencies []agent.DepStatus `json:"dependencies,omitempty"`
 }
 
 // PauseRequest is the body of POST /api/jobs/{id}/pause.
@@ -153,12 +167,28 @@ type JobList struct {
 	Jobs []JobInfo `json:"jobs"`
 }
 
-func (s *Server) info(j *agent.Job) JobInfo { return InfoOf(s.rt, j) }
+// info is job j as the API answers it: InfoOf, and for a workflow its
+// dependencies' statuses now (left out when the ledger cannot be read).
+func (s *Server) info(ctx context.Context, j *agent.Job) JobInfo {
+	in := InfoOf(s.rt, j)
+	if j.Workflow != nil {
+		if deps, err := s.rt.Dependencies(ctx, j, time.Now()); err == nil {
+			in.Dependencies = deps
+		}
+	}
+	return in
+}
 
-// InfoOf is job j of rt as the API answers it: its view and its next three
-// fires, in its zone.
+// JobKindPlain is JobInfo.JobKind of a plain job.
+const JobKindPlain = "plain"
+
+// InfoOf is job j of rt as the API answers it: its view, its job kind and
+// its next three fires, in its zone.
 func InfoOf(rt *agent.Runtime, j *agent.Job) JobInfo {
-	in := JobInfo{JobView: rt.View(j), NextFires: []time.Time{}}
+	in := JobInfo{JobView: rt.View(j), JobKind: j.JobKind, NextFires: []time.Time{}}
+	if in.JobKind == store.JobKindPlain {
+		in.JobKind = JobKindPlain
+	}
 	if j.NextRunAt != nil {
 		if sched, err := rt.Schedule(j); err == nil {
 			in.NextFires = agent.Fires(sched, j.NextRunAt.Add(-time.Nanosecond), nextFires)
@@ -208,7 +238,7 @@ func (s *Server) listJobs(c echo.Context) error {
 	}
 	out := JobList{Jobs: make([]JobInfo, 0, len(jobs))}
 	for i := range jobs {
-		out.Jobs = append(out.Jobs, s.info(&jobs[i]))
+		out.Jobs = append(out.Jobs, s.info(c.Request().Context(), &jobs[i]))
 	}
 	return writeJSON(c, http.StatusOK, out)
 }
@@ -222,7 +252,7 @@ func (s *Server) showJob(c echo.Context) error {
 	if err != nil {
 		return jobError(err)
 	}
-	return writeJSON(c, http.StatusOK, s.info(&j))
+	return writeJSON(c, http.StatusOK, s.info(c.Request().Context(), &j))
 }
 
 func (s *Server) addJob(c echo.Context) error {
@@ -234,7 +264,7 @@ func (s *Server) addJob(c echo.Context) error {
 	if err != nil {
 		return jobError(err)
 	}
-	return writeJSON(c, http.StatusCreated, s.info(&j))
+	return writeJSON(c, http.StatusCreated, s.info(c.Request().Context(), &j))
 }
 
 func (s *Server) editJob(c echo.Context) error {
@@ -250,7 +280,7 @@ func (s *Server) editJob(c echo.Context) error {
 	if err != nil {
 		return jobError(err)
 	}
-	return writeJSON(c, http.StatusOK, s.info(&j))
+	return writeJSON(c, http.StatusOK, s.info(c.Request().Context(), &j))
 }
 
 // change answers a change of one job made by do.
@@ -263,7 +293,7 @@ func (s *Server) change(c echo.Context, do func(ctx context.Context, id string) 
 	if err != nil {
 		return jobError(err)
 	}
-	return writeJSON(c, http.StatusOK, s.info(&j))
+	return writeJSON(c, http.StatusOK, s.info(c.Request().Context(), &j))
 }
 
 func (s *Server) pauseJob(c echo.Context) error {

@@ -27,8 +27,9 @@ const (
 )
 
 // runStates are the states a run can be in, for the status filter.
-var runStates = []ledger.State{ledger.StateClaimed, ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed,
-	ledger.StateSkipped, ledger.StateMissed, ledger.StateInterrupted, ledger.StateDuplicate, ledger.StateCancelled}
+var runStates = []ledger.State{ledger.StateClaimed, ledger.StateRunning, ledger.StateSucceeded, ledger.StatePartial,
+	ledger.StateFailed, ledger.StateSkipped, ledger.StateMissed, ledger.StateInterrupted, ledger.StateDuplicate,
+	ledger.StateCancelled}
 
 // RunInfo is a run as the API answers it: the fold of its ledger lines, and
 // whether it is live in this agent (it can be cancelled).
@@ -84,6 +85,12 @@ func parseRunQuery(c echo.Context) (runQuery, error) {
 			return q, contract.BadRequest(contract.CodeInvalidJobID, "job_id %q must match ^[A-Za-z0-9._-]{1,128}$", id)
 		}
 		q.filter.JobID = id
+	}
+	if id := qs.Get("parent_run_id"); id != "" {
+		if !validRunID(id) {
+			return q, contract.BadRequest(contract.CodeInvalidRequest, "parent_run_id %q is not a valid run id", id)
+		}
+		q.filter.ParentRunID = id
 	}
 	if st := qs.Get("status"); st != "" {
 		q.status = ledger.State(st)
@@ -190,10 +197,42 @@ func (s *Server) listRuns(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, out)
 }
 
+// validRunID reports whether id can name a run.
+func validRunID(id string) bool {
+	return id != "" && len(id) <= 200 && !strings.ContainsAny(id, "/\\")
+}
+
+// RunChildren answers GET /api/runs/{id}/children: the children of a
+// fanout parent run in item order, then its reducer; each carries its item
+// and role. A run that is not a fanout parent has none.
+type RunChildren struct {
+	Parent   RunInfo   `json:"parent"`
+	Children []RunInfo `json:"children"`
+}
+
+func (s *Server) runChildren(c echo.Context) error {
+	id := c.Param("id")
+	if !validRunID(id) {
+		return contract.BadRequest(contract.CodeInvalidRequest, "run id %q is not valid", id)
+	}
+	parent, kids, err := s.rt.RunGraph(c.Request().Context(), id)
+	if errors.Is(err, agent.ErrRunUnknown) {
+		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no run %q", id)
+	}
+	if err != nil {
+		return err
+	}
+	out := RunChildren{Parent: s.runInfo(parent), Children: make([]RunInfo, 0, len(kids))}
+	for _, k := range kids {
+		out.Children = append(out.Children, s.runInfo(k))
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
 // findRun returns the run with id from the ledger.
 func (s *Server) findRun(c echo.Context) (ledger.Run, error) {
 	id := c.Param("id")
-	if id == "" || len(id) > 200 || strings.ContainsAny(id, "/\\") {
+	if !validRunID(id) {
 		return ledger.Run{}, contract.BadRequest(contract.CodeInvalidRequest, "run id %q is not valid", id)
 	}
 	runs, err := s.rt.Ledger().Runs(c.Request().Context(), ledger.Filter{})

@@ -121,6 +121,10 @@ func (s *Server) routes() *echo.Echo {
 	r.GET("/jobs/:id", s.showJob)
 	r.GET("/runs", s.listRuns)
 	r.GET("/runs/:id", s.showRun)
+	r.GET("/runs/:id/children", s.runChildren)
+	r.GET("/chains", s.listChains)
+	r.GET("/chains/:id", s.showChain)
+	r.GET("/chain-breakers", s.listBreakers)
 	r.GET("/status", s.status)
 	r.GET("/events", s.events)
 	m := e.Group("/api", s.writeAuth)
@@ -131,6 +135,7 @@ func (s *Server) routes() *echo.Echo {
 	m.POST("/jobs/:id/resume", s.resumeJob)
 	m.POST("/jobs/:id/run", s.runJob)
 	m.POST("/runs/:id/cancel", s.cancelRun)
+	m.POST("/chain-breakers/:class/reset", s.resetBreaker)
 	return e
 }
 

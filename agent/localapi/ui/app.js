@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { jobs: new Map(), auth: false, readsOpen: true, view: "jobs", jobId: null, openRun: null };
+const state = { jobs: new Map(), auth: false, readsOpen: true, view: "jobs", jobId: null, openRun: null, openChain: null };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -53,6 +53,11 @@ function badge(status, reason) {
   return el("span", { class: "st st-" + status, title: reason || status, text: status });
 }
 
+function kindOf(j) { return j.job_kind || "plain"; }
+
+// terminal reports whether a run state ends the run.
+function terminal(st) { return st && st !== "claimed" && st !== "running"; }
+
 // Auth -----------------------------------------------------------------
 
 function showAuth(auth) {
@@ -81,6 +86,8 @@ $("#login-form").addEventListener("submit", async (ev) => {
     await loadAll();
     startStream();
   } catch (e) {
+    // A refused token is wiped, so the next attempt starts from an empty field.
+    $("#login-token").value = "";
     $("#login-error").textContent = e.message;
   }
 });
@@ -148,6 +155,7 @@ function jobRow(j) {
   return el("tr", { "data-test": "job-row", "data-job-id": j.id },
     el("td", {}, el("a", { href: "#/jobs/" + encodeURIComponent(j.id), "data-test": "job-link", text: j.id }),
       j.name ? el("div", { class: "reason", text: j.name }) : null),
+    el("td", { "data-test": "job-kind" }, el("span", { class: "kind kind-" + kindOf(j), text: kindOf(j) })),
     el("td", {}, el("code", { text: j.schedule }), el("div", { class: "reason", "data-test": "job-describe", text: j.describe || "" })),
     el("td", { "data-test": "job-next", text: next }),
     el("td", {}, el("span", { class: "state-" + j.state, "data-test": "job-state", text: j.state }),
@@ -190,32 +198,102 @@ function renderJobPage() {
     ["next fires", (j.next_fires || []).map(time).join(", ") || "-"], ["last run", time(j.last_run_at)],
     ["last status", (j.last_status || "-") + (j.last_error ? ": " + j.last_error : "")],
     ["payload", j.payload && j.payload.shell ? (j.payload.shell.command || (j.payload.shell.argv || []).join(" ")) : (j.payload && j.payload.http ? j.payload.http.url : "-")],
-    ["policies", "misfire " + j.misfire + ", overlap " + j.overlap + ", window " + j.window + ", on interrupt " + j.on_interrupt]];
+    ["policies", "misfire " + j.misfire + ", overlap " + j.overlap + ", window " + j.window + ", on interrupt " + j.on_interrupt],
+    ["job kind", kindOf(j)]];
+  if (j.workflow) {
+    const w = j.workflow;
+    rows.push(["workflow", "window " + (w.window || "-") + ", on missing " + (w.on_missing || "skip") + ", on dep fail " + (w.on_dep_fail || "skip")]);
+  }
+  if (j.fanout) {
+    const f = j.fanout;
+    rows.push(["fanout", "inputs from " + f.inputs_from + ", concurrency " + (f.concurrency || 1) +
+      (f.per_item_timeout ? ", per item timeout " + f.per_item_timeout : "") + ", partial tolerance " + (f.partial_tolerance || 0) +
+      ", item variable " + (f.item_var || "FANOUT_ITEM")]);
+    if (f.reducer) rows.push(["reducer", f.reducer.command + " (runs on " + (f.reducer.run_on || "success") + ")"]);
+  }
   $("#job-details").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
+  renderDeps(j);
   $("#job-page-pause").hidden = j.state === "paused" || j.state === "finished";
   $("#job-page-resume").hidden = j.state !== "paused";
 }
 
+// renderDeps shows a workflow's depends_on, a status dot per dependency.
+function renderDeps(j) {
+  const deps = j.workflow ? (j.dependencies || j.workflow.depends_on.map((id) => ({ job_id: id, state: "missing" }))) : [];
+  $("#job-deps-box").hidden = !j.workflow;
+  $("#job-deps").replaceChildren(...deps.map((d) => el("li", { "data-test": "dep", "data-dep-id": d.job_id, "data-state": d.state },
+    el("span", { class: "dot dot-" + d.state, "data-test": "dep-dot", title: d.state, "aria-label": d.state }),
+    el("a", { href: "#/jobs/" + encodeURIComponent(d.job_id), text: d.job_id }),
+    el("span", { class: "reason", text: d.state === "missing" ? "no finished run in the window" : d.state + (d.run_id ? " (" + d.run_id + ")" : "") }))));
+}
+
+function result(r) {
+  return r.duration_ms != null ? (r.exit_code ? "exit " + r.exit_code : "ok") + " in " + r.duration_ms + " ms" : "-";
+}
+
+function runActions(r) {
+  return el("td", { class: "actions" },
+    el("button", { type: "button", "data-test": "run-open", onclick: () => openRun(r.run_id), text: "Output" }),
+    r.live ? el("button", { type: "button", "data-test": "run-cancel", "data-mutates": true, disabled: !state.auth, class: "danger",
+      onclick: () => cancelRun(r.run_id), text: "Cancel" }) : null);
+}
+
 function runRow(r) {
-  const live = r.live;
-  return el("tr", { "data-test": "run-row", "data-run-id": r.run_id, "data-state": r.state },
-    el("td", { class: "mono", text: r.run_id }),
+  return el("tr", { "data-test": "run-row", "data-run-id": r.run_id, "data-state": r.state, "data-role": r.role },
+    el("td", { class: "mono", text: r.run_id }, r.role === "parent" ? el("div", { class: "reason", text: "fanout" }) : null),
     el("td", { text: r.trigger || "-" }),
     el("td", { text: time(r.slot) }),
     el("td", { "data-test": "run-state" }, badge(r.state, r.reason)),
-    el("td", { text: r.duration_ms != null ? (r.exit_code ? "exit " + r.exit_code : "ok") + " in " + r.duration_ms + " ms" : "-" }),
+    el("td", { text: result(r) }),
     el("td", { class: "reason", "data-test": "run-reason", text: r.reason || r.error || "" }),
-    el("td", { class: "actions" },
-      el("button", { type: "button", "data-test": "run-open", onclick: () => openRun(r.run_id), text: "Output" }),
-      live ? el("button", { type: "button", "data-test": "run-cancel", "data-mutates": true, disabled: !state.auth, class: "danger",
-        onclick: () => cancelRun(r.run_id), text: "Cancel" }) : null));
+    runActions(r));
+}
+
+// childRow is a fanout child or reducer, nested under its parent's row.
+function childRow(r) {
+  const label = r.role === "reducer" ? "reducer" : "item";
+  return el("tr", { "data-test": "run-child", class: "child child-" + r.role, "data-run-id": r.run_id, "data-parent-run-id": r.parent_run_id,
+    "data-role": r.role, "data-item": r.item || "", "data-state": r.state },
+    el("td", { class: "nest" }, el("span", { class: "reason", text: "\u21b3 " + label + " " }),
+      r.role === "reducer" ? null : el("code", { "data-test": "run-item", text: r.item })),
+    el("td", { class: "mono reason", text: r.run_id }),
+    el("td", { text: r.role }),
+    el("td", { "data-test": "run-state" }, badge(r.state, r.reason)),
+    el("td", { text: result(r) }),
+    el("td", { class: "reason", "data-test": "run-reason", text: r.reason || r.error || "" }),
+    runActions(r));
+}
+
+// maxNested bounds the fanout parents whose children a job page fetches.
+const maxNested = 10;
+let runsSeq = 0;
+let runsTimer = null;
+
+// scheduleRuns reloads the job page's runs soon, once for a burst of lines.
+function scheduleRuns() {
+  if (runsTimer) return;
+  runsTimer = setTimeout(() => { runsTimer = null; loadRuns(); }, 150);
 }
 
 async function loadRuns() {
   if (!state.jobId) return;
+  const seq = ++runsSeq;
   try {
     const list = await api("GET", "/api/runs?limit=50&job_id=" + encodeURIComponent(state.jobId));
-    $("#runs-table tbody").replaceChildren(...list.runs.map(runRow));
+    const ids = new Set(list.runs.map((r) => r.run_id));
+    const top = list.runs.filter((r) => !r.parent_run_id || !ids.has(r.parent_run_id));
+    const parents = top.filter((r) => r.role === "parent").slice(0, maxNested);
+    const kids = new Map(await Promise.all(parents.map(async (p) => {
+      const g = await api("GET", "/api/runs/" + encodeURIComponent(p.run_id) + "/children").catch(() => ({ children: [] }));
+      return [p.run_id, g.children];
+    })));
+    if (seq !== runsSeq) return;
+    const rows = [];
+    for (const r of top) {
+      rows.push(runRow(r));
+      for (const c of kids.get(r.run_id) || list.runs.filter((x) => x.parent_run_id === r.run_id)) rows.push(childRow(c));
+    }
+    $("#runs-table tbody").replaceChildren(...rows);
   } catch (e) {
     say("Cannot read the runs: " + e.message, true);
   }
@@ -274,24 +352,147 @@ $("[data-test=add-submit]").setAttribute("data-mutates", "");
 const liveMax = 200;
 
 function liveItem(e) {
-  return el("li", { "data-test": "live-item", "data-run-id": e.run_id, "data-state": e.state },
+  return el("li", { "data-test": "live-item", "data-run-id": e.run_id, "data-state": e.state, "data-role": e.role },
     el("span", { class: "reason", text: time(e.time) }),
     el("a", { href: "#/jobs/" + encodeURIComponent(e.job_id), text: e.job_id }),
     el("span", { class: "mono", text: e.run_id }),
     badge(e.state, e.reason),
+    e.role === "child" ? el("span", { class: "reason", text: "item " }, el("code", { text: e.item })) : null,
+    e.role === "reducer" ? el("span", { class: "reason", text: "reducer" }) : null,
     el("span", { class: "reason", text: [e.trigger, e.reason || e.error].filter(Boolean).join(" · ") }));
+}
+
+function liveChain(e) {
+  const c = e.chain || {};
+  return el("li", { "data-test": "live-chain", "data-chain-id": c.id || e.job_id, "data-event": e.state },
+    el("span", { class: "reason", text: time(e.time) }),
+    el("a", { href: "#/chains", text: "chain " + (c.id || e.job_id) }),
+    el("span", { class: "st st-chain", text: e.state }),
+    c.step ? el("span", { class: "mono reason", text: c.step }) : null,
+    el("span", { class: "reason", text: e.reason || "" }));
 }
 
 function onRunLine(e) {
   const list = $("#live-list");
-  const old = list.querySelector('[data-run-id="' + CSS.escape(e.run_id) + '"]');
+  const old = list.querySelector('[data-test="live-item"][data-run-id="' + CSS.escape(e.run_id) + '"]');
   if (old) old.remove();
   list.prepend(liveItem(e));
   while (list.children.length > liveMax) list.lastChild.remove();
-  if (state.view === "job" && state.jobId === e.job_id) {
-    loadRuns();
+  if (state.view !== "job") return;
+  if (state.jobId === e.job_id) {
+    scheduleRuns();
     if (state.openRun === e.run_id) openRun(e.run_id);
   }
+  // A dependency's run ended: the workflow's dots change.
+  const j = state.jobs.get(state.jobId);
+  if (j && j.workflow && terminal(e.state) && !e.parent_run_id && j.workflow.depends_on.includes(e.job_id)) {
+    api("GET", "/api/jobs/" + encodeURIComponent(j.id)).then(showJob).catch(() => {});
+  }
+}
+
+function onChainLine(e) {
+  const list = $("#live-list");
+  list.prepend(liveChain(e));
+  while (list.children.length > liveMax) list.lastChild.remove();
+  if (state.view === "chains") scheduleChains();
+}
+
+// Chains -------------------------------------------------------------------
+
+let chainsTimer = null;
+function scheduleChains() {
+  if (chainsTimer) return;
+  chainsTimer = setTimeout(() => { chainsTimer = null; loadChains(); }, 150);
+}
+
+function chainStepItem(st) {
+  return el("li", { "data-test": "chain-step", "data-step-id": st.job_id, "data-status": st.status },
+    el("span", { class: "mono", text: st.stage + " · depth " + st.depth + " · attempt " + st.attempt }), " ",
+    badge(st.status, st.reason),
+    st.reason ? el("span", { class: "reason", text: " " + st.reason }) : null);
+}
+
+function chainRow(c) {
+  const until = c.closed_at ? "closed " + time(c.closed_at) : "expires " + time(c.expires_at);
+  const reason = c.closed_reason ? (c.outcome ? c.outcome + ": " : "") + c.closed_reason : (c.cooling_until ? "cooling down until " + time(c.cooling_until) : "");
+  return el("tr", { "data-test": "chain-row", "data-chain-id": c.id, "data-state": c.state },
+    el("td", {}, el("span", { class: "mono", text: c.id }), el("div", { class: "reason", text: "class " + c.class }),
+      el("ol", { class: "steps" }, ...(c.steps || []).map(chainStepItem))),
+    el("td", { "data-test": "chain-state" }, el("span", { class: "cs cs-" + c.state, text: c.state })),
+    el("td", { text: c.children + "/" + c.limits.max_children + " steps, depth " + c.depth_reached + "/" + c.limits.max_depth }),
+    el("td", { text: until }),
+    el("td", { class: "reason", "data-test": "chain-reason", text: reason }),
+    el("td", { class: "actions" }, el("button", { type: "button", "data-test": "chain-open", onclick: () => openChain(c.id), text: "Story" })));
+}
+
+function breakerRow(b) {
+  const open = b.state === "open";
+  return el("tr", { "data-test": "breaker-row", "data-class": b.class, "data-state": b.state },
+    el("td", { class: "mono", text: b.class }),
+    el("td", {}, el("span", { class: "cs cs-breaker-" + b.state, text: b.state })),
+    el("td", { "data-test": "breaker-resume", text: open && b.resume_at ? time(b.resume_at) : "-" }),
+    el("td", { class: "reason", text: (b.reason || "") + (b.last_run_ids && b.last_run_ids.length ? " · last runs " + b.last_run_ids.join(", ") : "") }),
+    el("td", { text: String(b.openings) }),
+    el("td", { class: "actions" }, open ? el("button", { type: "button", "data-test": "breaker-reset", "data-mutates": true, disabled: !state.auth,
+      onclick: () => resetBreaker(b.class), text: "Reset" }) : null));
+}
+
+async function loadChains() {
+  try {
+    const [cl, bl] = await Promise.all([api("GET", "/api/chains"), api("GET", "/api/chain-breakers")]);
+    $("#chains-table tbody").replaceChildren(...cl.chains.map(chainRow));
+    $("#no-chains").hidden = cl.chains.length > 0;
+    $("#breakers-table tbody").replaceChildren(...bl.breakers.map(breakerRow));
+    $("#no-breakers").hidden = bl.breakers.length > 0;
+    if (state.openChain) openChain(state.openChain);
+  } catch (e) {
+    say("Cannot read the chains: " + e.message, true);
+  }
+}
+
+async function openChain(id) {
+  state.openChain = id;
+  try {
+    const c = await api("GET", "/api/chains/" + encodeURIComponent(id));
+    const box = $("#chain-story");
+    box.hidden = false;
+    const byParent = new Map();
+    for (const st of c.steps) {
+      const k = st.spawned_by || "";
+      if (!byParent.has(k)) byParent.set(k, []);
+      byParent.get(k).push(st);
+    }
+    const tree = (parent) => el("ul", { class: "tree" }, ...(byParent.get(parent) || []).map((st) => el("li", { "data-test": "story-step", "data-step-id": st.job_id, "data-status": st.status },
+      el("span", { class: "mono", text: st.job_id }), " ", badge(st.status, st.reason),
+      el("div", { class: "reason", text: "fire " + time(st.fire_at) + (st.run ? " · run " + st.run.run_id + " " + st.run.state + " (" + result(st.run) + ")" : "") + (st.reason ? " · " + st.reason : "") }),
+      st.run ? el("button", { type: "button", "data-test": "story-run-open", onclick: () => showStepOutput(st.run.run_id), text: "Output" }) : null,
+      byParent.has(st.job_id) ? tree(st.job_id) : null)));
+    box.replaceChildren(
+      el("h3", { text: "Chain " + c.id + " (class " + c.class + "): " + c.state }),
+      el("p", { class: "reason", text: "created " + time(c.created_at) + ", expires " + time(c.expires_at) + (c.closed_reason ? ", closed: " + c.closed_reason : "") }),
+      el("h4", { text: "Transitions" }),
+      el("ol", { class: "transitions" }, ...c.transitions.map((tr) => el("li", { "data-test": "chain-transition" },
+        el("span", { class: "reason", text: time(tr.at) + " " }), el("code", { text: tr.from + " \u2192 " + tr.to }), el("span", { class: "reason", text: " " + tr.trigger })))),
+      el("h4", { text: "Steps" }), tree(""),
+      el("pre", { id: "chain-output", "data-test": "chain-output", hidden: true }));
+  } catch (e) {
+    say("Cannot read chain " + id + ": " + e.message, true);
+  }
+}
+
+async function showStepOutput(runId) {
+  try {
+    const r = await api("GET", "/api/runs/" + encodeURIComponent(runId));
+    const out = $("#chain-output");
+    out.hidden = false;
+    out.textContent = r.output_text || r.output_error || "(no output)";
+  } catch (e) {
+    say("Cannot read run " + runId + ": " + e.message, true);
+  }
+}
+
+function resetBreaker(cls) {
+  act("Reset the breaker of " + cls + ".", () => api("POST", "/api/chain-breakers/" + encodeURIComponent(cls) + "/reset")).then(loadChains);
 }
 
 let stream = null;
@@ -302,9 +503,10 @@ function startStream() {
   stream.onopen = () => { st.textContent = "live"; };
   stream.onerror = () => { st.textContent = "reconnecting"; };
   stream.addEventListener("run", (m) => onRunLine(JSON.parse(m.data)));
+  stream.addEventListener("chain", (m) => onChainLine(JSON.parse(m.data)));
   stream.addEventListener("job", (m) => { const j = JSON.parse(m.data); state.jobs.set(j.id, j); renderJobs(); });
   stream.addEventListener("job_removed", (m) => { state.jobs.delete(JSON.parse(m.data).id); renderJobs(); });
-  stream.addEventListener("reset", () => { loadAll(); loadRuns(); });
+  stream.addEventListener("reset", () => { loadAll(); loadRuns(); if (state.view === "chains") loadChains(); });
 }
 
 // Views ------------------------------------------------------------------
@@ -312,12 +514,14 @@ function startStream() {
 function route() {
   const h = location.hash || "#/jobs";
   const m = h.match(/^#\/jobs\/(.+)$/);
-  state.view = m ? "job" : h === "#/live" ? "live" : h === "#/add" ? "add" : "jobs";
+  state.view = m ? "job" : h === "#/live" ? "live" : h === "#/add" ? "add" : h === "#/chains" ? "chains" : "jobs";
   state.jobId = m ? decodeURIComponent(m[1]) : null;
   $("#view-jobs").hidden = state.view !== "jobs";
   $("#view-job").hidden = state.view !== "job";
   $("#view-live").hidden = state.view !== "live";
   $("#view-add").hidden = state.view !== "add";
+  $("#view-chains").hidden = state.view !== "chains";
+  if (state.view === "chains") loadChains();
   if (state.view === "job") {
     state.openRun = null;
     $("#run-output").hidden = true;

@@ -320,31 +320,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	switch {
 	case errors.As(err, &ce):
 	case errors.As(err, &he):
-		ce = fromEcho(he)
+		ce = contract.StatusError(he.Code)
 	default:
 		s.log.Error("local api request failed", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
 		ce = contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
 	}
-	switch ce.Code {
-	case contract.CodeUnauthenticated:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos-agent"`)
-	case contract.CodeInvalidToken:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos-agent", error="invalid_token"`)
-	}
+	contract.SetBearerChallenge(c.Response().Header(), "chronos-agent", ce.Code)
 	contract.WriteError(c.Response(), ce)
-}
-
-func fromEcho(he *echo.HTTPError) *contract.Error {
-	switch he.Code {
-	case http.StatusNotFound:
-		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
-	case http.StatusMethodNotAllowed:
-		return contract.Errorf(http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed, "method not allowed on this route")
-	}
-	if he.Code >= 500 {
-		return contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
-	}
-	return contract.Errorf(he.Code, contract.CodeInvalidRequest, "%s", http.StatusText(he.Code))
 }
 
 func writeJSON(c echo.Context, status int, v any) error {

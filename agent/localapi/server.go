@@ -16,6 +16,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/echoanswer"
 )
 
 // Routes and names of the local API.
@@ -315,13 +316,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	var ce *contract.Error
-	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &ce):
-	case errors.As(err, &he):
-		ce = contract.StatusError(he.Code)
-	default:
+	ce, ok := echoanswer.Error(err)
+	if !ok {
 		s.log.Error("local api request failed", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
 		ce = contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/echoanswer"
 	"github.com/chronoscron/chronos/relay"
 )
 
@@ -20,12 +21,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	var ce *contract.Error
-	var he *echo.HTTPError
+	ce, ok := echoanswer.Error(err)
 	switch {
-	case errors.As(err, &ce):
-	case errors.As(err, &he):
-		ce = contract.StatusError(he.Code)
+	case ok:
 	case errors.Is(err, relay.ErrUnavailable):
 		// The store did not answer in time. A write may still be applied
 		// when it resumes; every write here is safe to repeat.

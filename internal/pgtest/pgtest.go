@@ -45,12 +45,8 @@ var shared = &testserver.Shared{EnvURL: EnvURL, Start: func() (string, func(), e
 }}
 
 // Main runs the tests of a package and then stops the shared cluster, if
-// one was started.
+// one was started, and removes its directory.
 func Main(m *testing.M) { shared.Main(m) }
-
-// Shutdown stops the shared cluster and removes its directory; it is safe
-// to call more than once.
-func Shutdown() { shared.Shutdown() }
 
 // URL returns the postgres:// URL of the server shared by the tests of this
 // binary, failing t with MissingHint when there is none.

@@ -234,8 +234,8 @@ func (s *Server) writeAuth(next echo.HandlerFunc) echo.HandlerFunc {
 // sameOrigin refuses a request another site made: a foreign Origin, a
 // cross-site Sec-Fetch-Site, or no X-Chronos-UI header.
 func sameOrigin(r *http.Request) *contract.Error {
-	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host && o != "https://"+r.Host {
-		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "cross-origin request refused")
+	if err := sameOriginLogin(r); err != nil {
+		return err
 	}
 	if sf := r.Header.Get("Sec-Fetch-Site"); sf != "" && sf != "same-origin" && sf != "none" {
 		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "cross-site request refused")

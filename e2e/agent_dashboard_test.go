@@ -163,23 +163,7 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 	browser.Click(`[data-test="run-child"][data-item="south"] [data-test="run-open"]`)
 	browser.WaitText(`[data-test="run-output"]`, "tile south")
 
-	shots := t.TempDir()
-	wide := filepath.Join(shots, "agent-dashboard-1280.png")
-	browser.Screenshot(wide, 1280, 900)
-	browser.Screenshot(filepath.Join(shots, "agent-dashboard-390.png"), 390, 844)
-	if scroll := browsertest.Eval[int](browser, `document.documentElement.scrollWidth`); scroll > 390 {
-		t.Errorf("at 390 px the page is %d px wide: it scrolls sideways", scroll)
-	}
-	browser.Viewport(1280, 900)
-	if os.Getenv(EnvUpdateScreenshots) == "1" {
-		data, err := os.ReadFile(wide)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(repoRoot, "docs", "agent-dashboard.png"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	checkLayout(t, browser, "agent-dashboard")
 
 	// A workflow shows its dependencies with a status dot each; its run,
 	// declined for a dependency without a run, is shown skipped with the
@@ -228,11 +212,7 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 	if resume := browser.Text(`[data-class="disk"] [data-test="breaker-resume"]`); resume == "-" || resume == "" {
 		t.Fatalf("the open breaker shows no resume time (%q)", resume)
 	}
-	browser.Screenshot(filepath.Join(shots, "agent-chains-390.png"), 390, 844)
-	if scroll := browsertest.Eval[int](browser, `document.documentElement.scrollWidth`); scroll > 390 {
-		t.Errorf("at 390 px the chains view is %d px wide: it scrolls sideways", scroll)
-	}
-	browser.Viewport(1280, 900)
+	checkNarrow(t, browser, filepath.Join(t.TempDir(), "agent-chains-390.png"), "the chains view")
 	browser.Click(`[data-class="disk"] [data-test="breaker-reset"]`)
 	browser.WaitVisible(`[data-test="breaker-row"][data-class="disk"][data-state="closed"]`)
 	var breakers struct {

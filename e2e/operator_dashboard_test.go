@@ -20,9 +20,42 @@ import (
 	"github.com/chronoscron/chronos/internal/browsertest"
 )
 
-// EnvUpdateScreenshots, set to 1, makes the dashboard test write its 1280 px
-// screenshot to docs/operator-dashboard.png.
+// EnvUpdateScreenshots, set to 1, makes the dashboard tests write their
+// 1280 px screenshots to docs/operator-dashboard.png and
+// docs/agent-dashboard.png.
 const EnvUpdateScreenshots = "CHRONOS_UPDATE_SCREENSHOTS"
+
+// checkNarrow screenshots the page at 390 px wide to path, fails t when
+// what is shown (the page, a view) scrolls sideways there, and sets the
+// viewport back to 1280 px.
+func checkNarrow(t *testing.T, browser *browsertest.Browser, path, what string) {
+	t.Helper()
+	browser.Screenshot(path, 390, 844)
+	if scroll := browsertest.Eval[int](browser, `document.documentElement.scrollWidth`); scroll > 390 {
+		t.Errorf("at 390 px %s is %d px wide: it scrolls sideways", what, scroll)
+	}
+	browser.Viewport(1280, 900)
+}
+
+// checkLayout screenshots the page at 1280 and at 390 px wide, fails t when
+// the narrow page scrolls sideways, and sets the viewport back to 1280 px.
+// With EnvUpdateScreenshots=1 the wide screenshot replaces docs/<name>.png.
+func checkLayout(t *testing.T, browser *browsertest.Browser, name string) {
+	t.Helper()
+	shots := t.TempDir()
+	wide := filepath.Join(shots, name+"-1280.png")
+	browser.Screenshot(wide, 1280, 900)
+	checkNarrow(t, browser, filepath.Join(shots, name+"-390.png"), "the page")
+	if os.Getenv(EnvUpdateScreenshots) == "1" {
+		data, err := os.ReadFile(wide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repoRoot, "docs", name+".png"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // fireRecorder is an agent's fire endpoint that answers every fire with the
 // status it is set to and records the fires it answered with 2xx.
@@ -138,23 +171,7 @@ allow_private_callbacks: true
 	browser.WaitText(`[data-test="deliveries"]`, "rejected")
 	browser.WaitText(`[data-test="unarmed"]`, "Every job is armed")
 
-	shots := t.TempDir()
-	wide := filepath.Join(shots, "operator-dashboard-1280.png")
-	browser.Screenshot(wide, 1280, 900)
-	browser.Screenshot(filepath.Join(shots, "operator-dashboard-390.png"), 390, 844)
-	if scroll := browsertest.Eval[int](browser, `document.documentElement.scrollWidth`); scroll > 390 {
-		t.Errorf("at 390 px the page is %d px wide: it scrolls sideways", scroll)
-	}
-	browser.Viewport(1280, 900)
-	if os.Getenv(EnvUpdateScreenshots) == "1" {
-		data, err := os.ReadFile(wide)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(repoRoot, "docs", "operator-dashboard.png"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	checkLayout(t, browser, "operator-dashboard")
 
 	agent.answer(http.StatusOK)
 	browser.Click(`[data-test="replay"]`)

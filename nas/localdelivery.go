@@ -96,25 +96,10 @@ func (d *LocalDeliverer) lookup(ctx context.Context, l relay.Lease) (relay.Deliv
 	if !d.seen.first(deliveryKey{l.ScheduleID, l.Token, l.Attempt}) {
 		return relay.DeliveryInfo{}, nil
 	}
-	info := relay.DeliveryInfo{First: true}
 	if !l.ClaimedAt.IsZero() && time.Since(l.ClaimedAt) < claimFresh {
-		info.Found, info.Row, info.Stopped = true, l.OneShot, l.InstanceStopped
-		return info, nil
+		return relay.DeliveryInfo{First: true, Found: true, Row: l.OneShot, Stopped: l.InstanceStopped}, nil
 	}
-	engine := d.s.engine
-	row, err := engine.Get(ctx, l.AgentID, l.JobID)
-	switch {
-	case errors.Is(err, relay.ErrNotFound):
-		return info, nil
-	case err != nil:
-		return relay.DeliveryInfo{}, err
-	}
-	info.Found, info.Row = true, row
-	if row.ScheduleID != l.ScheduleID {
-		return info, nil // re-armed: dropped whatever the instance
-	}
-	info.Stopped, err = engine.InstanceStopped(ctx, row.InstanceID)
-	return info, err
+	return d.s.readDelivery(ctx, fireOf{agentID: l.AgentID, jobID: l.JobID, scheduleID: l.ScheduleID})
 }
 
 // deliveryKey identifies one delivery of a lease.

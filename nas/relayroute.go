@@ -218,13 +218,26 @@ func (s *Service) lookupDelivery(ctx context.Context, id string, req contract.Re
 	if lk, ok := s.engine.(relay.DeliveryLookup); ok {
 		return lk.LookupDelivery(ctx, id, deliveryTTL, req.AgentID, req.JobID)
 	}
-	var info relay.DeliveryInfo
 	first, err := s.engine.FirstDelivery(ctx, id, deliveryTTL)
 	if err != nil || !first {
-		return info, err
+		return relay.DeliveryInfo{}, err
 	}
-	info.First = true
-	row, err := s.engine.Get(ctx, req.AgentID, req.JobID)
+	return s.readDelivery(ctx, fireOf{agentID: req.AgentID, jobID: req.JobID, scheduleID: req.ScheduleID})
+}
+
+// fireOf names the fire a delivery is for.
+type fireOf struct {
+	agentID, jobID, scheduleID string
+}
+
+// readDelivery reads, for the first delivery of f, the fire's armed row and
+// whether its instance is stopped, from the store: both delivery paths (the
+// relay route and the in-process deliverer) decide on what it returns. A
+// row that is gone is not Found; a row re-armed since (another schedule id)
+// is Found but not read further, since it is dropped whatever its instance.
+func (s *Service) readDelivery(ctx context.Context, f fireOf) (relay.DeliveryInfo, error) {
+	info := relay.DeliveryInfo{First: true}
+	row, err := s.engine.Get(ctx, f.agentID, f.jobID)
 	switch {
 	case errors.Is(err, relay.ErrNotFound):
 		return info, nil
@@ -232,7 +245,7 @@ func (s *Service) lookupDelivery(ctx context.Context, id string, req contract.Re
 		return relay.DeliveryInfo{}, err
 	}
 	info.Found, info.Row = true, row
-	if row.ScheduleID != req.ScheduleID {
+	if row.ScheduleID != f.scheduleID {
 		return info, nil // re-armed: dropped whatever the instance
 	}
 	info.Stopped, err = s.engine.InstanceStopped(ctx, row.InstanceID)

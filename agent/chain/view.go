@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/chronoscron/chronos/internal/termtext"
@@ -21,13 +21,6 @@ func stamp(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // WriteList writes chains as a table: id, class, state, steps, depth,
 // created, expires or closed, and the close reason.
 func WriteList(w io.Writer, chains []Chain) error {
@@ -35,8 +28,7 @@ func WriteList(w io.Writer, chains []Chain) error {
 		_, err := fmt.Fprintln(w, "no chains")
 		return err
 	}
-	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(t, "ID\tCLASS\tSTATE\tSTEPS\tDEPTH\tCREATED\tEXPIRES/CLOSED\tREASON")
+	rows := make([][]string, 0, len(chains))
 	for _, c := range chains {
 		until := stamp(&c.ExpiresAt)
 		if c.ClosedAt != nil {
@@ -46,10 +38,11 @@ func WriteList(w io.Writer, chains []Chain) error {
 		if c.Outcome != "" && !c.Open() {
 			reason = string(c.Outcome) + ": " + reason
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%d/%d\t%d/%d\t%s\t%s\t%s\n", esc(c.ID), esc(c.Class), c.State, c.Children,
-			c.Limits.MaxChildren, c.DepthReached, c.Limits.MaxDepth, stamp(&c.CreatedAt), until, esc(dash(reason)))
+		rows = append(rows, []string{c.ID, c.Class, string(c.State),
+			fmt.Sprintf("%d/%d", c.Children, c.Limits.MaxChildren), fmt.Sprintf("%d/%d", c.DepthReached, c.Limits.MaxDepth),
+			stamp(&c.CreatedAt), until, termtext.Dash(reason)})
 	}
-	return t.Flush()
+	return termtext.Table(w, []string{"ID", "CLASS", "STATE", "STEPS", "DEPTH", "CREATED", "EXPIRES/CLOSED", "REASON"}, rows)
 }
 
 // WriteStory writes one chain whole: its summary, its transitions and its
@@ -94,7 +87,7 @@ func WriteStory(w io.Writer, c Chain) error {
 func writeStep(b *strings.Builder, s Step, indent string) {
 	fmt.Fprintf(b, "%s%s  [%s depth %d attempt %d]  %s\n", indent, esc(s.JobID), esc(s.Stage), s.Depth, s.Attempt, s.Status)
 	fmt.Fprintf(b, "%s    fire %s, started %s, ended %s, run %s\n", indent, s.FireAt.UTC().Format(time.RFC3339),
-		stamp(s.StartedAt), stamp(s.EndedAt), esc(dash(s.RunID)))
+		stamp(s.StartedAt), stamp(s.EndedAt), esc(termtext.Dash(s.RunID)))
 	if s.Output != "" {
 		fmt.Fprintf(b, "%s    output %s\n", indent, esc(s.Output))
 	}
@@ -109,13 +102,12 @@ func WriteBreakers(w io.Writer, breakers []Breaker) error {
 		_, err := fmt.Fprintln(w, "no chain breakers")
 		return err
 	}
-	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(t, "CLASS\tSTATE\tFAILURES\tOPENINGS\tOPENED\tRESUME\tLAST RUNS\tREASON")
+	rows := make([][]string, 0, len(breakers))
 	for _, br := range breakers {
-		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", esc(br.Class), br.State, len(br.Failures), br.Openings,
-			stamp(br.OpenedAt), stamp(br.ResumeAt), esc(dash(strings.Join(br.LastRunIDs, ","))), esc(dash(termtext.Cut(br.Reason, 80))))
+		rows = append(rows, []string{br.Class, string(br.State), strconv.Itoa(len(br.Failures)), strconv.Itoa(br.Openings),
+			stamp(br.OpenedAt), stamp(br.ResumeAt), termtext.Dash(strings.Join(br.LastRunIDs, ",")), termtext.Dash(termtext.Cut(br.Reason, 80))})
 	}
-	return t.Flush()
+	return termtext.Table(w, []string{"CLASS", "STATE", "FAILURES", "OPENINGS", "OPENED", "RESUME", "LAST RUNS", "REASON"}, rows)
 }
 
 // WriteOpen writes the open chains and open breakers, for a status page;

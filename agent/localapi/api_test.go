@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -394,16 +393,7 @@ func (e *env) get(t *testing.T, path string) (int, []byte, http.Header) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b, resp.Header
+	return sendWith(t, http.DefaultClient, req)
 }
 
 // TestDashboardIsServed: the page and its assets come from the binary,

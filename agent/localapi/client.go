@@ -1,12 +1,10 @@
 package localapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -131,37 +129,15 @@ func (e *APIError) Unwrap() error {
 
 // do sends one call; out, when not nil, receives the JSON answer.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("local api: %w", err)
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return fmt.Errorf("local api: %w", err)
-	}
-	if in != nil {
-		req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	res, err := c.hc.Do(req)
+	status, data, err := contract.Call{Method: method, URL: c.base + path, Token: c.token, Body: in, Limit: 64 << 20}.Send(ctx, c.hc)
 	if err != nil {
 		return fmt.Errorf("local api %s %s: %w", method, path, err)
 	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("local api %s %s: %w", method, path, err)
-	}
-	if res.StatusCode >= 300 {
-		var e contract.Error
-		if json.Unmarshal(data, &e) != nil || e.Code == "" {
-			return &APIError{Status: res.StatusCode, Code: "http_error", Description: strings.TrimSpace(string(data))}
+	if status >= 300 {
+		if e, ok := contract.ErrorBody(data); ok {
+			return &APIError{Status: status, Code: e.Code, Description: e.Description}
 		}
-		return &APIError{Status: res.StatusCode, Code: e.Code, Description: e.Description}
+		return &APIError{Status: status, Code: "http_error", Description: strings.TrimSpace(string(data))}
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {

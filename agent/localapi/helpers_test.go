@@ -103,7 +103,14 @@ func (e *env) request(t *testing.T, method, path, auth, body string, hdr ...stri
 
 func (e *env) send(t *testing.T, req *http.Request) (int, []byte, http.Header) {
 	t.Helper()
-	resp, err := e.client.Do(req)
+	return sendWith(t, e.client, req)
+}
+
+// sendWith sends req with c and returns the answer's status, body and
+// headers.
+func sendWith(t *testing.T, c *http.Client, req *http.Request) (int, []byte, http.Header) {
+	t.Helper()
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

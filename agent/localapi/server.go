@@ -16,6 +16,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/echoanswer"
 )
 
 // Routes and names of the local API.
@@ -233,8 +234,8 @@ func (s *Server) writeAuth(next echo.HandlerFunc) echo.HandlerFunc {
 // sameOrigin refuses a request another site made: a foreign Origin, a
 // cross-site Sec-Fetch-Site, or no X-Chronos-UI header.
 func sameOrigin(r *http.Request) *contract.Error {
-	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host && o != "https://"+r.Host {
-		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "cross-origin request refused")
+	if err := sameOriginLogin(r); err != nil {
+		return err
 	}
 	if sf := r.Header.Get("Sec-Fetch-Site"); sf != "" && sf != "same-origin" && sf != "none" {
 		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "cross-site request refused")
@@ -315,36 +316,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	var ce *contract.Error
-	var he *echo.HTTPError
-	switch {
-	case errors.As(err, &ce):
-	case errors.As(err, &he):
-		ce = fromEcho(he)
-	default:
+	ce, ok := echoanswer.Error(err)
+	if !ok {
 		s.log.Error("local api request failed", "method", c.Request().Method, "path", c.Path(), "error", err.Error())
 		ce = contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
 	}
-	switch ce.Code {
-	case contract.CodeUnauthenticated:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos-agent"`)
-	case contract.CodeInvalidToken:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos-agent", error="invalid_token"`)
-	}
+	contract.SetBearerChallenge(c.Response().Header(), "chronos-agent", ce.Code)
 	contract.WriteError(c.Response(), ce)
-}
-
-func fromEcho(he *echo.HTTPError) *contract.Error {
-	switch he.Code {
-	case http.StatusNotFound:
-		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
-	case http.StatusMethodNotAllowed:
-		return contract.Errorf(http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed, "method not allowed on this route")
-	}
-	if he.Code >= 500 {
-		return contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
-	}
-	return contract.Errorf(he.Code, contract.CodeInvalidRequest, "%s", http.StatusText(he.Code))
 }
 
 func writeJSON(c echo.Context, status int, v any) error {

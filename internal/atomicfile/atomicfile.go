@@ -16,18 +16,9 @@ import (
 // Replace writes data to path, replacing any file there, with mode perm.
 // On an error the file at path is left as it was.
 func Replace(path string, data []byte, perm fs.FileMode) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	dir, tmp, err := writeTemp(path, data, perm)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	if err := fill(f, data, perm); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
@@ -44,19 +35,11 @@ func Replace(path string, data []byte, perm fs.FileMode) error {
 // written and fsynced under a temporary name first, so path appears whole or
 // not at all; it is then linked into place, which refuses an existing path.
 func Create(path string, data []byte, perm fs.FileMode) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	dir, tmp, err := writeTemp(path, data, perm)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp)
-	if err := fill(f, data, perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
 	if err := os.Link(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -67,6 +50,26 @@ func Create(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("write %s: sync directory: %w", path, err)
 	}
 	return nil
+}
+
+// writeTemp writes data with mode perm to a new temporary file in path's
+// directory, fsynced and closed, and returns the directory and the file's
+// name, for Replace and Create to move into place. On an error nothing is
+// left behind.
+func writeTemp(path string, data []byte, perm fs.FileMode) (dir, tmp string, err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return "", "", fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := fill(f, data, perm); err != nil {
+		_ = os.Remove(f.Name())
+		return "", "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return dir, f.Name(), nil
 }
 
 // fill sets f's mode, writes data, fsyncs and closes f.

@@ -22,8 +22,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"sync"
 	"testing"
+
+	"github.com/chronoscron/chronos/internal/testserver"
 )
 
 // EnvURL names the environment variable that points tests at an existing
@@ -34,54 +35,24 @@ const EnvURL = "TEST_POSTGRES_URL"
 // there is none to start and TEST_POSTGRES_URL is not set.
 const MissingHint = "postgresql not found: install it (apt-get install postgresql) or set TEST_POSTGRES_URL"
 
-var shared struct {
-	once sync.Once
-	mu   sync.Mutex
-	c    *cluster
-	url  string
-	err  error
-}
+// shared is the server shared by the tests of this binary.
+var shared = &testserver.Shared{EnvURL: EnvURL, Start: func() (string, func(), error) {
+	c, err := start()
+	if err != nil {
+		return "", nil, err
+	}
+	return c.url(), c.stop, nil
+}}
 
 // Main runs the tests of a package and then stops the shared cluster, if
-// one was started.
-func Main(m *testing.M) {
-	code := m.Run()
-	Shutdown()
-	os.Exit(code)
-}
-
-// Shutdown stops the shared cluster and removes its directory; it is safe
-// to call more than once.
-func Shutdown() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.c != nil {
-		shared.c.stop()
-		shared.c = nil
-	}
-}
+// one was started, and removes its directory.
+func Main(m *testing.M) { shared.Main(m) }
 
 // URL returns the postgres:// URL of the server shared by the tests of this
 // binary, failing t with MissingHint when there is none.
 func URL(t testing.TB) string {
 	t.Helper()
-	shared.once.Do(func() {
-		if u := os.Getenv(EnvURL); u != "" {
-			shared.url = u
-			return
-		}
-		c, err := start()
-		shared.mu.Lock()
-		shared.c, shared.err = c, err
-		if c != nil {
-			shared.url = c.url()
-		}
-		shared.mu.Unlock()
-	})
-	if shared.err != nil {
-		t.Fatal(shared.err.Error())
-	}
-	return shared.url
+	return shared.URL(t)
 }
 
 // BinDir returns the directory of initdb and pg_ctl.

@@ -7,76 +7,50 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chronoscron/chronos/internal/testserver"
 )
 
-var shared struct {
-	once   sync.Once
-	mu     sync.Mutex
-	server *Server
-	dir    string
-	url    string
-	err    error
+// shared is the server shared by the tests of this binary.
+var shared = &testserver.Shared{EnvURL: EnvURL, Start: startShared}
+
+// startShared starts the shared server in a temporary directory of its own.
+func startShared() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return "", nil, fmt.Errorf("redistest: temp dir: %w", err)
+	}
+	s, err := startServer(Options{Dir: dir})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return s.URL(), func() {
+		_ = s.Stop()
+		_ = os.RemoveAll(dir)
+	}, nil
 }
 
 // Main runs the tests of a package and then stops the shared server, if one
 // was started. Use it from TestMain:
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
-func Main(m *testing.M) {
-	code := m.Run()
-	Shutdown()
-	os.Exit(code)
-}
+func Main(m *testing.M) { shared.Main(m) }
 
 // Shutdown stops the shared server, if this binary started one, and removes
 // its directory. Main calls it; it is safe to call more than once.
-func Shutdown() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.server != nil {
-		_ = shared.server.Stop()
-		shared.server = nil
-	}
-	if shared.dir != "" {
-		_ = os.RemoveAll(shared.dir)
-		shared.dir = ""
-	}
-}
+func Shutdown() { shared.Shutdown() }
 
 // URL returns the URL of the Redis shared by the tests of this binary:
 // TEST_REDIS_URL when set, else a redis-server started on first use. It fails
 // t with MissingHint when there is neither.
 func URL(t testing.TB) string {
 	t.Helper()
-	shared.once.Do(func() {
-		if u := os.Getenv(EnvURL); u != "" {
-			shared.url = u
-			return
-		}
-		dir, err := os.MkdirTemp("", "redistest-")
-		if err != nil {
-			shared.err = fmt.Errorf("redistest: temp dir: %w", err)
-			return
-		}
-		s, err := startServer(Options{Dir: dir})
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			shared.err = err
-			return
-		}
-		shared.mu.Lock()
-		shared.server, shared.dir, shared.url = s, dir, s.URL()
-		shared.mu.Unlock()
-	})
-	if shared.err != nil {
-		t.Fatal(shared.err.Error())
-	}
-	return shared.url
+	return shared.URL(t)
 }
 
 // Prefix returns a key prefix unique to this test (and to this call), made

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/echoanswer"
 	"github.com/chronoscron/chronos/relay"
 )
 
@@ -20,12 +21,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	var ce *contract.Error
-	var he *echo.HTTPError
+	ce, ok := echoanswer.Error(err)
 	switch {
-	case errors.As(err, &ce):
-	case errors.As(err, &he):
-		ce = fromEcho(he)
+	case ok:
 	case errors.Is(err, relay.ErrUnavailable):
 		// The store did not answer in time. A write may still be applied
 		// when it resumes; every write here is safe to repeat.
@@ -48,39 +46,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 			c.Response().Header().Set(contract.HeaderRetryAfter, "0")
 		}
 	}
-	// A refused bearer token says which scheme is expected (RFC 6750 §3).
-	switch ce.Code {
-	case contract.CodeUnauthenticated:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos"`)
-	case contract.CodeInvalidToken:
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="chronos", error="invalid_token"`)
-	}
+	// A refused bearer token says which scheme is expected.
+	contract.SetBearerChallenge(c.Response().Header(), "chronos", ce.Code)
 	contract.WriteError(c.Response(), ce)
-}
-
-func fromEcho(he *echo.HTTPError) *contract.Error {
-	switch he.Code {
-	case http.StatusNotFound:
-		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
-	case http.StatusMethodNotAllowed:
-		return contract.Errorf(http.StatusMethodNotAllowed, contract.CodeMethodNotAllowed, "method not allowed on this route")
-	case http.StatusRequestEntityTooLarge:
-		return contract.Errorf(he.Code, contract.CodeBodyTooLarge, "body too large")
-	case http.StatusUnsupportedMediaType:
-		return contract.Errorf(he.Code, contract.CodeUnsupportedMediaType, "Content-Type must be application/json")
-	case http.StatusUnauthorized:
-		return contract.Errorf(he.Code, contract.CodeUnauthenticated, "unauthenticated")
-	case http.StatusForbidden:
-		return contract.Errorf(he.Code, contract.CodeForbidden, "forbidden")
-	case http.StatusTooManyRequests:
-		return contract.Errorf(he.Code, contract.CodeRateLimited, "too many requests")
-	case http.StatusServiceUnavailable:
-		return contract.Errorf(he.Code, contract.CodeUnavailable, "unavailable")
-	}
-	if he.Code >= 500 {
-		return contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "internal error")
-	}
-	return contract.Errorf(he.Code, contract.CodeInvalidRequest, "%s", http.StatusText(he.Code))
 }
 
 // writeJSON answers v with status.

@@ -32,35 +32,9 @@ func BenchmarkRelayRoute(b *testing.B) {
 	for _, alg := range []string{nas.AlgEdDSA, nas.AlgES256, nas.AlgRS256} {
 		for _, mode := range []string{"stub-agent", "loopback-agent"} {
 			b.Run(alg+"/"+mode, func(b *testing.B) {
-				agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					contract.WriteJSON(w, http.StatusAccepted, contract.FireResponse{Status: "accepted"})
-				}))
-				defer agent.Close()
-				eng := memory.New(memory.Options{})
-				defer eng.Close()
-				keys, err := nas.NewEphemeralKeyRing(alg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				agents, _ := nas.NewStaticAgents(nil)
-				opts := nas.Options{
-					Config: nas.Config{PublicURL: publicURL, SigningAlg: alg, Relay: nas.RelayConfig{Secrets: []string{relaySecret}}, AllowPrivateCallbacks: true},
-					Engine: eng, Verifier: agents, Keys: keys, Logger: slog.New(slog.DiscardHandler),
-				}
-				if mode == "stub-agent" {
-					opts.Caller = stubCaller{}
-				}
-				svc, err := nas.New(opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				h := nashttp.NewServer(svc, nashttp.Options{Logger: opts.Logger}).Handler()
-				fireAt := time.Now().Truncate(time.Millisecond)
-				res, err := eng.Arm(context.Background(), relay.ArmRequest{AgentID: agentA, InstanceID: instanceA, JobID: "job", FireAt: fireAt, CallbackURL: agent.URL, ScheduleID: "sch-1"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				body := relayBody(b, agentA, "job", res.OneShot.ScheduleID, fireAt, 1)
+				f := newBenchFire(b, alg, mode)
+				h := nashttp.NewServer(f.svc, nashttp.Options{Logger: slog.New(slog.DiscardHandler)}).Handler()
+				body := relayBody(b, agentA, "job", f.row.ScheduleID, f.fireAt, 1)
 				secret, _ := contract.ParseWebhookSecret(relaySecret)
 				b.ReportAllocs()
 				i := 0
@@ -91,36 +65,9 @@ func BenchmarkLocalDelivery(b *testing.B) {
 	for _, alg := range []string{nas.AlgEdDSA, nas.AlgES256} {
 		for _, mode := range []string{"stub-agent", "loopback-agent"} {
 			b.Run(alg+"/"+mode, func(b *testing.B) {
-				agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					contract.WriteJSON(w, http.StatusAccepted, contract.FireResponse{Status: "accepted"})
-				}))
-				defer agent.Close()
-				eng := memory.New(memory.Options{})
-				defer eng.Close()
-				keys, err := nas.NewEphemeralKeyRing(alg)
-				if err != nil {
-					b.Fatal(err)
-				}
-				agents, _ := nas.NewStaticAgents(nil)
-				opts := nas.Options{
-					Config: nas.Config{PublicURL: publicURL, SigningAlg: alg, Relay: nas.RelayConfig{Secrets: []string{relaySecret}}, AllowPrivateCallbacks: true},
-					Engine: eng, Verifier: agents, Keys: keys, Logger: slog.New(slog.DiscardHandler),
-				}
-				if mode == "stub-agent" {
-					opts.Caller = stubCaller{}
-				}
-				svc, err := nas.New(opts)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer svc.Close()
-				fireAt := time.Now().Truncate(time.Millisecond)
-				res, err := eng.Arm(context.Background(), relay.ArmRequest{AgentID: agentA, InstanceID: instanceA, JobID: "job", FireAt: fireAt, CallbackURL: agent.URL, ScheduleID: "sch-1"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				d := svc.LocalDeliverer()
-				lease := relay.Lease{OneShot: res.OneShot, Token: 0}
+				f := newBenchFire(b, alg, mode)
+				d := f.svc.LocalDeliverer()
+				lease := relay.Lease{OneShot: f.row, Token: 0}
 				lease.Attempt = 1
 				ctx := context.Background()
 				b.ReportAllocs()
@@ -134,6 +81,50 @@ func BenchmarkLocalDelivery(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchFire is a NAS service on the embedded engine with one armed fire,
+// for the delivery benchmarks.
+type benchFire struct {
+	svc    *nas.Service
+	row    relay.OneShot
+	fireAt time.Time
+}
+
+// newBenchFire builds a NAS service signing with alg whose one armed fire
+// goes to an agent that is stubbed (mode "stub-agent") or answers over
+// loopback ("loopback-agent"); everything is closed when b ends.
+func newBenchFire(b *testing.B, alg, mode string) benchFire {
+	b.Helper()
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		contract.WriteJSON(w, http.StatusAccepted, contract.FireResponse{Status: "accepted"})
+	}))
+	b.Cleanup(agent.Close)
+	eng := memory.New(memory.Options{})
+	b.Cleanup(func() { _ = eng.Close() })
+	keys, err := nas.NewEphemeralKeyRing(alg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	agents, _ := nas.NewStaticAgents(nil)
+	opts := nas.Options{
+		Config: nas.Config{PublicURL: publicURL, SigningAlg: alg, Relay: nas.RelayConfig{Secrets: []string{relaySecret}}, AllowPrivateCallbacks: true},
+		Engine: eng, Verifier: agents, Keys: keys, Logger: slog.New(slog.DiscardHandler),
+	}
+	if mode == "stub-agent" {
+		opts.Caller = stubCaller{}
+	}
+	svc, err := nas.New(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	fireAt := time.Now().Truncate(time.Millisecond)
+	res, err := eng.Arm(context.Background(), relay.ArmRequest{AgentID: agentA, InstanceID: instanceA, JobID: "job", FireAt: fireAt, CallbackURL: agent.URL, ScheduleID: "sch-1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return benchFire{svc: svc, row: res.OneShot, fireAt: fireAt}
 }
 
 // BenchmarkProvision measures one provision call through the agent API

@@ -29,9 +29,17 @@ type deliveryNAS struct {
 	agent  *fakeAgent
 }
 
-// startDeliveryNAS runs NAS and one dispatcher on engine until the test
-// ends. The ladder is short so retries come within milliseconds.
-func startDeliveryNAS(t *testing.T, engine relay.Engine, maxAuthAttempts int) *deliveryNAS {
+// routeNAS is NAS serving its relay route on loopback, and a relay
+// deliverer that calls that route with signed requests.
+type routeNAS struct {
+	svc   *nas.Service
+	route *relay.HTTPDeliverer
+	log   *slog.Logger
+}
+
+// serveRelayRoute runs NAS on engine, serving its relay route on loopback
+// until the test ends, with relay retries set to retry.
+func serveRelayRoute(t *testing.T, engine relay.Engine, retry nas.RetryConfig) routeNAS {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,7 +58,7 @@ func startDeliveryNAS(t *testing.T, engine relay.Engine, maxAuthAttempts int) *d
 	svc, err := nas.New(nas.Options{
 		Config: nas.Config{
 			PublicURL: publicURL, AllowPrivateCallbacks: true, DeliveryTimeout: 2 * time.Second,
-			Relay: nas.RelayConfig{Secrets: []string{relaySecret}, Retry: nas.RetryConfig{MaxAuthAttempts: maxAuthAttempts}},
+			Relay: nas.RelayConfig{Secrets: []string{relaySecret}, Retry: retry},
 		},
 		Engine: engine, Verifier: agents, Keys: keys, Logger: log,
 	})
@@ -59,25 +67,39 @@ func startDeliveryNAS(t *testing.T, engine relay.Engine, maxAuthAttempts int) *d
 	}
 	srv := nashttp.NewServer(svc, nashttp.Options{Logger: log})
 	secret, _ := contract.ParseWebhookSecret(relaySecret)
-	deliverer, err := relay.NewHTTPDeliverer(relay.HTTPDelivererConfig{NASURL: "http://" + ln.Addr().String(), Keys: [][]byte{secret}, Logger: log, Timeout: 5 * time.Second})
+	route, err := relay.NewHTTPDeliverer(relay.HTTPDelivererConfig{NASURL: "http://" + ln.Addr().String(), Keys: [][]byte{secret}, Logger: log, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The ladder: 10 ms to 20 ms, ten attempts; the dispatcher rechecks the
-	// store often so a retry is not held up by a missed wake-up.
-	disp := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{
-		Logger: log, Recheck: 20 * time.Millisecond,
-		Retry: relay.RetryPolicy{Base: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, MaxAttempts: 10, NoColdStart: true},
-	})
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(ctx, ln) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		route.Close()
+	})
+	return routeNAS{svc: svc, route: route, log: log}
+}
+
+// startDeliveryNAS runs NAS and one dispatcher on engine until the test
+// ends. The ladder is short so retries come within milliseconds.
+func startDeliveryNAS(t *testing.T, engine relay.Engine, maxAuthAttempts int) *deliveryNAS {
+	t.Helper()
+	n := serveRelayRoute(t, engine, nas.RetryConfig{MaxAuthAttempts: maxAuthAttempts})
+	// The ladder: 10 ms to 20 ms, ten attempts; the dispatcher rechecks the
+	// store often so a retry is not held up by a missed wake-up.
+	disp := relay.NewDispatcher(engine, n.route, relay.DispatcherConfig{
+		Logger: n.log, Recheck: 20 * time.Millisecond,
+		Retry: relay.RetryPolicy{Base: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, MaxAttempts: 10, NoColdStart: true},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
 	wg.Go(func() { _ = disp.Run(ctx) })
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		deliverer.Close()
 	})
-	return &deliveryNAS{engine: engine, agent: newFakeAgent(t, svc.JWKS())}
+	return &deliveryNAS{engine: engine, agent: newFakeAgent(t, n.svc.JWKS())}
 }
 
 // arm arms job for agent A, due now.

@@ -2,17 +2,12 @@ package nashttp_test
 
 import (
 	"context"
-	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
-	nashttp "github.com/chronoscron/chronos/nas/http"
 	"github.com/chronoscron/chronos/relay"
 )
 
@@ -28,43 +23,9 @@ type twoPaths struct {
 // deliverers.
 func startTwoPaths(t *testing.T, engine relay.Engine) *twoPaths {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := nas.NewEphemeralKeyRing(nas.AlgES256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agents, err := nas.NewStaticAgents([]nas.AgentEntry{{AgentID: agentA, InstanceID: instanceA, TokenSHA256: nas.TokenSHA256(tokenA)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	svc, err := nas.New(nas.Options{
-		Config: nas.Config{PublicURL: publicURL, AllowPrivateCallbacks: true, DeliveryTimeout: 2 * time.Second,
-			Relay: nas.RelayConfig{Secrets: []string{relaySecret}}},
-		Engine: engine, Verifier: agents, Keys: keys, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := nashttp.NewServer(svc, nashttp.Options{Logger: log})
-	secret, _ := contract.ParseWebhookSecret(relaySecret)
-	route, err := relay.NewHTTPDeliverer(relay.HTTPDelivererConfig{NASURL: "http://" + ln.Addr().String(), Keys: [][]byte{secret}, Logger: log, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = srv.Serve(ctx, ln) })
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		route.Close()
-	})
-	return &twoPaths{engine: engine, agent: newFakeAgent(t, svc.JWKS()),
-		paths: map[string]relay.Deliverer{"route": route, "in-process": svc.LocalDeliverer()}}
+	n := serveRelayRoute(t, engine, nas.RetryConfig{})
+	return &twoPaths{engine: engine, agent: newFakeAgent(t, n.svc.JWKS()),
+		paths: map[string]relay.Deliverer{"route": n.route, "in-process": n.svc.LocalDeliverer()}}
 }
 
 // lease arms job for agent A, due now, and claims it.

@@ -6,13 +6,11 @@
 package operator
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -183,37 +181,15 @@ func pathWith(route, param, v string) string {
 
 // call sends one operator request and decodes a 200 answer into out.
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
+	status, data, err := contract.Call{Method: method, URL: c.base + path, Token: c.token, Body: in}.Send(ctx, c.http)
+	if err != nil {
+		return fmt.Errorf("operator call: %w", err)
+	}
+	if status != http.StatusOK {
+		if e, ok := contract.ErrorBody(data); ok {
+			return fmt.Errorf("nas answered %d: %w", status, e)
 		}
-		body = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return fmt.Errorf("operator call: %w", err)
-	}
-	if in != nil {
-		req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
-	}
-	req.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("operator call: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return fmt.Errorf("operator call: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e contract.Error
-		if json.Unmarshal(data, &e) == nil && e.Code != "" {
-			return fmt.Errorf("nas answered %d: %w", resp.StatusCode, &e)
-		}
-		return fmt.Errorf("nas answered %d", resp.StatusCode)
+		return fmt.Errorf("nas answered %d", status)
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("operator call: decoding the answer: %w", err)

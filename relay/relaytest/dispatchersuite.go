@@ -27,12 +27,7 @@ func RunDispatcherSuite(t *testing.T, f Factory) {
 	if f.New == nil {
 		t.Fatal("relaytest: Factory.New is required")
 	}
-	for _, tc := range dispatcherTests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.run(t, f.New(t))
-		})
-	}
+	runEach(t, f, dispatcherTests)
 	if f.Peer == nil {
 		return
 	}
@@ -46,10 +41,7 @@ func RunDispatcherSuite(t *testing.T, f Factory) {
 }
 
 // dispatcherTests run with one engine.
-var dispatcherTests = []struct {
-	name string
-	run  func(t *testing.T, e relay.Engine)
-}{
+var dispatcherTests = []engineTest{
 	{"DeliversOnTime", testDispatchDeliversOnTime},
 	{"RetriesThenDeadLetters", testDispatchRetriesThenDeadLetters},
 	{"RetriesFollowTheLadder", testDispatchRetriesFollowTheLadder},

@@ -9,10 +9,7 @@ import (
 )
 
 // lastFireTests run on the real clock: the records' times are the caller's.
-var lastFireTests = []struct {
-	name string
-	run  func(t *testing.T, e relay.Engine)
-}{
+var lastFireTests = []engineTest{
 	{"LastFireUntilAcked", testLastFireUntilAcked},
 	{"LastFireSupersededByArm", testLastFireSupersededByArm},
 	{"LastFireReplaced", testLastFireReplaced},

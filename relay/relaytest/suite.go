@@ -31,18 +31,8 @@ func RunEngineSuite(t *testing.T, f Factory) {
 	if f.New == nil {
 		t.Fatal("relaytest: Factory.New is required")
 	}
-	for _, tc := range realTests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.run(t, f.New(t))
-		})
-	}
-	for _, tc := range lastFireTests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.run(t, f.New(t))
-		})
-	}
+	runEach(t, f, realTests)
+	runEach(t, f, lastFireTests)
 	if f.NewWithClock == nil {
 		return
 	}
@@ -55,11 +45,26 @@ func RunEngineSuite(t *testing.T, f Factory) {
 	}
 }
 
-// realTests run on the real clock.
-var realTests = []struct {
+// engineTest is one test of the suites that runs on one engine.
+type engineTest struct {
 	name string
 	run  func(t *testing.T, e relay.Engine)
-}{
+}
+
+// runEach runs tests as subtests of t, in parallel, each on a new engine of
+// f.
+func runEach(t *testing.T, f Factory, tests []engineTest) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, f.New(t))
+		})
+	}
+}
+
+// realTests run on the real clock.
+var realTests = []engineTest{
 	{"ArmUpsert", testArmUpsert},
 	{"ArmReplaceLosesLease", testArmReplaceLosesLease},
 	{"ArmSameWhileLeased", testArmSameWhileLeased},

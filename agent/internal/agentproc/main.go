@@ -146,17 +146,25 @@ func serve(args []string) error {
 	return rt.Close(cctx)
 }
 
+// openHome adds -home to fs, parses args with it and opens that home's
+// runtime as another agent process on the host would: with the default
+// settings, keeping every run. It returns the home too.
+func openHome(ctx context.Context, fs *flag.FlagSet, args []string) (*agent.Runtime, string, error) {
+	home := fs.String("home", "", "home")
+	if err := fs.Parse(args); err != nil {
+		return nil, "", err
+	}
+	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	return rt, *home, err
+}
+
 func add(args []string) error {
 	fs := flag.NewFlagSet("add", flag.ContinueOnError)
-	home := fs.String("home", "", "home")
 	id := fs.String("id", "", "job id")
 	sched := fs.String("schedule", "", "schedule")
 	onInt := fs.String("on-interrupt", "", "policy")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	rt, _, err := openHome(ctx, fs, args)
 	if err != nil {
 		return err
 	}
@@ -169,12 +177,8 @@ func add(args []string) error {
 
 func catchUp(args []string) error {
 	fs := flag.NewFlagSet("catchup", flag.ContinueOnError)
-	home := fs.String("home", "", "home")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	rt, _, err := openHome(ctx, fs, args)
 	if err != nil {
 		return err
 	}
@@ -187,13 +191,9 @@ func catchUp(args []string) error {
 
 func fanoutRun(args []string) error {
 	fs := flag.NewFlagSet("fanout", flag.ContinueOnError)
-	home := fs.String("home", "", "home")
 	job := fs.String("run", "", "job to run now")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	rt, err := agent.Open(ctx, agent.Config{Home: *home, Retention: -1})
+	rt, home, err := openHome(ctx, fs, args)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func fanoutRun(args []string) error {
 		}
 		runID = res.RunID
 	} else {
-		plans, err := filepath.Glob(filepath.Join(fanout.Dir(*home), "*.json"))
+		plans, err := filepath.Glob(filepath.Join(fanout.Dir(home), "*.json"))
 		if err != nil || len(plans) != 1 {
 			return fmt.Errorf("want one fanout plan, found %d (%v)", len(plans), err)
 		}

@@ -177,7 +177,9 @@ func (v *JWTVerifier) startLocked(trigger string) *fetchCall {
 		set, err := v.download(v.ctx)
 		v.finish(trigger, set, err)
 		v.mu.Lock()
-		v.inflight = nil
+		if v.inflight == call { // installed may have ended it, and another begun
+			v.inflight = nil
+		}
 		v.mu.Unlock()
 		call.err = err
 		close(call.done)
@@ -243,6 +245,11 @@ func (v *JWTVerifier) finish(trigger string, set *keySet, err error) {
 func (v *JWTVerifier) installed(set *keySet) {
 	v.set.Store(set)
 	v.mu.Lock()
+	// The fetch that brought set is over once set is in use: a caller whose
+	// kid set lacks must start a fetch of its own (rate limit permitting),
+	// not wait on this one, which may have begun before NAS published the
+	// key. Fetches are single-flight, so the one in flight is set's.
+	v.inflight = nil
 	first := !v.health.Loaded
 	v.health.Loaded = true
 	v.health.FetchedAt = set.fetchedAt

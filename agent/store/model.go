@@ -442,7 +442,7 @@ func (s *State) touch(j *Job) {
 
 func (s *State) clean() {
 	s.dirty, s.allDirty, s.reshaped = nil, false, false
-	s.chains.dirty = false
+	s.chains.dirty, s.chains.reshaped = false, false
 }
 
 func (s *State) reindex() {

@@ -452,9 +452,37 @@ func (s *Store) write(st *State) error {
 	return nil
 }
 
-// encodeJobs returns each job's line (reusing old's for jobs the callback
-// did not touch) and, in order, the lines that differ from what old holds.
+// encodeJobs returns each job's line and, ordered by job id, the lines
+// that differ from what old holds. When old holds every job and the
+// callback touched only some, old is updated in place and only those are
+// encoded, so the cost follows the jobs changed, not the jobs held; the
+// caller drops the cache if the write then fails.
 func encodeJobs(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, error) {
+	if old == nil || st.allDirty || st.reshaped {
+		return encodeAll(st, old)
+	}
+	touched := make([]*Job, 0, len(st.dirty))
+	for j := range st.dirty {
+		touched = append(touched, j)
+	}
+	sort.Slice(touched, func(a, b int) bool { return touched[a].ID < touched[b].ID })
+	var changed [][]byte
+	for _, j := range touched {
+		b, err := json.Marshal(j)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: encode job %s: %w", j.ID, err)
+		}
+		if line, ok := old[j]; !ok || !bytes.Equal(b, line) {
+			changed = append(changed, b)
+		}
+		old[j] = b
+	}
+	return old, changed, nil
+}
+
+// encodeAll encodes every job the callback may have touched (all of them
+// when it called All), reusing old's lines for the others.
+func encodeAll(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, error) {
 	enc := make(map[*Job][]byte, len(st.jobs))
 	var changed [][]byte
 	for _, j := range st.jobs {

@@ -16,13 +16,14 @@ import (
 	"github.com/chronoscron/chronos/agent/chain"
 )
 
-// Journal limits: jobs.json is written whole again (compacted) once this
-// many records follow it, or once the records together outweigh it (and
-// MinCompactBytes), so reading a home stays bounded and the cost of
-// compacting, paid once per many writes, stays a constant per write.
+// Journal limits: jobs.json is written whole again (compacted) once
+// Options.MaxRecords records (default DefaultMaxRecords) follow it, or once
+// the records together outweigh it and MinCompactBytes, so reading a home
+// stays bounded and the cost of compacting, paid once per many writes, is a
+// constant share of each.
 const (
-	MaxRecords      = 1024
-	MinCompactBytes = 1 << 20
+	DefaultMaxRecords = 1024
+	MinCompactBytes   = 1 << 20
 )
 
 // journal is what this process knows of the records that follow jobs.json.
@@ -33,10 +34,10 @@ type journal struct {
 }
 
 // due reports whether the next write should compact instead of adding a
-// record of size n.
-func (j journal) due(n int) bool {
+// record of size n to the at most limit records.
+func (j journal) due(n, limit int) bool {
 	total := j.bytes + int64(n)
-	return j.count+1 > MaxRecords || (total > j.baseSize && total > MinCompactBytes)
+	return j.count+1 > limit || (total > j.baseSize && total > MinCompactBytes)
 }
 
 // recordFile is the JSON form of one record: the generation it makes, the

@@ -55,6 +55,9 @@ type Options struct {
 	// content or the new, never a part (default atomicfile.Replace: temp
 	// file, fsync, rename, directory fsync). Tests pass one that fails.
 	WriteFile func(path string, data []byte, perm fs.FileMode) error
+	// MaxRecords is how many records may follow jobs.json before a change
+	// writes it whole again (default DefaultMaxRecords).
+	MaxRecords int
 }
 
 // Store is the job store of one home directory. It is safe for concurrent use
@@ -95,6 +98,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.WriteFile == nil {
 		opts.WriteFile = atomicfile.Replace
+	}
+	if opts.MaxRecords <= 0 {
+		opts.MaxRecords = DefaultMaxRecords
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -436,7 +442,7 @@ func (s *Store) write(st *State) error {
 		return s.writeBase(st, enc)
 	}
 	rec := encodeRecord(st.Generation, lines, tail, tailChanged)
-	if s.journal.due(len(rec)) {
+	if s.journal.due(len(rec), s.opts.MaxRecords) {
 		return s.writeBase(st, enc)
 	}
 	if err := s.opts.WriteFile(s.RecordPath(st.Generation), rec, 0o600); err != nil {

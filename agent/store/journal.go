@@ -75,9 +75,10 @@ func recordGeneration(name string) (uint64, bool) {
 }
 
 // encodeRecord writes the record of generation gen: the given job lines,
-// one per line as in jobs.json, and the chains tail when it changed.
-func encodeRecord(gen uint64, lines [][]byte, tail []byte, chainsSet bool) []byte {
-	size := 96 + len(tail)
+// one per line as in jobs.json, and, when chains is not nil (the chains
+// changed), the chains tail (possibly empty: none left).
+func encodeRecord(gen uint64, lines [][]byte, chains []byte) []byte {
+	size := 96 + len(chains)
 	for _, l := range lines {
 		size += len(l) + 2
 	}
@@ -91,9 +92,9 @@ func encodeRecord(gen uint64, lines [][]byte, tail []byte, chainsSet bool) []byt
 		buf.Write(l)
 	}
 	buf.WriteString("\n]")
-	if chainsSet {
+	if chains != nil {
 		buf.WriteString(`,"chains_set":true`)
-		buf.Write(tail)
+		buf.Write(chains)
 	}
 	buf.WriteString("}\n")
 	return buf.Bytes()

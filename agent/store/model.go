@@ -360,7 +360,8 @@ func (j *Job) ClaimIndex(runID string) int {
 type State struct {
 	// Version is the file format version.
 	Version int
-	// Generation counts the writes of the file; it only grows.
+	// Generation counts the changes written (to jobs.json or as records);
+	// it only grows.
 	Generation uint64
 
 	jobs     []*Job

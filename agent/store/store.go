@@ -127,9 +127,9 @@ func (s *Store) Home() string { return s.home }
 // Path returns the path of jobs.json.
 func (s *Store) Path() string { return filepath.Join(s.home, JobsFile) }
 
-// WriteError returns why the last write of jobs.json by this store failed,
-// or nil when it succeeded or none was tried yet. A callback that changes
-// nothing writes nothing and leaves it as it was.
+// WriteError returns why the last write (of jobs.json or a record) by this
+// store failed, or nil when it succeeded or none was tried yet. A callback
+// that changes nothing writes nothing and leaves it as it was.
 func (s *Store) WriteError() error {
 	if w := s.werr.Load(); w != nil {
 		return w.err
@@ -441,7 +441,14 @@ func (s *Store) write(st *State) error {
 	if st.reshaped || st.chains.reshaped || old == nil {
 		return s.writeBase(st, enc)
 	}
-	rec := encodeRecord(st.Generation, lines, tail, tailChanged)
+	var chains []byte
+	if tailChanged {
+		chains = tail
+		if chains == nil {
+			chains = []byte{}
+		}
+	}
+	rec := encodeRecord(st.Generation, lines, chains)
 	if s.journal.due(len(rec), s.opts.MaxRecords) {
 		return s.writeBase(st, enc)
 	}

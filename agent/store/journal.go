@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +13,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/internal/atomicfile"
+	"github.com/chronoscron/chronos/internal/filelock"
 )
 
 // Journal limits: jobs.json is written whole again (compacted) once
@@ -200,4 +205,117 @@ func (s *Store) pruneRecords(gen uint64) {
 			_ = os.Remove(filepath.Join(s.home, e.Name()))
 		}
 	}
+}
+
+// CompactEvery is how often an agent folds the records written since into
+// jobs.json (Compact), so that jobs.json lags the store by about this much.
+const CompactEvery = time.Second
+
+// compactPrefix starts the name of the file (one per process and
+// compaction: .jobs.json.compact-<pid>-<nanoseconds>) where Compact writes
+// the new jobs.json before renaming it into place.
+const compactPrefix = ".jobs.json.compact-"
+
+// removeLeftovers removes the files a compaction left when its process
+// died before renaming them into place.
+func (s *Store) removeLeftovers() {
+	names, _ := filepath.Glob(filepath.Join(s.home, compactPrefix+"*"))
+	for _, p := range names {
+		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(p), compactPrefix), "-")
+		if n, err := strconv.Atoi(pid); ok && err == nil && n != os.Getpid() && !procfs.Alive(n) {
+			_ = os.Remove(p)
+		}
+	}
+}
+
+// snapshot is jobs.json as Compact will write it: the state at generation
+// gen, read on top of the jobs.json whose fingerprint is baseFP.
+type snapshot struct {
+	data   []byte
+	gen    uint64
+	from   uint64 // the generation of the jobs.json it replaces
+	baseFP Fingerprint
+	bytes  int64 // the size of the records it holds
+}
+
+// Compact writes jobs.json whole again when records follow it, and removes
+// them. The lock is held only to take the state (shared) and to rename the
+// new file into place (exclusive): the file is written and synced in
+// between, so changes are not held up by it; records written meanwhile
+// follow the new jobs.json as they followed the old. A jobs.json replaced
+// meanwhile by another process makes it give up (nothing is lost: the
+// records stay). It is a no-op when no record follows jobs.json.
+func (s *Store) Compact(ctx context.Context) error {
+	snap, err := s.snapshot(ctx)
+	if err != nil || snap == nil {
+		return err
+	}
+	s.removeLeftovers()
+	side := filepath.Join(s.home, fmt.Sprintf("%s%d-%d", compactPrefix, os.Getpid(), time.Now().UnixNano()))
+	if err := s.opts.WriteFile(side, snap.data, 0o600); err != nil {
+		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
+	}
+	defer os.Remove(side)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.acquire(ctx, filelock.Exclusive); err != nil {
+		return err
+	}
+	fp, err := s.baseFingerprint()
+	gen, ok := readGeneration(s.Path())
+	if err != nil || fp != snap.baseFP || !ok || gen != snap.from {
+		s.release()
+		return nil // another process rewrote jobs.json first
+	}
+	if err := os.Rename(side, s.Path()); err != nil {
+		s.release()
+		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
+	}
+	derr := atomicfile.SyncDir(s.home)
+	if s.cache != nil && s.baseFP == snap.baseFP && s.cache.Generation >= snap.gen {
+		if nfp, err := s.baseFingerprint(); err == nil {
+			s.baseFP, s.baseGen = nfp, snap.gen
+			s.journal = journal{count: int(s.cache.Generation - snap.gen), bytes: max(0, s.journal.bytes-snap.bytes), baseSize: int64(len(snap.data))}
+		} else {
+			s.drop()
+		}
+	} else {
+		s.drop()
+	}
+	if s.cache != nil && s.cache.Generation == snap.gen {
+		s.wrote = false
+	}
+	s.release()
+	if derr != nil {
+		// The rename may not survive a crash; the records then still
+		// follow the old jobs.json, so keep them.
+		return fmt.Errorf("store: %w: %w", ErrUnwritable, derr)
+	}
+	for g := snap.from + 1; g <= snap.gen; g++ {
+		_ = os.Remove(s.RecordPath(g))
+	}
+	return nil
+}
+
+// snapshot reads the current state under the shared lock and encodes it as
+// jobs.json; nil when no record follows jobs.json.
+func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.acquire(ctx, filelock.Shared); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	st, err := s.read()
+	if err != nil {
+		return nil, err
+	}
+	if s.cache != st || s.journal.count == 0 || s.enc == nil {
+		return nil, nil
+	}
+	data, err := encodeBase(st, s.enc)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshot{data: data, gen: st.Generation, from: s.baseGen, baseFP: s.baseFP, bytes: s.journal.bytes}, nil
 }

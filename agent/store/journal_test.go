@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // records lists the generations of the records in home.
@@ -425,5 +426,86 @@ func TestRecordGeneration(t *testing.T) {
 		if _, ok := recordGeneration(name); ok {
 			t.Errorf("%s read as a record", name)
 		}
+	}
+}
+
+// TestCompactKeepsWhatIsWrittenMeanwhile: Compact folds the records into
+// jobs.json; a change another process makes while the new file is being
+// written stays a record after it, and one that rewrites jobs.json makes
+// Compact give up. Nothing is lost either way.
+func TestCompactKeepsWhatIsWrittenMeanwhile(t *testing.T) {
+	t.Parallel()
+	for _, meanwhile := range []string{"record", "rewrite"} {
+		t.Run(meanwhile, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			other := open(t, home)
+			fill(t, other, 3)
+			var during func()
+			s, err := Open(home, Options{WriteFile: func(path string, data []byte, perm os.FileMode) error {
+				if strings.HasPrefix(filepath.Base(path), compactPrefix) && during != nil {
+					during()
+				}
+				return atomicfile.Replace(path, data, perm)
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			slot := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+			claim(t, s, "job-00000", slot)
+			claim(t, s, "job-00001", slot)
+			during = func() {
+				if meanwhile == "record" {
+					claim(t, other, "job-00002", slot)
+					return
+				}
+				addJob(t, other, "new")
+			}
+			if err := s.Compact(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			gen, _ := readGeneration(s.Path())
+			gens := records(t, home)
+			switch meanwhile {
+			case "record":
+				if gen != 3 || len(gens) != 1 || gens[0] != 4 {
+					t.Fatalf("jobs.json generation %d, records %v; want 3 and the record of 4", gen, gens)
+				}
+			case "rewrite":
+				if gen != 4 || len(gens) != 0 {
+					t.Fatalf("jobs.json generation %d, records %v; want the other process's 4 and none", gen, gens)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(home, compactPrefix+"*")); len(left) != 0 {
+				t.Fatalf("files left: %v", left)
+			}
+			for _, st := range []*Store{s, open(t, home)} {
+				for _, id := range []string{"job-00000", "job-00001"} {
+					if j, err := st.Get(context.Background(), id); err != nil || j.Fence != 1 {
+						t.Fatalf("%s: %+v %v", id, j, err)
+					}
+				}
+				if j, err := st.Get(context.Background(), "job-00002"); meanwhile == "record" && (err != nil || j.Fence != 1) {
+					t.Fatalf("the claim made meanwhile: %+v %v", j, err)
+				}
+			}
+			// The compacting store goes on from where it is.
+			claim(t, s, "job-00000", slot.Add(time.Minute))
+			if j, err := open(t, home).Get(context.Background(), "job-00000"); err != nil || j.Fence != 2 {
+				t.Fatalf("after: %+v %v", j, err)
+			}
+			// Nothing to fold: Compact writes nothing.
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fp, _ := other.Fingerprint()
+			if err := other.Compact(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if fp2, _ := other.Fingerprint(); fp2 != fp {
+				t.Fatal("a compaction with no record rewrote jobs.json")
+			}
+		})
 	}
 }

@@ -515,16 +515,15 @@ func encodeAll(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, error
 	return enc, changed, nil
 }
 
-// writeBase replaces jobs.json atomically with st whole (enc holding every
-// job's line), then removes the records it now holds.
-func (s *Store) writeBase(st *State, enc map[*Job][]byte) error {
+// encodeBase encodes st whole as jobs.json (enc holding every job's line).
+func encodeBase(st *State, enc map[*Job][]byte) ([]byte, error) {
 	size := 64
 	for _, j := range st.jobs {
 		size += len(enc[j]) + 2
 	}
 	tail, _, err := st.chains.tail()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+len(tail)))
 	fmt.Fprintf(buf, "{\"version\":%d,\"generation\":%d,\"jobs\":[", FormatVersion, st.Generation)
@@ -538,7 +537,16 @@ func (s *Store) writeBase(st *State, enc map[*Job][]byte) error {
 	buf.WriteString("\n]")
 	buf.Write(tail)
 	buf.WriteString("}\n")
-	b := buf.Bytes()
+	return buf.Bytes(), nil
+}
+
+// writeBase replaces jobs.json atomically with st whole (enc holding every
+// job's line), then removes the records it now holds.
+func (s *Store) writeBase(st *State, enc map[*Job][]byte) error {
+	b, err := encodeBase(st, enc)
+	if err != nil {
+		return err
+	}
 	if err := s.opts.WriteFile(s.Path(), b, 0o600); err != nil {
 		// A failed directory sync leaves the new file in place, but it may
 		// not survive a crash: unwritable too.

@@ -14,7 +14,9 @@
 // a temporary file that is fsynced, renamed into place, and made durable by
 // an fsync of the directory. Readers apply the records after jobs.json's
 // generation in order; a store that has the previous state cached reads
-// only the new ones. A store that wrote records compacts them when closed.
+// only the new ones. Compact folds the records into jobs.json without
+// holding the lock while it writes (the agent calls it every CompactEvery),
+// and a store that wrote records compacts them when closed.
 //
 // A file that cannot be decoded, or whose text is not
 // exactly what it says (bytes that are not UTF-8, escapes of lone UTF-16

@@ -242,12 +242,13 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	liveOwners.Store(rt.self.ID, struct{}{})
 	wctx, stop := context.WithCancel(context.Background())
 	rt.stop = stop
-	rt.watchWG.Add(4)
+	rt.watchWG.Add(5)
 	last, _ := st.Fingerprint()
 	go rt.watch(wctx, last)
 	go rt.cancelLoop(wctx)
 	go rt.renewLoop(wctx)
 	go rt.flushLoop(wctx)
+	go rt.compactLoop(wctx)
 	return rt, nil
 }
 
@@ -321,6 +322,25 @@ func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
 		if fp != last {
 			last = fp
 			rt.signal()
+		}
+	}
+}
+
+// compactLoop folds the store's records into jobs.json every
+// store.CompactEvery, off the path of claims, so that jobs.json stays close
+// to the whole state and the journal short.
+func (rt *Runtime) compactLoop(ctx context.Context) {
+	defer rt.watchWG.Done()
+	t := time.NewTicker(store.CompactEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := rt.store.Compact(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Debug("store: compaction failed; the records stay", "error", err)
 		}
 	}
 }

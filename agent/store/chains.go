@@ -23,6 +23,9 @@ type chainSet struct {
 	// them reuses it instead of encoding every chain again.
 	dirty bool
 	enc   []byte
+	// reshaped is set when chains were added or dropped: like jobs added
+	// or removed, that rewrites jobs.json whole.
+	reshaped bool
 }
 
 // load takes the decoded arrays, refusing nulls and repeated ids.
@@ -120,6 +123,7 @@ func (s *State) AddChain(c *chain.Chain) error {
 	}
 	s.chains.chains = append(s.chains.chains, c)
 	s.chains.dirty = true
+	s.chains.reshaped = true
 	return nil
 }
 
@@ -169,6 +173,7 @@ func (s *State) PruneChains() {
 	}
 	s.chains.chains = kept
 	s.chains.dirty = true
+	s.chains.reshaped = true
 }
 
 // LookupBreaker returns the breaker of class for reading or changing, or

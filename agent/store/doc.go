@@ -1,18 +1,29 @@
-// Package store keeps the agent's jobs in one file, jobs.json, inside the
-// agent's home directory, and serialises every change to it across
-// processes.
+// Package store keeps the agent's jobs in its home directory, jobs.json
+// and the records that follow it, and serialises every change to them
+// across processes.
 //
 // Every change runs under an exclusive flock on a separate lock file
-// (jobs.lock): the file is read, the change applied in memory, and the result
-// written to a temporary file that is fsynced, renamed over jobs.json, and
-// made durable by an fsync of the directory. Readers take a shared lock. Any
-// number of processes sharing the directory therefore see one sequence of
-// versions of the file. A file that cannot be decoded, or whose text is not
+// (jobs.lock); readers take a shared lock, so any number of processes
+// sharing the directory see one sequence of generations. jobs.json holds
+// the whole state as of its generation. A change that only alters existing
+// jobs (a claim, a renewal, a run's end) writes one record,
+// jobs.<generation>.json, holding just the jobs it changed, so its cost does
+// not grow with the number of jobs; a change that adds or removes jobs or
+// chains, or finds the journal long, writes jobs.json whole again and then
+// removes the records it holds. Either file is written whole or not at all:
+// a temporary file that is fsynced, renamed into place, and made durable by
+// an fsync of the directory. Readers apply the records after jobs.json's
+// generation in order; a store that has the previous state cached reads
+// only the new ones. Compact folds the records into jobs.json without
+// holding the lock while it writes (the agent calls it every CompactEvery),
+// and a store that wrote records compacts them when closed.
+//
+// A file that cannot be decoded, or whose text is not
 // exactly what it says (bytes that are not UTF-8, escapes of lone UTF-16
 // surrogates, both of which JSON decoding would turn into U+FFFD and so
 // change a command silently), is never overwritten:
 // Update and View fail with ErrCorrupt and a copy is kept beside it as
-// jobs.json.corrupt-<timestamp> for the operator (one copy per distinct
+// <name>.corrupt-<timestamp> for the operator (one copy per distinct
 // content; a later corruption never replaces an earlier copy).
 //
 // The job model (Job, its policies and its claim state) lives here because it

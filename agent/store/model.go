@@ -360,7 +360,8 @@ func (j *Job) ClaimIndex(runID string) int {
 type State struct {
 	// Version is the file format version.
 	Version int
-	// Generation counts the writes of the file; it only grows.
+	// Generation counts the changes written (to jobs.json or as records);
+	// it only grows.
 	Generation uint64
 
 	jobs     []*Job
@@ -442,7 +443,7 @@ func (s *State) touch(j *Job) {
 
 func (s *State) clean() {
 	s.dirty, s.allDirty, s.reshaped = nil, false, false
-	s.chains.dirty = false
+	s.chains.dirty, s.chains.reshaped = false, false
 }
 
 func (s *State) reindex() {

@@ -55,6 +55,9 @@ type Options struct {
 	// content or the new, never a part (default atomicfile.Replace: temp
 	// file, fsync, rename, directory fsync). Tests pass one that fails.
 	WriteFile func(path string, data []byte, perm fs.FileMode) error
+	// MaxRecords is how many records may follow jobs.json before a change
+	// writes it whole again (default DefaultMaxRecords).
+	MaxRecords int
 }
 
 // Store is the job store of one home directory. It is safe for concurrent use
@@ -66,11 +69,19 @@ type Store struct {
 	mu   sync.Mutex // serialises this process's users of the lock fd
 	lock *os.File
 
-	// The last version read or written by this process, reused while the
-	// file on disk is provably the same (same fingerprint and generation).
+	// The last version read or written by this process, reused while
+	// jobs.json on disk is provably the same (same fingerprint and
+	// generation) and no record follows the cached generation.
 	cache   *State
-	cacheFP Fingerprint
+	baseFP  Fingerprint     // jobs.json's fingerprint (Generation zero)
+	baseGen uint64          // the generation jobs.json itself holds
 	enc     map[*Job][]byte // each cached job's line in the file
+	journal journal         // the records applied on top of jobs.json
+	wrote   bool            // this store added a record since jobs.json was written
+
+	hintMu  sync.Mutex // guards the last generation Fingerprint found
+	hintFP  Fingerprint
+	hintGen uint64
 
 	werr atomic.Pointer[writeErr] // the last write's failure; nil: it succeeded
 }
@@ -87,6 +98,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.WriteFile == nil {
 		opts.WriteFile = atomicfile.Replace
+	}
+	if opts.MaxRecords <= 0 {
+		opts.MaxRecords = DefaultMaxRecords
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -113,9 +127,9 @@ func (s *Store) Home() string { return s.home }
 // Path returns the path of jobs.json.
 func (s *Store) Path() string { return filepath.Join(s.home, JobsFile) }
 
-// WriteError returns why the last write of jobs.json by this store failed,
-// or nil when it succeeded or none was tried yet. A callback that changes
-// nothing writes nothing and leaves it as it was.
+// WriteError returns why the last write (of jobs.json or a record) by this
+// store failed, or nil when it succeeded or none was tried yet. A callback
+// that changes nothing writes nothing and leaves it as it was.
 func (s *Store) WriteError() error {
 	if w := s.werr.Load(); w != nil {
 		return w.err
@@ -123,12 +137,18 @@ func (s *Store) WriteError() error {
 	return nil
 }
 
-// Close releases the lock file.
+// Close releases the lock file. A store that added records to the journal
+// first writes jobs.json whole again, so that a home no process holds open
+// keeps its whole state in jobs.json; if that fails (the lock is busy, the
+// disk is full) the records stay and are read as before.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lock == nil {
 		return nil
+	}
+	if s.wrote {
+		s.compactLocked()
 	}
 	err := s.lock.Close()
 	s.lock = nil
@@ -198,14 +218,42 @@ func (s *Store) Update(ctx context.Context, fn func(st *State) error) error {
 	return nil
 }
 
-// read loads jobs.json; a missing file is an empty state. The state of the
-// previous read or write is reused when the file is unchanged; callers that
-// fail after mutating it must call s.drop.
+// compactLocked writes jobs.json whole from the current state, under the
+// exclusive lock; s.mu is held. Failures leave the records in place.
+func (s *Store) compactLocked() {
+	if err := s.acquire(context.Background(), filelock.Exclusive); err != nil {
+		return
+	}
+	defer s.release()
+	st, err := s.read()
+	if err != nil || st.Generation == s.baseGen {
+		s.wrote = false
+		return
+	}
+	enc, _, err := encodeJobs(st, s.enc)
+	if err == nil {
+		err = s.writeBase(st, enc)
+	}
+	if err != nil {
+		s.drop()
+		return
+	}
+	s.wrote = false
+}
+
+// read loads jobs.json and applies the records that follow it; a missing
+// file is an empty state. The state of the previous read or write is reused
+// when jobs.json is unchanged, with only the records written since applied;
+// callers that fail after mutating it must call s.drop.
 func (s *Store) read() (*State, error) {
 	if s.cache != nil {
-		fp, err := s.Fingerprint()
-		if err == nil && fp == s.cacheFP && fp != (Fingerprint{}) {
-			if gen, ok := readGeneration(s.Path()); ok && gen == s.cache.Generation {
+		fp, err := s.baseFingerprint()
+		if err == nil && fp == s.baseFP && fp != (Fingerprint{}) {
+			if gen, ok := readGeneration(s.Path()); ok && gen == s.baseGen {
+				if err := s.replay(s.cache, s.enc, &s.journal); err != nil {
+					s.drop()
+					return nil, err
+				}
 				s.cache.clean()
 				return s.cache, nil
 			}
@@ -216,25 +264,25 @@ func (s *Store) read() (*State, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		st := &State{Version: FormatVersion}
 		st.reindex()
-		s.cache, s.cacheFP, s.enc = nil, Fingerprint{}, nil
+		s.drop()
 		return st, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: read %s: %w", s.Path(), err)
 	}
 	if err := checkText(raw); err != nil {
-		return nil, s.corrupt(raw, err)
+		return nil, s.corrupt(s.Path(), raw, err)
 	}
 	var fst fileState
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&fst); err != nil {
-		return nil, s.corrupt(raw, err)
+		return nil, s.corrupt(s.Path(), raw, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, s.corrupt(raw, errors.New("trailing data after the jobs object"))
+		return nil, s.corrupt(s.Path(), raw, errors.New("trailing data after the jobs object"))
 	}
 	if fst.Version == 0 {
-		return nil, s.corrupt(raw, errors.New("missing version"))
+		return nil, s.corrupt(s.Path(), raw, errors.New("missing version"))
 	}
 	if fst.Version > FormatVersion {
 		return nil, fmt.Errorf("store: %s has format version %d, this build reads up to %d", s.Path(), fst.Version, FormatVersion)
@@ -242,19 +290,24 @@ func (s *Store) read() (*State, error) {
 	seen := make(map[string]bool, len(fst.Jobs))
 	for i, j := range fst.Jobs {
 		if j == nil {
-			return nil, s.corrupt(raw, fmt.Errorf("job %d is null", i))
+			return nil, s.corrupt(s.Path(), raw, fmt.Errorf("job %d is null", i))
 		}
 		if seen[j.ID] {
-			return nil, s.corrupt(raw, fmt.Errorf("job id %q appears twice", j.ID))
+			return nil, s.corrupt(s.Path(), raw, fmt.Errorf("job id %q appears twice", j.ID))
 		}
 		seen[j.ID] = true
 	}
 	st := &State{Version: fst.Version, Generation: fst.Generation, jobs: fst.Jobs}
 	if err := st.chains.load(fst.Chains, fst.Breakers); err != nil {
-		return nil, s.corrupt(raw, err)
+		return nil, s.corrupt(s.Path(), raw, err)
 	}
 	st.reindex()
-	s.remember(st, splitLines(raw, st.jobs))
+	enc := splitLines(raw, st.jobs)
+	j := journal{baseSize: int64(len(raw))}
+	if err := s.replay(st, enc, &j); err != nil {
+		return nil, err
+	}
+	s.remember(st, enc, fst.Generation, j)
 	return st, nil
 }
 
@@ -274,19 +327,22 @@ func splitLines(raw []byte, jobs []*Job) map[*Job][]byte {
 	return enc
 }
 
-// remember caches st (with each job's encoded line) as the content of the
-// file now on disk.
-func (s *Store) remember(st *State, enc map[*Job][]byte) {
-	fp, err := s.Fingerprint()
+// remember caches st (with each job's encoded line) as the content of
+// jobs.json now on disk, which holds generation baseGen, and the records j
+// that follow it.
+func (s *Store) remember(st *State, enc map[*Job][]byte, baseGen uint64, j journal) {
+	fp, err := s.baseFingerprint()
 	if err != nil {
 		s.drop()
 		return
 	}
 	st.clean()
-	s.cache, s.cacheFP, s.enc = st, fp, enc
+	s.cache, s.baseFP, s.baseGen, s.enc, s.journal = st, fp, baseGen, enc, j
 }
 
-func (s *Store) drop() { s.cache, s.cacheFP, s.enc = nil, Fingerprint{}, nil }
+func (s *Store) drop() {
+	s.cache, s.baseFP, s.baseGen, s.enc, s.journal = nil, Fingerprint{}, 0, nil, journal{}
+}
 
 // readGeneration reads the generation from the head of the file, where
 // encode puts it.
@@ -313,21 +369,22 @@ func readGeneration(path string) (uint64, bool) {
 	return g, err == nil
 }
 
-// corrupt keeps a copy of the undecodable file and returns ErrCorrupt. A
-// content already kept aside is not copied again; a new content never
-// replaces an older copy, even one named for the same second.
-func (s *Store) corrupt(raw []byte, cause error) error {
-	aside, err := s.keepAside(raw)
+// corrupt keeps a copy of the undecodable file at path (jobs.json or a
+// record) and returns ErrCorrupt. A content already kept aside is not
+// copied again; a new content never replaces an older copy, even one named
+// for the same second.
+func (s *Store) corrupt(path string, raw []byte, cause error) error {
+	aside, err := s.keepAside(path, raw)
 	if err != nil {
-		return fmt.Errorf("store: %w: %s: %w (left untouched; copying it aside failed: %w)", ErrCorrupt, s.Path(), cause, err)
+		return fmt.Errorf("store: %w: %s: %w (left untouched; copying it aside failed: %w)", ErrCorrupt, path, cause, err)
 	}
-	return fmt.Errorf("store: %w: %s: %w (left untouched; copy kept at %s)", ErrCorrupt, s.Path(), cause, aside)
+	return fmt.Errorf("store: %w: %s: %w (left untouched; copy kept at %s)", ErrCorrupt, path, cause, aside)
 }
 
-// keepAside returns the path of a copy of raw next to jobs.json, writing one
+// keepAside returns the path of a copy of raw next to path, writing one
 // unless an earlier copy holds the same bytes.
-func (s *Store) keepAside(raw []byte) (string, error) {
-	prefix := s.Path() + ".corrupt-"
+func (s *Store) keepAside(path string, raw []byte) (string, error) {
+	prefix := path + ".corrupt-"
 	if old, err := filepath.Glob(prefix + "*"); err == nil {
 		for _, p := range old {
 			if b, err := os.ReadFile(p); err == nil && bytes.Equal(b, raw) {
@@ -353,8 +410,11 @@ func (s *Store) keepAside(raw []byte) (string, error) {
 	return "", fmt.Errorf("too many copies named %s-*", base)
 }
 
-// write encodes st and replaces jobs.json atomically. Only jobs the
-// callback touched are encoded again; if none changed, nothing is written.
+// write makes st durable. Only jobs the callback touched are encoded
+// again; if none changed, nothing is written. A change that adds or removes
+// jobs, or that comes when the journal is due, rewrites jobs.json whole;
+// any other adds one record holding only the jobs (and chains) it changed,
+// so its cost does not grow with the number of jobs.
 func (s *Store) write(st *State) error {
 	st.Version = FormatVersion
 	if st.reshaped {
@@ -365,35 +425,108 @@ func (s *Store) write(st *State) error {
 	if s.cache != st {
 		old = nil
 	}
-	enc := make(map[*Job][]byte, len(st.jobs))
+	enc, lines, err := encodeJobs(st, old)
+	if err != nil {
+		return err
+	}
 	tail, tailChanged, err := st.chains.tail()
 	if err != nil {
 		return err
 	}
-	changed := st.reshaped || old == nil || tailChanged
-	size := 64
+	if !st.reshaped && old != nil && !tailChanged && len(lines) == 0 {
+		st.clean()
+		return nil
+	}
+	st.Generation++
+	if st.reshaped || st.chains.reshaped || old == nil {
+		return s.writeBase(st, enc)
+	}
+	var chains []byte
+	if tailChanged {
+		chains = tail
+		if chains == nil {
+			chains = []byte{}
+		}
+	}
+	rec := encodeRecord(st.Generation, lines, chains)
+	if s.journal.due(len(rec), s.opts.MaxRecords) {
+		return s.writeBase(st, enc)
+	}
+	if err := s.opts.WriteFile(s.RecordPath(st.Generation), rec, 0o600); err != nil {
+		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
+	}
+	s.werr.Store(nil)
+	s.wrote = true
+	j := s.journal
+	j.count++
+	j.bytes += int64(len(rec))
+	st.clean()
+	s.cache, s.enc, s.journal = st, enc, j
+	return nil
+}
+
+// encodeJobs returns each job's line and, ordered by job id, the lines
+// that differ from what old holds. When old holds every job and the
+// callback touched only some, old is updated in place and only those are
+// encoded, so the cost follows the jobs changed, not the jobs held; the
+// caller drops the cache if the write then fails.
+func encodeJobs(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, error) {
+	if old == nil || st.allDirty || st.reshaped {
+		return encodeAll(st, old)
+	}
+	touched := make([]*Job, 0, len(st.dirty))
+	for j := range st.dirty {
+		touched = append(touched, j)
+	}
+	sort.Slice(touched, func(a, b int) bool { return touched[a].ID < touched[b].ID })
+	var changed [][]byte
+	for _, j := range touched {
+		b, err := json.Marshal(j)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: encode job %s: %w", j.ID, err)
+		}
+		if line, ok := old[j]; !ok || !bytes.Equal(b, line) {
+			changed = append(changed, b)
+		}
+		old[j] = b
+	}
+	return old, changed, nil
+}
+
+// encodeAll encodes every job the callback may have touched (all of them
+// when it called All), reusing old's lines for the others.
+func encodeAll(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, error) {
+	enc := make(map[*Job][]byte, len(st.jobs))
+	var changed [][]byte
 	for _, j := range st.jobs {
 		line, ok := old[j]
 		if !ok || st.allDirty || st.dirty[j] {
 			b, err := json.Marshal(j)
 			if err != nil {
-				return fmt.Errorf("store: encode job %s: %w", j.ID, err)
+				return nil, nil, fmt.Errorf("store: encode job %s: %w", j.ID, err)
 			}
 			if !ok || !bytes.Equal(b, line) {
-				changed = true
+				changed = append(changed, b)
 			}
 			line = b
 		}
 		enc[j] = line
-		size += len(line) + 2
 	}
-	if !changed {
-		st.clean()
-		return nil
+	return enc, changed, nil
+}
+
+// encodeBase encodes st whole as jobs.json (enc holding every job's line).
+func encodeBase(st *State, enc map[*Job][]byte) ([]byte, error) {
+	size := 64
+	for _, j := range st.jobs {
+		size += len(enc[j]) + 2
 	}
-	st.Generation++
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	fmt.Fprintf(buf, "{\"version\":%d,\"generation\":%d,\"jobs\":[", st.Version, st.Generation)
+	tail, _, err := st.chains.tail()
+	if err != nil {
+		return nil, err
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+len(tail)))
+	fmt.Fprintf(buf, "{\"version\":%d,\"generation\":%d,\"jobs\":[", FormatVersion, st.Generation)
 	for i, j := range st.jobs {
 		if i > 0 {
 			buf.WriteByte(',')
@@ -404,14 +537,27 @@ func (s *Store) write(st *State) error {
 	buf.WriteString("\n]")
 	buf.Write(tail)
 	buf.WriteString("}\n")
-	b := buf.Bytes()
+	return buf.Bytes(), nil
+}
+
+// writeBase replaces jobs.json atomically with st whole (enc holding every
+// job's line), then removes the records it now holds.
+func (s *Store) writeBase(st *State, enc map[*Job][]byte) error {
+	b, err := encodeBase(st, enc)
+	if err != nil {
+		return err
+	}
 	if err := s.opts.WriteFile(s.Path(), b, 0o600); err != nil {
 		// A failed directory sync leaves the new file in place, but it may
 		// not survive a crash: unwritable too.
 		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
 	}
 	s.werr.Store(nil)
-	s.remember(st, enc)
+	s.wrote = false
+	if s.journal.count > 0 || s.cache != st {
+		s.pruneRecords(st.Generation)
+	}
+	s.remember(st, enc, st.Generation, journal{baseSize: int64(len(b))})
 	return nil
 }
 
@@ -443,17 +589,46 @@ func (s *Store) List(ctx context.Context) ([]Job, error) {
 	return out, err
 }
 
-// Fingerprint identifies one version of jobs.json on disk cheaply (inode,
-// size, modification time); it changes on every write, since every write
-// renames a new file into place.
+// Fingerprint identifies one version of the store on disk cheaply:
+// jobs.json's inode, size and modification time (which change on every
+// rewrite, since every rewrite renames a new file into place) and the
+// generation of the last record that follows it.
 type Fingerprint struct {
-	Ino   uint64
-	Size  int64
-	MTime int64
+	Ino        uint64
+	Size       int64
+	MTime      int64
+	Generation uint64
 }
 
-// Fingerprint stats jobs.json; a missing file has the zero fingerprint.
+// Fingerprint stats jobs.json and looks for the records written after the
+// last one it found; a missing file has the zero fingerprint.
 func (s *Store) Fingerprint() (Fingerprint, error) {
+	fp, err := s.baseFingerprint()
+	if err != nil || fp == (Fingerprint{}) {
+		return fp, err
+	}
+	gen, ok := readGeneration(s.Path())
+	if !ok {
+		return fp, nil
+	}
+	s.hintMu.Lock()
+	defer s.hintMu.Unlock()
+	if s.hintFP == fp && s.hintGen > gen {
+		gen = s.hintGen
+	}
+	for {
+		if _, err := os.Stat(s.RecordPath(gen + 1)); err != nil {
+			break
+		}
+		gen++
+	}
+	s.hintFP, s.hintGen = fp, gen
+	fp.Generation = gen
+	return fp, nil
+}
+
+// baseFingerprint stats jobs.json alone.
+func (s *Store) baseFingerprint() (Fingerprint, error) {
 	fi, err := os.Stat(s.Path())
 	if errors.Is(err, fs.ErrNotExist) {
 		return Fingerprint{}, nil

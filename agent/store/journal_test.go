@@ -1,0 +1,511 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/internal/atomicfile"
+)
+
+// records lists the generations of the records in home.
+func records(t *testing.T, home string) []uint64 {
+	t.Helper()
+	ents, err := os.ReadDir(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, e := range ents {
+		if g, ok := recordGeneration(e.Name()); ok {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// fill adds n jobs in one update.
+func fill(t *testing.T, s *Store, n int) {
+	t.Helper()
+	err := s.Update(context.Background(), func(st *State) error {
+		for i := range n {
+			if err := st.Add(&Job{ID: fmt.Sprintf("job-%05d", i), Schedule: "every 1m", Enabled: true}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claim claims a slot of job id, as the agent's fire does.
+func claim(t *testing.T, s *Store, id string, slot time.Time) Claim {
+	t.Helper()
+	var got Claim
+	err := s.Update(context.Background(), func(st *State) error {
+		j := st.Job(id)
+		if j == nil {
+			return fmt.Errorf("no job %s", id)
+		}
+		j.NextRunAt = &slot
+		c, ok := j.ClaimSlot(slot, Claim{RunID: "run-" + slot.Format("150405"), Slot: slot, Owner: "h:1:u"})
+		if !ok {
+			return errors.New("slot not claimable")
+		}
+		next := slot.Add(time.Minute)
+		j.NextRunAt = &next
+		got = c
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestClaimWritesARecordOfItsJobAlone: a change to one job leaves jobs.json
+// as it was and writes one record holding that job only, whose size does
+// not depend on how many jobs the store holds; another store on the home
+// (another process) reads the change; closing the writer folds the records
+// into jobs.json and removes them.
+func TestClaimWritesARecordOfItsJobAlone(t *testing.T) {
+	t.Parallel()
+	slot := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	sizes := map[int]int64{}
+	for _, n := range []int{10, 2000} {
+		home := t.TempDir()
+		s, err := Open(home, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, s, n)
+		base, err := os.ReadFile(s.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := claim(t, s, "job-00003", slot)
+		if after, _ := os.ReadFile(s.Path()); string(after) != string(base) {
+			t.Fatalf("%d jobs: a claim rewrote jobs.json", n)
+		}
+		gens := records(t, home)
+		if len(gens) != 1 {
+			t.Fatalf("%d jobs: records %v, want one", n, gens)
+		}
+		raw, err := os.ReadFile(s.RecordPath(gens[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Count(string(raw), `"id":`) != 1 || !strings.Contains(string(raw), `"id":"job-00003"`) {
+			t.Fatalf("%d jobs: record holds more than the claimed job:\n%s", n, raw)
+		}
+		sizes[n] = int64(len(raw))
+
+		other := open(t, home)
+		j, err := other.Get(context.Background(), "job-00003")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Fence != c.Token || len(j.Claims) != 1 || j.Claims[0].Token != c.Token || !j.NextRunAt.Equal(slot.Add(time.Minute)) {
+			t.Fatalf("%d jobs: another store reads %+v, want the claim with token %d", n, j, c.Token)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if gens := records(t, home); len(gens) != 0 {
+			t.Fatalf("%d jobs: records %v left after close", n, gens)
+		}
+		raw, _ = os.ReadFile(filepath.Join(home, JobsFile))
+		if !strings.Contains(string(raw), `"fence":1,"claims":[{"run_id":"run-090000"`) {
+			t.Fatalf("%d jobs: jobs.json after close lacks the claim", n)
+		}
+		if j, err := open(t, home).Get(context.Background(), "job-00003"); err != nil || j.Fence != c.Token {
+			t.Fatalf("%d jobs: after close: %+v %v", n, j, err)
+		}
+	}
+	if sizes[10] != sizes[2000] {
+		t.Fatalf("a claim's record is %d bytes with 10 jobs and %d with 2,000; want the same", sizes[10], sizes[2000])
+	}
+}
+
+// TestStoresFollowEachOthersRecords: two stores on one home alternate
+// changes; each applies the other's records to the state it has cached, and
+// fencing tokens never repeat.
+func TestStoresFollowEachOthersRecords(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	a, b := open(t, home), open(t, home)
+	fill(t, a, 3)
+	slot := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	seen := map[uint64]bool{}
+	for i := range 10 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		c := claim(t, s, "job-00001", slot.Add(time.Duration(i)*time.Minute))
+		if seen[c.Token] || c.Token != uint64(i+1) {
+			t.Fatalf("claim %d got token %d (seen %v)", i, c.Token, seen)
+		}
+		seen[c.Token] = true
+	}
+	for _, s := range []*Store{a, b} {
+		j, err := s.Get(context.Background(), "job-00001")
+		if err != nil || len(j.Claims) != 10 || j.Fence != 10 {
+			t.Fatalf("job %+v %v, want ten claims", j, err)
+		}
+	}
+}
+
+// TestCompaction: once the journal is due, a change rewrites jobs.json and
+// removes the records it holds. Records left behind by a crash between the
+// two are older than jobs.json and ignored.
+func TestCompaction(t *testing.T) {
+	t.Parallel()
+	const limit = 8
+	home := t.TempDir()
+	s, err := Open(home, Options{MaxRecords: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	fill(t, s, 2)
+	count := func(n int) {
+		t.Helper()
+		err := s.Update(context.Background(), func(st *State) error {
+			st.Job("job-00000").Repeat.Completed = n
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	count(1)
+	stale, err := os.ReadFile(s.RecordPath(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= limit; i++ {
+		count(i)
+	}
+	if n := len(records(t, home)); n != limit {
+		t.Fatalf("%d records, want %d before compacting", n, limit)
+	}
+	if gen, _ := readGeneration(s.Path()); gen != 1 {
+		t.Fatalf("jobs.json generation %d before compacting, want 1", gen)
+	}
+	count(limit + 1)
+	if gens := records(t, home); len(gens) != 0 {
+		t.Fatalf("records %v left after compacting", gens)
+	}
+	gen, ok := readGeneration(s.Path())
+	if !ok || gen != limit+2 {
+		t.Fatalf("jobs.json generation %d, want %d", gen, limit+2)
+	}
+	// A crash before the removal: the first record is back, older than
+	// jobs.json.
+	if err := os.WriteFile(s.RecordPath(2), stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := open(t, home).Get(context.Background(), "job-00000")
+	if err != nil || j.Repeat.Completed != limit+1 {
+		t.Fatalf("completed %d (%v), want %d: a stale record was applied", j.Repeat.Completed, err, limit+1)
+	}
+	// The next record follows jobs.json's generation and is read.
+	count(limit + 2)
+	if gens := records(t, home); len(gens) != 2 {
+		t.Fatalf("records %v, want the stale one and the new one", gens)
+	}
+	if j, err := open(t, home).Get(context.Background(), "job-00000"); err != nil || j.Repeat.Completed != limit+2 {
+		t.Fatalf("completed %d (%v), want %d", j.Repeat.Completed, err, limit+2)
+	}
+}
+
+// TestCorruptRecordIsKeptAside: a record that cannot be decoded stops reads
+// and writes with ErrCorrupt, is left in place and copied aside.
+func TestCorruptRecordIsKeptAside(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, content, want string }{
+		{"not json", "{\"version\":1,\"generation\":2,\"jobs\":[\n{\"id\":", "unexpected EOF"},
+		{"wrong generation", `{"version":1,"generation":7,"jobs":[]}`, "generation 7"},
+		{"null job", `{"version":1,"generation":2,"jobs":[null]}`, "job 0 is null"},
+		{"invalid utf-8", "{\"version\":1,\"generation\":2,\"jobs\":[{\"id\":\"job-00000\",\"name\":\"\xff\"}]}", "invalid UTF-8"},
+		{"no version", `{"generation":2,"jobs":[]}`, "missing version"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			fill(t, open(t, home), 1)
+			s := open(t, home)
+			path := s.RecordPath(2)
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := s.Update(context.Background(), func(st *State) error {
+				st.Job("job-00000").Name = "x"
+				return nil
+			})
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want ErrCorrupt with %q", err, tc.want)
+			}
+			if b, _ := os.ReadFile(path); string(b) != tc.content {
+				t.Fatal("the corrupt record was changed")
+			}
+			if gens := records(t, home); len(gens) != 1 {
+				t.Fatalf("records %v, want the corrupt one alone", gens)
+			}
+			copies, _ := filepath.Glob(path + ".corrupt-*")
+			if len(copies) != 1 {
+				t.Fatalf("copies %v, want one", copies)
+			}
+		})
+	}
+}
+
+// TestRecordOfNewerVersionIsRefused: a record written by a newer build is
+// refused, not rewritten.
+func TestRecordOfNewerVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	fill(t, open(t, home), 1)
+	s := open(t, home)
+	if err := os.WriteFile(s.RecordPath(2), []byte(`{"version":9,"generation":2,"jobs":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.List(context.Background()); err == nil || !strings.Contains(err.Error(), "format version 9") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// TestFingerprintFollowsRecords: each record changes the fingerprint, an
+// update that changes nothing does not.
+func TestFingerprintFollowsRecords(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s := open(t, home)
+	fill(t, s, 2)
+	watcher := open(t, home)
+	last, err := watcher.Fingerprint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		claim(t, s, "job-00001", slot.Add(time.Duration(i)*time.Minute))
+		fp, err := watcher.Fingerprint()
+		if err != nil || fp == last || fp.Generation != uint64(i+2) {
+			t.Fatalf("claim %d: fingerprint %+v (was %+v) %v", i, fp, last, err)
+		}
+		last = fp
+	}
+	if err := s.Update(context.Background(), func(st *State) error { _ = st.Job("job-00000"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fp, _ := watcher.Fingerprint(); fp != last {
+		t.Fatal("an update that changed nothing changed the fingerprint")
+	}
+}
+
+// TestChainProgressIsARecord: a change to an existing chain (not adding or
+// dropping one) is a record carrying the chains, read back by another
+// store.
+func TestChainProgressIsARecord(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s := open(t, home)
+	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	err := s.Update(context.Background(), func(st *State) error {
+		return st.AddChain(chain.New(chain.StartRequest{ID: "inc", Class: "disk", Stage: "action", Limits: chain.DefaultLimits(), FireAt: now.Add(time.Minute), Now: now}))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gens := records(t, home); len(gens) != 0 {
+		t.Fatalf("adding a chain wrote records %v, want jobs.json", gens)
+	}
+	err = s.Update(context.Background(), func(st *State) error {
+		st.Chain("inc").Class = "network"
+		st.Breaker("network").NoteSpawn(now)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gens := records(t, home); len(gens) != 1 {
+		t.Fatalf("records %v, want one", gens)
+	}
+	err = open(t, home).View(context.Background(), func(st *State) error {
+		if c := st.Chain("inc"); c == nil || c.Class != "network" || st.LookupBreaker("network") == nil {
+			t.Fatalf("chain %+v, breakers %+v", c, st.Breakers())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOldLayoutMigrates: a jobs.json not in the one-job-per-line layout (an
+// older or hand-formatted file) is written whole on its first change, and
+// the next change is a record.
+func TestOldLayoutMigrates(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	old := "{\n  \"version\": 1,\n  \"jobs\": [\n    {\"id\": \"a\", \"schedule\": \"every 1m\", \"enabled\": true}\n  ]\n}\n"
+	if err := os.WriteFile(filepath.Join(home, JobsFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, home)
+	for i, want := range []int{0, 1} {
+		err := s.Update(context.Background(), func(st *State) error {
+			st.Job("a").Name = fmt.Sprintf("n%d", i)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gens := records(t, home); len(gens) != want {
+			t.Fatalf("change %d: records %v, want %d", i, gens, want)
+		}
+	}
+	raw, _ := os.ReadFile(s.Path())
+	if !strings.HasPrefix(string(raw), `{"version":1,"generation":1,"jobs":[`+"\n") {
+		t.Fatalf("jobs.json not migrated: %s", raw)
+	}
+	if j, err := open(t, home).Get(context.Background(), "a"); err != nil || j.Name != "n1" {
+		t.Fatalf("job %+v %v", j, err)
+	}
+}
+
+// TestFailedRecordWriteChangesNothing: a record that cannot be written
+// leaves the state as it was (ErrUnwritable), and the cache does not keep
+// the change.
+func TestFailedRecordWriteChangesNothing(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	fill(t, open(t, home), 1)
+	fail := errors.New("disk full")
+	s, err := Open(home, Options{WriteFile: func(string, []byte, os.FileMode) error { return fail }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	err = s.Update(context.Background(), func(st *State) error {
+		st.Job("job-00000").Name = "lost"
+		return nil
+	})
+	if !errors.Is(err, ErrUnwritable) || !errors.Is(s.WriteError(), ErrUnwritable) {
+		t.Fatalf("err %v, write error %v", err, s.WriteError())
+	}
+	if gens := records(t, home); len(gens) != 0 {
+		t.Fatalf("records %v", gens)
+	}
+	for _, st := range []*Store{s, open(t, home)} {
+		if j, err := st.Get(context.Background(), "job-00000"); err != nil || j.Name != "" {
+			t.Fatalf("job %+v %v", j, err)
+		}
+	}
+}
+
+func TestRecordGeneration(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]uint64{"jobs.1.json": 1, "jobs.18446744073709551615.json": 1<<64 - 1} {
+		if g, ok := recordGeneration(name); !ok || g != want {
+			t.Errorf("%s: %d %v", name, g, ok)
+		}
+	}
+	for _, name := range []string{"jobs.json", "jobs..json", "jobs.1.json.corrupt-20260101T000000Z", ".jobs.1.json.tmp-123", "jobs.-1.json", "jobs.1a.json", "jobs.99999999999999999999.json"} {
+		if _, ok := recordGeneration(name); ok {
+			t.Errorf("%s read as a record", name)
+		}
+	}
+}
+
+// TestCompactKeepsWhatIsWrittenMeanwhile: Compact folds the records into
+// jobs.json; a change another process makes while the new file is being
+// written stays a record after it, and one that rewrites jobs.json makes
+// Compact give up. Nothing is lost either way.
+func TestCompactKeepsWhatIsWrittenMeanwhile(t *testing.T) {
+	t.Parallel()
+	for _, meanwhile := range []string{"record", "rewrite"} {
+		t.Run(meanwhile, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			other := open(t, home)
+			fill(t, other, 3)
+			var during func()
+			s, err := Open(home, Options{WriteFile: func(path string, data []byte, perm os.FileMode) error {
+				if strings.HasPrefix(filepath.Base(path), compactPrefix) && during != nil {
+					during()
+				}
+				return atomicfile.Replace(path, data, perm)
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			slot := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+			claim(t, s, "job-00000", slot)
+			claim(t, s, "job-00001", slot)
+			during = func() {
+				if meanwhile == "record" {
+					claim(t, other, "job-00002", slot)
+					return
+				}
+				addJob(t, other, "new")
+			}
+			if err := s.Compact(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			gen, _ := readGeneration(s.Path())
+			gens := records(t, home)
+			switch meanwhile {
+			case "record":
+				if gen != 3 || len(gens) != 1 || gens[0] != 4 {
+					t.Fatalf("jobs.json generation %d, records %v; want 3 and the record of 4", gen, gens)
+				}
+			case "rewrite":
+				if gen != 4 || len(gens) != 0 {
+					t.Fatalf("jobs.json generation %d, records %v; want the other process's 4 and none", gen, gens)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(home, compactPrefix+"*")); len(left) != 0 {
+				t.Fatalf("files left: %v", left)
+			}
+			for _, st := range []*Store{s, open(t, home)} {
+				for _, id := range []string{"job-00000", "job-00001"} {
+					if j, err := st.Get(context.Background(), id); err != nil || j.Fence != 1 {
+						t.Fatalf("%s: %+v %v", id, j, err)
+					}
+				}
+				if j, err := st.Get(context.Background(), "job-00002"); meanwhile == "record" && (err != nil || j.Fence != 1) {
+					t.Fatalf("the claim made meanwhile: %+v %v", j, err)
+				}
+			}
+			// The compacting store goes on from where it is.
+			claim(t, s, "job-00000", slot.Add(time.Minute))
+			if j, err := open(t, home).Get(context.Background(), "job-00000"); err != nil || j.Fence != 2 {
+				t.Fatalf("after: %+v %v", j, err)
+			}
+			// Nothing to fold: Compact writes nothing.
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fp, _ := other.Fingerprint()
+			if err := other.Compact(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if fp2, _ := other.Fingerprint(); fp2 != fp {
+				t.Fatal("a compaction with no record rewrote jobs.json")
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -51,6 +52,10 @@ func (h *HTTPResolver) Resolve(ctx context.Context, u *url.URL) ([]string, error
 	defer c.CloseIdleConnections()
 	resp, err := c.Do(req)
 	if err != nil {
+		var ne net.Error
+		if ctx.Err() == context.DeadlineExceeded || errors.As(err, &ne) && ne.Timeout() {
+			err = fmt.Errorf("%w (timeout after %s)", err, h.Timeout) // say which limit ended it
+		}
 		return nil, fmt.Errorf("inputs: fetch %s: %w", u.Redacted(), err)
 	}
 	defer resp.Body.Close()

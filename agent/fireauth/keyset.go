@@ -2,6 +2,7 @@ package fireauth
 
 import (
 	"context"
+	"crypto"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,9 +19,33 @@ import (
 
 // keySet is one fetched key set; it is never changed once built.
 type keySet struct {
-	kf        keyfunc.Keyfunc
+	kf keyfunc.Keyfunc
+	// byKID is what kf answers for each kid: the first key of the set
+	// with that kid (as the storage's lookup finds it), for the lean path.
+	byKID     map[string]setKey
 	keys      int
 	fetchedAt time.Time
+}
+
+// setKey is one key of a keySet as the keyfunc hands it out: the JWK's alg
+// ("" when it names none) and the verification key.
+type setKey struct {
+	alg string
+	key any
+}
+
+// publicKeyer is a private key, of which the keyfunc hands out the public half.
+type publicKeyer interface {
+	Public() crypto.PublicKey
+}
+
+// newSetKey reads jwk as the keyfunc does.
+func newSetKey(jwk jwkset.JWK) setKey {
+	key := jwk.Key()
+	if pk, ok := key.(publicKeyer); ok {
+		key = pk.Public()
+	}
+	return setKey{alg: jwk.Marshal().ALG.String(), key: key}
 }
 
 // fetchCall is one fetch of the key set, shared by every caller that asks
@@ -39,6 +64,7 @@ func parseKeySet(ctx context.Context, raw []byte, now time.Time, log *slog.Logge
 		return nil, fmt.Errorf("fireauth: key set: not a JWKS document: %w", err)
 	}
 	store := jwkset.NewMemoryStorage()
+	byKID := map[string]setKey{}
 	n := 0
 	for i, m := range doc.Keys {
 		jwk, err := jwkset.NewJWKFromMarshal(m, jwkset.JWKMarshalOptions{}, jwkset.JWKValidateOptions{})
@@ -51,6 +77,11 @@ func parseKeySet(ctx context.Context, raw []byte, now time.Time, log *slog.Logge
 		if err := store.KeyWrite(ctx, jwk); err != nil {
 			return nil, fmt.Errorf("fireauth: key set: %w", err)
 		}
+		if kid := jwk.Marshal().KID; kid != "" {
+			if _, dup := byKID[kid]; !dup {
+				byKID[kid] = newSetKey(jwk)
+			}
+		}
 		n++
 	}
 	if n == 0 {
@@ -60,7 +91,7 @@ func parseKeySet(ctx context.Context, raw []byte, now time.Time, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("fireauth: key set: %w", err)
 	}
-	return &keySet{kf: kf, keys: n, fetchedAt: now}, nil
+	return &keySet{kf: kf, byKID: byKID, keys: n, fetchedAt: now}, nil
 }
 
 // run loads the key set, retrying with backoff until one load succeeds, then

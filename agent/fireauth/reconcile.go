@@ -2,7 +2,6 @@ package fireauth
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"slices"
@@ -85,6 +84,10 @@ func (v *JWTVerifier) VerifyReconcile(ctx context.Context, token string, body []
 // parseReconcile is parse for a reconcile token (typ cron-reconcile+jwt).
 func (v *JWTVerifier) parseReconcile(ctx context.Context, set *keySet, token string) (*contract.ReconcileClaims, error) {
 	claims := &contract.ReconcileClaims{}
+	if handled, err := v.parseLean(set, token, claims, reconcileToken); handled {
+		return claims, err
+	}
+	claims = &contract.ReconcileClaims{}
 	return claims, v.parseToken(ctx, set, token, claims, reconcileToken)
 }
 
@@ -117,7 +120,7 @@ func (v *JWTVerifier) checkReconcileClaims(c *contract.ReconcileClaims, body []b
 	if reason := v.checkEnvelope(c.Audience, c.IssuedAt, c.ExpiresAt, c.Purpose, contract.PurposeCronReconcile); reason != "" {
 		return reason
 	}
-	if subtle.ConstantTimeCompare([]byte(c.BodyHash), []byte(contract.BodyHash(body))) != 1 {
+	if !bodyHashMatches(c.BodyHash, body) {
 		return "bh does not match the body"
 	}
 	return ""

@@ -2,7 +2,9 @@ package fireauth
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -203,6 +205,8 @@ type JWTVerifier struct {
 	validator *jwt.Validator
 	// static verifiers never fetch: an unknown kid is refused.
 	static bool
+	// headers caches the decoded headers of tokens that verified.
+	headers headerCache
 
 	set    atomic.Pointer[keySet]
 	ready  chan struct{}
@@ -447,6 +451,10 @@ func (v *JWTVerifier) verified(claims *contract.FireClaims, err error, req contr
 // requiring the kid and typ headers. A kid the set lacks is errUnknownKID.
 func (v *JWTVerifier) parse(ctx context.Context, set *keySet, token string) (*contract.FireClaims, error) {
 	claims := &contract.FireClaims{}
+	if handled, err := v.parseLean(set, token, claims, fireToken); handled {
+		return claims, err
+	}
+	claims = &contract.FireClaims{}
 	return claims, v.parseToken(ctx, set, token, claims, fireToken)
 }
 
@@ -529,10 +537,31 @@ func (v *JWTVerifier) checkClaims(c *contract.FireClaims, body []byte, req contr
 	if err != nil || !at.Equal(req.FireAt.Time) {
 		return "fire_at does not match the body"
 	}
-	if subtle.ConstantTimeCompare([]byte(c.BodyHash), []byte(contract.BodyHash(body))) != 1 {
+	if !bodyHashMatches(c.BodyHash, body) {
 		return "bh does not match the body"
 	}
 	return ""
+}
+
+// bodyHashLen is the length of contract.BodyHash's result: a SHA-256 in
+// unpadded base64url.
+const bodyHashLen = (sha256.Size*8 + 5) / 6
+
+// bodyHashMatches reports whether bh equals contract.BodyHash(body),
+// comparing in constant time as subtle.ConstantTimeCompare does, without
+// building either as a heap string.
+func bodyHashMatches(bh string, body []byte) bool {
+	sum := sha256.Sum256(body)
+	var want [bodyHashLen]byte
+	base64.RawURLEncoding.Encode(want[:], sum[:])
+	if len(bh) != len(want) {
+		return false
+	}
+	var diff byte
+	for i := range want {
+		diff |= bh[i] ^ want[i]
+	}
+	return subtle.ConstantTimeByteEq(diff, 0) == 1
 }
 
 // checkEnvelope applies the checks every NAS token gets beyond golang-jwt's:

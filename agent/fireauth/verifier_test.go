@@ -45,7 +45,7 @@ func newFire() fireauthtest.Fire {
 	return fireauthtest.NewFire(issuer, audience, now, fireAt(now))
 }
 
-func mustKey(t *testing.T, alg, kid string) *fireauthtest.Key {
+func mustKey(t testing.TB, alg, kid string) *fireauthtest.Key {
 	t.Helper()
 	k, err := fireauthtest.NewKey(alg, kid)
 	if err != nil {
@@ -54,7 +54,7 @@ func mustKey(t *testing.T, alg, kid string) *fireauthtest.Key {
 	return k
 }
 
-func staticVerifier(t *testing.T, keys ...*fireauthtest.Key) *fireauth.JWTVerifier {
+func staticVerifier(t testing.TB, keys ...*fireauthtest.Key) *fireauth.JWTVerifier {
 	t.Helper()
 	jwks, err := fireauthtest.JWKS(keys...)
 	if err != nil {

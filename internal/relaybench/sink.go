@@ -1,6 +1,7 @@
 package relaybench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,17 +22,20 @@ import (
 // answers fires for many agents at {base}/agents/{agent}/api/cron/fire,
 // verifies every cron_fire token with the agent's own verifier (NAS's JWKS,
 // issuer, the instance's audience, the body hash), and records when each
-// schedule id first arrived.
+// schedule id first arrived. Its own bookkeeping (finding an agent's
+// verifier, reading the body, answering) is kept lean, so that what the
+// bench measures is NAS and the verification an agent does.
 type sink struct {
 	issuer string
 	jwks   []byte
 	want   int64
 	log    *slog.Logger
 
-	mu        sync.Mutex
-	verifiers map[string]*fireauth.JWTVerifier // by instance id
-	first     map[string]time.Duration         // schedule id → lag of its first arrival
-	last      time.Time                        // of the latest first arrival
+	verifiers sync.Map // agent name → *fireauth.JWTVerifier
+
+	mu    sync.Mutex
+	first map[string]time.Duration // schedule id → lag of its first arrival
+	last  time.Time                // of the latest first arrival
 
 	verified   atomic.Int64 // tokens that verified
 	failed     atomic.Int64 // tokens that did not
@@ -45,30 +49,48 @@ type sink struct {
 func newSink(issuer string, jwks []byte, want int, log *slog.Logger) *sink {
 	return &sink{
 		issuer: issuer, jwks: jwks, want: int64(want), log: log,
-		verifiers: map[string]*fireauth.JWTVerifier{},
-		first:     make(map[string]time.Duration, want),
-		done:      make(chan struct{}),
+		first: make(map[string]time.Duration, want),
+		done:  make(chan struct{}),
 	}
 }
 
 // instanceOf is the instance id of a bench agent.
 func instanceOf(agent string) string { return "inst-" + agent }
 
-// verifier returns (making once) the verifier of instance.
-func (s *sink) verifier(instance string) (*fireauth.JWTVerifier, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.verifiers[instance]; ok {
-		return v, nil
+// verifier returns (making once) the verifier of agent's instance.
+func (s *sink) verifier(agent string) (*fireauth.JWTVerifier, error) {
+	if v, ok := s.verifiers.Load(agent); ok {
+		return v.(*fireauth.JWTVerifier), nil
 	}
 	v, err := fireauth.NewStatic(s.jwks, fireauth.Config{
-		Issuer: s.issuer, Audience: contract.Audience(instance), Logger: s.log,
+		Issuer: s.issuer, Audience: contract.Audience(instanceOf(agent)), Logger: s.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench sink: %w", err)
 	}
-	s.verifiers[instance] = v
+	if got, loaded := s.verifiers.LoadOrStore(agent, v); loaded {
+		v.Close() // another request made it first
+		return got.(*fireauth.JWTVerifier), nil
+	}
 	return v, nil
+}
+
+// bodies are the buffers fire bodies are read into.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// errBodyTooLarge refuses a fire body over contract.DefaultMaxBodyBytes.
+var errBodyTooLarge = errors.New("body too large")
+
+// readBody reads r's body, of at most contract.DefaultMaxBodyBytes, into buf.
+func readBody(r *http.Request, buf *bytes.Buffer) error {
+	lr := io.LimitedReader{R: r.Body, N: contract.DefaultMaxBodyBytes + 1}
+	if _, err := buf.ReadFrom(&lr); err != nil {
+		return fmt.Errorf("reading the body: %w", err)
+	}
+	if buf.Len() > contract.DefaultMaxBodyBytes {
+		return errBodyTooLarge
+	}
+	return nil
 }
 
 // ServeHTTP answers one fire like an agent: 202 accepted the first time a
@@ -81,18 +103,21 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, contract.DefaultMaxBodyBytes))
-	if err != nil {
+	buf := bodies.Get().(*bytes.Buffer)
+	defer bodies.Put(buf)
+	buf.Reset()
+	if err := readBody(r, buf); err != nil {
 		http.Error(w, "body", http.StatusBadRequest)
 		return
 	}
+	body := buf.Bytes()
 	var fire contract.FireRequest
 	if err := json.Unmarshal(body, &fire); err != nil || fire.JobID == "" {
 		s.failed.Add(1)
 		http.Error(w, "body", http.StatusBadRequest)
 		return
 	}
-	v, err := s.verifier(instanceOf(agent))
+	v, err := s.verifier(agent)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -100,12 +125,16 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, _ := contract.BearerToken(r.Header.Get(contract.HeaderAuthorization))
 	if err := v.VerifyFire(r.Context(), token, body, fire); err != nil {
 		s.failed.Add(1)
-		w.Header().Set(contract.HeaderContentType, contract.MediaTypeJSON)
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = io.WriteString(w, `{"error":"invalid_token"}`)
+		answer(w, http.StatusUnauthorized, invalidTokenBody)
 		return
 	}
 	s.verified.Add(1)
+	s.arrived(w, fire, now)
+}
+
+// arrived records a verified fire and answers it: accepted the first time
+// its schedule id arrives, duplicate after.
+func (s *sink) arrived(w http.ResponseWriter, fire contract.FireRequest, now time.Time) {
 	lag := now.Sub(fire.FireAt.Time)
 	s.mu.Lock()
 	_, seen := s.first[fire.ScheduleID]
@@ -115,17 +144,61 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	n := int64(len(s.first))
 	s.mu.Unlock()
-	w.Header().Set(contract.HeaderContentType, contract.MediaTypeJSON)
 	if seen {
 		s.duplicates.Add(1)
-		_ = json.NewEncoder(w).Encode(contract.FireResponse{Status: contract.FireDuplicate})
+		answer(w, http.StatusOK, duplicateBody)
 		return
 	}
-	w.WriteHeader(http.StatusAccepted)
-	_ = json.NewEncoder(w).Encode(contract.FireResponse{Status: contract.FireAccepted, JobID: fire.JobID, RunID: fire.ScheduleID})
+	var out [256]byte
+	answer(w, http.StatusAccepted, appendAccepted(out[:0], fire.JobID, fire.ScheduleID))
 	if n >= s.want {
 		s.doneOnce.Do(func() { close(s.done) })
 	}
+}
+
+// jsonContentType is the Content-Type of every answer; the server only
+// reads it.
+var jsonContentType = []string{contract.MediaTypeJSON}
+
+// Answers as json.Encoder writes them (a newline after the value).
+var (
+	invalidTokenBody = []byte(`{"error":"invalid_token"}`)
+	duplicateBody    = []byte(`{"status":"` + contract.FireDuplicate + `"}` + "\n")
+)
+
+// answer writes a JSON answer.
+func answer(w http.ResponseWriter, status int, body []byte) {
+	w.Header()[contract.HeaderContentType] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// appendAccepted appends the accepted answer to a fire, as json.Encoder
+// writes contract.FireResponse{Status: accepted, JobID: jobID, RunID: runID}.
+func appendAccepted(dst []byte, jobID, runID string) []byte {
+	dst = append(dst, `{"status":"`+contract.FireAccepted+`"`...)
+	if jobID != "" {
+		dst = appendJSONString(append(dst, `,"job_id":`...), jobID)
+	}
+	if runID != "" {
+		dst = appendJSONString(append(dst, `,"run_id":`...), runID)
+	}
+	return append(dst, "}\n"...)
+}
+
+// appendJSONString appends s as encoding/json writes it: as is between
+// quotes when it holds only printable ASCII that encoding/json leaves alone,
+// else through json.Marshal.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // wait blocks until every expected fire arrived, or ctx ends.
@@ -151,9 +224,8 @@ func (s *sink) results() ([]time.Duration, time.Time) {
 
 // close releases the verifiers.
 func (s *sink) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, v := range s.verifiers {
-		v.Close()
-	}
+	s.verifiers.Range(func(_, v any) bool {
+		v.(*fireauth.JWTVerifier).Close()
+		return true
+	})
 }

@@ -112,7 +112,7 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body := buf.Bytes()
 	var fire contract.FireRequest
-	if !decodeFire(body, &fire) || fire.JobID == "" {
+	if err := json.Unmarshal(body, &fire); err != nil || fire.JobID == "" {
 		s.failed.Add(1)
 		http.Error(w, "body", http.StatusBadRequest)
 		return
@@ -154,80 +154,6 @@ func (s *sink) arrived(w http.ResponseWriter, fire contract.FireRequest, now tim
 	if n >= s.want {
 		s.doneOnce.Do(func() { close(s.done) })
 	}
-}
-
-// decodeFire decodes a fire's body into fire with exactly the result of
-// json.Unmarshal: at once when it is laid out as NAS writes it
-// (json.Marshal of a contract.FireRequest, strings of printable ASCII
-// without escapes), else through json.Unmarshal. It reports whether the body
-// decoded.
-func decodeFire(body []byte, fire *contract.FireRequest) bool {
-	if decodeNASFire(string(body), fire) {
-		return true
-	}
-	*fire = contract.FireRequest{}
-	return json.Unmarshal(body, fire) == nil
-}
-
-// maxAttemptDigits bounds attempt in decodeNASFire so it fits an int anywhere.
-const maxAttemptDigits = 9
-
-// decodeNASFire decodes s when it is exactly
-// {"job_id":S,"fire_at":S,"schedule_id":S,"attempt":N} with plain strings S
-// (see cutPlainString), a valid fire_at (contract.ParseTime, which
-// contract.Time's UnmarshalJSON applies, keeping the spelling as
-// contract.NewTimeSpelled does) and N a non-negative integer without leading
-// zeros; false for anything else.
-func decodeNASFire(s string, fire *contract.FireRequest) bool {
-	var at string
-	for _, f := range []struct {
-		prefix string
-		dst    *string
-	}{{`{"job_id":"`, &fire.JobID}, {`,"fire_at":"`, &at}, {`,"schedule_id":"`, &fire.ScheduleID}} {
-		var ok bool
-		if s, ok = strings.CutPrefix(s, f.prefix); !ok {
-			return false
-		}
-		if *f.dst, s, ok = cutPlainString(s); !ok {
-			return false
-		}
-	}
-	digits, ok := strings.CutPrefix(s, `,"attempt":`)
-	if !ok {
-		return false
-	}
-	digits, ok = strings.CutSuffix(digits, "}")
-	if !ok || len(digits) == 0 || len(digits) > maxAttemptDigits || (len(digits) > 1 && digits[0] == '0') {
-		return false
-	}
-	n := 0
-	for i := 0; i < len(digits); i++ {
-		if digits[i] < '0' || digits[i] > '9' {
-			return false
-		}
-		n = n*10 + int(digits[i]-'0')
-	}
-	t, err := contract.ParseTime(at)
-	if err != nil {
-		return false
-	}
-	fire.FireAt, fire.Attempt = contract.NewTimeSpelled(t, at), n
-	return true
-}
-
-// cutPlainString cuts a string's content, up to its closing quote, from s:
-// only when every byte is printable ASCII other than a backslash, so the
-// content is the decoded value.
-func cutPlainString(s string) (value, rest string, ok bool) {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"':
-			return s[:i], s[i+1:], true
-		case c < 0x20 || c >= 0x7f || c == '\\':
-			return "", "", false
-		}
-	}
-	return "", "", false
 }
 
 // jsonContentType is the Content-Type of every answer; the server only

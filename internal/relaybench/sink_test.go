@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -109,91 +107,5 @@ func TestSinkAnswersLikeAnAgent(t *testing.T) {
 	}
 	if lags, _ := s.results(); len(lags) != 1 {
 		t.Errorf("%d first arrivals, want 1", len(lags))
-	}
-}
-
-// checkFireDecoding fails unless decodeFire gives json.Unmarshal's result
-// for b, and the NAS-layout decoder, when it takes b, gives it too.
-func checkFireDecoding(t *testing.T, b []byte) {
-	t.Helper()
-	var want contract.FireRequest
-	wantOK := json.Unmarshal(b, &want) == nil
-	var got contract.FireRequest
-	if ok := decodeFire(b, &got); ok != wantOK {
-		t.Fatalf("%q: decoded %v, json.Unmarshal %v", b, ok, wantOK)
-	}
-	if wantOK && (!reflect.DeepEqual(got, want) || got.FireAt.Text() != want.FireAt.Text()) {
-		t.Fatalf("%q: %+v, json.Unmarshal's %+v", b, got, want)
-	}
-	var nas contract.FireRequest
-	if decodeNASFire(string(b), &nas) && (!wantOK || !reflect.DeepEqual(nas, want)) {
-		t.Fatalf("%q: the NAS-layout decoder took it as %+v; json.Unmarshal %v, %+v", b, nas, wantOK, want)
-	}
-}
-
-// fireSamples are bodies in and around the layout NAS writes.
-var fireSamples = []string{
-	`{"job_id":"ab12cd34","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":1}`,
-	`{"job_id":"ab12cd34","fire_at":"2026-06-18T14:34:56+02:00","schedule_id":"sch_1","attempt":12}`,
-	`{"job_id":"ab12cd34","fire_at":"2026-06-18T12:34:56.500Z","schedule_id":"sch_1","attempt":0}`,
-	`{"job_id":"ab12cd34","fire_at":"2026-06-18t12:34:56z","schedule_id":"sch_1","attempt":1}`,
-	`{"job_id":"ab12cd34","fire_at":"2026-02-30T12:34:56Z","schedule_id":"sch_1","attempt":1}`,
-	`{"job_id":"ab12cd34","fire_at":"","schedule_id":"sch_1","attempt":1}`,
-	`{"job_id":"a\"b","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":1}`,
-	`{"job_id":"\u0061b","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":1}`,
-	`{"job_id":"ab","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":01}`,
-	`{"job_id":"ab","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":-1}`,
-	`{"job_id":"ab","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":1.0}`,
-	`{"job_id":"ab","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":1234567890}`,
-	`{"job_id":"ab","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":1} `,
-	`{"job_id":"ab","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":1,"x":2}`,
-	`{"fire_at":"2026-06-18T12:34:56Z","job_id":"ab","schedule_id":"sch_1","attempt":1}`,
-	`{"JOB_ID":"ab","fire_at":"2026-06-18T12:34:56Z","schedule_id":"sch_1","attempt":1}`,
-	`{"job_id":"ab","fire_at":null,"schedule_id":"sch_1","attempt":1}`,
-	`{"job_id":"ab"}`, `{}`, `null`, `[]`, ``,
-}
-
-func TestDecodeFireMatchesJSON(t *testing.T) {
-	t.Parallel()
-	for _, s := range fireSamples {
-		checkFireDecoding(t, []byte(s))
-	}
-	var f contract.FireRequest
-	if !decodeNASFire(fireSamples[0], &f) {
-		t.Fatal("the NAS-layout decoder does not take the body NAS writes")
-	}
-	// The body as NAS marshals it.
-	nas, err := json.Marshal(contract.FireRequest{JobID: "ab12cd34", FireAt: contract.NewTime(time.Now()), ScheduleID: "sch_01J", Attempt: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !decodeNASFire(string(nas), &f) {
-		t.Fatalf("the NAS-layout decoder does not take %s", nas)
-	}
-	checkFireDecoding(t, nas)
-}
-
-// TestDecodeFireMatchesJSONOnMutations mutates NAS's bodies at random (a
-// fixed seed) and compares with json.Unmarshal every time.
-func TestDecodeFireMatchesJSONOnMutations(t *testing.T) {
-	t.Parallel()
-	rng := rand.New(rand.NewPCG(18, 2))
-	pieces := []string{`"`, `\`, `{`, `}`, `,`, `:`, `0`, `9`, `.`, `-`, `+`, ` `, `Z`, `T`, "\x00", "\x80", `é`, `null`, `\u0041`, `"attempt":`}
-	for range 20000 {
-		s := fireSamples[rng.IntN(3)]
-		for range 1 + rng.IntN(3) {
-			i := rng.IntN(len(s) + 1)
-			switch rng.IntN(3) {
-			case 0:
-				s = s[:i] + pieces[rng.IntN(len(pieces))] + s[i:]
-			case 1:
-				j := min(len(s), i+1+rng.IntN(4))
-				s = s[:min(i, j)] + s[j:]
-			default:
-				j := min(len(s), i+rng.IntN(16))
-				s = s[:j] + s[i:j] + s[j:]
-			}
-		}
-		checkFireDecoding(t, []byte(s))
 	}
 }

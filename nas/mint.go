@@ -175,11 +175,15 @@ func mintES256(header string, priv *ecdsa.PrivateKey, c *fireClaims) (string, er
 	return joinJWS(in, sig[:]), nil
 }
 
+// errDERSignature is what es256RawSignature says of a signature that is
+// not a P-256 one in ASN.1 DER.
+var errDERSignature = errors.New("unexpected ECDSA signature encoding")
+
 // es256RawSignature turns the ASN.1 DER ECDSA signature SEQUENCE { r
 // INTEGER, s INTEGER } of a P-256 key into JWS's r || s, each big-endian and
 // left-padded to 32 bytes.
 func es256RawSignature(der []byte, sig *[es256SigSize]byte) error {
-	bad := errors.New("unexpected ECDSA signature encoding")
+	bad := errDERSignature
 	// The whole SEQUENCE is at most 2 + 2×(2+33) = 72 bytes: short lengths.
 	if len(der) < 2 || der[0] != 0x30 || int(der[1]) != len(der)-2 || der[1] >= 0x80 {
 		return bad

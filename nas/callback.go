@@ -235,7 +235,7 @@ func NewAgentCaller(policy CallbackPolicy, timeout time.Duration) *AgentCaller {
 			}
 			return guarded.DialContext(ctx, network, addr)
 		},
-		ForceAttemptHTTP2: true,
+		ForceAttemptHTTP2:  true,
 		DisableCompression: true,
 		// Relay dispatchers deliver many fires at once, often to agents
 		// behind one host: keep enough idle connections per host that a

@@ -235,7 +235,9 @@ func NewAgentCaller(policy CallbackPolicy, timeout time.Duration) *AgentCaller {
 			}
 			return guarded.DialContext(ctx, network, addr)
 		},
-		ForceAttemptHTTP2:  true,
+		ForceAttemptHTTP2: true,
+		// An answer is a few dozen bytes of JSON, read at most 64 KiB:
+		// asking for gzip would only cost a header map per call.
 		DisableCompression: true,
 		// Relay dispatchers deliver many fires at once, often to agents
 		// behind one host: keep enough idle connections per host that a

@@ -154,7 +154,7 @@ func (s *Service) deliver(ctx context.Context, req *contract.RelayRequest, row r
 // case: the fixed keys and punctuation, the ids, the longest fire_at
 // (nanoseconds and an offset) and attempt.
 func fireRequestSize(f *contract.FireRequest) int {
-	return 96 + len(f.JobID) + len(f.ScheduleID)
+	return 112 + len(f.JobID) + len(f.ScheduleID)
 }
 
 // appendFireRequest appends f as json.Marshal writes it, byte for byte (the

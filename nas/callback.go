@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -234,6 +236,9 @@ func NewAgentCaller(policy CallbackPolicy, timeout time.Duration) *AgentCaller {
 			return guarded.DialContext(ctx, network, addr)
 		},
 		ForceAttemptHTTP2: true,
+		// An answer is a few dozen bytes of JSON, read at most 64 KiB:
+		// asking for gzip would only cost a header map per call.
+		DisableCompression: true,
 		// Relay dispatchers deliver many fires at once, often to agents
 		// behind one host: keep enough idle connections per host that a
 		// burst reuses them instead of opening (and TIME_WAITing) new ones.
@@ -264,19 +269,28 @@ func (c *AgentCaller) Fire(ctx context.Context, fireURL, token string, body []by
 	return c.post(ctx, fireURL, token, body)
 }
 
+// Request header values every call to an agent carries, shared: the
+// transport only reads a request's headers.
+var (
+	jsonContentType = []string{contract.MediaTypeJSON}
+	nasUserAgent    = []string{"chronos-nas"}
+)
+
 // post is one guarded call to an agent (a fire or a reconcile request):
 // the bearer token, a JSON body, the call's timeout, a capped read of the
 // answer, and the answer classified by ClassifyAnswer.
 func (c *AgentCaller) post(ctx context.Context, target, token string, body []byte) FireResult {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return FireResult{Outcome: OutcomeRejected, Reason: "invalid callback URL"}
 	}
-	req.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
-	req.Header.Set(contract.HeaderAuthorization, contract.BearerPrefix+token)
-	req.Header.Set("User-Agent", "chronos-nas")
+	// The keys are canonical already: set without Header.Set's
+	// canonicalisation and a slice per value.
+	req.Header[contract.HeaderContentType] = jsonContentType
+	req.Header[contract.HeaderAuthorization] = []string{contract.BearerPrefix + token}
+	req.Header["User-Agent"] = nasUserAgent
 	// The client follows no redirect and ctx carries the whole call's
 	// deadline, so its transport alone does what Client.Do would, without
 	// the client's per-call timer and bookkeeping (every fire comes here).
@@ -285,8 +299,52 @@ func (c *AgentCaller) post(ctx context.Context, target, token string, body []byt
 		return classifyDialError(err)
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxAgentResponse))
-	return ClassifyAnswer(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data)
+	buf := answerBuffers.Get().(*[]byte)
+	data := readAnswer(resp.Body, (*buf)[:0])
+	res := ClassifyAnswer(resp.StatusCode, resp.Header.Get(contract.HeaderRetryAfter), data)
+	if cap(data) <= answerBufferCap {
+		*buf = data[:0]
+		answerBuffers.Put(buf)
+	}
+	return res
+}
+
+// callContext returns ctx bounded by the call's timeout. A ctx that ends
+// no later already bounds the call: it is used as it is, without a timer of
+// its own.
+func (c *AgentCaller) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= c.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// answerBufferCap is the size of the pooled buffers answers are read into:
+// an agent's answer is a few dozen bytes. A buffer that grew past it for a
+// large answer is left to the garbage collector.
+const answerBufferCap = 512
+
+// answerBuffers pools the buffers agents' answers are read into
+// (ClassifyAnswer keeps no reference to them).
+var answerBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, answerBufferCap)
+	return &b
+}}
+
+// readAnswer appends what r yields to b until EOF or an error, at most
+// maxAgentResponse bytes in all, as io.ReadAll of an io.LimitReader would.
+func readAnswer(r io.Reader, b []byte) []byte {
+	for len(b) < maxAgentResponse {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(max(cap(b), answerBufferCap), maxAgentResponse-len(b)))
+		}
+		n, err := r.Read(b[len(b):min(cap(b), maxAgentResponse)])
+		b = b[:len(b)+n]
+		if err != nil {
+			break
+		}
+	}
+	return b
 }
 
 // classifyDialError maps a failed call (no answer from the agent) to a
@@ -329,20 +387,16 @@ func isTimeout(err error) bool {
 // and timeouts retry, an address the SSRF guard refused is rejected.
 func ClassifyAnswer(status int, retryAfter string, body []byte) FireResult {
 	r := FireResult{HTTPStatus: status, RetryAfter: parseRetryAfter(retryAfter)}
-	var fr struct {
-		Status string `json:"status"`
-		RunID  string `json:"run_id"`
+	if status >= 200 && status < 300 {
+		r.Outcome = OutcomeDelivered
+		r.AgentStatus, r.RunID = fireAnswerFields(body)
+		return r
 	}
-	_ = json.Unmarshal(body, &fr)
 	answered := "agent answered " + strconv.Itoa(status)
-	if status < 200 || status >= 300 {
-		if r.AgentError = errorCode(body); r.AgentError != "" {
-			answered += " " + r.AgentError
-		}
+	if r.AgentError = errorCode(body); r.AgentError != "" {
+		answered += " " + r.AgentError
 	}
 	switch {
-	case status >= 200 && status < 300:
-		r.Outcome, r.AgentStatus, r.RunID = OutcomeDelivered, truncate(fr.Status, 64), truncate(fr.RunID, 128)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		r.Outcome, r.Reason = OutcomeRefused, answered
 	case status == http.StatusServiceUnavailable:
@@ -355,6 +409,115 @@ func ClassifyAnswer(status int, retryAfter string, body []byte) FireResult {
 		r.Outcome, r.Reason = OutcomeRejected, answered
 	}
 	return r
+}
+
+// Limits on what of a delivered answer's `status` and `run_id` is kept.
+const (
+	maxAgentStatus = 64
+	maxRunID       = 128
+)
+
+// fireAnswerFields returns the `status` and `run_id` of an agent's answer
+// to a fire, truncated to maxAgentStatus and maxRunID bytes, as
+// json.Unmarshal into a struct of the two reads them: empty when absent, not
+// strings, or the body is not JSON. The common shape (see scanFireAnswer) is
+// read without encoding/json and without copying a known status.
+func fireAnswerFields(body []byte) (status, runID string) {
+	if st, run, ok := scanFireAnswer(body); ok {
+		return knownStatus(st[:min(len(st), maxAgentStatus)]), string(run[:min(len(run), maxRunID)])
+	}
+	var fr struct {
+		Status string `json:"status"`
+		RunID  string `json:"run_id"`
+	}
+	_ = json.Unmarshal(body, &fr)
+	return truncate(fr.Status, maxAgentStatus), truncate(fr.RunID, maxRunID)
+}
+
+// knownStatus returns b as a string, the constant itself for the fire
+// statuses agents answer.
+func knownStatus(b []byte) string {
+	for _, s := range [...]string{contract.FireAccepted, contract.FireDuplicate, contract.FireGone, contract.FireRefreshed} {
+		if string(b) == s {
+			return s
+		}
+	}
+	return string(b)
+}
+
+// scanFireAnswer reads a body of the shape agents answer a fire with: one
+// JSON object, white space around its tokens, whose keys and values are all
+// strings of printable ASCII without escapes. It returns the last `status`
+// and `run_id` values (keys matched case-insensitively), exactly what
+// json.Unmarshal stores for them; ok is false for any other body (which
+// then goes to encoding/json).
+func scanFireAnswer(b []byte) (status, runID []byte, ok bool) {
+	i := skipJSONSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return nil, nil, false
+	}
+	i = skipJSONSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return nil, nil, skipJSONSpace(b, i+1) == len(b)
+	}
+	for {
+		key, j, okKey := plainJSONString(b, i)
+		if !okKey {
+			return nil, nil, false
+		}
+		i = skipJSONSpace(b, j)
+		if i == len(b) || b[i] != ':' {
+			return nil, nil, false
+		}
+		val, j, okVal := plainJSONString(b, skipJSONSpace(b, i+1))
+		if !okVal {
+			return nil, nil, false
+		}
+		switch {
+		case strings.EqualFold(string(key), "status"):
+			status = val
+		case strings.EqualFold(string(key), "run_id"):
+			runID = val
+		}
+		i = skipJSONSpace(b, j)
+		switch {
+		case i == len(b):
+			return nil, nil, false
+		case b[i] == ',':
+			i = skipJSONSpace(b, i+1)
+		case b[i] == '}':
+			return status, runID, skipJSONSpace(b, i+1) == len(b)
+		default:
+			return nil, nil, false
+		}
+	}
+}
+
+// skipJSONSpace returns the index of the first byte at or after i that is
+// not JSON white space.
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainJSONString reads the JSON string at b[i] when it holds only
+// printable ASCII and no escapes: its contents and the index after its
+// closing quote.
+func plainJSONString(b []byte, i int) (s []byte, next int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return nil, 0, false
+		}
+	}
+	return nil, 0, false
 }
 
 // errorCode returns the `error` of an OAuth-style error body when it looks

@@ -1,6 +1,7 @@
 package nas_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -218,6 +219,90 @@ func TestAgentCallerAnswers(t *testing.T) {
 	c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, time.Second)
 	if res := c.Fire(context.Background(), url+"/api/cron/fire", "tok", nil); res.Outcome != nas.OutcomeRetry || !res.ColdStart {
 		t.Fatalf("refused: %+v", res)
+	}
+}
+
+// TestAgentCallerRequest pins what a call to an agent sends (a POST of the
+// exact body, JSON content type, the bearer token, NAS's user agent, no
+// compression asked for) and reads back (the answer's status and run_id).
+func TestAgentCallerRequest(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"job_id":"j","fire_at":"2026-06-18T09:00:00Z","schedule_id":"s","attempt":1}`)
+	type seen struct {
+		method, path, contentType, auth, userAgent, acceptEncoding string
+		contentLength                                              int64
+		body                                                       []byte
+	}
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.URL.Path, r.Header.Get("Content-Type"), r.Header.Get("Authorization"), r.Header.Get("User-Agent"),
+			r.Header.Get("Accept-Encoding"), r.ContentLength, b}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"status":"accepted","job_id":"j","run_id":"r-7"}`+"\n")
+	}))
+	t.Cleanup(srv.Close)
+	c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, 5*time.Second)
+	t.Cleanup(c.CloseIdle)
+	for range 2 { // the second call reuses the connection
+		res := c.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok.en", body)
+		if res.Outcome != nas.OutcomeDelivered || res.HTTPStatus != 202 || res.AgentStatus != "accepted" || res.RunID != "r-7" {
+			t.Fatalf("result %+v", res)
+		}
+		want := seen{http.MethodPost, "/api/cron/fire", "application/json", "Bearer tok.en", "chronos-nas", "", int64(len(body)), body}
+		if s := <-got; s.method != want.method || s.path != want.path || s.contentType != want.contentType || s.auth != want.auth ||
+			s.userAgent != want.userAgent || s.acceptEncoding != want.acceptEncoding || s.contentLength != want.contentLength || !bytes.Equal(s.body, want.body) {
+			t.Fatalf("the agent saw %+v\nwant %+v", s, want)
+		}
+	}
+}
+
+// TestAgentCallerDeadlines: a call ends at the caller's timeout or at its
+// context's deadline, whichever comes first.
+func TestAgentCallerDeadlines(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() {
+		close(release)
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		ctx     time.Duration // 0: no deadline
+	}{
+		{"caller timeout, no context deadline", 200 * time.Millisecond, 0},
+		{"caller timeout before the context's deadline", 200 * time.Millisecond, time.Hour},
+		{"context deadline before the caller timeout", time.Hour, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			if tc.ctx > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.ctx)
+				defer cancel()
+			}
+			c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, tc.timeout)
+			done := make(chan nas.FireResult, 1)
+			go func() { done <- c.Fire(ctx, srv.URL+"/api/cron/fire", "tok", []byte(`{}`)) }()
+			select {
+			case res := <-done:
+				if res.Outcome != nas.OutcomeRetry || res.Reason != "agent timed out" {
+					t.Fatalf("result %+v, want a retry: agent timed out", res)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the call outlived both its timeout and its context")
+			}
+		})
 	}
 }
 

@@ -130,7 +130,13 @@ func (m *seenSet) first(k deliveryKey) bool {
 		return false
 	}
 	if m.cur == nil || len(m.cur) >= seenCap {
-		m.prev, m.cur = m.cur, make(map[deliveryKey]struct{}, seenCap)
+		// The older generation's map is emptied and reused: a fresh map
+		// of seenCap entries per generation is garbage for the collector.
+		m.prev, m.cur = m.cur, m.prev
+		if m.cur == nil {
+			m.cur = make(map[deliveryKey]struct{}, seenCap)
+		}
+		clear(m.cur)
 	}
 	m.cur[k] = struct{}{}
 	return true

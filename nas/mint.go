@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -25,6 +27,17 @@ type Minter struct {
 	Issuer string
 	// TTL is exp - iat; 60s to 120s.
 	TTL time.Duration
+
+	// header is the encoded JWS header segment of the key that signed last:
+	// it is the same for every token a key signs.
+	header atomic.Pointer[headerSegment]
+}
+
+// headerSegment is the base64url JWS header of a fire token signed by key.
+type headerSegment struct {
+	key      *SigningKey
+	alg, kid string
+	seg      string
 }
 
 // FireToken is what Mint needs to know about one delivery.
@@ -41,24 +54,55 @@ func (m *Minter) Mint(now time.Time, f FireToken) (string, error) {
 	if set == nil || set.Active == nil {
 		return "", errors.New("mint: no signing key")
 	}
-	ttl := m.TTL
-	if ttl <= 0 {
-		ttl = DefaultFireTokenTTL
+	key := set.Active
+	c := fireClaims{issuer: m.Issuer, iat: now.Truncate(time.Second), ttl: m.TTL, token: f}
+	if c.ttl <= 0 {
+		c.ttl = DefaultFireTokenTTL
 	}
-	var jti [16]byte
-	if _, err := rand.Read(jti[:]); err != nil {
+	if _, err := rand.Read(c.jti[:]); err != nil {
 		return "", fmt.Errorf("mint: %w", err)
 	}
-	iat := now.Truncate(time.Second)
-	claims := &contract.FireClaims{
+	switch priv := key.Private.(type) {
+	case ed25519.PrivateKey:
+		if key.Alg == AlgEdDSA {
+			return mintEdDSA(m.headerSegment(key), priv, &c), nil
+		}
+	case *ecdsa.PrivateKey:
+		if key.Alg == AlgES256 && priv.Curve == elliptic.P256() {
+			return mintES256(m.headerSegment(key), priv, &c)
+		}
+	}
+	tok := jwt.NewWithClaims(key.SigningMethod(), c.claims())
+	tok.Header["kid"] = key.KID
+	tok.Header["typ"] = contract.TokenTypeCronFire
+	s, err := tok.SignedString(key.Private)
+	if err != nil {
+		return "", fmt.Errorf("mint: %w", err)
+	}
+	return s, nil
+}
+
+// fireClaims are the claims of one fire token, as Mint gathers them.
+type fireClaims struct {
+	issuer string
+	iat    time.Time
+	ttl    time.Duration
+	jti    [16]byte
+	token  FireToken
+}
+
+// claims returns c as the contract's claims type, for golang-jwt.
+func (c *fireClaims) claims() *contract.FireClaims {
+	f := &c.token
+	return &contract.FireClaims{
 		TokenClaims: contract.TokenClaims{
-			Issuer:    m.Issuer,
+			Issuer:    c.issuer,
 			Audience:  contract.Audience(f.InstanceID),
 			Purpose:   contract.PurposeCronFire,
-			IssuedAt:  jwt.NewNumericDate(iat),
-			NotBefore: jwt.NewNumericDate(iat),
-			ExpiresAt: jwt.NewNumericDate(iat.Add(ttl)),
-			ID:        base64.RawURLEncoding.EncodeToString(jti[:]),
+			IssuedAt:  jwt.NewNumericDate(c.iat),
+			NotBefore: jwt.NewNumericDate(c.iat),
+			ExpiresAt: jwt.NewNumericDate(c.iat.Add(c.ttl)),
+			ID:        base64.RawURLEncoding.EncodeToString(c.jti[:]),
 		},
 		JobID:      f.Fire.JobID,
 		FireAt:     f.Fire.FireAt.Text(), // as in the body: the agent's own spelling
@@ -66,60 +110,22 @@ func (m *Minter) Mint(now time.Time, f FireToken) (string, error) {
 		Attempt:    f.Fire.Attempt,
 		BodyHash:   contract.BodyHash(f.Body),
 	}
-	if priv, ok := set.Active.Private.(ed25519.PrivateKey); ok && set.Active.Alg == AlgEdDSA {
-		return mintEdDSA(set.Active.KID, priv, claims), nil
-	}
-	if priv, ok := set.Active.Private.(*ecdsa.PrivateKey); ok && set.Active.Alg == AlgES256 && priv.Curve == elliptic.P256() {
-		return mintES256(set.Active.KID, priv, claims)
-	}
-	tok := jwt.NewWithClaims(set.Active.SigningMethod(), claims)
-	tok.Header["kid"] = set.Active.KID
-	tok.Header["typ"] = contract.TokenTypeCronFire
-	s, err := tok.SignedString(set.Active.Private)
-	if err != nil {
-		return "", fmt.Errorf("mint: %w", err)
-	}
-	return s, nil
 }
 
-// mintEdDSA builds and signs the compact JWS of an EdDSA fire token by hand
-// (see signingInput).
-func mintEdDSA(kid string, priv ed25519.PrivateKey, c *contract.FireClaims) string {
-	out := signingInput("EdDSA", kid, c, ed25519.SignatureSize)
-	sig := ed25519.Sign(priv, out)
-	out = append(out, '.')
-	out = base64.RawURLEncoding.AppendEncode(out, sig)
-	return string(out)
-}
-
-// es256SigSize is the size of an ES256 JWS signature: r and s, 32 bytes each.
-const es256SigSize = 64
-
-// mintES256 builds and signs the compact JWS of an ES256 fire token by hand
-// (see signingInput); the signature is r || s, each left-padded to 32 bytes,
-// as JWS (RFC 7518 section 3.4) and golang-jwt's ES256 write it.
-func mintES256(kid string, priv *ecdsa.PrivateKey, c *contract.FireClaims) (string, error) {
-	out := signingInput(AlgES256, kid, c, es256SigSize)
-	digest := sha256.Sum256(out)
-	r, s, err := ecdsa.Sign(rand.Reader, priv, digest[:])
-	if err != nil {
-		return "", fmt.Errorf("mint: %w", err)
+// headerSegment returns the encoded JWS header of fire tokens signed by key,
+// built once per key.
+func (m *Minter) headerSegment(key *SigningKey) string {
+	if h := m.header.Load(); h != nil && h.key == key && h.alg == key.Alg && h.kid == key.KID {
+		return h.seg
 	}
-	var sig [es256SigSize]byte
-	r.FillBytes(sig[:32])
-	s.FillBytes(sig[32:])
-	out = append(out, '.')
-	out = base64.RawURLEncoding.AppendEncode(out, sig[:])
-	return string(out), nil
+	h := &headerSegment{key: key, alg: key.Alg, kid: key.KID, seg: encodeHeader(key.Alg, key.KID)}
+	m.header.Store(h)
+	return h.seg
 }
 
-// signingInput builds the signing input of a fire token's compact JWS by
-// hand: the same header ({"alg","kid","typ"}, in golang-jwt's sorted key
-// order), the same claims in contract.FireClaims field order and the same
-// encoding as jwt.NewWithClaims(...).SigningString, byte for byte, without
-// the maps, reflection and intermediate strings of the generic path. The
-// slice has room for a signature of sigSize bytes.
-func signingInput(alg, kid string, c *contract.FireClaims, sigSize int) []byte {
+// encodeHeader returns the base64url JWS header segment of a fire token:
+// {"alg","kid","typ"}, in golang-jwt's sorted key order.
+func encodeHeader(alg, kid string) string {
 	hdr := make([]byte, 0, 96)
 	hdr = append(hdr, `{"alg":`...)
 	hdr = appendJSONString(hdr, alg)
@@ -128,64 +134,194 @@ func signingInput(alg, kid string, c *contract.FireClaims, sigSize int) []byte {
 	hdr = append(hdr, `,"typ":`...)
 	hdr = appendJSONString(hdr, contract.TokenTypeCronFire)
 	hdr = append(hdr, '}')
-	cl := make([]byte, 0, 512)
-	cl = append(cl, `{"iss":`...)
-	cl = appendJSONString(cl, c.Issuer)
-	cl = append(cl, `,"aud":`...)
-	cl = appendJSONString(cl, c.Audience)
-	cl = append(cl, `,"purpose":`...)
-	cl = appendJSONString(cl, c.Purpose)
-	cl = append(cl, `,"iat":`...)
-	cl = appendNumericDate(cl, c.IssuedAt)
-	cl = append(cl, `,"nbf":`...)
-	cl = appendNumericDate(cl, c.NotBefore)
-	cl = append(cl, `,"exp":`...)
-	cl = appendNumericDate(cl, c.ExpiresAt)
-	cl = append(cl, `,"jti":`...)
-	cl = appendJSONString(cl, c.ID)
-	cl = append(cl, `,"job_id":`...)
-	cl = appendJSONString(cl, c.JobID)
-	cl = append(cl, `,"fire_at":`...)
-	cl = appendJSONString(cl, c.FireAt)
-	cl = append(cl, `,"schedule_id":`...)
-	cl = appendJSONString(cl, c.ScheduleID)
-	cl = append(cl, `,"attempt":`...)
-	cl = strconv.AppendInt(cl, int64(c.Attempt), 10)
-	cl = append(cl, `,"bh":`...)
-	cl = appendJSONString(cl, c.BodyHash)
-	cl = append(cl, '}')
-	enc := base64.RawURLEncoding
-	hl, cln := enc.EncodedLen(len(hdr)), enc.EncodedLen(len(cl))
-	out := make([]byte, hl+1+cln, hl+1+cln+1+enc.EncodedLen(sigSize))
-	enc.Encode(out, hdr)
-	out[hl] = '.'
-	enc.Encode(out[hl+1:], cl)
-	return out
+	return base64.RawURLEncoding.EncodeToString(hdr)
 }
 
-// appendNumericDate appends a NumericDate as golang-jwt marshals it at its
-// default whole-second precision, or null.
-func appendNumericDate(b []byte, d *jwt.NumericDate) []byte {
-	if d == nil {
-		return append(b, "null"...)
+// Sizes of the scratch buffers a token is built in: a fire token's claims
+// and signing input fit them (larger ones spill to the heap).
+const (
+	claimsScratch = 512
+	inputScratch  = 768
+)
+
+// mintEdDSA builds and signs the compact JWS of an EdDSA fire token by hand
+// (see appendSigningInput).
+func mintEdDSA(header string, priv ed25519.PrivateKey, c *fireClaims) string {
+	var cb [claimsScratch]byte
+	var ib [inputScratch]byte
+	in := appendSigningInput(ib[:0], header, c.appendJSON(cb[:0]))
+	return joinJWS(in, ed25519.Sign(priv, in))
+}
+
+// es256SigSize is the size of an ES256 JWS signature: r and s, 32 bytes each.
+const es256SigSize = 64
+
+// mintES256 builds and signs the compact JWS of an ES256 fire token by hand
+// (see appendSigningInput); the signature is r || s, each left-padded to 32
+// bytes, as JWS (RFC 7518 section 3.4) and golang-jwt's ES256 write it.
+func mintES256(header string, priv *ecdsa.PrivateKey, c *fireClaims) (string, error) {
+	var cb [claimsScratch]byte
+	var ib [inputScratch]byte
+	in := appendSigningInput(ib[:0], header, c.appendJSON(cb[:0]))
+	digest := sha256.Sum256(in)
+	der, err := ecdsa.SignASN1(rand.Reader, priv, digest[:])
+	if err != nil {
+		return "", fmt.Errorf("mint: %w", err)
 	}
+	var sig [es256SigSize]byte
+	if err := es256RawSignature(der, &sig); err != nil {
+		return "", fmt.Errorf("mint: %w", err)
+	}
+	return joinJWS(in, sig[:]), nil
+}
+
+// errDERSignature is what es256RawSignature says of a signature that is
+// not a P-256 one in ASN.1 DER.
+var errDERSignature = errors.New("unexpected ECDSA signature encoding")
+
+// es256RawSignature turns the ASN.1 DER ECDSA signature SEQUENCE { r
+// INTEGER, s INTEGER } of a P-256 key into JWS's r || s, each big-endian and
+// left-padded to 32 bytes.
+func es256RawSignature(der []byte, sig *[es256SigSize]byte) error {
+	bad := errDERSignature
+	// The whole SEQUENCE is at most 2 + 2×(2+33) = 72 bytes: short lengths.
+	if len(der) < 2 || der[0] != 0x30 || int(der[1]) != len(der)-2 || der[1] >= 0x80 {
+		return bad
+	}
+	rest := der[2:]
+	for i := range 2 {
+		if len(rest) < 2 || rest[0] != 0x02 || rest[1] >= 0x80 || int(rest[1]) > len(rest)-2 || rest[1] == 0 {
+			return bad
+		}
+		n := int(rest[1])
+		v := rest[2 : 2+n]
+		rest = rest[2+n:]
+		if v[0]&0x80 != 0 {
+			return bad // negative
+		}
+		for len(v) > 0 && v[0] == 0 {
+			v = v[1:]
+		}
+		if len(v) > 32 {
+			return bad
+		}
+		half := sig[32*i : 32*i+32]
+		clear(half)
+		copy(half[32-len(v):], v)
+	}
+	if len(rest) != 0 {
+		return bad
+	}
+	return nil
+}
+
+// joinJWS returns the compact JWS of a signing input and its signature.
+func joinJWS(in, sig []byte) string {
+	enc := base64.RawURLEncoding
+	var sb [128]byte // room for a base64 signature of up to 96 bytes
+	s64 := enc.AppendEncode(sb[:0], sig)
+	var b strings.Builder
+	b.Grow(len(in) + 1 + len(s64))
+	b.Write(in)
+	b.WriteByte('.')
+	b.Write(s64)
+	return b.String()
+}
+
+// appendSigningInput appends a compact JWS's signing input to b: the
+// header segment, a dot, and the claims encoded.
+func appendSigningInput(b []byte, header string, claims []byte) []byte {
+	b = append(b, header...)
+	b = append(b, '.')
+	return base64.RawURLEncoding.AppendEncode(b, claims)
+}
+
+// appendJSON appends the claims of c's token as JSON, exactly as
+// encoding/json marshals the same contract.FireClaims (the claims that
+// jwt.NewWithClaims(...).SigningString encodes), byte for byte, without the
+// reflection, pointers and intermediate strings of that path.
+func (c *fireClaims) appendJSON(b []byte) []byte {
+	f := &c.token
+	b = append(b, `{"iss":`...)
+	b = appendJSONString(b, c.issuer)
+	b = append(b, `,"aud":`...)
+	b = appendAudience(b, f.InstanceID)
+	b = append(b, `,"purpose":`...)
+	b = appendJSONString(b, contract.PurposeCronFire)
+	b = append(b, `,"iat":`...)
+	b = appendNumericDate(b, c.iat)
+	b = append(b, `,"nbf":`...)
+	b = appendNumericDate(b, c.iat)
+	b = append(b, `,"exp":`...)
+	b = appendNumericDate(b, c.iat.Add(c.ttl))
+	b = append(b, `,"jti":"`...)
+	b = base64.RawURLEncoding.AppendEncode(b, c.jti[:])
+	b = append(b, `","job_id":`...)
+	b = appendJSONString(b, f.Fire.JobID)
+	b = append(b, `,"fire_at":"`...)
+	b = appendTimeText(b, f.Fire.FireAt)
+	b = append(b, `","schedule_id":`...)
+	b = appendJSONString(b, f.Fire.ScheduleID)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(f.Fire.Attempt), 10)
+	b = append(b, `,"bh":"`...)
+	sum := sha256.Sum256(f.Body)
+	b = base64.RawURLEncoding.AppendEncode(b, sum[:])
+	return append(b, `"}`...)
+}
+
+// appendAudience appends the `aud` claim for instanceID as a JSON string,
+// as appendJSONString(b, contract.Audience(instanceID)) would, without
+// building the string.
+func appendAudience(b []byte, instanceID string) []byte {
+	if !plainJSON(instanceID) {
+		return appendJSONString(b, contract.Audience(instanceID))
+	}
+	b = append(b, '"')
+	b = append(b, contract.AudiencePrefix...)
+	b = append(b, instanceID...)
+	return append(b, '"')
+}
+
+// appendTimeText appends t as contract.Time writes it on the wire (Text),
+// unquoted: its spelling, or the canonical RFC 3339 form in UTC. Neither
+// holds a character JSON escapes.
+func appendTimeText(b []byte, t contract.Time) []byte {
+	if s := t.Spelling(); s != "" {
+		return append(b, s...)
+	}
+	return t.UTC().AppendFormat(b, time.RFC3339Nano)
+}
+
+// appendNumericDate appends t as golang-jwt marshals jwt.NewNumericDate(t):
+// whole seconds at its default precision.
+func appendNumericDate(b []byte, t time.Time) []byte {
 	if jwt.TimePrecision != time.Second {
-		v, _ := d.MarshalJSON()
+		v, _ := jwt.NewNumericDate(t).MarshalJSON()
 		return append(b, v...)
 	}
-	return strconv.AppendInt(b, d.Truncate(time.Second).Unix(), 10)
+	return strconv.AppendInt(b, t.Truncate(time.Second).Unix(), 10)
+}
+
+// plainJSON reports whether encoding/json writes s quoted as it is: printable
+// ASCII without the characters it escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // appendJSONString appends s as encoding/json quotes it. Printable ASCII
 // without the characters json escapes is copied as is; anything else goes
 // through encoding/json so the bytes stay identical.
 func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			v, _ := json.Marshal(s)
-			return append(b, v...)
-		}
+	if !plainJSON(s) {
+		v, _ := json.Marshal(s)
+		return append(b, v...)
 	}
 	b = append(b, '"')
 	b = append(b, s...)

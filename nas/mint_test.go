@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,16 @@ import (
 
 func TestMintClaims(t *testing.T) {
 	t.Parallel()
-	ring, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
+	for _, alg := range allAlgs {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			testMintClaims(t, alg)
+		})
+	}
+}
+
+func testMintClaims(t *testing.T, alg string) {
+	ring, err := nas.NewEphemeralKeyRing(alg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +49,7 @@ func TestMintClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, _ = jwt.NewParser().ParseUnverified(b, &d)
-	if tok.Header["typ"] != contract.TokenTypeCronFire || tok.Header["kid"] != ring.Current().Active.KID || tok.Header["alg"] != "EdDSA" {
+	if tok.Header["typ"] != contract.TokenTypeCronFire || tok.Header["kid"] != ring.Current().Active.KID || tok.Header["alg"] != alg {
 		t.Fatalf("header %v", tok.Header)
 	}
 	want := contract.FireClaims{TokenClaims: contract.TokenClaims{Issuer: "https://nas.test", Audience: "agent:inst", Purpose: "cron_fire"}, JobID: "job",
@@ -151,11 +162,20 @@ func TestMintIsGolangJWTByteForByte(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fire := contract.FireRequest{JobID: "job<&>", FireAt: contract.NewTime(time.Now()), ScheduleID: "sch-\u00e9", Attempt: 3}
-			body, _ := json.Marshal(fire)
+			spelled := contract.NewTimeSpelled(time.Date(2026, 12, 1, 7, 0, 0, 500_000_000, time.UTC), "2026-12-01T09:00:00.5+02:00")
+			fires := []struct {
+				instance string
+				fire     contract.FireRequest
+			}{
+				{"inst", contract.FireRequest{JobID: "job<&>", FireAt: contract.NewTime(time.Now()), ScheduleID: "sch-\u00e9", Attempt: 3}},
+				{"in\"st<\u00e9>", contract.FireRequest{JobID: "job", FireAt: spelled, ScheduleID: "sch", Attempt: 1}},
+				{"inst", contract.FireRequest{JobID: "job\n\u2028", FireAt: contract.NewTime(time.Unix(1, 0)), ScheduleID: "sch", Attempt: 1 << 40}},
+			}
 			m := &nas.Minter{Keys: ring, Issuer: "https://nas.test/é", TTL: 90 * time.Second}
-			for range 20 { // ES256 signatures vary in length before padding
-				tok, err := m.Mint(time.Now(), nas.FireToken{InstanceID: "inst", Fire: fire, Body: body})
+			for i := range 30 { // ES256 signatures vary in length before padding
+				fire := fires[i%len(fires)]
+				body, _ := json.Marshal(fire.fire)
+				tok, err := m.Mint(time.Now(), nas.FireToken{InstanceID: fire.instance, Fire: fire.fire, Body: body})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -176,8 +196,54 @@ func TestMintIsGolangJWTByteForByte(t *testing.T) {
 				if got := tok[:strings.LastIndexByte(tok, '.')]; got != input {
 					t.Fatalf("signing input\n got  %s\n want %s", got, input)
 				}
+				if claims.Audience != contract.Audience(fire.instance) || claims.FireAt != fire.fire.FireAt.Text() || claims.BodyHash != contract.BodyHash(body) {
+					t.Fatalf("claims %+v for %+v", claims, fire)
+				}
 			}
 		})
+	}
+}
+
+// TestMintFollowsKeyRotation: one Minter signs with whichever key is
+// active, with that key's kid and algorithm in the header, across reloads
+// of its key ring (also back to a key that signed before).
+func TestMintFollowsKeyRotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := time.Now().Add(-time.Hour)
+	first := writeKey(t, dir, nas.AlgES256, base)
+	second := writeKey(t, dir, nas.AlgES256, base.Add(time.Minute))
+	ring, err := nas.OpenKeyRing(dir, nas.AlgES256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &nas.Minter{Keys: ring, Issuer: "https://nas.test", TTL: 90 * time.Second}
+	fire := contract.FireRequest{JobID: "j", FireAt: contract.NewTime(time.Now()), ScheduleID: "s", Attempt: 1}
+	body, _ := json.Marshal(fire)
+	for i, want := range []*nas.SigningKey{first, second, first, second} {
+		if i > 0 {
+			if err := os.WriteFile(filepath.Join(dir, nas.ActiveKeyFile), []byte(want.KID+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// A new stamp for the directory even within the clock's grain.
+			mt := base.Add(time.Duration(i) * time.Hour)
+			if err := os.Chtimes(filepath.Join(dir, nas.ActiveKeyFile), mt, mt); err != nil {
+				t.Fatal(err)
+			}
+			if changed, err := ring.Reload(); err != nil || !changed {
+				t.Fatalf("step %d: reload %v %v", i, changed, err)
+			}
+		}
+		tok, err := m.Mint(time.Now(), nas.FireToken{InstanceID: "i", Fire: fire, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kid := kidOf(t, tok); kid != want.KID {
+			t.Fatalf("step %d: signed with kid %s, want %s", i, kid, want.KID)
+		}
+		if _, err := jwt.Parse(tok, func(*jwt.Token) (any, error) { return want.Private.Public(), nil }, jwt.WithValidMethods([]string{nas.AlgES256})); err != nil {
+			t.Fatalf("step %d: the token does not verify with the active key: %v", i, err)
+		}
 	}
 }
 

@@ -138,10 +138,7 @@ func (s *Service) settleWithoutAgent(ctx context.Context, req *contract.RelayReq
 func (s *Service) deliver(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, now time.Time, out *lastFireOut) (contract.RelayResponse, error) {
 	// fire_at in the agent's own spelling, in the body and the token alike.
 	fire := contract.FireRequest{JobID: row.JobID, FireAt: fireAt(row), ScheduleID: row.ScheduleID, Attempt: req.Attempt}
-	fireBody, err := json.Marshal(fire)
-	if err != nil {
-		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
-	}
+	fireBody := appendFireRequest(make([]byte, 0, fireRequestSize(&fire)), &fire)
 	token, err := s.minter.Mint(now, FireToken{InstanceID: row.InstanceID, Fire: fire, Body: fireBody})
 	if err != nil {
 		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
@@ -153,6 +150,33 @@ func (s *Service) deliver(ctx context.Context, req *contract.RelayRequest, row r
 	return s.relayAnswer(ctx, req, row, res, out)
 }
 
+// fireRequestSize is room enough for a FireRequest's JSON in the common
+// case: the fixed keys and punctuation, the ids, the longest fire_at
+// (nanoseconds and an offset) and attempt.
+func fireRequestSize(f *contract.FireRequest) int {
+	return 112 + len(f.JobID) + len(f.ScheduleID)
+}
+
+// appendFireRequest appends f as json.Marshal writes it, byte for byte (the
+// body the token's `bh` binds), without reflection or the Marshaler
+// round trip of fire_at.
+func appendFireRequest(b []byte, f *contract.FireRequest) []byte {
+	b = append(b, `{"job_id":`...)
+	b = appendJSONString(b, f.JobID)
+	if f.FireAt.IsZero() {
+		b = append(b, `,"fire_at":null`...)
+	} else {
+		b = append(b, `,"fire_at":"`...)
+		b = appendTimeText(b, f.FireAt)
+		b = append(b, '"')
+	}
+	b = append(b, `,"schedule_id":`...)
+	b = appendJSONString(b, f.ScheduleID)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(f.Attempt), 10)
+	return append(b, '}')
+}
+
 // relayAnswer turns the agent's answer to a fire into the relay's: final
 // (delivered or rejected) or a retry.
 func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, res FireResult, out *lastFireOut) (contract.RelayResponse, error) {
@@ -161,7 +185,9 @@ func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, r
 		lag := s.now().Sub(row.FireAt)
 		s.metrics.fireLag.Observe(max(lag.Seconds(), 0))
 		s.metrics.countDelivery(deliveryDelivered)
-		s.logFire(ctx, req, slog.LevelInfo, "fire delivered", "agent_status", res.AgentStatus, "run_id", res.RunID, "lag_ms", lag.Milliseconds())
+		if s.log.Enabled(ctx, slog.LevelInfo) { // no boxed attributes for a record not written
+			s.logFire(ctx, req, slog.LevelInfo, "fire delivered", "agent_status", res.AgentStatus, "run_id", res.RunID, "lag_ms", lag.Milliseconds())
+		}
 		resp := contract.RelayResponse{Status: contract.RelayDelivered}
 		switch res.AgentStatus {
 		case contract.FireAccepted, contract.FireDuplicate, contract.FireGone, contract.FireRefreshed:
@@ -171,7 +197,7 @@ func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, r
 			// The agent re-arms the job itself; until it does, the job is
 			// unarmed after this fire. (An agent that has no such job
 			// wants it unarmed.)
-			s.noteLastFire(ctx, out, row, relay.LastFireDelivered, "agent answered "+agentAnswer(res))
+			s.noteLastFire(ctx, out, row, relay.LastFireDelivered, deliveredReason(res))
 		}
 		return resp, nil
 	case OutcomeRejected:
@@ -189,6 +215,20 @@ func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, r
 		e.RetryAfter = res.RetryAfter
 		return contract.RelayResponse{}, e
 	}
+}
+
+// deliveredReason is the last-fire reason of a delivered fire: "agent
+// answered", the agent's HTTP status and, when it sent one, its status
+// word (as "agent answered 202 accepted"), built in one allocation.
+func deliveredReason(res FireResult) string {
+	var buf [64]byte
+	b := append(buf[:0], "agent answered "...)
+	b = strconv.AppendInt(b, int64(res.HTTPStatus), 10)
+	if res.AgentStatus != "" {
+		b = append(b, ' ')
+		b = append(b, res.AgentStatus...)
+	}
+	return string(b)
 }
 
 // decodeRelayRequest decodes a relay call's body as contract.DecodeBytes

@@ -280,13 +280,3 @@ func (s *Service) nudge(ctx context.Context, instanceID, reason string) {
 		}
 	})
 }
-
-// agentAnswer describes an agent's 2xx answer to a fire for a last fire's
-// reason: its HTTP status and, when it sent one, its status word.
-func agentAnswer(res FireResult) string {
-	a := fmt.Sprint(res.HTTPStatus)
-	if res.AgentStatus != "" {
-		a += " " + res.AgentStatus
-	}
-	return a
-}

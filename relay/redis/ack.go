@@ -21,28 +21,33 @@ import (
 // rest empty), the record's schedule id, instance id, callback, fire_at
 // ms, fire_at ns remainder, outcome, reason, outcome ms (see lastfire.go)
 //
+// The leases go in one ZREM and the index entries in one ZADD.
+//
 // Returns {1 | 0 (lease lost), ...}, one per ack.
 var scriptAckMany = script(`
-local out = {}
+local out, gone, index = {}, {}, {}
 for i = 1, (#KEYS - 2) / 2 do
   local b = 13 * i - 11
   local job, m = ARGV[b], ARGV[b + 1]
-  local rows, lf = KEYS[1 + 2 * i], KEYS[2 + 2 * i]
+  local rows = KEYS[1 + 2 * i]
   local r = fenced(redis.call('HGET', rows, job), ARGV[b + 2], tonumber(ARGV[b + 3]))
   if r then
     redis.call('HDEL', rows, job)
-    redis.call('ZREM', KEYS[1], m)
+    gone[#gone + 1] = m
     out[i] = 1
   else
     out[i] = 0
   end
   if ARGV[b + 4] == '1' then
     local at = tonumber(ARGV[b + 12])
-    redis.call('HSET', lf, job, cmsgpack.pack({ARGV[b + 5], ARGV[b + 6], ARGV[b + 7],
+    redis.call('HSET', KEYS[2 + 2 * i], job, cmsgpack.pack({ARGV[b + 5], ARGV[b + 6], ARGV[b + 7],
       tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]), ARGV[b + 10], ARGV[b + 11], at, 0}))
-    redis.call('ZADD', KEYS[2], at, m)
+    index[#index + 1] = at
+    index[#index + 1] = m
   end
 end
+if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
+if #index > 0 then chunked('ZADD', KEYS[2], index, 1) end
 return out
 `)
 

@@ -33,41 +33,65 @@ if ARGV[3] == 'expired' then max = '(' .. now end
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max, 'LIMIT', 0, tonumber(ARGV[2]))
 `)
 
-// scriptClaim leases the candidates that are still due.
+// scriptClaim leases the candidates that are still due: one ZMSCORE reads
+// every candidate's due time, one ZREM takes the due ones off the due zset,
+// one INCRBY hands out the batch's fencing tokens (in candidate order) and
+// one ZADD enters the leases.
 //
 // KEYS[1] due, KEYS[2] lease, KEYS[3] token counter, KEYS[4] the shard's
 // stopped instances, KEYS[4+i] rows of the agent of candidate i
 // ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[3+i] member of candidate i
 //
-// Returns {{agent, job, lease until ms, instance stopped (0|1), row...}, ...}
-// in candidate order: everything a delivery needs, so that a fire costs no
-// read of its own.
+// Returns {lease until ms, {i - 1, instance stopped (0|1), packed row}...}
+// flattened, in candidate order: everything a delivery needs (the caller
+// knows each candidate's member), so that a fire costs no read of its own.
 var scriptClaim = script(`
 local now = clock(ARGV[1])
 local untilms = now + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
-local anyStopped = redis.call('SCARD', KEYS[4]) > 0
-local out = {}
-for i = 4, #ARGV do
-  if #out >= max then break end
-  local m = ARGV[i]
-  local s = redis.call('ZSCORE', KEYS[1], m)
+local scores = {}
+for i = 4, #ARGV, 1000 do
+  local part = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  for j = 1, #part do scores[#scores + 1] = part[j] end
+end
+local gone, taken, jobs, rows = {}, {}, {}, {}
+for i = 1, #scores do
+  if #taken >= max then break end
+  local s = scores[i]
   if s and tonumber(s) <= now then
-    redis.call('ZREM', KEYS[1], m)
-    local agent, job = split(m)
-    local v = redis.call('HGET', KEYS[i + 1], job)
+    local m = ARGV[i + 3]
+    gone[#gone + 1] = m
+    local _, job = split(m)
+    local v = redis.call('HGET', KEYS[i + 4], job)
     if v then
-      local r = cmsgpack.unpack(v)
-      r[6] = r[6] + 1
-      r[7] = redis.call('INCR', KEYS[3])
-      redis.call('HSET', KEYS[i + 1], job, cmsgpack.pack(r))
-      redis.call('ZADD', KEYS[2], untilms, m)
-      local st = 0
-      if anyStopped then st = redis.call('SISMEMBER', KEYS[4], r[2]) end
-      out[#out + 1] = {agent, job, untilms, st, unpack(r)}
+      taken[#taken + 1] = i
+      jobs[#jobs + 1] = job
+      rows[#rows + 1] = cmsgpack.unpack(v)
     end
   end
 end
+if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
+local out = {untilms}
+local n = #taken
+if n == 0 then return out end
+local anyStopped = redis.call('SCARD', KEYS[4]) > 0
+local tok = redis.call('INCRBY', KEYS[3], n) - n
+local leases = {}
+for j = 1, n do
+  local i, r = taken[j], rows[j]
+  r[6] = r[6] + 1
+  r[7] = tok + j
+  local p = cmsgpack.pack(r)
+  redis.call('HSET', KEYS[i + 4], jobs[j], p)
+  leases[2 * j - 1] = untilms
+  leases[2 * j] = ARGV[i + 3]
+  local st = 0
+  if anyStopped then st = redis.call('SISMEMBER', KEYS[4], r[2]) end
+  out[3 * j - 1] = i - 1
+  out[3 * j] = st
+  out[3 * j + 1] = p
+end
+chunked('ZADD', KEYS[2], leases, 1)
 return out
 `)
 
@@ -209,6 +233,7 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, can
 	keys[0], keys[1], keys[2], keys[3] = e.k.due(s), e.k.lease(s), e.k.token(s), e.k.shardStopped(s)
 	args := make([]any, 3, 3+len(cands))
 	args[0], args[1], args[2] = now, leaseMs, want
+	members := make([]string, 0, len(cands))
 	for _, c := range cands {
 		m, err := str(c)
 		if err != nil {
@@ -220,48 +245,82 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, can
 		}
 		keys = append(keys, e.k.rows(s, agent))
 		args = append(args, m)
+		members = append(members, m)
 	}
 	v, err := e.run(ctx, scriptClaim, keys, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("redis: claim: %w", err)
 	}
-	rows, err := array(v)
+	out, err := decodeClaimed(v, members, time.Now())
 	if err != nil {
-		return nil, 0, fmt.Errorf("redis: claim: %w", err)
+		err = fmt.Errorf("redis: claim: %w", err)
 	}
-	// Every row in the reply is leased now: hand over each one that decodes,
-	// even when another does not (that one lapses and the reaper returns it).
-	out := make([]relay.Lease, 0, len(rows))
-	claimed := time.Now()
-	var bad error
-	for _, r := range rows {
-		l, err := decodeClaimed(r)
-		if err != nil {
-			bad = fmt.Errorf("redis: claim: %w", err)
-			continue
-		}
-		l.ClaimedAt = claimed
-		out = append(out, l)
-	}
-	return out, len(cands), bad
+	return out, len(cands), err
 }
 
-// decodeClaimed reads a claim's {agent, job, until ms, stopped, row...}.
-func decodeClaimed(v any) (relay.Lease, error) {
+// decodeClaimed reads a claim's {until ms, {candidate index, stopped,
+// packed row}...} of the candidates members. Every lease in the reply is
+// taken now: it hands over each one that decodes, even when another does
+// not (that one lapses and the reaper returns it), with the error.
+func decodeClaimed(v any, members []string, claimed time.Time) ([]relay.Lease, error) {
 	f, err := array(v)
 	if err != nil {
-		return relay.Lease{}, err
+		return nil, err
 	}
-	if len(f) < 4 {
-		return relay.Lease{}, fmt.Errorf("%w: claimed lease of %d fields", errReply, len(f))
+	if len(f) < 1 || (len(f)-1)%3 != 0 {
+		return nil, fmt.Errorf("%w: claim reply of %d fields", errReply, len(f))
 	}
-	stopped, err := integer(f[3])
+	untilMs, err := integer(f[0])
+	if err != nil {
+		return nil, err
+	}
+	until := ms(untilMs)
+	out := make([]relay.Lease, 0, (len(f)-1)/3)
+	var bad error
+	for i := 1; i < len(f); i += 3 {
+		l, err := decodeClaimedLease(f[i], f[i+1], f[i+2], members)
+		if err != nil {
+			bad = err
+			continue
+		}
+		l.Until, l.ClaimedAt = until, claimed
+		out = append(out, l)
+	}
+	return out, bad
+}
+
+// decodeClaimedLease reads one lease of a claim reply: the index of its
+// candidate in members, whether its instance is stopped and its packed row.
+func decodeClaimedLease(idxV, stoppedV, packedV any, members []string) (relay.Lease, error) {
+	idx, err := integer(idxV)
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	l, err := decodeLeaseFields(f[0], f[1], f[2], f[4:])
-	l.InstanceStopped = stopped == 1
-	return l, err
+	if idx < 0 || idx >= int64(len(members)) {
+		return relay.Lease{}, fmt.Errorf("%w: claimed candidate %d of %d", errReply, idx, len(members))
+	}
+	agent, job, _ := splitMember(members[idx])
+	stopped, err := integer(stoppedV)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	packed, err := str(packedV)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	row, err := unpackArray(packed)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	o, err := decodeRow(agent, job, row)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	tok, err := rowToken(row)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	return relay.Lease{OneShot: o, Token: tok, InstanceStopped: stopped == 1}, nil
 }
 
 // decodeLeaseFields reads a lease from its agent, job, until ms and row.

@@ -31,14 +31,19 @@ import (
 // ARGV[1] now (unused), then for record i the 10 values from ARGV[10i-8]:
 // job, member, schedule id, instance id, callback, fire_at ms, fire_at ns
 // remainder, outcome, reason, outcome ms
+//
+// The index entries go in one ZADD.
 var scriptRecordLastFires = script(`
+local index = {}
 for i = 1, #KEYS - 1 do
   local b = 10 * i - 8
   local at = tonumber(ARGV[b + 9])
   redis.call('HSET', KEYS[1 + i], ARGV[b], cmsgpack.pack({ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
     tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), ARGV[b + 7], ARGV[b + 8], at, 0}))
-  redis.call('ZADD', KEYS[1], at, ARGV[b + 1])
+  index[2 * i - 1] = at
+  index[2 * i] = ARGV[b + 1]
 end
+if #index > 0 then chunked('ZADD', KEYS[1], index, 1) end
 return #KEYS - 1
 `)
 

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -12,8 +11,10 @@ var errPack = errors.New("redis: malformed packed row")
 
 // unpackArray decodes the MessagePack the scripts write for a row (cmsgpack:
 // one array of strings and integers) into the shapes of a script reply:
-// strings and int64s. It reads only that subset.
-func unpackArray(b []byte) ([]any, error) {
+// strings and int64s. It reads only that subset, from the bytes of a
+// reply or of the string go-redis made of one (strings of the result are
+// then parts of it, not copies).
+func unpackArray[B string | []byte](b B) ([]any, error) {
 	if len(b) == 0 {
 		return nil, errPack
 	}
@@ -22,7 +23,7 @@ func unpackArray(b []byte) ([]any, error) {
 	case c >= 0x90 && c <= 0x9f:
 		n, b = int(c&0x0f), b[1:]
 	case c == 0xdc && len(b) >= 3:
-		n, b = int(binary.BigEndian.Uint16(b[1:3])), b[3:]
+		n, b = int(b[1])<<8|int(b[2]), b[3:]
 	default:
 		return nil, fmt.Errorf("%w: no array", errPack)
 	}
@@ -38,24 +39,24 @@ func unpackArray(b []byte) ([]any, error) {
 }
 
 // unpackValue decodes one string or integer.
-func unpackValue(b []byte) (any, []byte, error) {
+func unpackValue[B string | []byte](b B) (any, B, error) {
 	if len(b) == 0 {
-		return nil, nil, errPack
+		return nil, b, errPack
 	}
 	c := b[0]
 	b = b[1:]
-	take := func(n int) ([]byte, bool) {
+	take := func(n int) (B, bool) {
 		if len(b) < n {
-			return nil, false
+			return b[:0], false
 		}
 		v := b[:n]
 		b = b[n:]
 		return v, true
 	}
-	str := func(n int) (any, []byte, error) {
+	str := func(n int) (any, B, error) {
 		s, ok := take(n)
 		if !ok {
-			return nil, nil, errPack
+			return nil, b, errPack
 		}
 		return string(s), b, nil
 	}
@@ -78,15 +79,15 @@ func unpackValue(b []byte) (any, []byte, error) {
 	case 0xcf, 0xd3, 0xcb:
 		size = 8
 	default:
-		return nil, nil, fmt.Errorf("%w: type 0x%02x", errPack, c)
+		return nil, b, fmt.Errorf("%w: type 0x%02x", errPack, c)
 	}
 	raw, ok := take(size)
 	if !ok {
-		return nil, nil, errPack
+		return nil, b, errPack
 	}
 	var u uint64
-	for _, x := range raw {
-		u = u<<8 | uint64(x)
+	for i := range len(raw) {
+		u = u<<8 | uint64(raw[i])
 	}
 	switch c {
 	case 0xd9, 0xda, 0xdb:
@@ -95,7 +96,7 @@ func unpackValue(b []byte) (any, []byte, error) {
 		return int64(u), b, nil
 	case 0xcf:
 		if u > math.MaxInt64 {
-			return nil, nil, errPack
+			return nil, b, errPack
 		}
 		return int64(u), b, nil
 	case 0xd0:
@@ -109,7 +110,7 @@ func unpackValue(b []byte) (any, []byte, error) {
 	default: // 0xcb: a float64 holding an integer
 		f := math.Float64frombits(u)
 		if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return nil, nil, fmt.Errorf("%w: non-integer number", errPack)
+			return nil, b, fmt.Errorf("%w: non-integer number", errPack)
 		}
 		return int64(f), b, nil
 	}

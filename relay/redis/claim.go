@@ -161,23 +161,35 @@ return n
 // starting at a different shard on every call, until there are max leases.
 // Leases of one shard come in due order. When a step fails part way, the
 // leases already taken are returned with the error.
+//
+// The read asks the first shard of the call for as many candidates as the
+// claim may use, the others for a share of that: a burst is usually served
+// by the first shard, and a shard whose share was not enough is read again.
 func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
 	if max <= 0 {
 		return nil, nil
 	}
 	leaseMs := durMs(leaseFor)
-	now := e.nowArg()
+	start := int(e.rr.Add(1))
+	full := max * peekFactor
+	share := (full + e.k.shards - 1) / e.k.shards
+	asked := func(s int) int {
+		if s == start%e.k.shards {
+			return full
+		}
+		return share
+	}
 	var heads []any
 	if e.k.shards > 1 {
+		now := e.nowArg()
 		var err error
 		heads, err = e.runShards(ctx, scriptPeek,
 			func(s int) []string { return []string{e.k.due(s)} },
-			func(int) []any { return []any{now, max * peekFactor, "due"} })
+			func(s int) []any { return []any{now, asked(s), "due"} })
 		if err != nil {
 			return nil, fmt.Errorf("redis: claim: %w", err)
 		}
 	}
-	start := int(e.rr.Add(1))
 	var out []relay.Lease
 	for i := range e.k.shards {
 		s := (start + i) % e.k.shards
@@ -192,19 +204,10 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 			}
 			cands = c
 		}
-		for try := 0; try < claimTries && len(out) < max; try++ {
-			want := max - len(out)
-			got, peeked, err := e.claimShard(ctx, s, want, leaseMs, cands)
-			cands = nil // later tries read the shard again
-			out = append(out, got...)
-			if err != nil {
-				return out, err // with the leases taken so far: they are the caller's
-			}
-			// Stop on this shard when it has nothing due, or when the claim
-			// got what it looked at (what is left is not due yet).
-			if peeked == 0 || len(got) > 0 && peeked < want*peekFactor {
-				break
-			}
+		got, err := e.claimFrom(ctx, s, max-len(out), leaseMs, shardHead{cands, asked(s)})
+		out = append(out, got...)
+		if err != nil {
+			return out, err // with the leases taken so far: they are the caller's
 		}
 		if len(out) >= max {
 			break
@@ -213,8 +216,47 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 	return out, nil
 }
 
+// shardHead is what a claim read of a shard's due head: the candidates
+// (nil: not read) and how many it asked for.
+type shardHead struct {
+	cands []any
+	asked int
+}
+
+// claimFrom leases up to want of shard s's due one-shots, starting with
+// its head h, and reading the shard again while others took what it saw.
+func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, h shardHead) ([]relay.Lease, error) {
+	cands, asked := h.cands, h.asked
+	var out []relay.Lease
+	for try := 0; try < claimTries && len(out) < want; try++ {
+		n := want - len(out)
+		if len(cands) == asked && asked < n*peekFactor {
+			cands = nil // the head saw less than this claim may take of a shard that holds more
+		}
+		if cands == nil || len(cands) > n*peekFactor {
+			cands, asked = cands[:min(len(cands), n*peekFactor)], n*peekFactor
+		}
+		if len(cands) == 0 {
+			cands = nil
+		}
+		got, peeked, err := e.claimShard(ctx, s, n, leaseMs, cands)
+		cands = nil // later tries read the shard again
+		out = append(out, got...)
+		if err != nil {
+			return out, err
+		}
+		// Stop on this shard when it has nothing due, or when the claim
+		// got what it looked at (what is left is not due yet).
+		if peeked == 0 || len(got) > 0 && peeked < asked {
+			break
+		}
+	}
+	return out, nil
+}
+
 // claimShard leases up to want of shard s's due candidates: cands when
-// given (already peeked), else a fresh peek at the shard's due head.
+// given (already peeked), else a fresh peek of want*peekFactor at the
+// shard's due head. It returns the leases and how many candidates it saw.
 func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, cands []any) ([]relay.Lease, int, error) {
 	now := e.nowArg()
 	if cands == nil {

@@ -16,10 +16,9 @@ import (
 //
 // KEYS[1] lease, KEYS[2] the shard's last fire index, then for ack i:
 // KEYS[1+2i] rows of its agent, KEYS[2+2i] last fires of its agent
-// ARGV[1] now (unused), then for ack i the 13 values from ARGV[13i-11]:
-// job, member, schedule id, token, "1" with a record (else "0" and the
-// rest empty), the record's schedule id, instance id, callback, fire_at
-// ms, fire_at ns remainder, outcome, reason, outcome ms (see lastfire.go)
+// ARGV[1] now (unused), then for ack i the 6 values from ARGV[6i-4]:
+// job, member, schedule id, token, the packed record (see lastfire.go; ""
+// for none) and its outcome ms
 //
 // The leases go in one ZREM and the index entries in one ZADD.
 //
@@ -27,7 +26,7 @@ import (
 var scriptAckMany = script(`
 local out, gone, index = {}, {}, {}
 for i = 1, (#KEYS - 2) / 2 do
-  local b = 13 * i - 11
+  local b = 6 * i - 4
   local job, m = ARGV[b], ARGV[b + 1]
   local rows = KEYS[1 + 2 * i]
   local r = fenced(redis.call('HGET', rows, job), ARGV[b + 2], tonumber(ARGV[b + 3]))
@@ -38,11 +37,9 @@ for i = 1, (#KEYS - 2) / 2 do
   else
     out[i] = 0
   end
-  if ARGV[b + 4] == '1' then
-    local at = tonumber(ARGV[b + 12])
-    redis.call('HSET', KEYS[2 + 2 * i], job, cmsgpack.pack({ARGV[b + 5], ARGV[b + 6], ARGV[b + 7],
-      tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]), ARGV[b + 10], ARGV[b + 11], at, 0}))
-    index[#index + 1] = at
+  if ARGV[b + 4] ~= '' then
+    redis.call('HSET', KEYS[2 + 2 * i], job, ARGV[b + 4])
+    index[#index + 1] = ARGV[b + 5]
     index[#index + 1] = m
   end
 end
@@ -149,18 +146,20 @@ func (e *Engine) groupTimeout() time.Duration {
 func (e *Engine) ackMany(ctx context.Context, s int, batch []*groupReq[ackItem]) {
 	keys := make([]string, 2, 2+2*len(batch))
 	keys[0], keys[1] = e.k.lease(s), e.k.lastFireIndex(s)
-	args := make([]any, 1, 1+13*len(batch))
+	args := make([]any, 1, 1+6*len(batch))
 	args[0] = e.nowArg()
+	var packed []byte // the batch's records, back to back
 	for _, r := range batch {
 		l, f := r.v.l, r.v.rec
 		keys = append(keys, e.k.rows(s, l.AgentID), e.k.lastFires(s, l.AgentID))
 		args = append(args, l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
 		if f == nil {
-			args = append(args, "0", "", "", "", 0, 0, "", "", 0)
+			args = append(args, "", 0)
 			continue
 		}
-		args = append(args, "1", f.ScheduleID, f.InstanceID, f.CallbackURL,
-			f.FireAt.UnixMilli(), int64(f.FireAt.Nanosecond()%1e6), f.Outcome, f.Reason, f.At.UnixMilli())
+		from := len(packed)
+		packed = packLastFire(packed, *f)
+		args = append(args, packed[from:len(packed):len(packed)], f.At.UnixMilli())
 	}
 	v, err := e.run(ctx, scriptAckMany, keys, args...)
 	var res []any

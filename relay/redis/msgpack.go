@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/chronoscron/chronos/relay"
 )
 
 // errPack is a packed row this engine did not write.
@@ -113,5 +115,62 @@ func unpackValue[B string | []byte](b B) (any, B, error) {
 			return nil, b, fmt.Errorf("%w: non-integer number", errPack)
 		}
 		return int64(f), b, nil
+	}
+}
+
+// packLastFire appends a last fire record (see lastfire.go), not yet
+// reported, packed as the scripts' cmsgpack packs it, so that scripts store
+// it as it comes.
+func packLastFire(b []byte, f relay.LastFire) []byte {
+	b = append(b, 0x99) // an array of 9
+	b = packStr(b, f.ScheduleID)
+	b = packStr(b, f.InstanceID)
+	b = packStr(b, f.CallbackURL)
+	b = packInt(b, f.FireAt.UnixMilli())
+	b = packInt(b, int64(f.FireAt.Nanosecond()%1e6))
+	b = packStr(b, f.Outcome)
+	b = packStr(b, f.Reason)
+	b = packInt(b, f.At.UnixMilli())
+	return packInt(b, 0)
+}
+
+// packStr appends s in the shortest MessagePack string form, as cmsgpack.
+func packStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= 0xff:
+		b = append(b, 0xd9, byte(n))
+	case n <= 0xffff:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
+// packInt appends v in the shortest MessagePack integer form, as cmsgpack.
+func packInt(b []byte, v int64) []byte {
+	switch {
+	case v >= 0 && v <= 0x7f:
+		return append(b, byte(v))
+	case v >= 0 && v <= 0xff:
+		return append(b, 0xcc, byte(v))
+	case v >= 0 && v <= 0xffff:
+		return append(b, 0xcd, byte(v>>8), byte(v))
+	case v >= 0 && v <= 0xffffffff:
+		return append(b, 0xce, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	case v >= 0:
+		return append(b, 0xcf, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	case v >= -32:
+		return append(b, byte(v))
+	case v >= -0x80:
+		return append(b, 0xd0, byte(v))
+	case v >= -0x8000:
+		return append(b, 0xd1, byte(v>>8), byte(v))
+	case v >= -0x80000000:
+		return append(b, 0xd2, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	default:
+		return append(b, 0xd3, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 	}
 }

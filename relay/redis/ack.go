@@ -108,8 +108,8 @@ type ackItem struct {
 	rec *relay.LastFire
 }
 
-// Ack implements relay.Queue. Acks of one shard are group-committed (see
-// groupCommit): a burst costs a few round trips, not one per fire.
+// Ack implements relay.Queue. Acks are group-committed (see groupCommit):
+// a burst costs a few round trips, not one per fire.
 func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
 	return e.ack(ctx, ackItem{l: l})
 }
@@ -117,7 +117,7 @@ func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
 var _ relay.AckRecorder = (*Engine)(nil)
 
 // AckRecord implements relay.AckRecorder: the record goes out in the ack's
-// script call, group-committed with the shard's other acks.
+// script call, group-committed with other acks.
 func (e *Engine) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) error {
 	if err := checkLastFire(f); err != nil {
 		return fmt.Errorf("redis: ack: %w", err)
@@ -125,12 +125,9 @@ func (e *Engine) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire)
 	return e.ack(ctx, ackItem{l: l, rec: &f})
 }
 
-// ack queues one ack on its shard's group commit and waits for its batch.
+// ack queues one ack on the engine's group commit and waits for its batch.
 func (e *Engine) ack(ctx context.Context, a ackItem) error {
-	s := e.k.shardOf(a.l.AgentID)
-	err := submit(ctx, &e.ackers[s], a, e.groupTimeout(), func(ctx context.Context, batch []*groupReq[ackItem]) {
-		e.ackMany(ctx, s, batch)
-	})
+	err := submit(ctx, &e.acker, a, e.groupTimeout(), e.ackMany)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("redis: ack: %w", err)
 	}
@@ -142,14 +139,42 @@ func (e *Engine) groupTimeout() time.Duration {
 	return max(e.opts.RetryFor, 0) + 10*time.Second
 }
 
-// ackMany runs one batch of acks and answers each caller.
-func (e *Engine) ackMany(ctx context.Context, s int, batch []*groupReq[ackItem]) {
-	keys := make([]string, 2, 2+2*len(batch))
+// ackMany runs one batch of acks, one script call per shard, all in one
+// pipeline, and answers each caller.
+func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
+	shards, parts := byShard(batch, func(a ackItem) int { return e.k.shardOf(a.l.AgentID) })
+	calls := make([]scriptCall, len(shards))
+	for i, s := range shards {
+		calls[i] = e.ackCall(s, parts[i])
+	}
+	replies, errs := e.runEach(ctx, scriptAckMany, calls)
+	for i, part := range parts {
+		res, err := replies[i], errs[i]
+		var acks []any
+		if err == nil {
+			acks, err = array(res)
+			if err == nil && len(acks) != len(part) {
+				err = fmt.Errorf("%w: %d results for %d acks", errReply, len(acks), len(part))
+			}
+		}
+		for j, r := range part {
+			if err != nil {
+				r.done <- fmt.Errorf("redis: ack: %w", err)
+				continue
+			}
+			r.done <- fencedResult("ack", r.v.l, acks[j], nil)
+		}
+	}
+}
+
+// ackCall is the scriptAckMany call of shard s's acks.
+func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
+	keys := make([]string, 2, 2+2*len(part))
 	keys[0], keys[1] = e.k.lease(s), e.k.lastFireIndex(s)
-	args := make([]any, 1, 1+6*len(batch))
+	args := make([]any, 1, 1+6*len(part))
 	args[0] = e.nowArg()
-	var packed []byte // the batch's records, back to back
-	for _, r := range batch {
+	var packed []byte // the records, back to back
+	for _, r := range part {
 		l, f := r.v.l, r.v.rec
 		keys = append(keys, e.k.rows(s, l.AgentID), e.k.lastFires(s, l.AgentID))
 		args = append(args, l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
@@ -161,21 +186,7 @@ func (e *Engine) ackMany(ctx context.Context, s int, batch []*groupReq[ackItem])
 		packed = packLastFire(packed, *f)
 		args = append(args, packed[from:len(packed):len(packed)], f.At.UnixMilli())
 	}
-	v, err := e.run(ctx, scriptAckMany, keys, args...)
-	var res []any
-	if err == nil {
-		res, err = array(v)
-		if err == nil && len(res) != len(batch) {
-			err = fmt.Errorf("%w: %d results for %d acks", errReply, len(res), len(batch))
-		}
-	}
-	for i, r := range batch {
-		if err != nil {
-			r.done <- fmt.Errorf("redis: ack: %w", err)
-			continue
-		}
-		r.done <- fencedResult("ack", r.v.l, res[i], nil)
-	}
+	return scriptCall{keys: keys, args: args}
 }
 
 // Nack implements relay.Queue. A one-shot that becomes the earliest of its

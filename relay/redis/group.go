@@ -2,8 +2,11 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // groupBatch bounds the calls of one group commit.
@@ -92,4 +95,63 @@ func (g *groupCommit[T]) take() []*groupReq[T] {
 		g.pending = nil
 	}
 	return batch
+}
+
+// byShard splits a batch of requests by the shard shardOf gives each, in
+// the order the shards first appear, keeping the order of each shard's
+// requests.
+func byShard[T any](batch []*groupReq[T], shardOf func(T) int) (shards []int, parts [][]*groupReq[T]) {
+	index := map[int]int{}
+	for _, r := range batch {
+		s := shardOf(r.v)
+		i, ok := index[s]
+		if !ok {
+			i = len(shards)
+			index[s] = i
+			shards = append(shards, s)
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], r)
+	}
+	return shards, parts
+}
+
+// scriptCall is the KEYS and ARGV of one script call.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runEach runs sc once per call, all in one pipeline (one round trip on a
+// single node; one per node on a Cluster), and returns each call's reply
+// and error. A call that failed in the pipeline for a reason a retry may
+// fix (a script Redis no longer knows, a lost connection) is run again by
+// itself, with the retries of run, as run would have retried it.
+func (e *Engine) runEach(ctx context.Context, sc *goredis.Script, calls []scriptCall) ([]any, []error) {
+	out, errs := make([]any, len(calls)), make([]error, len(calls))
+	var cmds []goredis.Cmder
+	_ = e.retry(ctx, func(ctx context.Context) error {
+		cmds, _ = e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, c := range calls {
+				sc.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+		return nil // each call's own error is judged below
+	})
+	for i, c := range calls {
+		var v any
+		err := errors.New("redis: pipeline sent no command")
+		if i < len(cmds) {
+			v, err = cmds[i].(*goredis.Cmd).Result()
+		}
+		if errors.Is(err, goredis.Nil) {
+			v, err = nil, nil
+		}
+		if err != nil && (goredis.HasErrorPrefix(err, "NOSCRIPT") || retryable(err) || i >= len(cmds)) {
+			v, err = e.run(ctx, sc, c.keys, c.args...)
+		}
+		out[i], errs[i] = v, err
+	}
+	return out, errs
 }

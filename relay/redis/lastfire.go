@@ -114,18 +114,14 @@ out[1] = dropped
 return out
 `)
 
-// RecordLastFire implements relay.LastFires. Records of one shard are
-// group-committed like acks (see groupCommit): every delivered fire writes
-// one, so a burst costs a few round trips, not one per fire.
+// RecordLastFire implements relay.LastFires. Records are group-committed
+// like acks (see groupCommit): every delivered fire writes one, so a burst
+// costs a few round trips, not one per fire.
 func (e *Engine) RecordLastFire(ctx context.Context, f relay.LastFire) error {
 	if err := checkLastFire(f); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
-	s := e.k.shardOf(f.AgentID)
-	err := submit(ctx, &e.lastFirers[s], f, e.groupTimeout(), func(ctx context.Context, batch []*groupReq[relay.LastFire]) {
-		e.recordLastFires(ctx, s, batch)
-	})
-	if err != nil {
+	if err := submit(ctx, &e.lastFirer, f, e.groupTimeout(), e.recordLastFires); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
 	return nil
@@ -143,24 +139,32 @@ func checkLastFire(f relay.LastFire) error {
 	return nil
 }
 
-// recordLastFires writes one batch of last fire records and answers each
-// caller.
-func (e *Engine) recordLastFires(ctx context.Context, s int, batch []*groupReq[relay.LastFire]) {
-	keys := make([]string, 1, 1+len(batch))
-	keys[0] = e.k.lastFireIndex(s)
-	args := make([]any, 1, 1+4*len(batch))
-	args[0] = e.nowArg()
-	var packed []byte // the batch's records, back to back
-	for _, r := range batch {
-		f := r.v
-		keys = append(keys, e.k.lastFires(s, f.AgentID))
-		from := len(packed)
-		packed = packLastFire(packed, f)
-		args = append(args, f.JobID, member(f.AgentID, f.JobID), packed[from:len(packed):len(packed)], f.At.UnixMilli())
+// recordLastFires writes one batch of last fire records, one script call
+// per shard, all in one pipeline, and answers each caller.
+func (e *Engine) recordLastFires(ctx context.Context, batch []*groupReq[relay.LastFire]) {
+	shards, parts := byShard(batch, func(f relay.LastFire) int { return e.k.shardOf(f.AgentID) })
+	calls := make([]scriptCall, len(shards))
+	for i, s := range shards {
+		part := parts[i]
+		keys := make([]string, 1, 1+len(part))
+		keys[0] = e.k.lastFireIndex(s)
+		args := make([]any, 1, 1+4*len(part))
+		args[0] = e.nowArg()
+		var packed []byte // the records, back to back
+		for _, r := range part {
+			f := r.v
+			keys = append(keys, e.k.lastFires(s, f.AgentID))
+			from := len(packed)
+			packed = packLastFire(packed, f)
+			args = append(args, f.JobID, member(f.AgentID, f.JobID), packed[from:len(packed):len(packed)], f.At.UnixMilli())
+		}
+		calls[i] = scriptCall{keys: keys, args: args}
 	}
-	_, err := e.run(ctx, scriptRecordLastFires, keys, args...)
-	for _, r := range batch {
-		r.done <- err
+	_, errs := e.runEach(ctx, scriptRecordLastFires, calls)
+	for i, part := range parts {
+		for _, r := range part {
+			r.done <- errs[i]
+		}
 	}
 }
 

@@ -350,15 +350,7 @@ func decodeClaimedLease(idxV, stoppedV, packedV any, members []string) (relay.Le
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	row, err := unpackArray(packed)
-	if err != nil {
-		return relay.Lease{}, err
-	}
-	o, err := decodeRow(agent, job, row)
-	if err != nil {
-		return relay.Lease{}, err
-	}
-	tok, err := rowToken(row)
+	o, tok, err := decodePackedRow(agent, job, packed)
 	if err != nil {
 		return relay.Lease{}, err
 	}

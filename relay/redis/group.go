@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,13 +102,21 @@ func (g *groupCommit[T]) take() []*groupReq[T] {
 // the order the shards first appear, keeping the order of each shard's
 // requests.
 func byShard[T any](batch []*groupReq[T], shardOf func(T) int) (shards []int, parts [][]*groupReq[T]) {
-	index := map[int]int{}
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	first, one := shardOf(batch[0].v), true
+	for _, r := range batch[1:] {
+		one = one && shardOf(r.v) == first
+	}
+	if one {
+		return []int{first}, [][]*groupReq[T]{batch}
+	}
 	for _, r := range batch {
 		s := shardOf(r.v)
-		i, ok := index[s]
-		if !ok {
+		i := slices.Index(shards, s) // a batch holds at most groupBatch shards
+		if i < 0 {
 			i = len(shards)
-			index[s] = i
 			shards = append(shards, s)
 			parts = append(parts, nil)
 		}
@@ -129,6 +138,10 @@ type scriptCall struct {
 // itself, with the retries of run, as run would have retried it.
 func (e *Engine) runEach(ctx context.Context, sc *goredis.Script, calls []scriptCall) ([]any, []error) {
 	out, errs := make([]any, len(calls)), make([]error, len(calls))
+	if len(calls) == 1 {
+		out[0], errs[0] = e.run(ctx, sc, calls[0].keys, calls[0].args...)
+		return out, errs
+	}
 	var cmds []goredis.Cmder
 	_ = e.retry(ctx, func(ctx context.Context) error {
 		cmds, _ = e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {

@@ -1,30 +1,29 @@
-package redis_test
+package redis
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chronoscron/chronos/internal/redistest"
 	"github.com/chronoscron/chronos/relay"
-	"github.com/chronoscron/chronos/relay/redis"
 )
 
 // TestGroupCommitsAcrossShardsAfterScriptFlush acks, with records, the
-// leases of fires spread over every shard, all at once so that they batch
-// into pipelines of one script call per shard, on a Redis that forgot its
-// scripts (a restart, SCRIPT FLUSH): every ack succeeds exactly once, every
-// row is gone and every record is written; then acks of the same leases are
-// lost leases, and records made at once after another flush are written.
+// leases of fires spread over every shard in one batch, a pipeline of one
+// script call per shard, on a Redis that forgot its scripts (a restart,
+// SCRIPT FLUSH): every ack succeeds exactly once, every row is gone and
+// every record is written; then acks of the same leases are lost leases,
+// and a batch of records after another flush is written.
 func TestGroupCommitsAcrossShardsAfterScriptFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{})
 	c := redistest.ClientOf(t, srv.URL())
-	ctx := ctxFor(t, 30*time.Second)
-	e, err := redis.Open(ctx, srv.URL(), redis.Options{Prefix: redistest.Prefix(t), Shards: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := Open(ctx, srv.URL(), Options{Prefix: redistest.Prefix(t), Shards: 4})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -49,24 +48,33 @@ func TestGroupCommitsAcrossShardsAfterScriptFlush(t *testing.T) {
 		return relay.LastFire{AgentID: l.AgentID, JobID: l.JobID, ScheduleID: l.ScheduleID, InstanceID: l.InstanceID,
 			CallbackURL: l.CallbackURL, FireAt: l.FireAt, Outcome: relay.LastFireDelivered, Reason: "agent answered 202", At: time.Now()}
 	}
-	ackAll := func(f func(relay.Lease) error) []error {
-		errs := make([]error, len(leases))
-		var wg sync.WaitGroup
+	// ackAll acks every lease in one batch, with records when rec, and
+	// returns each lease's answer.
+	ackAll := func(rec bool) []error {
+		batch := make([]*groupReq[ackItem], len(leases))
 		for i, l := range leases {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = f(l)
-			}()
+			a := ackItem{l: l}
+			if rec {
+				f := record(l)
+				a.rec = &f
+			}
+			batch[i] = &groupReq[ackItem]{v: a, done: make(chan error, 1)}
 		}
-		wg.Wait()
+		e.ackMany(ctx, batch)
+		errs := make([]error, len(batch))
+		for i, r := range batch {
+			errs[i] = <-r.done
+		}
 		return errs
+	}
+	if shards, _ := byShard(leasesBatch(leases), func(l relay.Lease) int { return e.k.shardOf(l.AgentID) }); len(shards) != 4 {
+		t.Fatalf("the leases span %d shards, want 4", len(shards))
 	}
 
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatalf("script flush: %v", err)
 	}
-	for i, err := range ackAll(func(l relay.Lease) error { return e.AckRecord(ctx, l, record(l)) }) {
+	for i, err := range ackAll(true) {
 		if err != nil {
 			t.Fatalf("ack %s: %v", leases[i].ScheduleID, err)
 		}
@@ -77,7 +85,7 @@ func TestGroupCommitsAcrossShardsAfterScriptFlush(t *testing.T) {
 		}
 	}
 	checkRecords(ctx, t, e, leases)
-	for i, err := range ackAll(func(l relay.Lease) error { return e.Ack(ctx, l) }) {
+	for i, err := range ackAll(false) {
 		if !errors.Is(err, relay.ErrLeaseLost) {
 			t.Fatalf("second ack %s: %v, want a lost lease", leases[i].ScheduleID, err)
 		}
@@ -91,7 +99,13 @@ func TestGroupCommitsAcrossShardsAfterScriptFlush(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatalf("script flush: %v", err)
 	}
-	for i, err := range ackAll(func(l relay.Lease) error { return e.RecordLastFire(ctx, record(l)) }) {
+	records := make([]*groupReq[relay.LastFire], len(leases))
+	for i, l := range leases {
+		records[i] = &groupReq[relay.LastFire]{v: record(l), done: make(chan error, 1)}
+	}
+	e.recordLastFires(ctx, records)
+	for i, r := range records {
+		err := <-r.done
 		if err != nil {
 			t.Fatalf("record %s: %v", leases[i].ScheduleID, err)
 		}
@@ -100,7 +114,7 @@ func TestGroupCommitsAcrossShardsAfterScriptFlush(t *testing.T) {
 }
 
 // checkRecords wants a delivered last fire record of every lease.
-func checkRecords(ctx context.Context, t *testing.T, e *redis.Engine, leases []relay.Lease) {
+func checkRecords(ctx context.Context, t *testing.T, e *Engine, leases []relay.Lease) {
 	t.Helper()
 	got := map[string]relay.LastFire{}
 	agents := map[string]bool{}
@@ -126,4 +140,13 @@ func checkRecords(ctx context.Context, t *testing.T, e *redis.Engine, leases []r
 			t.Fatalf("record of %s: %+v (found %v)", l.ScheduleID, f, ok)
 		}
 	}
+}
+
+// leasesBatch wraps leases as the requests of a batch.
+func leasesBatch(leases []relay.Lease) []*groupReq[relay.Lease] {
+	out := make([]*groupReq[relay.Lease], len(leases))
+	for i, l := range leases {
+		out[i] = &groupReq[relay.Lease]{v: l}
+	}
+	return out
 }

@@ -17,17 +17,9 @@ var errPack = errors.New("redis: malformed packed row")
 // reply or of the string go-redis made of one (strings of the result are
 // then parts of it, not copies).
 func unpackArray[B string | []byte](b B) ([]any, error) {
-	if len(b) == 0 {
-		return nil, errPack
-	}
-	var n int
-	switch c := b[0]; {
-	case c >= 0x90 && c <= 0x9f:
-		n, b = int(c&0x0f), b[1:]
-	case c == 0xdc && len(b) >= 3:
-		n, b = int(b[1])<<8|int(b[2]), b[3:]
-	default:
-		return nil, fmt.Errorf("%w: no array", errPack)
+	n, b, err := unpackArrayHeader(b)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]any, 0, n)
 	for range n {
@@ -40,81 +32,114 @@ func unpackArray[B string | []byte](b B) ([]any, error) {
 	return out, nil
 }
 
+// unpackArrayHeader reads the header of an array: its length and the rest.
+func unpackArrayHeader[B string | []byte](b B) (int, B, error) {
+	switch {
+	case len(b) >= 1 && b[0] >= 0x90 && b[0] <= 0x9f:
+		return int(b[0] & 0x0f), b[1:], nil
+	case len(b) >= 3 && b[0] == 0xdc:
+		return int(b[1])<<8 | int(b[2]), b[3:], nil
+	default:
+		return 0, b, fmt.Errorf("%w: no array", errPack)
+	}
+}
+
 // unpackValue decodes one string or integer.
 func unpackValue[B string | []byte](b B) (any, B, error) {
+	v, rest, err := unpackScalar(b)
+	if err != nil {
+		return nil, rest, err
+	}
+	if v.isStr {
+		return string(v.s), rest, nil
+	}
+	return v.n, rest, nil
+}
+
+// scalar is one decoded string or integer.
+type scalar[B string | []byte] struct {
+	s     B
+	n     int64
+	isStr bool
+}
+
+// unpackScalar decodes one string or integer and returns the rest.
+func unpackScalar[B string | []byte](b B) (scalar[B], B, error) {
+	var v scalar[B]
 	if len(b) == 0 {
-		return nil, b, errPack
+		return v, b, errPack
 	}
 	c := b[0]
 	b = b[1:]
-	take := func(n int) (B, bool) {
-		if len(b) < n {
-			return b[:0], false
-		}
-		v := b[:n]
-		b = b[n:]
-		return v, true
-	}
-	str := func(n int) (any, B, error) {
-		s, ok := take(n)
-		if !ok {
-			return nil, b, errPack
-		}
-		return string(s), b, nil
-	}
+	size := 0
 	switch {
 	case c <= 0x7f:
-		return int64(c), b, nil
+		v.n = int64(c)
+		return v, b, nil
 	case c >= 0xe0:
-		return int64(int8(c)), b, nil
+		v.n = int64(int8(c))
+		return v, b, nil
 	case c >= 0xa0 && c <= 0xbf:
-		return str(int(c & 0x1f))
-	}
-	size := 0
-	switch c {
-	case 0xd9, 0xcc, 0xd0:
+		return unpackStr(b, int(c&0x1f))
+	case c == 0xd9 || c == 0xcc || c == 0xd0:
 		size = 1
-	case 0xda, 0xcd, 0xd1:
+	case c == 0xda || c == 0xcd || c == 0xd1:
 		size = 2
-	case 0xdb, 0xce, 0xd2:
+	case c == 0xdb || c == 0xce || c == 0xd2:
 		size = 4
-	case 0xcf, 0xd3, 0xcb:
+	case c == 0xcf || c == 0xd3 || c == 0xcb:
 		size = 8
 	default:
-		return nil, b, fmt.Errorf("%w: type 0x%02x", errPack, c)
+		return v, b, fmt.Errorf("%w: type 0x%02x", errPack, c)
 	}
-	raw, ok := take(size)
-	if !ok {
-		return nil, b, errPack
+	if len(b) < size {
+		return v, b, errPack
 	}
 	var u uint64
-	for i := range len(raw) {
-		u = u<<8 | uint64(raw[i])
+	for i := range size {
+		u = u<<8 | uint64(b[i])
 	}
+	b = b[size:]
+	if c == 0xd9 || c == 0xda || c == 0xdb {
+		return unpackStr(b, int(u))
+	}
+	n, err := unpackInt(c, u)
+	v.n = n
+	return v, b, err
+}
+
+// unpackStr takes a string of n bytes off b.
+func unpackStr[B string | []byte](b B, n int) (scalar[B], B, error) {
+	if n < 0 || len(b) < n {
+		return scalar[B]{}, b, errPack
+	}
+	return scalar[B]{s: b[:n], isStr: true}, b[n:], nil
+}
+
+// unpackInt reads the integer of type c whose big-endian bits are u.
+func unpackInt(c byte, u uint64) (int64, error) {
 	switch c {
-	case 0xd9, 0xda, 0xdb:
-		return str(int(u))
 	case 0xcc, 0xcd, 0xce:
-		return int64(u), b, nil
+		return int64(u), nil
 	case 0xcf:
 		if u > math.MaxInt64 {
-			return nil, b, errPack
+			return 0, errPack
 		}
-		return int64(u), b, nil
+		return int64(u), nil
 	case 0xd0:
-		return int64(int8(u)), b, nil
+		return int64(int8(u)), nil
 	case 0xd1:
-		return int64(int16(u)), b, nil
+		return int64(int16(u)), nil
 	case 0xd2:
-		return int64(int32(u)), b, nil
+		return int64(int32(u)), nil
 	case 0xd3:
-		return int64(u), b, nil
+		return int64(u), nil
 	default: // 0xcb: a float64 holding an integer
 		f := math.Float64frombits(u)
 		if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return nil, b, fmt.Errorf("%w: non-integer number", errPack)
+			return 0, fmt.Errorf("%w: non-integer number", errPack)
 		}
-		return int64(f), b, nil
+		return int64(f), nil
 	}
 }
 

@@ -56,6 +56,16 @@ func TestUnpackMatchesLua(t *testing.T) {
 		if !reflect.DeepEqual(got, lua) {
 			t.Fatalf("%s: go %v, lua %v", tc.name, got, lua)
 		}
+		// The typed decoder of claims reads the same one-shot and token.
+		want, err := decodeRow("a", job, got)
+		if err != nil {
+			t.Fatalf("%s: decode row: %v", tc.name, err)
+		}
+		wantTok, _ := rowToken(got)
+		typed, tok, err := decodePackedRow("a", job, string(packed))
+		if err != nil || typed != want || tok != wantTok {
+			t.Fatalf("%s: decodePackedRow = %+v, %d, %v; want %+v, %d", tc.name, typed, tok, err, want, wantTok)
+		}
 		o, err := e.Get(ctx, "a", job)
 		if err != nil || !o.FireAt.Equal(tc.fireAt) || o.CallbackURL != tc.cb || o.FireAtSpelling != tc.spelling {
 			t.Fatalf("%s: get = %v (fire_at %s), %v", tc.name, o.ScheduleID, o.FireAt, err)
@@ -64,6 +74,9 @@ func TestUnpackMatchesLua(t *testing.T) {
 	for _, bad := range [][]byte{nil, {0x91}, {0x92, 0xa3, 'a'}, {0x91, 0xc1}, {0x81, 0x01, 0x02}} {
 		if _, err := unpackArray(bad); err == nil {
 			t.Errorf("unpack %x: no error", bad)
+		}
+		if _, _, err := decodePackedRow("a", "j", string(bad)); err == nil {
+			t.Errorf("decodePackedRow %x: no error", bad)
 		}
 	}
 }

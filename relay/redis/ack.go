@@ -16,20 +16,25 @@ import (
 //
 // KEYS[1] lease, KEYS[2] the shard's last fire index, then for ack i:
 // KEYS[1+2i] rows of its agent, KEYS[2+2i] last fires of its agent
-// ARGV[1] now (unused), then for ack i the 6 values from ARGV[6i-4]:
+// ARGV[1] now (unused), then for ack i the 7 values from ARGV[7i-5]:
 // job, member, schedule id, token, the packed record (see lastfire.go; ""
-// for none) and its outcome ms
+// for none), its outcome ms and the row as the claim left it ("" when not
+// known)
 //
-// The leases go in one ZREM and the index entries in one ZADD.
+// A row that is still, byte for byte, the one the claim left is held by
+// the lease without unpacking it; any other is fenced as usual. The leases
+// go in one ZREM and the index entries in one ZADD.
 //
 // Returns {1 | 0 (lease lost), ...}, one per ack.
 var scriptAckMany = script(`
 local out, gone, index = {}, {}, {}
 for i = 1, (#KEYS - 2) / 2 do
-  local b = 6 * i - 4
+  local b = 7 * i - 5
   local job, m = ARGV[b], ARGV[b + 1]
   local rows = KEYS[1 + 2 * i]
-  local r = fenced(redis.call('HGET', rows, job), ARGV[b + 2], tonumber(ARGV[b + 3]))
+  local v = redis.call('HGET', rows, job)
+  local r = v and v == ARGV[b + 6]
+  if not r then r = fenced(v, ARGV[b + 2], tonumber(ARGV[b + 3])) end
   if r then
     redis.call('HDEL', rows, job)
     gone[#gone + 1] = m
@@ -171,20 +176,23 @@ func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
 func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
 	keys := make([]string, 2, 2+2*len(part))
 	keys[0], keys[1] = e.k.lease(s), e.k.lastFireIndex(s)
-	args := make([]any, 1, 1+6*len(part))
+	args := make([]any, 1, 1+7*len(part))
 	args[0] = e.nowArg()
-	var packed []byte // the records, back to back
+	var packed []byte // the records and rows, back to back
 	for _, r := range part {
 		l, f := r.v.l, r.v.rec
 		keys = append(keys, e.k.rows(s, l.AgentID), e.k.lastFires(s, l.AgentID))
 		args = append(args, l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
 		if f == nil {
 			args = append(args, "", 0)
-			continue
+		} else {
+			from := len(packed)
+			packed = packLastFire(packed, *f)
+			args = append(args, packed[from:len(packed):len(packed)], f.At.UnixMilli())
 		}
 		from := len(packed)
-		packed = packLastFire(packed, *f)
-		args = append(args, packed[from:len(packed):len(packed)], f.At.UnixMilli())
+		packed = packLeasedRow(packed, l)
+		args = append(args, packed[from:len(packed):len(packed)])
 	}
 	return scriptCall{keys: keys, args: args}
 }

@@ -199,3 +199,34 @@ func packInt(b []byte, v int64) []byte {
 		return append(b, 0xd3, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 	}
 }
+
+// packLeasedRow appends the row of lease l as the claim script packed it
+// (see the row layout in scripts.go): an ack sends it so that its script
+// can recognise an unchanged row by comparing bytes instead of unpacking
+// it. It appends nothing for a lease without a token (no claim wrote that
+// row).
+func packLeasedRow(b []byte, l relay.Lease) []byte {
+	if l.Token == 0 {
+		return b
+	}
+	fms := l.FireAt.UnixMilli()
+	n := byte(rowFields)
+	if l.FireAtSpelling != "" {
+		n++
+	}
+	b = append(b, 0x90|n)
+	b = packStr(b, l.ScheduleID)
+	b = packStr(b, l.InstanceID)
+	b = packInt(b, fms)
+	b = packInt(b, int64(l.FireAt.Nanosecond()%1e6))
+	b = packStr(b, l.CallbackURL)
+	b = packInt(b, int64(l.Attempt))
+	b = packInt(b, l.Token)
+	b = packInt(b, l.DueAt.UnixMilli()-fms)
+	b = packInt(b, fms-l.CreatedAt.UnixMilli())
+	b = packStr(b, l.LastError)
+	if l.FireAtSpelling != "" {
+		b = packStr(b, l.FireAtSpelling)
+	}
+	return b
+}

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -128,4 +129,99 @@ func TestPackLastFireMatchesLua(t *testing.T) {
 			t.Fatalf("%d: go %x, lua %x", v, got, want)
 		}
 	}
+}
+
+// TestPackLeasedRowMatchesClaimedRow packs the row of claimed leases in Go
+// and wants the bytes the claim script stored, over rows of every shape
+// (spelt and sub-millisecond fire_at, long callback, retried with a last
+// error). Then the acks' fence: an ack of a row changed since its claim (an
+// arm that moved the callback) is judged by unpacking the row and holds;
+// one with a stale token, or without one, is lost.
+func TestPackLeasedRowMatchesClaimedRow(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	clock := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
+	e, err := Open(ctx, redistest.URL(t), Options{Prefix: redistest.Prefix(t), Shards: 1, Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer e.Close()
+	for _, tc := range []struct {
+		name     string
+		fireAt   time.Time
+		cb       string
+		spelling string
+		retried  bool
+	}{
+		{"plain", clock.Add(-time.Minute), "https://a", "", false},
+		{"spelt", clock.Add(-time.Hour), "https://agent.example.com/chronos/fire", "2026-06-01T10:00:00+02:00", false},
+		{"sub-millisecond", clock.Add(-time.Second + 123456*time.Nanosecond), strings.Repeat("c", 300), "", false},
+		{"retried", clock.Add(-time.Minute), "https://a", "", true},
+		{"created later than fire_at", clock.Add(-400 * 24 * time.Hour), "https://a", "", false},
+	} {
+		job := strings.ReplaceAll(tc.name, " ", "-")
+		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: job, FireAt: tc.fireAt,
+			FireAtSpelling: tc.spelling, CallbackURL: tc.cb, ScheduleID: "sch-" + job}); err != nil {
+			t.Fatalf("%s: arm: %v", tc.name, err)
+		}
+		l := claimOnly(ctx, t, e)
+		if tc.retried {
+			if err := e.Nack(ctx, l, 0, "agent answered 503"); err != nil {
+				t.Fatalf("%s: nack: %v", tc.name, err)
+			}
+			clock = clock.Add(time.Millisecond)
+			l = claimOnly(ctx, t, e)
+			if l.Attempt != 2 || l.LastError == "" {
+				t.Fatalf("%s: retried lease %+v", tc.name, l)
+			}
+		}
+		stored, err := e.c.HGet(ctx, e.k.rows(0, "a"), job).Result()
+		if err != nil {
+			t.Fatalf("%s: hget: %v", tc.name, err)
+		}
+		if got := packLeasedRow(nil, l); string(got) != stored {
+			t.Fatalf("%s: packed %x, stored %x", tc.name, got, stored)
+		}
+		if err := e.Ack(ctx, l); err != nil {
+			t.Fatalf("%s: ack: %v", tc.name, err)
+		}
+	}
+
+	if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: "moved", FireAt: clock,
+		CallbackURL: "https://old", ScheduleID: "sch-moved"}); err != nil {
+		t.Fatal(err)
+	}
+	l := claimOnly(ctx, t, e)
+	if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: "moved", FireAt: clock,
+		CallbackURL: "https://new", ScheduleID: "sch-moved"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []relay.Lease{withToken(l, l.Token+1), withToken(l, 0)} {
+		if err := e.Ack(ctx, bad); !errors.Is(err, relay.ErrLeaseLost) {
+			t.Fatalf("ack with token %d: %v, want a lost lease", bad.Token, err)
+		}
+	}
+	if err := e.Ack(ctx, l); err != nil {
+		t.Fatalf("ack of a row changed since its claim: %v", err)
+	}
+	if err := e.Ack(ctx, l); !errors.Is(err, relay.ErrLeaseLost) {
+		t.Fatalf("second ack: %v, want a lost lease", err)
+	}
+}
+
+// claimOnly claims the one due lease.
+func claimOnly(ctx context.Context, t *testing.T, e *Engine) relay.Lease {
+	t.Helper()
+	ls, err := e.Claim(ctx, 10, time.Minute)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("claim: %d leases, %v; want 1", len(ls), err)
+	}
+	return ls[0]
+}
+
+// withToken is l with another fencing token.
+func withToken(l relay.Lease, tok int64) relay.Lease {
+	l.Token = tok
+	return l
 }

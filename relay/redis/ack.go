@@ -82,7 +82,8 @@ return 1
 `)
 
 // scriptKill moves a leased one-shot to the dead letter and the agent's
-// failed-fire feed (at its end, also when it was there before a replay).
+// failed-fire feed (at its end, also when it was there before a replay, and
+// after every entry of the same millisecond).
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] dead,
 // KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of the agent
@@ -102,7 +103,12 @@ local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], 
 redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
 redis.call('ZADD', KEYS[5], now, sid)
 redis.call('ZADD', KEYS[6], now, sid)
-redis.call('ZADD', KEYS[7], now, sid)
+-- The feed lists deaths in order: one in the same millisecond as the
+-- newest entry goes just after it, not by its schedule id among equals.
+local at = now
+local top = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')
+if top[2] and tonumber(top[2]) >= at then at = tonumber(top[2]) + 0.001 end
+redis.call('ZADD', KEYS[7], at, sid)
 redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -tonumber(ARGV[8]) - 1)
 return 1
 `)

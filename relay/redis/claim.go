@@ -33,8 +33,9 @@ if ARGV[3] == 'expired' then max = '(' .. now end
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max, 'LIMIT', 0, tonumber(ARGV[2]))
 `)
 
-// scriptClaim leases the candidates that are still due: one ZMSCORE reads
-// every candidate's due time, one ZREM takes the due ones off the due zset,
+// scriptClaim leases the candidates that are still due: ZMSCORE reads the
+// candidates' due times (as many at a time as leases are still wanted, so
+// an uncontended claim reads no more), one ZREM takes the due ones off,
 // one INCRBY hands out the batch's fencing tokens (in candidate order) and
 // one ZADD enters the leases.
 //
@@ -49,26 +50,28 @@ var scriptClaim = script(`
 local now = clock(ARGV[1])
 local untilms = now + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
-local scores = {}
-for i = 4, #ARGV, 1000 do
-  local part = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  for j = 1, #part do scores[#scores + 1] = part[j] end
-end
 local gone, taken, jobs, rows = {}, {}, {}, {}
-for i = 1, #scores do
-  if #taken >= max then break end
-  local s = scores[i]
-  if s and tonumber(s) <= now then
-    local m = ARGV[i + 3]
-    gone[#gone + 1] = m
-    local _, job = split(m)
-    local v = redis.call('HGET', KEYS[i + 4], job)
-    if v then
-      taken[#taken + 1] = i
-      jobs[#jobs + 1] = job
-      rows[#rows + 1] = cmsgpack.unpack(v)
+local from, n = 1, #ARGV - 3
+-- Read the due times of as many candidates as leases are still wanted: the
+-- rest are read only when others took some of these.
+while from <= n and #taken < max do
+  local to = math.min(n, from + max - #taken - 1, from + 999)
+  local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, from + 3, to + 3))
+  for k = 1, #scores do
+    local i, s = from + k - 1, scores[k]
+    if s and tonumber(s) <= now then
+      local m = ARGV[i + 3]
+      gone[#gone + 1] = m
+      local _, job = split(m)
+      local v = redis.call('HGET', KEYS[i + 4], job)
+      if v then
+        taken[#taken + 1] = i
+        jobs[#jobs + 1] = job
+        rows[#rows + 1] = cmsgpack.unpack(v)
+      end
     end
   end
+  from = to + 1
 end
 if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
 local out = {untilms}

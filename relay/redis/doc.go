@@ -98,5 +98,8 @@
 //	epoch.go     CheckEpoch (lost data)
 //	wake.go      Wake (the Pub/Sub subscription)
 //
-// keys.go names every key, reply.go and msgpack.go decode replies and rows.
+// keys.go names every key, reply.go and msgpack.go decode replies and rows;
+// msgpack.go also packs last fire records and leased rows as the scripts'
+// cmsgpack does, so that scripts store records and compare rows as they
+// come; group.go group-commits acks and records.
 package redis

@@ -50,7 +50,7 @@ var scriptClaim = script(`
 local now = clock(ARGV[1])
 local untilms = now + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
-local gone, taken, jobs, rows = {}, {}, {}, {}
+local gone, taken, jobs, rows, seen = {}, {}, {}, {}, {}
 local from, n = 1, #ARGV - 3
 -- Read the due times of as many candidates as leases are still wanted: the
 -- rest are read only when others took some of these.
@@ -59,8 +59,9 @@ while from <= n and #taken < max do
   local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, from + 3, to + 3))
   for k = 1, #scores do
     local i, s = from + k - 1, scores[k]
-    if s and tonumber(s) <= now then
-      local m = ARGV[i + 3]
+    local m = ARGV[i + 3]
+    if s and tonumber(s) <= now and not seen[m] then
+      seen[m] = true
       gone[#gone + 1] = m
       local _, job = split(m)
       local v = redis.call('HGET', KEYS[i + 4], job)
@@ -75,12 +76,12 @@ while from <= n and #taken < max do
 end
 if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
 local out = {untilms}
-local n = #taken
-if n == 0 then return out end
+local count = #taken
+if count == 0 then return out end
 local anyStopped = redis.call('SCARD', KEYS[4]) > 0
-local tok = redis.call('INCRBY', KEYS[3], n) - n
+local tok = redis.call('INCRBY', KEYS[3], count) - count
 local leases = {}
-for j = 1, n do
+for j = 1, count do
   local i, r = taken[j], rows[j]
   r[6] = r[6] + 1
   r[7] = tok + j

@@ -58,3 +58,27 @@ func TestClaimReadsPastCandidatesOthersTook(t *testing.T) {
 		t.Fatalf("stats %+v, %v; want 5 leased and j6, j7 due", st, err)
 	}
 }
+
+// TestClaimLeasesACandidateGivenTwiceOnce hands the claim script the same
+// due candidate twice: it is leased once, with one token.
+func TestClaimLeasesACandidateGivenTwiceOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e, err := Open(ctx, redistest.URL(t), Options{Prefix: redistest.Prefix(t), Shards: 1})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer e.Close()
+	if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", JobID: "j", FireAt: time.Now().Add(-time.Minute), ScheduleID: "s-j"}); err != nil {
+		t.Fatal(err)
+	}
+	m := member("a", "j")
+	got, _, err := e.claimShard(ctx, 0, 2, 60000, []any{m, m})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %d leases, %v; want 1", len(got), err)
+	}
+	if err := e.Ack(ctx, got[0]); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+}

@@ -158,9 +158,8 @@ func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
 	for i, s := range shards {
 		calls[i] = e.ackCall(s, parts[i])
 	}
-	replies, errs := e.runEach(ctx, scriptAckMany, calls)
-	for i, part := range parts {
-		res, err := replies[i], errs[i]
+	e.runEach(ctx, scriptAckMany, calls, func(i int, res any, err error) {
+		part := parts[i]
 		var acks []any
 		if err == nil {
 			acks, err = array(res)
@@ -175,7 +174,7 @@ func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
 			}
 			r.done <- fencedResult("ack", r.v.l, acks[j], nil)
 		}
-	}
+	})
 }
 
 // ackCall is the scriptAckMany call of shard s's acks.

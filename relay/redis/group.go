@@ -131,16 +131,19 @@ type scriptCall struct {
 	args []any
 }
 
+// errNotSent is the error of a call a pipeline did not send.
+var errNotSent = errors.New("redis: pipeline sent no command")
+
 // runEach runs sc once per call, all in one pipeline (one round trip on a
-// single node; one per node on a Cluster), and returns each call's reply
-// and error. A call that failed in the pipeline for a reason a retry may
-// fix (a script Redis no longer knows, a lost connection) is run again by
-// itself, with the retries of run, as run would have retried it.
-func (e *Engine) runEach(ctx context.Context, sc *goredis.Script, calls []scriptCall) ([]any, []error) {
-	out, errs := make([]any, len(calls)), make([]error, len(calls))
+// single node; one per node on a Cluster), and hands each call's reply and
+// error to answer. A call that failed in the pipeline for a reason a retry
+// may fix (a script Redis no longer knows, a lost connection) is run again
+// by itself, with the retries of run, as run would have retried it.
+func (e *Engine) runEach(ctx context.Context, sc *goredis.Script, calls []scriptCall, answer func(i int, v any, err error)) {
 	if len(calls) == 1 {
-		out[0], errs[0] = e.run(ctx, sc, calls[0].keys, calls[0].args...)
-		return out, errs
+		v, err := e.run(ctx, sc, calls[0].keys, calls[0].args...)
+		answer(0, v, err)
+		return
 	}
 	var cmds []goredis.Cmder
 	_ = e.retry(ctx, func(ctx context.Context) error {
@@ -154,7 +157,7 @@ func (e *Engine) runEach(ctx context.Context, sc *goredis.Script, calls []script
 	})
 	for i, c := range calls {
 		var v any
-		err := errors.New("redis: pipeline sent no command")
+		err := errNotSent
 		if i < len(cmds) {
 			v, err = cmds[i].(*goredis.Cmd).Result()
 		}
@@ -164,7 +167,6 @@ func (e *Engine) runEach(ctx context.Context, sc *goredis.Script, calls []script
 		if err != nil && (goredis.HasErrorPrefix(err, "NOSCRIPT") || retryable(err) || i >= len(cmds)) {
 			v, err = e.run(ctx, sc, c.keys, c.args...)
 		}
-		out[i], errs[i] = v, err
+		answer(i, v, err)
 	}
-	return out, errs
 }

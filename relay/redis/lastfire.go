@@ -160,12 +160,11 @@ func (e *Engine) recordLastFires(ctx context.Context, batch []*groupReq[relay.La
 		}
 		calls[i] = scriptCall{keys: keys, args: args}
 	}
-	_, errs := e.runEach(ctx, scriptRecordLastFires, calls)
-	for i, part := range parts {
-		for _, r := range part {
-			r.done <- errs[i]
+	e.runEach(ctx, scriptRecordLastFires, calls, func(i int, _ any, err error) {
+		for _, r := range parts[i] {
+			r.done <- err
 		}
-	}
+	})
 }
 
 // ForgetLastFire implements relay.LastFires.

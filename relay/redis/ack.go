@@ -16,33 +16,40 @@ import (
 //
 // KEYS[1] lease, KEYS[2] the shard's last fire index, then for ack i:
 // KEYS[1+2i] rows of its agent, KEYS[2+2i] last fires of its agent
-// ARGV[1] now (unused), then for ack i the 13 values from ARGV[13i-11]:
-// job, member, schedule id, token, "1" with a record (else "0" and the
-// rest empty), the record's schedule id, instance id, callback, fire_at
-// ms, fire_at ns remainder, outcome, reason, outcome ms (see lastfire.go)
+// ARGV[1] now (unused), then for ack i the 7 values from ARGV[7i-5]:
+// job, member, schedule id, token, the packed record (see lastfire.go; ""
+// for none), its outcome ms and the row as the claim left it ("" when not
+// known)
+//
+// A row that is still, byte for byte, the one the claim left is held by
+// the lease without unpacking it; any other is fenced as usual. The leases
+// go in one ZREM and the index entries in one ZADD.
 //
 // Returns {1 | 0 (lease lost), ...}, one per ack.
 var scriptAckMany = script(`
-local out = {}
+local out, gone, index = {}, {}, {}
 for i = 1, (#KEYS - 2) / 2 do
-  local b = 13 * i - 11
+  local b = 7 * i - 5
   local job, m = ARGV[b], ARGV[b + 1]
-  local rows, lf = KEYS[1 + 2 * i], KEYS[2 + 2 * i]
-  local r = fenced(redis.call('HGET', rows, job), ARGV[b + 2], tonumber(ARGV[b + 3]))
+  local rows = KEYS[1 + 2 * i]
+  local v = redis.call('HGET', rows, job)
+  local r = v and v == ARGV[b + 6]
+  if not r then r = fenced(v, ARGV[b + 2], tonumber(ARGV[b + 3])) end
   if r then
     redis.call('HDEL', rows, job)
-    redis.call('ZREM', KEYS[1], m)
+    gone[#gone + 1] = m
     out[i] = 1
   else
     out[i] = 0
   end
-  if ARGV[b + 4] == '1' then
-    local at = tonumber(ARGV[b + 12])
-    redis.call('HSET', lf, job, cmsgpack.pack({ARGV[b + 5], ARGV[b + 6], ARGV[b + 7],
-      tonumber(ARGV[b + 8]), tonumber(ARGV[b + 9]), ARGV[b + 10], ARGV[b + 11], at, 0}))
-    redis.call('ZADD', KEYS[2], at, m)
+  if ARGV[b + 4] ~= '' then
+    redis.call('HSET', KEYS[2 + 2 * i], job, ARGV[b + 4])
+    index[#index + 1] = ARGV[b + 5]
+    index[#index + 1] = m
   end
 end
+if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
+if #index > 0 then chunked('ZADD', KEYS[2], index, 1) end
 return out
 `)
 
@@ -75,7 +82,8 @@ return 1
 `)
 
 // scriptKill moves a leased one-shot to the dead letter and the agent's
-// failed-fire feed (at its end, also when it was there before a replay).
+// failed-fire feed (at its end, also when it was there before a replay, and
+// after every entry of the same millisecond).
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] dead,
 // KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of the agent
@@ -95,7 +103,12 @@ local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], 
 redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
 redis.call('ZADD', KEYS[5], now, sid)
 redis.call('ZADD', KEYS[6], now, sid)
-redis.call('ZADD', KEYS[7], now, sid)
+-- The feed lists deaths in order: one in the same millisecond as the
+-- newest entry goes just after it, not by its schedule id among equals.
+local at = now
+local top = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')
+if top[2] and tonumber(top[2]) >= at then at = tonumber(top[2]) + 0.001 end
+redis.call('ZADD', KEYS[7], at, sid)
 redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -tonumber(ARGV[8]) - 1)
 return 1
 `)
@@ -106,8 +119,8 @@ type ackItem struct {
 	rec *relay.LastFire
 }
 
-// Ack implements relay.Queue. Acks of one shard are group-committed (see
-// groupCommit): a burst costs a few round trips, not one per fire.
+// Ack implements relay.Queue. Acks are group-committed (see groupCommit):
+// a burst costs a few round trips, not one per fire.
 func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
 	return e.ack(ctx, ackItem{l: l})
 }
@@ -115,7 +128,7 @@ func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
 var _ relay.AckRecorder = (*Engine)(nil)
 
 // AckRecord implements relay.AckRecorder: the record goes out in the ack's
-// script call, group-committed with the shard's other acks.
+// script call, group-committed with other acks.
 func (e *Engine) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) error {
 	if err := checkLastFire(f); err != nil {
 		return fmt.Errorf("redis: ack: %w", err)
@@ -123,12 +136,9 @@ func (e *Engine) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire)
 	return e.ack(ctx, ackItem{l: l, rec: &f})
 }
 
-// ack queues one ack on its shard's group commit and waits for its batch.
+// ack queues one ack on the engine's group commit and waits for its batch.
 func (e *Engine) ack(ctx context.Context, a ackItem) error {
-	s := e.k.shardOf(a.l.AgentID)
-	err := submit(ctx, &e.ackers[s], a, e.groupTimeout(), func(ctx context.Context, batch []*groupReq[ackItem]) {
-		e.ackMany(ctx, s, batch)
-	})
+	err := submit(ctx, &e.acker, a, e.groupTimeout(), e.ackMany)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("redis: ack: %w", err)
 	}
@@ -140,38 +150,56 @@ func (e *Engine) groupTimeout() time.Duration {
 	return max(e.opts.RetryFor, 0) + 10*time.Second
 }
 
-// ackMany runs one batch of acks and answers each caller.
-func (e *Engine) ackMany(ctx context.Context, s int, batch []*groupReq[ackItem]) {
-	keys := make([]string, 2, 2+2*len(batch))
+// ackMany runs one batch of acks, one script call per shard, all in one
+// pipeline, and answers each caller.
+func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
+	shards, parts := byShard(batch, func(a ackItem) int { return e.k.shardOf(a.l.AgentID) })
+	calls := make([]scriptCall, len(shards))
+	for i, s := range shards {
+		calls[i] = e.ackCall(s, parts[i])
+	}
+	e.runEach(ctx, scriptAckMany, calls, func(i int, res any, err error) {
+		part := parts[i]
+		var acks []any
+		if err == nil {
+			acks, err = array(res)
+			if err == nil && len(acks) != len(part) {
+				err = fmt.Errorf("%w: %d results for %d acks", errReply, len(acks), len(part))
+			}
+		}
+		for j, r := range part {
+			if err != nil {
+				r.done <- fmt.Errorf("redis: ack: %w", err)
+				continue
+			}
+			r.done <- fencedResult("ack", r.v.l, acks[j], nil)
+		}
+	})
+}
+
+// ackCall is the scriptAckMany call of shard s's acks.
+func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
+	keys := make([]string, 2, 2+2*len(part))
 	keys[0], keys[1] = e.k.lease(s), e.k.lastFireIndex(s)
-	args := make([]any, 1, 1+13*len(batch))
+	args := make([]any, 1, 1+7*len(part))
 	args[0] = e.nowArg()
-	for _, r := range batch {
+	var packed []byte // the records and rows, back to back
+	for _, r := range part {
 		l, f := r.v.l, r.v.rec
 		keys = append(keys, e.k.rows(s, l.AgentID), e.k.lastFires(s, l.AgentID))
 		args = append(args, l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
 		if f == nil {
-			args = append(args, "0", "", "", "", 0, 0, "", "", 0)
-			continue
+			args = append(args, "", 0)
+		} else {
+			from := len(packed)
+			packed = packLastFire(packed, *f)
+			args = append(args, packed[from:len(packed):len(packed)], f.At.UnixMilli())
 		}
-		args = append(args, "1", f.ScheduleID, f.InstanceID, f.CallbackURL,
-			f.FireAt.UnixMilli(), int64(f.FireAt.Nanosecond()%1e6), f.Outcome, f.Reason, f.At.UnixMilli())
+		from := len(packed)
+		packed = packLeasedRow(packed, l)
+		args = append(args, packed[from:len(packed):len(packed)])
 	}
-	v, err := e.run(ctx, scriptAckMany, keys, args...)
-	var res []any
-	if err == nil {
-		res, err = array(v)
-		if err == nil && len(res) != len(batch) {
-			err = fmt.Errorf("%w: %d results for %d acks", errReply, len(res), len(batch))
-		}
-	}
-	for i, r := range batch {
-		if err != nil {
-			r.done <- fmt.Errorf("redis: ack: %w", err)
-			continue
-		}
-		r.done <- fencedResult("ack", r.v.l, res[i], nil)
-	}
+	return scriptCall{keys: keys, args: args}
 }
 
 // Nack implements relay.Queue. A one-shot that becomes the earliest of its

@@ -33,41 +33,69 @@ if ARGV[3] == 'expired' then max = '(' .. now end
 return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max, 'LIMIT', 0, tonumber(ARGV[2]))
 `)
 
-// scriptClaim leases the candidates that are still due.
+// scriptClaim leases the candidates that are still due: ZMSCORE reads the
+// candidates' due times (as many at a time as leases are still wanted, so
+// an uncontended claim reads no more), one ZREM takes the due ones off,
+// one INCRBY hands out the batch's fencing tokens (in candidate order) and
+// one ZADD enters the leases.
 //
 // KEYS[1] due, KEYS[2] lease, KEYS[3] token counter, KEYS[4] the shard's
 // stopped instances, KEYS[4+i] rows of the agent of candidate i
 // ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[3+i] member of candidate i
 //
-// Returns {{agent, job, lease until ms, instance stopped (0|1), row...}, ...}
-// in candidate order: everything a delivery needs, so that a fire costs no
-// read of its own.
+// Returns {lease until ms, {i - 1, instance stopped (0|1), packed row}...}
+// flattened, in candidate order: everything a delivery needs (the caller
+// knows each candidate's member), so that a fire costs no read of its own.
 var scriptClaim = script(`
 local now = clock(ARGV[1])
 local untilms = now + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
-local anyStopped = redis.call('SCARD', KEYS[4]) > 0
-local out = {}
-for i = 4, #ARGV do
-  if #out >= max then break end
-  local m = ARGV[i]
-  local s = redis.call('ZSCORE', KEYS[1], m)
-  if s and tonumber(s) <= now then
-    redis.call('ZREM', KEYS[1], m)
-    local agent, job = split(m)
-    local v = redis.call('HGET', KEYS[i + 1], job)
-    if v then
-      local r = cmsgpack.unpack(v)
-      r[6] = r[6] + 1
-      r[7] = redis.call('INCR', KEYS[3])
-      redis.call('HSET', KEYS[i + 1], job, cmsgpack.pack(r))
-      redis.call('ZADD', KEYS[2], untilms, m)
-      local st = 0
-      if anyStopped then st = redis.call('SISMEMBER', KEYS[4], r[2]) end
-      out[#out + 1] = {agent, job, untilms, st, unpack(r)}
+local gone, taken, jobs, rows, seen = {}, {}, {}, {}, {}
+local from, n = 1, #ARGV - 3
+-- Read the due times of as many candidates as leases are still wanted: the
+-- rest are read only when others took some of these.
+while from <= n and #taken < max do
+  local to = math.min(n, from + max - #taken - 1, from + 999)
+  local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, from + 3, to + 3))
+  for k = 1, #scores do
+    local i, s = from + k - 1, scores[k]
+    local m = ARGV[i + 3]
+    if s and tonumber(s) <= now and not seen[m] then
+      seen[m] = true
+      gone[#gone + 1] = m
+      local _, job = split(m)
+      local v = redis.call('HGET', KEYS[i + 4], job)
+      if v then
+        taken[#taken + 1] = i
+        jobs[#jobs + 1] = job
+        rows[#rows + 1] = cmsgpack.unpack(v)
+      end
     end
   end
+  from = to + 1
 end
+if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
+local out = {untilms}
+local count = #taken
+if count == 0 then return out end
+local anyStopped = redis.call('SCARD', KEYS[4]) > 0
+local tok = redis.call('INCRBY', KEYS[3], count) - count
+local leases = {}
+for j = 1, count do
+  local i, r = taken[j], rows[j]
+  r[6] = r[6] + 1
+  r[7] = tok + j
+  local p = cmsgpack.pack(r)
+  redis.call('HSET', KEYS[i + 4], jobs[j], p)
+  leases[2 * j - 1] = untilms
+  leases[2 * j] = ARGV[i + 3]
+  local st = 0
+  if anyStopped then st = redis.call('SISMEMBER', KEYS[4], r[2]) end
+  out[3 * j - 1] = i - 1
+  out[3 * j] = st
+  out[3 * j + 1] = p
+end
+chunked('ZADD', KEYS[2], leases, 1)
 return out
 `)
 
@@ -137,23 +165,35 @@ return n
 // starting at a different shard on every call, until there are max leases.
 // Leases of one shard come in due order. When a step fails part way, the
 // leases already taken are returned with the error.
+//
+// The read asks the first shard of the call for as many candidates as the
+// claim may use, the others for a share of that: a burst is usually served
+// by the first shard, and a shard whose share was not enough is read again.
 func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
 	if max <= 0 {
 		return nil, nil
 	}
 	leaseMs := durMs(leaseFor)
-	now := e.nowArg()
+	start := int(e.rr.Add(1))
+	full := max * peekFactor
+	share := (full + e.k.shards - 1) / e.k.shards
+	asked := func(s int) int {
+		if s == start%e.k.shards {
+			return full
+		}
+		return share
+	}
 	var heads []any
 	if e.k.shards > 1 {
+		now := e.nowArg()
 		var err error
 		heads, err = e.runShards(ctx, scriptPeek,
 			func(s int) []string { return []string{e.k.due(s)} },
-			func(int) []any { return []any{now, max * peekFactor, "due"} })
+			func(s int) []any { return []any{now, asked(s), "due"} })
 		if err != nil {
 			return nil, fmt.Errorf("redis: claim: %w", err)
 		}
 	}
-	start := int(e.rr.Add(1))
 	var out []relay.Lease
 	for i := range e.k.shards {
 		s := (start + i) % e.k.shards
@@ -168,19 +208,10 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 			}
 			cands = c
 		}
-		for try := 0; try < claimTries && len(out) < max; try++ {
-			want := max - len(out)
-			got, peeked, err := e.claimShard(ctx, s, want, leaseMs, cands)
-			cands = nil // later tries read the shard again
-			out = append(out, got...)
-			if err != nil {
-				return out, err // with the leases taken so far: they are the caller's
-			}
-			// Stop on this shard when it has nothing due, or when the claim
-			// got what it looked at (what is left is not due yet).
-			if peeked == 0 || len(got) > 0 && peeked < want*peekFactor {
-				break
-			}
+		got, err := e.claimFrom(ctx, s, max-len(out), leaseMs, shardHead{cands, asked(s)})
+		out = append(out, got...)
+		if err != nil {
+			return out, err // with the leases taken so far: they are the caller's
 		}
 		if len(out) >= max {
 			break
@@ -189,8 +220,47 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 	return out, nil
 }
 
+// shardHead is what a claim read of a shard's due head: the candidates
+// (nil: not read) and how many it asked for.
+type shardHead struct {
+	cands []any
+	asked int
+}
+
+// claimFrom leases up to want of shard s's due one-shots, starting with
+// its head h, and reading the shard again while others took what it saw.
+func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, h shardHead) ([]relay.Lease, error) {
+	cands, asked := h.cands, h.asked
+	var out []relay.Lease
+	for try := 0; try < claimTries && len(out) < want; try++ {
+		n := want - len(out)
+		if len(cands) == asked && asked < n*peekFactor {
+			cands = nil // the head saw less than this claim may take of a shard that holds more
+		}
+		if cands == nil || len(cands) > n*peekFactor {
+			cands, asked = cands[:min(len(cands), n*peekFactor)], n*peekFactor
+		}
+		if len(cands) == 0 {
+			cands = nil
+		}
+		got, peeked, err := e.claimShard(ctx, s, n, leaseMs, cands)
+		cands = nil // later tries read the shard again
+		out = append(out, got...)
+		if err != nil {
+			return out, err
+		}
+		// Stop on this shard when it has nothing due, or when the claim
+		// got what it looked at (what is left is not due yet).
+		if peeked == 0 || len(got) > 0 && peeked < asked {
+			break
+		}
+	}
+	return out, nil
+}
+
 // claimShard leases up to want of shard s's due candidates: cands when
-// given (already peeked), else a fresh peek at the shard's due head.
+// given (already peeked), else a fresh peek of want*peekFactor at the
+// shard's due head. It returns the leases and how many candidates it saw.
 func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, cands []any) ([]relay.Lease, int, error) {
 	now := e.nowArg()
 	if cands == nil {
@@ -209,6 +279,7 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, can
 	keys[0], keys[1], keys[2], keys[3] = e.k.due(s), e.k.lease(s), e.k.token(s), e.k.shardStopped(s)
 	args := make([]any, 3, 3+len(cands))
 	args[0], args[1], args[2] = now, leaseMs, want
+	members := make([]string, 0, len(cands))
 	for _, c := range cands {
 		m, err := str(c)
 		if err != nil {
@@ -220,48 +291,74 @@ func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, can
 		}
 		keys = append(keys, e.k.rows(s, agent))
 		args = append(args, m)
+		members = append(members, m)
 	}
 	v, err := e.run(ctx, scriptClaim, keys, args...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("redis: claim: %w", err)
 	}
-	rows, err := array(v)
+	out, err := decodeClaimed(v, members, time.Now())
 	if err != nil {
-		return nil, 0, fmt.Errorf("redis: claim: %w", err)
+		err = fmt.Errorf("redis: claim: %w", err)
 	}
-	// Every row in the reply is leased now: hand over each one that decodes,
-	// even when another does not (that one lapses and the reaper returns it).
-	out := make([]relay.Lease, 0, len(rows))
-	claimed := time.Now()
-	var bad error
-	for _, r := range rows {
-		l, err := decodeClaimed(r)
-		if err != nil {
-			bad = fmt.Errorf("redis: claim: %w", err)
-			continue
-		}
-		l.ClaimedAt = claimed
-		out = append(out, l)
-	}
-	return out, len(cands), bad
+	return out, len(cands), err
 }
 
-// decodeClaimed reads a claim's {agent, job, until ms, stopped, row...}.
-func decodeClaimed(v any) (relay.Lease, error) {
+// decodeClaimed reads a claim's {until ms, {candidate index, stopped,
+// packed row}...} of the candidates members. Every lease in the reply is
+// taken now: it hands over each one that decodes, even when another does
+// not (that one lapses and the reaper returns it), with the error.
+func decodeClaimed(v any, members []string, claimed time.Time) ([]relay.Lease, error) {
 	f, err := array(v)
 	if err != nil {
-		return relay.Lease{}, err
+		return nil, err
 	}
-	if len(f) < 4 {
-		return relay.Lease{}, fmt.Errorf("%w: claimed lease of %d fields", errReply, len(f))
+	if len(f) < 1 || (len(f)-1)%3 != 0 {
+		return nil, fmt.Errorf("%w: claim reply of %d fields", errReply, len(f))
 	}
-	stopped, err := integer(f[3])
+	untilMs, err := integer(f[0])
+	if err != nil {
+		return nil, err
+	}
+	until := ms(untilMs)
+	out := make([]relay.Lease, 0, (len(f)-1)/3)
+	var bad error
+	for i := 1; i < len(f); i += 3 {
+		l, err := decodeClaimedLease(f[i], f[i+1], f[i+2], members)
+		if err != nil {
+			bad = err
+			continue
+		}
+		l.Until, l.ClaimedAt = until, claimed
+		out = append(out, l)
+	}
+	return out, bad
+}
+
+// decodeClaimedLease reads one lease of a claim reply: the index of its
+// candidate in members, whether its instance is stopped and its packed row.
+func decodeClaimedLease(idxV, stoppedV, packedV any, members []string) (relay.Lease, error) {
+	idx, err := integer(idxV)
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	l, err := decodeLeaseFields(f[0], f[1], f[2], f[4:])
-	l.InstanceStopped = stopped == 1
-	return l, err
+	if idx < 0 || idx >= int64(len(members)) {
+		return relay.Lease{}, fmt.Errorf("%w: claimed candidate %d of %d", errReply, idx, len(members))
+	}
+	agent, job, _ := splitMember(members[idx])
+	stopped, err := integer(stoppedV)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	packed, err := str(packedV)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	o, tok, err := decodePackedRow(agent, job, packed)
+	if err != nil {
+		return relay.Lease{}, err
+	}
+	return relay.Lease{OneShot: o, Token: tok, InstanceStopped: stopped == 1}, nil
 }
 
 // decodeLeaseFields reads a lease from its agent, job, until ms and row.

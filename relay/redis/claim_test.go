@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,5 +110,69 @@ return 1`, []string{rows}).Err(); err != nil {
 	}
 	if !good {
 		t.Errorf("the broken agent's readable fire was not returned: %+v", ls)
+	}
+}
+
+// TestClaimOfThousandsInOneCall claims more fires in one call than a Lua
+// call can take as arguments at once (the scripts split their batched
+// commands): every fire is leased once, in due order, with its own
+// increasing fencing token and attempt 1, and all of them ack.
+func TestClaimOfThousandsInOneCall(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, redis.Options{Shards: 1})
+	ctx := ctxFor(t, 30*time.Second)
+	const n = 4500
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				_, err := e.Arm(ctx, relay.ArmRequest{AgentID: "agent-" + strconv.Itoa(i%50), JobID: "job-" + strconv.Itoa(i),
+					FireAt: base.Add(time.Duration(i) * time.Millisecond), ScheduleID: "s-" + strconv.Itoa(i)})
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("arm: %v", err)
+		}
+	}
+	ls, err := e.Claim(ctx, n, time.Minute)
+	if err != nil || len(ls) != n {
+		t.Fatalf("claim: %d leases, %v; want %d", len(ls), err, n)
+	}
+	for i, l := range ls {
+		if want := "s-" + strconv.Itoa(i); l.ScheduleID != want || l.Attempt != 1 || l.State != relay.StateLeased {
+			t.Fatalf("lease %d: %s attempt %d %s; want %s attempt 1 leased", i, l.ScheduleID, l.Attempt, l.State, want)
+		}
+		if i > 0 && l.Token <= ls[i-1].Token {
+			t.Fatalf("lease %d: token %d after %d", i, l.Token, ls[i-1].Token)
+		}
+	}
+	if st, err := e.Stats(ctx); err != nil || st.Leased != n || st.Due != 0 {
+		t.Fatalf("stats %+v, %v; want %d leased, none due", st, err, n)
+	}
+	ackErrs := make([]error, n)
+	for i, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ackErrs[i] = e.Ack(ctx, l)
+		}()
+	}
+	wg.Wait()
+	for i, err := range ackErrs {
+		if err != nil {
+			t.Fatalf("ack %s: %v", ls[i].ScheduleID, err)
+		}
+	}
+	if st, err := e.Stats(ctx); err != nil || st.Leased != 0 || st.Armed != 0 {
+		t.Fatalf("stats after the acks %+v, %v", st, err)
 	}
 }

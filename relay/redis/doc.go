@@ -73,9 +73,9 @@
 // context deadlines on the connection itself, so a Redis that stops
 // answering fails a call at its deadline, with an error that wraps
 // relay.ErrUnavailable.
-// Acks and last fire records of one shard are group-committed (group.go):
-// those that arrive while one is in flight go out together in the next
-// script call.
+// Acks and last fire records are group-committed (group.go): those that
+// arrive while one batch is in flight go out together in the next, one
+// script call per shard, all in one pipeline.
 // Scripts are atomic, so a retry never half-applies a transition; a retried
 // arm is an idempotent upsert, and a claim whose reply was lost leaves leases
 // that the reaper returns to armed when they expire.
@@ -98,5 +98,8 @@
 //	epoch.go     CheckEpoch (lost data)
 //	wake.go      Wake (the Pub/Sub subscription)
 //
-// keys.go names every key, reply.go and msgpack.go decode replies and rows.
+// keys.go names every key, reply.go and msgpack.go decode replies and rows;
+// msgpack.go also packs last fire records and leased rows as the scripts'
+// cmsgpack does, so that scripts store records and compare rows as they
+// come; group.go group-commits acks and records.
 package redis

@@ -58,15 +58,15 @@ type Options struct {
 
 // Engine is the Redis relay engine. It is safe for concurrent use.
 type Engine struct {
-	c          goredis.UniversalClient
-	owned      bool // Close closes c
-	k          keys
-	opts       Options
-	log        *slog.Logger
-	rr         atomic.Uint32                 // round-robin start shard of claims
-	ackers     []groupCommit[ackItem]        // per shard
-	lastFirers []groupCommit[relay.LastFire] // per shard
-	closed     chan struct{}
+	c         goredis.UniversalClient
+	owned     bool // Close closes c
+	k         keys
+	opts      Options
+	log       *slog.Logger
+	rr        atomic.Uint32 // round-robin start shard of claims
+	acker     groupCommit[ackItem]
+	lastFirer groupCommit[relay.LastFire]
+	closed    chan struct{}
 
 	wakeOnce sync.Once
 	ps       *goredis.PubSub
@@ -110,14 +110,12 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 		opts.EpochCheck = DefaultEpochCheck
 	}
 	e := &Engine{
-		c:          c,
-		k:          newKeys(opts.Prefix, opts.Shards),
-		opts:       opts,
-		log:        opts.Logger,
-		closed:     make(chan struct{}),
-		ackers:     make([]groupCommit[ackItem], opts.Shards),
-		lastFirers: make([]groupCommit[relay.LastFire], opts.Shards),
-		epochSem:   make(chan struct{}, 1),
+		c:        c,
+		k:        newKeys(opts.Prefix, opts.Shards),
+		opts:     opts,
+		log:      opts.Logger,
+		closed:   make(chan struct{}),
+		epochSem: make(chan struct{}, 1),
 	}
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err

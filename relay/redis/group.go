@@ -2,8 +2,12 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // groupBatch bounds the calls of one group commit.
@@ -92,4 +96,77 @@ func (g *groupCommit[T]) take() []*groupReq[T] {
 		g.pending = nil
 	}
 	return batch
+}
+
+// byShard splits a batch of requests by the shard shardOf gives each, in
+// the order the shards first appear, keeping the order of each shard's
+// requests.
+func byShard[T any](batch []*groupReq[T], shardOf func(T) int) (shards []int, parts [][]*groupReq[T]) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	first, one := shardOf(batch[0].v), true
+	for _, r := range batch[1:] {
+		one = one && shardOf(r.v) == first
+	}
+	if one {
+		return []int{first}, [][]*groupReq[T]{batch}
+	}
+	for _, r := range batch {
+		s := shardOf(r.v)
+		i := slices.Index(shards, s) // a batch holds at most groupBatch shards
+		if i < 0 {
+			i = len(shards)
+			shards = append(shards, s)
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], r)
+	}
+	return shards, parts
+}
+
+// scriptCall is the KEYS and ARGV of one script call.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// errNotSent is the error of a call a pipeline did not send.
+var errNotSent = errors.New("redis: pipeline sent no command")
+
+// runEach runs sc once per call, all in one pipeline (one round trip on a
+// single node; one per node on a Cluster), and hands each call's reply and
+// error to answer. A call that failed in the pipeline for a reason a retry
+// may fix (a script Redis no longer knows, a lost connection) is run again
+// by itself, with the retries of run, as run would have retried it.
+func (e *Engine) runEach(ctx context.Context, sc *goredis.Script, calls []scriptCall, answer func(i int, v any, err error)) {
+	if len(calls) == 1 {
+		v, err := e.run(ctx, sc, calls[0].keys, calls[0].args...)
+		answer(0, v, err)
+		return
+	}
+	var cmds []goredis.Cmder
+	_ = e.retry(ctx, func(ctx context.Context) error {
+		cmds, _ = e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, c := range calls {
+				sc.EvalSha(ctx, p, c.keys, c.args...)
+			}
+			return nil
+		})
+		return nil // each call's own error is judged below
+	})
+	for i, c := range calls {
+		var v any
+		err := errNotSent
+		if i < len(cmds) {
+			v, err = cmds[i].(*goredis.Cmd).Result()
+		}
+		if errors.Is(err, goredis.Nil) {
+			v, err = nil, nil
+		}
+		if err != nil && (goredis.HasErrorPrefix(err, "NOSCRIPT") || retryable(err) || i >= len(cmds)) {
+			v, err = e.run(ctx, sc, c.keys, c.args...)
+		}
+		answer(i, v, err)
+	}
 }

@@ -28,17 +28,19 @@ import (
 //
 // KEYS[1] the shard's last fire index, KEYS[1+i] last fires of the agent of
 // record i
-// ARGV[1] now (unused), then for record i the 10 values from ARGV[10i-8]:
-// job, member, schedule id, instance id, callback, fire_at ms, fire_at ns
-// remainder, outcome, reason, outcome ms
+// ARGV[1] now (unused), then for record i the 4 values from ARGV[4i-2]:
+// job, member, the packed record and its outcome ms
+//
+// The index entries go in one ZADD.
 var scriptRecordLastFires = script(`
+local index = {}
 for i = 1, #KEYS - 1 do
-  local b = 10 * i - 8
-  local at = tonumber(ARGV[b + 9])
-  redis.call('HSET', KEYS[1 + i], ARGV[b], cmsgpack.pack({ARGV[b + 2], ARGV[b + 3], ARGV[b + 4],
-    tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6]), ARGV[b + 7], ARGV[b + 8], at, 0}))
-  redis.call('ZADD', KEYS[1], at, ARGV[b + 1])
+  local b = 4 * i - 2
+  redis.call('HSET', KEYS[1 + i], ARGV[b], ARGV[b + 2])
+  index[2 * i - 1] = ARGV[b + 3]
+  index[2 * i] = ARGV[b + 1]
 end
+if #index > 0 then chunked('ZADD', KEYS[1], index, 1) end
 return #KEYS - 1
 `)
 
@@ -112,18 +114,14 @@ out[1] = dropped
 return out
 `)
 
-// RecordLastFire implements relay.LastFires. Records of one shard are
-// group-committed like acks (see groupCommit): every delivered fire writes
-// one, so a burst costs a few round trips, not one per fire.
+// RecordLastFire implements relay.LastFires. Records are group-committed
+// like acks (see groupCommit): every delivered fire writes one, so a burst
+// costs a few round trips, not one per fire.
 func (e *Engine) RecordLastFire(ctx context.Context, f relay.LastFire) error {
 	if err := checkLastFire(f); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
-	s := e.k.shardOf(f.AgentID)
-	err := submit(ctx, &e.lastFirers[s], f, e.groupTimeout(), func(ctx context.Context, batch []*groupReq[relay.LastFire]) {
-		e.recordLastFires(ctx, s, batch)
-	})
-	if err != nil {
+	if err := submit(ctx, &e.lastFirer, f, e.groupTimeout(), e.recordLastFires); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
 	return nil
@@ -141,23 +139,32 @@ func checkLastFire(f relay.LastFire) error {
 	return nil
 }
 
-// recordLastFires writes one batch of last fire records and answers each
-// caller.
-func (e *Engine) recordLastFires(ctx context.Context, s int, batch []*groupReq[relay.LastFire]) {
-	keys := make([]string, 1, 1+len(batch))
-	keys[0] = e.k.lastFireIndex(s)
-	args := make([]any, 1, 1+10*len(batch))
-	args[0] = e.nowArg()
-	for _, r := range batch {
-		f := r.v
-		keys = append(keys, e.k.lastFires(s, f.AgentID))
-		args = append(args, f.JobID, member(f.AgentID, f.JobID), f.ScheduleID, f.InstanceID, f.CallbackURL,
-			f.FireAt.UnixMilli(), int64(f.FireAt.Nanosecond()%1e6), f.Outcome, f.Reason, f.At.UnixMilli())
+// recordLastFires writes one batch of last fire records, one script call
+// per shard, all in one pipeline, and answers each caller.
+func (e *Engine) recordLastFires(ctx context.Context, batch []*groupReq[relay.LastFire]) {
+	shards, parts := byShard(batch, func(f relay.LastFire) int { return e.k.shardOf(f.AgentID) })
+	calls := make([]scriptCall, len(shards))
+	for i, s := range shards {
+		part := parts[i]
+		keys := make([]string, 1, 1+len(part))
+		keys[0] = e.k.lastFireIndex(s)
+		args := make([]any, 1, 1+4*len(part))
+		args[0] = e.nowArg()
+		var packed []byte // the records, back to back
+		for _, r := range part {
+			f := r.v
+			keys = append(keys, e.k.lastFires(s, f.AgentID))
+			from := len(packed)
+			packed = packLastFire(packed, f)
+			args = append(args, f.JobID, member(f.AgentID, f.JobID), packed[from:len(packed):len(packed)], f.At.UnixMilli())
+		}
+		calls[i] = scriptCall{keys: keys, args: args}
 	}
-	_, err := e.run(ctx, scriptRecordLastFires, keys, args...)
-	for _, r := range batch {
-		r.done <- err
-	}
+	e.runEach(ctx, scriptRecordLastFires, calls, func(i int, _ any, err error) {
+		for _, r := range parts[i] {
+			r.done <- err
+		}
+	})
 }
 
 // ForgetLastFire implements relay.LastFires.

@@ -53,6 +53,36 @@ func integer(v any) (int64, error) {
 // ms converts milliseconds since the epoch to a UTC time.
 func ms(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
+// rowValues are the fields of a one-shot row.
+type rowValues struct {
+	strs [5]string // schedule id, instance id, callback, last error, spelling
+	ints [6]int64  // fire ms, fire ns, attempt, token, due - fire, fire - created
+}
+
+// rowStrs and rowInts map the fields of a row to rowValues: field i is
+// strs[rowStrs[i]] when that is not -1, else ints[rowInts[i]].
+var (
+	rowStrs = [rowFields + 1]int{0, 1, -1, -1, 2, -1, -1, -1, -1, 3, 4}
+	rowInts = [rowFields + 1]int{-1, -1, 0, 1, -1, 2, 3, 4, 5, -1, -1}
+)
+
+// oneShot is the one-shot of (agent, job) the row holds.
+func (v *rowValues) oneShot(agent, job string) relay.OneShot {
+	o := relay.OneShot{
+		AgentID: agent, JobID: job,
+		ScheduleID: v.strs[0], InstanceID: v.strs[1], CallbackURL: v.strs[2], LastError: v.strs[3], FireAtSpelling: v.strs[4],
+		FireAt:    ms(v.ints[0]).Add(time.Duration(v.ints[1])),
+		Attempt:   int(v.ints[2]),
+		State:     relay.StateArmed,
+		DueAt:     ms(v.ints[0] + v.ints[4]),
+		CreatedAt: ms(v.ints[0] - v.ints[5]),
+	}
+	if v.ints[3] != 0 {
+		o.State = relay.StateLeased
+	}
+	return o
+}
+
 // decodeRow turns the ten or eleven fields of a packed row into a one-shot
 // of (agent, job).
 func decodeRow(agent, job string, f []any) (relay.OneShot, error) {
@@ -60,42 +90,53 @@ func decodeRow(agent, job string, f []any) (relay.OneShot, error) {
 		return relay.OneShot{}, fmt.Errorf("%w: row of %d fields", errReply, len(f))
 	}
 	var (
-		o    relay.OneShot
-		err  error
-		ints [6]int64 // fire ms, fire ns, attempt, token, due - fire, fire - created
+		v   rowValues
+		err error
 	)
-	o.AgentID, o.JobID = agent, job
-	if o.ScheduleID, err = str(f[0]); err != nil {
-		return o, err
-	}
-	if o.InstanceID, err = str(f[1]); err != nil {
-		return o, err
-	}
-	if o.CallbackURL, err = str(f[4]); err != nil {
-		return o, err
-	}
-	if o.LastError, err = str(f[9]); err != nil {
-		return o, err
-	}
-	if len(f) > rowFields {
-		if o.FireAtSpelling, err = str(f[rowFields]); err != nil {
-			return o, err
+	for i, x := range f {
+		if k := rowStrs[i]; k >= 0 {
+			v.strs[k], err = str(x)
+		} else {
+			v.ints[rowInts[i]], err = integer(x)
+		}
+		if err != nil {
+			return relay.OneShot{}, err
 		}
 	}
-	for i, idx := range []int{2, 3, 5, 6, 7, 8} {
-		if ints[i], err = integer(f[idx]); err != nil {
-			return o, err
+	return v.oneShot(agent, job), nil
+}
+
+// decodePackedRow is decodeRow of a packed row as it comes, with its
+// fencing token, reading the fields straight into the one-shot (its strings
+// are parts of packed).
+func decodePackedRow(agent, job, packed string) (relay.OneShot, int64, error) {
+	n, b, err := unpackArrayHeader(packed)
+	if err != nil {
+		return relay.OneShot{}, 0, err
+	}
+	if n != rowFields && n != rowFields+1 {
+		return relay.OneShot{}, 0, fmt.Errorf("%w: row of %d fields", errReply, n)
+	}
+	var v rowValues
+	for i := range n {
+		var x scalar[string]
+		if x, b, err = unpackScalar(b); err != nil {
+			return relay.OneShot{}, 0, err
+		}
+		switch k := rowStrs[i]; {
+		case k >= 0 && !x.isStr:
+			return relay.OneShot{}, 0, fmt.Errorf("%w: integer, want string", errReply)
+		case k >= 0:
+			v.strs[k] = x.s
+		case x.isStr:
+			if v.ints[rowInts[i]], err = integer(x.s); err != nil {
+				return relay.OneShot{}, 0, err
+			}
+		default:
+			v.ints[rowInts[i]] = x.n
 		}
 	}
-	o.FireAt = ms(ints[0]).Add(time.Duration(ints[1]))
-	o.Attempt = int(ints[2])
-	o.State = relay.StateArmed
-	if ints[3] != 0 {
-		o.State = relay.StateLeased
-	}
-	o.DueAt = ms(ints[0] + ints[4])
-	o.CreatedAt = ms(ints[0] - ints[5])
-	return o, nil
+	return v.oneShot(agent, job), v.ints[3], nil
 }
 
 // token returns the fencing token field of a packed row.

@@ -42,6 +42,13 @@ local function split(m)
   local n = tonumber(string.sub(m, 1, i - 1))
   return string.sub(m, i + 1, i + n), string.sub(m, i + n + 1)
 end
+-- chunked calls cmd(key, list[from..]) in parts the Lua stack can unpack
+-- (list holds pairs where cmd takes pairs: the part size is even).
+local function chunked(cmd, key, list, from)
+  for i = from, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
 local function fenced(v, sid, tok)
   if not v then return nil end
   local r = cmsgpack.unpack(v)

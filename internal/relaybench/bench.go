@@ -120,6 +120,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) (*Result, error) {
 func (r *rig) arm(ctx context.Context, o Options, res *Result) (first, armed time.Time, err error) {
 	var memBefore int64
 	if r.redis != nil {
+		// Keys unlinked by an earlier run are freed in the background: wait
+		// for that, or its frees would be counted against this run's arms.
+		waitLazyFree(ctx, r.redis, 30*time.Second)
 		memBefore, _ = redisInfoInt(ctx, r.redis, "memory", "used_memory")
 	}
 	start := time.Now()

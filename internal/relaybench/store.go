@@ -74,6 +74,24 @@ func redisInfoInt(ctx context.Context, c goredis.UniversalClient, section, field
 	return strconv.ParseInt(v, 10, 64)
 }
 
+// waitLazyFree waits, at most for limit, until Redis has no objects left
+// to free in the background.
+func waitLazyFree(ctx context.Context, c goredis.UniversalClient, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		n, err := redisInfoInt(ctx, c, "memory", "lazyfree_pending_objects")
+		if err != nil || n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // redisCPU is the Redis server's user + system CPU seconds so far.
 func redisCPU(ctx context.Context, c goredis.UniversalClient) float64 {
 	var total float64

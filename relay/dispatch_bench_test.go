@@ -14,22 +14,25 @@ import (
 
 // burstQueue is a Queue holding n fires all due now, spread over agents,
 // whose calls cost next to nothing: a benchmark on it measures the
-// dispatcher alone. Acks are counted; all is closed at the last one.
+// dispatcher alone. Its fires cycle through a few thousand distinct leases,
+// so that the heap stays the size of a real burst's. Acks are counted; all
+// is closed at the last one.
 type burstQueue struct {
-	mu     sync.Mutex
-	leases []relay.Lease // not yet claimed
-	acked  atomic.Int64
-	n      int64
-	all    chan struct{}
-	never  chan struct{}
+	mu    sync.Mutex
+	pool  []relay.Lease
+	left  int // fires not yet claimed
+	acked atomic.Int64
+	n     int64
+	all   chan struct{}
+	never chan struct{}
 }
 
 func newBurstQueue(n, agents int) *burstQueue {
-	q := &burstQueue{n: int64(n), all: make(chan struct{}), never: make(chan struct{})}
+	q := &burstQueue{left: n, n: int64(n), all: make(chan struct{}), never: make(chan struct{})}
 	at := time.Now()
-	q.leases = make([]relay.Lease, n)
-	for i := range q.leases {
-		q.leases[i] = relay.Lease{OneShot: relay.OneShot{
+	q.pool = make([]relay.Lease, min(n, 4096))
+	for i := range q.pool {
+		q.pool[i] = relay.Lease{OneShot: relay.OneShot{
 			ScheduleID: fmt.Sprintf("sch%06d", i), AgentID: fmt.Sprintf("agent%03d", i%agents),
 			JobID: fmt.Sprintf("job%06d", i), FireAt: at, DueAt: at, Attempt: 1, State: relay.StateLeased,
 		}, Token: 1}
@@ -37,19 +40,23 @@ func newBurstQueue(n, agents int) *burstQueue {
 	return q
 }
 
+// Claim hands out a fresh slice, as an engine does.
 func (q *burstQueue) Claim(_ context.Context, max int, _ time.Duration) ([]relay.Lease, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := min(max, len(q.leases))
-	out := q.leases[:n:n]
-	q.leases = q.leases[n:]
+	n := min(max, q.left)
+	out := make([]relay.Lease, n)
+	for i := range out {
+		out[i] = q.pool[(q.left-i)%len(q.pool)]
+	}
+	q.left -= n
 	return out, nil
 }
 
 func (q *burstQueue) NextDue(context.Context) (time.Duration, bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return 0, len(q.leases) > 0, nil
+	return 0, q.left > 0, nil
 }
 
 func (q *burstQueue) Wake() <-chan struct{} { return q.never }

@@ -395,15 +395,21 @@ func (r *run) loop(ctx context.Context) {
 
 // dispatch starts each lease, or queues it behind its agent's deliveries.
 func (r *run) dispatch(leases []Lease) {
+	if len(leases) == 0 {
+		return
+	}
 	now := r.cfg.Now()
+	for i := range leases {
+		if leases[i].Attempt == 1 {
+			r.cfg.Metrics.ObserveFireLag(now.Sub(leases[i].FireAt))
+		}
+	}
 	renewed := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, l := range leases {
-		if l.Attempt == 1 {
-			r.cfg.Metrics.ObserveFireLag(now.Sub(l.FireAt))
-		}
-		t := &tracked{agent: l.AgentID, id: l.ScheduleID, lease: l, renewed: renewed}
+	for i := range leases {
+		l := &leases[i]
+		t := &tracked{agent: l.AgentID, id: l.ScheduleID, lease: *l, renewed: renewed}
 		r.track(t)
 		if r.perAgent[l.AgentID] < r.cfg.PerAgent {
 			r.inFlight++
@@ -437,13 +443,18 @@ func (r *run) untrack(t *tracked) {
 
 // start runs one delivery on a parked worker, or on a new one; the caller
 // holds r.mu and has counted it in inFlight. Workers number at most
-// inFlight, so work has room for every delivery handed over.
+// inFlight (at most Concurrency), so work has room for every delivery handed
+// over; should an engine ever claim more than asked, the delivery gets a
+// worker of its own rather than blocking here.
 func (r *run) start(t *tracked) {
 	r.begin(t)
 	if r.idle > 0 {
-		r.idle--
-		r.work <- t
-		return
+		select {
+		case r.work <- t:
+			r.idle--
+			return
+		default:
+		}
 	}
 	r.workers.Go(func() { r.serve(t) })
 }

@@ -192,6 +192,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		perAgent:   make(map[string]int),
 		waiting:    make(map[string][]*tracked),
 		work:       make(chan *tracked, d.cfg.Concurrency),
+		wantFree:   1,
 		freed:      make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 	}
@@ -281,10 +282,11 @@ type run struct {
 	held     int
 	leases   []*tracked // every lease held: delivering or waiting
 	idle     int        // workers parked on work and not yet handed a delivery
+	wantFree int        // the room at which the loop is to be woken (see room)
 
 	lastClaim time.Time // when the loop last claimed; only the loop uses it
 
-	freed chan struct{} // a delivery finished or a waiting lease went away
+	freed chan struct{} // the room the loop waits for was freed (see room), or a waiting lease went away
 	kick  chan struct{} // the reaper returned leases
 }
 
@@ -311,17 +313,41 @@ const refillPause = 10 * time.Millisecond
 // each freed slot with its own claim would cost a peek and a claim per fire,
 // while slow deliveries still get a freed slot refilled within refillPause.
 // Only the loop calls it; deferred > 0 says there is room that waits for
-// that long at most.
+// that long at most. It sets wantFree to the room at which the loop, if it
+// waits for room, is to be woken: a wake-up per freed slot would cost the
+// loop a turn per fire during a backlog.
 func (r *run) room() (n int, deferred time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n = max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
-	if n > 0 && r.inFlight > 0 && n < max(1, min(r.cfg.Batch, r.cfg.Concurrency)/4) {
+	r.wantFree = 1
+	n = r.free()
+	if refill := r.refillAt(); n > 0 && r.inFlight > 0 && n < refill {
 		if since := time.Since(r.lastClaim); since < refillPause {
+			r.wantFree = refill
 			return 0, refillPause - since
 		}
 	}
 	return n, 0
+}
+
+// free is how many one-shots the limits let the loop claim; the caller
+// holds r.mu.
+func (r *run) free() int {
+	return max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
+}
+
+// refillAt is the room a dispatcher with deliveries in flight waits for,
+// within refillPause of its last claim: a quarter of a batch.
+func (r *run) refillAt() int {
+	return max(1, min(r.cfg.Batch, r.cfg.Concurrency)/4)
+}
+
+// freedRoom tells a loop waiting for room that the room it waits for is
+// there, or that nothing is in flight any more; the caller holds r.mu.
+func (r *run) freedRoom() {
+	if n := r.free(); n >= r.wantFree || (n > 0 && r.inFlight == 0) {
+		signal(r.freed)
+	}
 }
 
 // storeErrorBackoff spaces a dispatcher's engine calls after consecutive
@@ -576,7 +602,7 @@ func (r *run) finish(t *tracked) (next *tracked) {
 	if r.perAgent[agent] == 0 {
 		delete(r.perAgent, agent)
 	}
-	signal(r.freed)
+	r.freedRoom()
 	return next
 }
 

@@ -268,3 +268,62 @@ func TestDispatcherBoundsEachAck(t *testing.T) {
 		}
 	}
 }
+
+func TestDispatcherRefillsASingleFreedSlot(t *testing.T) {
+	t.Parallel()
+	const fires, slots = 20, 8
+	e := armBurst(t, fires, fires)
+	started := make(chan string, fires)
+	release := make(chan struct{})
+	var delivered sync.WaitGroup
+	delivered.Add(fires)
+	d := relay.NewDispatcher(e, relay.DelivererFunc(func(ctx context.Context, l relay.Lease) relay.Outcome {
+		started <- l.JobID
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return relay.Outcome{Kind: relay.Retry, Reason: "cancelled"}
+		}
+		delivered.Done()
+		return relay.Outcome{Kind: relay.Done}
+	}), relay.DispatcherConfig{Concurrency: slots, Batch: slots, Recheck: time.Hour, DrainTimeout: 100 * time.Millisecond, Logger: quiet})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-ran; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	}
+	defer stop()
+	// next waits for the next delivery to start.
+	next := func(what string) {
+		t.Helper()
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not start", what)
+		}
+	}
+	for i := range slots {
+		next(fmt.Sprintf("delivery %d of the first claim", i+1))
+	}
+	// Each delivery that ends frees one slot, less than the quarter of a
+	// batch a busy dispatcher waits for just after a claim: the slot is
+	// refilled all the same, once the short refill pause is over.
+	for i := range 3 {
+		release <- struct{}{}
+		next(fmt.Sprintf("the delivery refilling freed slot %d", i+1))
+	}
+	close(release)
+	delivered.Wait()
+	stop() // Run returns once every delivery is settled
+	if s, err := e.Stats(context.Background()); err != nil || s != (relay.Stats{}) {
+		t.Fatalf("stats after the drain = %+v, %v", s, err)
+	}
+}

@@ -556,12 +556,38 @@ func (w *worker) handle(t *tracked) *tracked {
 	t.mu.Lock()
 	ctx, cancel, l := t.ctx, t.cancel, t.lease
 	t.mu.Unlock()
+	returned := false
+	defer func() {
+		if !returned {
+			w.exited(t)
+		}
+	}()
 	out := w.deliver(ctx, l)
+	returned = true
 	w.settle(w.opCtx(), t.current(), out)
 	cancel()
 	next := w.finish(t)
 	w.deliveries.Done()
 	return next
+}
+
+// exited settles and accounts for a delivery whose Deliverer ended its
+// goroutine (runtime.Goexit) instead of returning, as for a panic: the fire
+// is retried, the agent's next waiting fire gets a worker of its own, and
+// this worker, which ends with the delivery, is not counted idle.
+func (w *worker) exited(t *tracked) {
+	w.log.Error("relay: deliverer exited its goroutine", "schedule_id", t.id)
+	w.settle(w.opCtx(), t.current(), Outcome{Kind: Retry, Reason: "deliverer exited without a verdict"})
+	t.mu.Lock()
+	cancel := t.cancel
+	t.mu.Unlock()
+	cancel()
+	w.mu.Lock()
+	if next := w.release(t); next != nil {
+		w.workers.Go(func() { w.serve(next) })
+	}
+	w.mu.Unlock()
+	w.deliveries.Done()
 }
 
 // deliver calls the Deliverer, turning a panic into a retry so that a
@@ -579,9 +605,19 @@ func (r *run) deliver(ctx context.Context, l Lease) (out Outcome) {
 // finish accounts for a finished delivery and returns the agent's next
 // waiting fire, begun in the finished delivery's slot for the same worker to
 // run, if any; else the worker is counted idle, to park on work.
-func (r *run) finish(t *tracked) (next *tracked) {
+func (r *run) finish(t *tracked) *tracked {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	next := r.release(t)
+	if next == nil {
+		r.idle++
+	}
+	return next
+}
+
+// release accounts for a finished delivery and returns the agent's next
+// waiting fire, begun in its slot, if any; the caller holds r.mu.
+func (r *run) release(t *tracked) (next *tracked) {
 	agent := t.agent
 	r.untrack(t)
 	r.perAgent[agent]--
@@ -597,7 +633,6 @@ func (r *run) finish(t *tracked) (next *tracked) {
 		r.begin(next)
 	} else {
 		r.inFlight--
-		r.idle++
 	}
 	if r.perAgent[agent] == 0 {
 		delete(r.perAgent, agent)

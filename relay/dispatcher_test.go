@@ -177,10 +177,13 @@ func TestDispatcherReusesWorkers(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		concurrency int
-		panicFirst  bool
+		first       func() // the first delivery's fault, if any
+		goroutines  int    // at most this many deliver
 	}{
-		{"two workers", 2, false},
-		{"one worker survives a panic", 1, true},
+		{"two workers", 2, nil, 2},
+		{"one worker survives a panic", 1, func() { panic("boom") }, 1},
+		// The worker ends with the delivery; another takes over.
+		{"a deliverer ending its goroutine", 1, runtime.Goexit, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -195,14 +198,17 @@ func TestDispatcherReusesWorkers(t *testing.T) {
 			all := make(chan struct{})
 			d := relay.NewDispatcher(e, relay.DelivererFunc(func(_ context.Context, l relay.Lease) relay.Outcome {
 				mu.Lock()
-				defer mu.Unlock()
 				workers[goroutineID(t)] = true
 				calls++
-				if tc.panicFirst && calls == 1 {
-					panic("boom")
+				fault := tc.first != nil && calls == 1
+				if !fault {
+					if per[l.JobID]++; len(per) == fires && per[l.JobID] == 1 {
+						close(all)
+					}
 				}
-				if per[l.JobID]++; len(per) == fires && per[l.JobID] == 1 {
-					close(all)
+				mu.Unlock()
+				if fault {
+					tc.first()
 				}
 				return relay.Outcome{Kind: relay.Done}
 			}), relay.DispatcherConfig{Concurrency: tc.concurrency, PerAgent: 1, Logger: quiet,
@@ -215,8 +221,8 @@ func TestDispatcherReusesWorkers(t *testing.T) {
 					t.Errorf("%s delivered %d times", job, n)
 				}
 			}
-			if len(per) != fires || len(workers) > tc.concurrency {
-				t.Fatalf("%d fires delivered on %d goroutines; want %d on at most %d", len(per), len(workers), fires, tc.concurrency)
+			if len(per) != fires || len(workers) > tc.goroutines {
+				t.Fatalf("%d fires delivered on %d goroutines; want %d on at most %d", len(per), len(workers), fires, tc.goroutines)
 			}
 			if s, err := e.Stats(context.Background()); err != nil || s != (relay.Stats{}) {
 				t.Fatalf("stats after the drain = %+v, %v", s, err)

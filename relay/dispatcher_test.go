@@ -177,18 +177,22 @@ func TestDispatcherReusesWorkers(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		concurrency int
+		agents      int
 		first       func() // the first delivery's fault, if any
 		goroutines  int    // at most this many deliver
 	}{
-		{"two workers", 2, nil, 2},
-		{"one worker survives a panic", 1, func() { panic("boom") }, 1},
+		{"two workers", 2, 4, nil, 2},
+		{"one worker survives a panic", 1, 4, func() { panic("boom") }, 1},
 		// The worker ends with the delivery; another takes over.
-		{"a deliverer ending its goroutine", 1, runtime.Goexit, 2},
+		{"a deliverer ending its goroutine", 1, 4, runtime.Goexit, 2},
+		// One agent, two slots: the agent's next fire waits for the first,
+		// then runs on the worker that replaces the one that ended.
+		{"a deliverer ending its goroutine, the next fire waiting", 2, 1, runtime.Goexit, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const fires = 40
-			e := armBurst(t, fires, 4)
+			e := armBurst(t, fires, tc.agents)
 			var (
 				mu      sync.Mutex
 				workers = map[string]bool{}

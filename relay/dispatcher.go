@@ -37,7 +37,9 @@ type DispatcherConfig struct {
 	// DrainTimeout bounds how long Run waits for deliveries in flight once
 	// its context ends; then their contexts are cancelled. Default 30s.
 	DrainTimeout time.Duration
-	// OpTimeout bounds each engine call. Default 5s.
+	// OpTimeout bounds each engine call. Default 5s. (A burst's acks share
+	// their contexts: each call still gets at most OpTimeout, and at least
+	// 98% of it.)
 	OpTimeout time.Duration
 	// Logger receives the dispatcher's logs. Default slog.Default().
 	Logger *slog.Logger
@@ -183,16 +185,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.running.Store(false)
 
 	base := context.WithoutCancel(ctx)
-	deliverCtx, stopDeliveries := context.WithCancel(base)
-	defer stopDeliveries()
 	r := &run{
 		Dispatcher: d,
 		log:        d.cfg.Logger,
 		ops:        base,
-		deliverCtx: deliverCtx,
 		perAgent:   make(map[string]int),
 		waiting:    make(map[string][]*tracked),
-		tracked:    make(map[*tracked]struct{}),
+		work:       make(chan *tracked, d.cfg.Concurrency),
+		wantFree:   1,
 		freed:      make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 	}
@@ -203,24 +203,41 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	r.loop(ctx)
 	r.releaseWaiting()
+	r.drain()
+	close(r.work) // every worker is parked: nothing is started any more
+	r.workers.Wait()
+	stopMaint()
+	maint.Wait()
+	return nil
+}
 
+// drain waits up to DrainTimeout for the deliveries in flight to settle,
+// then cancels those still running and waits for them.
+func (r *run) drain() {
 	drained := make(chan struct{})
 	go func() {
 		r.deliveries.Wait()
 		close(drained)
 	}()
-	timer := time.NewTimer(d.cfg.DrainTimeout)
+	timer := time.NewTimer(r.cfg.DrainTimeout)
+	defer timer.Stop()
 	select {
 	case <-drained:
-		timer.Stop()
+		return
 	case <-timer.C:
-		r.log.Warn("relay: drain timed out; cancelling deliveries in flight", "timeout", d.cfg.DrainTimeout.String())
-		stopDeliveries()
-		<-drained
 	}
-	stopMaint()
-	maint.Wait()
-	return nil
+	r.log.Warn("relay: drain timed out; cancelling deliveries in flight", "timeout", r.cfg.DrainTimeout.String())
+	r.mu.Lock()
+	for _, t := range r.leases {
+		t.mu.Lock()
+		cancel := t.cancel
+		t.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+	r.mu.Unlock()
+	<-drained
 }
 
 // tracked is a lease this dispatcher holds: delivering, or waiting for its
@@ -228,10 +245,12 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 type tracked struct {
 	agent string // of the lease; never changes
 	id    string // schedule id of the lease; never changes
+	slot  int    // index in run.leases while held, else -1; under run.mu
 
 	mu      sync.Mutex
 	lease   Lease
 	renewed time.Time          // when the lease was last taken or extended (local monotonic clock)
+	ctx     context.Context    // of the delivery; nil while waiting
 	cancel  context.CancelFunc // of the delivery; nil while waiting
 }
 
@@ -243,12 +262,17 @@ func (t *tracked) current() Lease {
 }
 
 // run is the state of one Run.
+//
+// Deliveries run on workers: goroutines started as deliveries need them, up
+// to Concurrency, each running one delivery after another (its stack grows
+// once, not per delivery) and parking on work in between, until Run ends.
 type run struct {
 	*Dispatcher
 	log        *slog.Logger
-	ops        context.Context // parent of engine calls: outlives Run's ctx
-	deliverCtx context.Context // parent of deliveries: cancelled when a drain times out
-	deliveries sync.WaitGroup
+	ops        context.Context // parent of engine calls and deliveries: outlives Run's ctx
+	deliveries sync.WaitGroup  // deliveries started and not yet finished
+	workers    sync.WaitGroup
+	work       chan *tracked // started deliveries for parked workers; closed once drained
 
 	mu       sync.Mutex
 	draining bool
@@ -256,11 +280,13 @@ type run struct {
 	perAgent map[string]int
 	waiting  map[string][]*tracked // per agent, in claim order
 	held     int
-	tracked  map[*tracked]struct{}
+	leases   []*tracked // every lease held: delivering or waiting
+	idle     int        // workers parked on work and not yet handed a delivery
+	wantFree int        // the room at which the loop is to be woken (see room)
 
 	lastClaim time.Time // when the loop last claimed; only the loop uses it
 
-	freed chan struct{} // a delivery finished or a waiting lease went away
+	freed chan struct{} // the room the loop waits for was freed (see room), or a waiting lease went away
 	kick  chan struct{} // the reaper returned leases
 }
 
@@ -287,17 +313,41 @@ const refillPause = 10 * time.Millisecond
 // each freed slot with its own claim would cost a peek and a claim per fire,
 // while slow deliveries still get a freed slot refilled within refillPause.
 // Only the loop calls it; deferred > 0 says there is room that waits for
-// that long at most.
+// that long at most. It sets wantFree to the room at which the loop, if it
+// waits for room, is to be woken: a wake-up per freed slot would cost the
+// loop a turn per fire during a backlog.
 func (r *run) room() (n int, deferred time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n = max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
-	if n > 0 && r.inFlight > 0 && n < max(1, min(r.cfg.Batch, r.cfg.Concurrency)/4) {
+	r.wantFree = 1
+	n = r.free()
+	if refill := r.refillAt(); n > 0 && r.inFlight > 0 && n < refill {
 		if since := time.Since(r.lastClaim); since < refillPause {
+			r.wantFree = refill
 			return 0, refillPause - since
 		}
 	}
 	return n, 0
+}
+
+// free is how many one-shots the limits let the loop claim; the caller
+// holds r.mu.
+func (r *run) free() int {
+	return max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
+}
+
+// refillAt is the room a dispatcher with deliveries in flight waits for,
+// within refillPause of its last claim: a quarter of a batch.
+func (r *run) refillAt() int {
+	return max(1, min(r.cfg.Batch, r.cfg.Concurrency)/4)
+}
+
+// freedRoom tells a loop waiting for room that the room it waits for is
+// there, or that nothing is in flight any more; the caller holds r.mu.
+func (r *run) freedRoom() {
+	if n := r.free(); n >= r.wantFree || (n > 0 && r.inFlight == 0) {
+		signal(r.freed)
+	}
 }
 
 // storeErrorBackoff spaces a dispatcher's engine calls after consecutive
@@ -371,16 +421,22 @@ func (r *run) loop(ctx context.Context) {
 
 // dispatch starts each lease, or queues it behind its agent's deliveries.
 func (r *run) dispatch(leases []Lease) {
+	if len(leases) == 0 {
+		return
+	}
 	now := r.cfg.Now()
+	for i := range leases {
+		if leases[i].Attempt == 1 {
+			r.cfg.Metrics.ObserveFireLag(now.Sub(leases[i].FireAt))
+		}
+	}
 	renewed := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, l := range leases {
-		if l.Attempt == 1 {
-			r.cfg.Metrics.ObserveFireLag(now.Sub(l.FireAt))
-		}
-		t := &tracked{agent: l.AgentID, id: l.ScheduleID, lease: l, renewed: renewed}
-		r.tracked[t] = struct{}{}
+	for i := range leases {
+		l := &leases[i]
+		t := &tracked{agent: l.AgentID, id: l.ScheduleID, lease: *l, renewed: renewed}
+		r.track(t)
 		if r.perAgent[l.AgentID] < r.cfg.PerAgent {
 			r.inFlight++
 			r.start(t)
@@ -391,22 +447,147 @@ func (r *run) dispatch(leases []Lease) {
 	}
 }
 
-// start runs one delivery; the caller holds r.mu and has counted it in
-// inFlight.
+// track adds t to the leases held; the caller holds r.mu.
+func (r *run) track(t *tracked) {
+	t.slot = len(r.leases)
+	r.leases = append(r.leases, t)
+}
+
+// untrack removes t from the leases held; the caller holds r.mu.
+func (r *run) untrack(t *tracked) {
+	i := t.slot
+	if i < 0 || i >= len(r.leases) || r.leases[i] != t {
+		return
+	}
+	last := len(r.leases) - 1
+	r.leases[i] = r.leases[last]
+	r.leases[i].slot = i
+	r.leases[last] = nil
+	r.leases = r.leases[:last]
+	t.slot = -1
+}
+
+// start runs one delivery on a parked worker, or on a new one; the caller
+// holds r.mu and has counted it in inFlight. Workers number at most
+// inFlight (at most Concurrency), so work has room for every delivery handed
+// over; should an engine ever claim more than asked, the delivery gets a
+// worker of its own rather than blocking here.
 func (r *run) start(t *tracked) {
+	r.begin(t)
+	if r.idle > 0 {
+		select {
+		case r.work <- t:
+			r.idle--
+			return
+		default:
+		}
+	}
+	r.workers.Go(func() { r.serve(t) })
+}
+
+// begin accounts for a delivery of t about to start and gives it its own
+// context, which a lost lease or a drain that timed out cancels; the caller
+// holds r.mu. Deliveries' contexts derive from ops, which is never
+// cancelled, so that making one registers nothing with a parent.
+func (r *run) begin(t *tracked) {
 	r.perAgent[t.agent]++
-	ctx, cancel := context.WithCancel(r.deliverCtx)
+	ctx, cancel := context.WithCancel(r.ops)
 	t.mu.Lock()
-	t.cancel = cancel
+	t.ctx, t.cancel = ctx, cancel
 	t.mu.Unlock()
 	r.deliveries.Add(1)
-	go func() {
-		defer r.deliveries.Done()
-		defer r.finish(t)
-		defer cancel()
-		out := r.deliver(ctx, t.current())
-		r.settle(t.current(), out)
+}
+
+// serve is a worker: it runs t, then whatever delivery it is handed next,
+// until work is closed.
+func (r *run) serve(t *tracked) {
+	w := worker{run: r}
+	defer w.close()
+	for {
+		for t != nil {
+			t = w.handle(t)
+		}
+		var ok bool
+		if t, ok = <-r.work; !ok {
+			return
+		}
+	}
+}
+
+// worker is the state of one worker goroutine.
+type worker struct {
+	*run
+	// op is the context this worker hands to its settles' engine calls
+	// until reuseUntil: a fresh context and timer per fire would cost more
+	// than the ack itself in a burst.
+	op         context.Context
+	stopOp     context.CancelFunc
+	reuseUntil time.Time
+}
+
+// opReuse is the share of OpTimeout during which a worker reuses one
+// engine-call context: each call still gets at most OpTimeout, and at least
+// OpTimeout less OpTimeout/opReuse.
+const opReuse = 50
+
+// opCtx returns a context for one engine call of a settle.
+func (w *worker) opCtx() context.Context {
+	now := time.Now()
+	if w.stopOp != nil && now.Before(w.reuseUntil) {
+		return w.op
+	}
+	w.close()
+	w.op, w.stopOp = context.WithDeadline(w.ops, now.Add(w.cfg.OpTimeout))
+	w.reuseUntil = now.Add(w.cfg.OpTimeout / opReuse)
+	return w.op
+}
+
+// close releases the worker's engine-call context.
+func (w *worker) close() {
+	if w.stopOp != nil {
+		w.stopOp()
+		w.stopOp = nil
+	}
+}
+
+// handle delivers t and settles its outcome, then accounts for it; it returns
+// the agent's next waiting fire, started in t's slot, or nil.
+func (w *worker) handle(t *tracked) *tracked {
+	t.mu.Lock()
+	ctx, cancel, l := t.ctx, t.cancel, t.lease
+	t.mu.Unlock()
+	returned := false
+	defer func() {
+		if !returned {
+			w.exited(t)
+		}
 	}()
+	out := w.deliver(ctx, l)
+	returned = true
+	w.settle(w.opCtx(), t.current(), out)
+	cancel()
+	next := w.finish(t)
+	w.deliveries.Done()
+	return next
+}
+
+// exited settles and accounts for a delivery whose Deliverer ended its
+// goroutine (runtime.Goexit) instead of returning, as for a panic: the fire
+// is retried, the agent's next waiting fire gets a worker of its own, and
+// this worker, which ends with the delivery, is not counted idle.
+func (w *worker) exited(t *tracked) {
+	w.log.Error("relay: deliverer exited its goroutine", "schedule_id", t.id)
+	w.settle(w.opCtx(), t.current(), Outcome{Kind: Retry, Reason: "deliverer exited without a verdict"})
+	t.mu.Lock()
+	cancel := t.cancel
+	t.mu.Unlock()
+	cancel()
+	w.mu.Lock()
+	if next := w.release(t); next != nil {
+		w.workers.Go(func() { w.serve(next) })
+	}
+	w.mu.Unlock()
+	w.deliveries.Done()
 }
 
 // deliver calls the Deliverer, turning a panic into a retry so that a
@@ -421,16 +602,27 @@ func (r *run) deliver(ctx context.Context, l Lease) (out Outcome) {
 	return r.d.Deliver(ctx, l)
 }
 
-// finish accounts for a finished delivery and starts the agent's next
-// waiting fire, if any.
-func (r *run) finish(t *tracked) {
+// finish accounts for a finished delivery and returns the agent's next
+// waiting fire, begun in the finished delivery's slot for the same worker to
+// run, if any; else the worker is counted idle, to park on work.
+func (r *run) finish(t *tracked) *tracked {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	next := r.release(t)
+	if next == nil {
+		r.idle++
+	}
+	return next
+}
+
+// release accounts for a finished delivery and returns the agent's next
+// waiting fire, begun in its slot, if any; the caller holds r.mu.
+func (r *run) release(t *tracked) (next *tracked) {
 	agent := t.agent
-	delete(r.tracked, t)
+	r.untrack(t)
 	r.perAgent[agent]--
 	if q := r.waiting[agent]; len(q) > 0 && !r.draining {
-		next := q[0]
+		next = q[0]
 		q[0] = nil
 		if len(q) == 1 {
 			delete(r.waiting, agent)
@@ -438,21 +630,20 @@ func (r *run) finish(t *tracked) {
 			r.waiting[agent] = q[1:]
 		}
 		r.held--
-		r.start(next) // takes over the finished delivery's slot
+		r.begin(next)
 	} else {
 		r.inFlight--
 	}
 	if r.perAgent[agent] == 0 {
 		delete(r.perAgent, agent)
 	}
-	signal(r.freed)
+	r.freedRoom()
+	return next
 }
 
-// settle acts on an outcome: ack, nack or kill.
-func (r *run) settle(l Lease, out Outcome) {
+// settle acts on an outcome: ack, nack or kill, with engine calls under ctx.
+func (r *run) settle(ctx context.Context, l Lease, out Outcome) {
 	r.cfg.Metrics.CountOutcome(out.Kind)
-	ctx, cancel := r.op()
-	defer cancel()
 	var err error
 	switch out.Kind {
 	case Done:
@@ -559,7 +750,7 @@ func (r *run) releaseWaiting() {
 	}
 	r.held = 0
 	for _, t := range release {
-		delete(r.tracked, t)
+		r.untrack(t)
 	}
 	r.mu.Unlock()
 	for _, t := range release {
@@ -604,7 +795,7 @@ func (r *run) maintain(ctx context.Context) {
 func (r *run) extend(age time.Duration) {
 	r.mu.Lock()
 	var due []*tracked
-	for t := range r.tracked {
+	for _, t := range r.leases {
 		t.mu.Lock()
 		if time.Since(t.renewed) >= age {
 			due = append(due, t)
@@ -648,7 +839,7 @@ func (r *run) lost(t *tracked) {
 		if w == t {
 			q = append(q[:i], q[i+1:]...)
 			r.held--
-			delete(r.tracked, t)
+			r.untrack(t)
 			found = true
 			break
 		}

@@ -2,10 +2,13 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/memory"
 	"github.com/chronoscron/chronos/relay/relaytest"
 )
 
@@ -119,5 +123,217 @@ func TestNewHTTPDelivererValidates(t *testing.T) {
 		if _, err := relay.NewHTTPDeliverer(cfg); err == nil {
 			t.Errorf("NewHTTPDeliverer(%+v) accepted", cfg)
 		}
+	}
+}
+
+// goroutineID returns the id of the calling goroutine, from its stack
+// trace's first line ("goroutine 42 [running]:").
+func goroutineID(t *testing.T) string {
+	var buf [64]byte
+	line := string(buf[:runtime.Stack(buf[:], false)])
+	id, _, ok := strings.Cut(strings.TrimPrefix(line, "goroutine "), " ")
+	if !ok {
+		t.Errorf("no goroutine id in %q", line)
+	}
+	return id
+}
+
+// armBurst arms n jobs over agents, all due now, on a fresh memory engine.
+func armBurst(t *testing.T, n, agents int) *memory.Engine {
+	t.Helper()
+	e := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = e.Close() })
+	at := time.Now()
+	for i := range n {
+		if _, err := e.Arm(context.Background(), relay.ArmRequest{
+			AgentID: fmt.Sprintf("agent%d", i%agents), JobID: fmt.Sprintf("job%03d", i),
+			FireAt: at, ScheduleID: fmt.Sprintf("sch%03d", i),
+		}); err != nil {
+			t.Fatalf("arm: %v", err)
+		}
+	}
+	return e
+}
+
+// runUntil runs d until done is closed, then stops it and waits for Run.
+func runUntil(t *testing.T, d *relay.Dispatcher, done <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("the fires were not all delivered")
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
+
+func TestDispatcherReusesWorkers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		concurrency int
+		agents      int
+		first       func() // the first delivery's fault, if any
+		goroutines  int    // at most this many deliver
+	}{
+		{"two workers", 2, 4, nil, 2},
+		{"one worker survives a panic", 1, 4, func() { panic("boom") }, 1},
+		// The worker ends with the delivery; another takes over.
+		{"a deliverer ending its goroutine", 1, 4, runtime.Goexit, 2},
+		// One agent, two slots: the agent's next fire waits for the first,
+		// then runs on the worker that replaces the one that ended.
+		{"a deliverer ending its goroutine, the next fire waiting", 2, 1, runtime.Goexit, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const fires = 40
+			e := armBurst(t, fires, tc.agents)
+			var (
+				mu      sync.Mutex
+				workers = map[string]bool{}
+				per     = map[string]int{}
+				calls   int
+			)
+			all := make(chan struct{})
+			d := relay.NewDispatcher(e, relay.DelivererFunc(func(_ context.Context, l relay.Lease) relay.Outcome {
+				mu.Lock()
+				workers[goroutineID(t)] = true
+				calls++
+				fault := tc.first != nil && calls == 1
+				if !fault {
+					if per[l.JobID]++; len(per) == fires && per[l.JobID] == 1 {
+						close(all)
+					}
+				}
+				mu.Unlock()
+				if fault {
+					tc.first()
+				}
+				return relay.Outcome{Kind: relay.Done}
+			}), relay.DispatcherConfig{Concurrency: tc.concurrency, PerAgent: 1, Logger: quiet,
+				Retry: relay.RetryPolicy{Base: time.Millisecond, MaxDelay: time.Millisecond}})
+			runUntil(t, d, all)
+			mu.Lock()
+			defer mu.Unlock()
+			for job, n := range per {
+				if n != 1 {
+					t.Errorf("%s delivered %d times", job, n)
+				}
+			}
+			if len(per) != fires || len(workers) > tc.goroutines {
+				t.Fatalf("%d fires delivered on %d goroutines; want %d on at most %d", len(per), len(workers), fires, tc.goroutines)
+			}
+			if s, err := e.Stats(context.Background()); err != nil || s != (relay.Stats{}) {
+				t.Fatalf("stats after the drain = %+v, %v", s, err)
+			}
+		})
+	}
+}
+
+// deadlines is a Queue whose acks record how long their context had left.
+type deadlines struct {
+	relay.Queue
+	mu   sync.Mutex
+	left []time.Duration
+	errs []error
+	n    int
+	all  chan struct{}
+}
+
+func (q *deadlines) Ack(ctx context.Context, l relay.Lease) error {
+	q.mu.Lock()
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Time{}
+	}
+	q.left = append(q.left, time.Until(dl))
+	q.errs = append(q.errs, ctx.Err())
+	if len(q.left) == q.n {
+		close(q.all)
+	}
+	q.mu.Unlock()
+	return q.Queue.Ack(ctx, l)
+}
+
+func TestDispatcherBoundsEachAck(t *testing.T) {
+	t.Parallel()
+	const fires, timeout = 200, time.Minute
+	q := &deadlines{Queue: armBurst(t, fires, 20), n: fires, all: make(chan struct{})}
+	d := relay.NewDispatcher(q, relay.DelivererFunc(func(context.Context, relay.Lease) relay.Outcome {
+		return relay.Outcome{Kind: relay.Done}
+	}), relay.DispatcherConfig{Concurrency: 4, OpTimeout: timeout, Logger: quiet})
+	runUntil(t, d, q.all)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	// Each ack gets at most OpTimeout and at least 98% of it (with 10% of
+	// room for a slow scheduler here).
+	for i, left := range q.left {
+		if left > timeout || left < timeout*9/10 || q.errs[i] != nil {
+			t.Fatalf("ack %d had %s left (ctx err %v); want between 90%% of %s and all of it", i, left, q.errs[i], timeout)
+		}
+	}
+}
+
+func TestDispatcherRefillsASingleFreedSlot(t *testing.T) {
+	t.Parallel()
+	const fires, slots = 20, 8
+	e := armBurst(t, fires, fires)
+	started := make(chan string, fires)
+	release := make(chan struct{})
+	var delivered sync.WaitGroup
+	delivered.Add(fires)
+	d := relay.NewDispatcher(e, relay.DelivererFunc(func(ctx context.Context, l relay.Lease) relay.Outcome {
+		started <- l.JobID
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return relay.Outcome{Kind: relay.Retry, Reason: "cancelled"}
+		}
+		delivered.Done()
+		return relay.Outcome{Kind: relay.Done}
+	}), relay.DispatcherConfig{Concurrency: slots, Batch: slots, Recheck: time.Hour, DrainTimeout: 100 * time.Millisecond, Logger: quiet})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- d.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-ran; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	}
+	defer stop()
+	// next waits for the next delivery to start.
+	next := func(what string) {
+		t.Helper()
+		select {
+		case <-started:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not start", what)
+		}
+	}
+	for i := range slots {
+		next(fmt.Sprintf("delivery %d of the first claim", i+1))
+	}
+	// Each delivery that ends frees one slot, less than the quarter of a
+	// batch a busy dispatcher waits for just after a claim: the slot is
+	// refilled all the same, once the short refill pause is over.
+	for i := range 3 {
+		release <- struct{}{}
+		next(fmt.Sprintf("the delivery refilling freed slot %d", i+1))
+	}
+	close(release)
+	delivered.Wait()
+	stop() // Run returns once every delivery is settled
+	if s, err := e.Stats(context.Background()); err != nil || s != (relay.Stats{}) {
+		t.Fatalf("stats after the drain = %+v, %v", s, err)
 	}
 }

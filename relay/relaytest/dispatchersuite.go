@@ -424,11 +424,14 @@ func testDispatchPerAgentBound(t *testing.T, e relay.Engine) {
 }
 
 func testDispatchExtendsSlowDelivery(t *testing.T, e relay.Engine) {
+	// The delivery outlasts four leases. A lease is renewed every quarter
+	// of it, so only a stall of three quarters of a lease (here 225ms, more
+	// than a loaded machine running the race detector stalls) could lapse it.
 	slow := Delivered
-	slow.Hold = 600 * time.Millisecond
+	slow.Hold = 1200 * time.Millisecond
 	// Two dispatchers share the engine: if the lease lapsed, the other one
 	// (or the reaper) would hand the fire out a second time.
-	b := startDispatch(t, e, always(slow), relay.DispatcherConfig{LeaseFor: 100 * time.Millisecond}, 2)
+	b := startDispatch(t, e, always(slow), relay.DispatcherConfig{LeaseFor: 300 * time.Millisecond}, 2)
 	armAt(t, e, "a1", "job", time.Now())
 	b.route.Wait(t, 1, 5*time.Second)
 	drained(t, e)
@@ -445,14 +448,16 @@ func testDispatchExtendsWaitingLeases(t *testing.T, e relay.Engine) {
 	// One at a time to one agent, each call longer than half a lease: the
 	// last fire waits several leases long for its turn. If its lease lapsed
 	// while it waited, it would be handed out, and delivered, twice.
+	// Leases of 300ms are renewed every 75ms: generous enough that a loaded
+	// machine does not lapse one by stalling the renewal.
 	slow := Delivered
-	slow.Hold = 60 * time.Millisecond
-	b := startDispatch(t, e, always(slow), relay.DispatcherConfig{PerAgent: 1, LeaseFor: 100 * time.Millisecond}, 2)
+	slow.Hold = 160 * time.Millisecond
+	b := startDispatch(t, e, always(slow), relay.DispatcherConfig{PerAgent: 1, LeaseFor: 300 * time.Millisecond}, 2)
 	at := time.Now()
-	for i := range 6 {
+	for i := range 8 {
 		armAt(t, e, "a1", fmt.Sprintf("j%d", i), at)
 	}
-	b.route.Wait(t, 6, 10*time.Second)
+	b.route.Wait(t, 8, 10*time.Second)
 	drained(t, e)
 	b.stop()
 	perID := b.route.PerID()
@@ -463,8 +468,8 @@ func testDispatchExtendsWaitingLeases(t *testing.T, e relay.Engine) {
 	}
 	// PerAgent bounds each dispatcher's own deliveries: two dispatchers may
 	// call the agent once each at the same time, never more.
-	if most, _ := b.route.MaxActive("a1"); len(perID) != 6 || most > 2 {
-		t.Fatalf("%d fires delivered, %d at once; want 6, at most 1 per dispatcher", len(perID), most)
+	if most, _ := b.route.MaxActive("a1"); len(perID) != 8 || most > 2 {
+		t.Fatalf("%d fires delivered, %d at once; want 8, at most 1 per dispatcher", len(perID), most)
 	}
 }
 

@@ -7,8 +7,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/asn1"
+	"encoding/base64"
 	"math/big"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestES256RawSignature: the DER signatures crypto/ecdsa writes become JWS's
@@ -88,6 +91,52 @@ func TestES256RawSignature(t *testing.T) {
 		var sig [es256SigSize]byte
 		if err := es256RawSignature(b, &sig); err == nil {
 			t.Errorf("%s: %x accepted", name, b)
+		}
+	}
+}
+
+// TestMintES256Deterministic: an ES256 token's signature is RFC 6979's
+// deterministic one: the same claims under the same key sign to the same
+// token, other claims (another jti) to another, and each verifies.
+func TestMintES256Deterministic(t *testing.T) {
+	t.Parallel()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fireClaims{issuer: "https://nas.example", iat: time.Unix(1_800_000_000, 0), ttl: time.Minute,
+		token: FireToken{InstanceID: "inst-1", Body: []byte(`{}`)}}
+	c.jti[0] = 1
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256","kid":"k1","typ":"cron-fire+jwt"}`))
+	first, err := mintES256(header, priv, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := mintES256(header, priv, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != again {
+		t.Fatalf("the same claims signed twice differ:\n%s\n%s", first, again)
+	}
+	c.jti[0] = 2
+	other, err := mintES256(header, priv, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other == first {
+		t.Fatal("another jti signed to the same token")
+	}
+	for _, tok := range []string{first, other} {
+		i := strings.LastIndexByte(tok, '.')
+		sig, err := base64.RawURLEncoding.DecodeString(tok[i+1:])
+		if err != nil || len(sig) != es256SigSize {
+			t.Fatalf("signature of %s: %v (%d bytes)", tok, err, len(sig))
+		}
+		digest := sha256.Sum256([]byte(tok[:i]))
+		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+		if !ecdsa.Verify(&priv.PublicKey, digest[:], r, s) {
+			t.Fatalf("%s does not verify", tok)
 		}
 	}
 }

@@ -393,6 +393,12 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 		r.cfg.Logger.Warn("reconcile step failed", "op", op, "job_id", jobID, "error", err)
 	}
 	o, armedAfter := r.reconcile(ctx, &st, &res, fail)
+	if o == nil && ctx.Err() != nil {
+		// Cut short by the agent stopping before NAS was even listed:
+		// nothing was observed or changed, so the last reconcile on record
+		// (and what status reports of it) stays the one that ran whole.
+		return res, fmt.Errorf("provider: reconcile cut short: %w", errors.Join(append(errs, ctx.Err())...))
+	}
 	if o != nil {
 		st.Desired = desiredArms(o.desired, o.now, r.cfg.CallbackURL)
 		st.Armed = armedAfter

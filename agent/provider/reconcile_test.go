@@ -774,3 +774,41 @@ func TestChangeDuringReconcileIsNotInSync(t *testing.T) {
 		t.Fatal("not in sync after a reconcile that saw the change")
 	}
 }
+
+// TestReconcileCutShortByStopIsNotRecorded: a reconcile whose listing fails
+// because the agent is stopping (its context is done) records nothing: the
+// last reconcile on record stays the successful one, with no failure
+// counted. The same failure with a live context is recorded.
+func TestReconcileCutShortByStopIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	b.reconcile(t)
+	before, err := provider.ReadState(b.home)
+	if err != nil || before.Last == nil || !before.Last.OK {
+		t.Fatalf("state after a reconcile: %+v, %v", before, err)
+	}
+
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	b.nas.set(func(n *fakeNAS) { n.failNext["list"] = 1 })
+	if _, err := b.rec.Reconcile(stopped); !errors.Is(err, context.Canceled) {
+		t.Fatalf("reconcile cut short: %v, want context.Canceled", err)
+	}
+	st, err := provider.ReadState(b.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Last == nil || !st.Last.OK || st.Counts.Failures != 0 || len(st.Errors) != 0 || st.Counts.Reconciles != before.Counts.Reconciles || !b.rec.InSync() {
+		t.Fatalf("state after a reconcile cut short: %+v (in sync %v)", st, b.rec.InSync())
+	}
+
+	b.nas.set(func(n *fakeNAS) { n.failNext["list"] = 1 })
+	if _, err := b.rec.Reconcile(context.Background()); !errors.Is(err, errNASDown) {
+		t.Fatalf("reconcile: %v, want the listing's failure", err)
+	}
+	st, _ = provider.ReadState(b.home)
+	if st.Last == nil || st.Last.OK || st.Counts.Failures != 1 || len(st.Errors) != 1 || st.Errors[0].Op != "list" {
+		t.Fatalf("state after a failed listing: %+v", st)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chronoscron/chronos/internal/redistest"
 	"github.com/chronoscron/chronos/relay"
 )
 
@@ -20,11 +19,7 @@ func TestClaimReadsPastCandidatesOthersTook(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	clock := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	e, err := Open(ctx, redistest.URL(t), Options{Prefix: redistest.Prefix(t), Shards: 1, Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	defer e.Close()
+	e := openOneShard(ctx, t, func() time.Time { return clock })
 	var cands []any
 	for i := range 8 {
 		job := "j" + strconv.Itoa(i)
@@ -65,11 +60,7 @@ func TestClaimLeasesACandidateGivenTwiceOnce(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	e, err := Open(ctx, redistest.URL(t), Options{Prefix: redistest.Prefix(t), Shards: 1})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	defer e.Close()
+	e := openOneShard(ctx, t, nil)
 	if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", JobID: "j", FireAt: time.Now().Add(-time.Minute), ScheduleID: "s-j"}); err != nil {
 		t.Fatal(err)
 	}

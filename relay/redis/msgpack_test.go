@@ -18,11 +18,7 @@ func TestUnpackMatchesLua(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	e, err := Open(ctx, redistest.URL(t), Options{Prefix: redistest.Prefix(t), Shards: 1})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	defer e.Close()
+	e := openOneShard(ctx, t, nil)
 	now := time.Now()
 	for _, tc := range []struct {
 		name     string
@@ -142,11 +138,7 @@ func TestPackLeasedRowMatchesClaimedRow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	clock := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	e, err := Open(ctx, redistest.URL(t), Options{Prefix: redistest.Prefix(t), Shards: 1, Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	defer e.Close()
+	e := openOneShard(ctx, t, func() time.Time { return clock })
 	for _, tc := range []struct {
 		name     string
 		fireAt   time.Time

@@ -17,11 +17,7 @@ func TestFailedFeedListMovesToZset(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	clock := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	e, err := Open(ctx, redistest.URL(t), Options{Prefix: redistest.Prefix(t), Shards: 1, Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	defer e.Close()
+	e := openOneShard(ctx, t, func() time.Time { return clock })
 	var ids []string
 	for _, job := range []string{"j1", "j2"} {
 		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", JobID: job, FireAt: clock, ScheduleID: "sch-" + job}); err != nil {

@@ -32,6 +32,15 @@ func writeFile(path string, data []byte, perm fs.FileMode) error {
 	return atomicfile.Replace(path, data, perm)
 }
 
+// appendFile appends to the store's journal as the store does, except in a
+// blocked home, where it fails as a full disk would.
+func appendFile(f *os.File, data []byte) error {
+	if _, ok := blocked.Load(filepath.Dir(f.Name())); ok {
+		return fmt.Errorf("append to %s: %w", f.Name(), syscall.ENOSPC)
+	}
+	return store.AppendSync(f, data)
+}
+
 // blockStore makes every write of home's jobs.json by this process's
 // runtimes fail (another process on the home still writes). It returns the
 // undo.
@@ -94,7 +103,7 @@ func TestCompletionHeldUntilDurable(t *testing.T) {
 	g := newGate()
 	home := t.TempDir()
 	rt, err := Open(t.Context(), Config{Home: home, LeaseTTL: 300 * time.Millisecond, Retention: -1,
-		Runners: map[string]runner.Runner{"gate": g}, WriteFile: writeFile})
+		Runners: map[string]runner.Runner{"gate": g}, WriteFile: writeFile, AppendFile: appendFile})
 	if err != nil {
 		t.Fatal(err)
 	}

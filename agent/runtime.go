@@ -74,6 +74,10 @@ type Config struct {
 	// write). Tests pass one that fails, to play a home that cannot be
 	// written.
 	WriteFile func(path string, data []byte, perm fs.FileMode) error
+	// AppendFile adds a record at the end of the store's journal and makes
+	// it durable (default store.AppendSync). Tests pass one that fails,
+	// with WriteFile, to play a home that cannot be written.
+	AppendFile func(f *os.File, data []byte) error
 }
 
 func (c Config) withDefaults() Config {
@@ -192,7 +196,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	st, err := store.Open(cfg.Home, store.Options{LockTimeout: cfg.LockTimeout, Now: cfg.Now, WriteFile: cfg.WriteFile})
+	st, err := store.Open(cfg.Home, store.Options{LockTimeout: cfg.LockTimeout, Now: cfg.Now, WriteFile: cfg.WriteFile, Append: cfg.AppendFile})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

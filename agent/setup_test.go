@@ -88,7 +88,7 @@ var t0 = time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
 func setup(t testing.TB, mod ...func(*Config)) *bundle {
 	t.Helper()
 	b := &bundle{clock: &fakeClock{t: t0}, gate: newGate(), home: t.TempDir()}
-	cfg := Config{Home: b.home, Now: b.clock.Now, Runners: map[string]runner.Runner{"gate": b.gate}, Retention: -1, WriteFile: writeFile}
+	cfg := Config{Home: b.home, Now: b.clock.Now, Runners: map[string]runner.Runner{"gate": b.gate}, Retention: -1, WriteFile: writeFile, AppendFile: appendFile}
 	for _, m := range mod {
 		m(&cfg)
 	}

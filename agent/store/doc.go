@@ -6,17 +6,21 @@
 // (jobs.lock); readers take a shared lock, so any number of processes
 // sharing the directory see one sequence of generations. jobs.json holds
 // the whole state as of its generation. A change that only alters existing
-// jobs (a claim, a renewal, a run's end) writes one record,
-// jobs.<generation>.json, holding just the jobs it changed, so its cost does
-// not grow with the number of jobs; a change that adds or removes jobs or
-// chains, or finds the journal long, writes jobs.json whole again and then
-// removes the records it holds. Either file is written whole or not at all:
-// a temporary file that is fsynced, renamed into place, and made durable by
-// an fsync of the directory. Readers apply the records after jobs.json's
+// jobs (a claim, a renewal, a run's end) appends one record to the journal,
+// jobs.journal: a line holding just the jobs it changed, fdatasynced, so
+// its cost does not grow with the number of jobs and it makes no file; a
+// change that adds or removes jobs or chains, or finds the journal long,
+// writes jobs.json whole again (a temporary file that is fsynced, renamed
+// into place, and made durable by an fsync of the directory) and then
+// empties the journal. Readers apply the records after jobs.json's
 // generation in order; a store that has the previous state cached reads
-// only the new ones. Compact folds the records into jobs.json without
+// only the bytes appended since. A last line without its newline is what
+// an append cut short by a crash left: it is no record, and the next
+// change cuts it off. Compact folds the journal into jobs.json without
 // holding the lock while it writes (the agent calls it every CompactEvery),
-// and a store that wrote records compacts them when closed.
+// and a store that wrote records compacts them when closed. Record files
+// of earlier builds (jobs.<generation>.json) are still read, and folded
+// by the first change.
 //
 // A file that cannot be decoded, or whose text is not
 // exactly what it says (bytes that are not UTF-8, escapes of lone UTF-16

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/chain"
@@ -31,11 +32,22 @@ const (
 	MinCompactBytes   = 1 << 20
 )
 
-// journal is what this process knows of the records that follow jobs.json.
+// JournalFile is the name, inside the home directory, of the journal: the
+// records that follow jobs.json, one JSON line each, appended and
+// fdatasynced.
+const JournalFile = "jobs.journal"
+
+// journal is what this process knows of the records that follow jobs.json:
+// the journal file as far as it was read, and how many records follow
+// jobs.json (lines of the journal, stale ones included, and record files
+// of older builds) and their size.
 type journal struct {
-	count    int   // records applied on top of jobs.json
-	bytes    int64 // their total size
-	baseSize int64 // the size of jobs.json
+	ino      uint64 // the journal's inode; 0: there was none
+	off      int64  // the end of the journal's last whole line read or written
+	count    int    // the records that follow jobs.json
+	files    int    // of which record files (jobs.<generation>.json)
+	bytes    int64  // their total size
+	baseSize int64  // the size of jobs.json
 }
 
 // due reports whether the next write should compact instead of adding a
@@ -57,15 +69,16 @@ type recordFile struct {
 	Breakers   []*chain.Breaker `json:"chain_breakers,omitempty"`
 }
 
-// RecordPath returns the path of the record that makes generation gen.
-func (s *Store) RecordPath(gen uint64) string {
-	return filepath.Join(s.home, recordName(gen))
+// JournalPath returns the path of the journal.
+func (s *Store) JournalPath() string { return filepath.Join(s.home, JournalFile) }
+
+// recordPath returns the path of the record file of generation gen, as
+// builds before the journal wrote them; they are still read.
+func (s *Store) recordPath(gen uint64) string {
+	return filepath.Join(s.home, "jobs."+strconv.FormatUint(gen, 10)+".json")
 }
 
-func recordName(gen uint64) string { return "jobs." + strconv.FormatUint(gen, 10) + ".json" }
-
-// recordGeneration parses a record's file name ("" prefix/suffix mismatch:
-// not a record).
+// recordGeneration parses a record file's name (false: not a record).
 func recordGeneration(name string) (uint64, bool) {
 	rest, ok := strings.CutPrefix(name, "jobs.")
 	if !ok {
@@ -79,35 +92,38 @@ func recordGeneration(name string) (uint64, bool) {
 	return g, err == nil
 }
 
-// encodeRecord writes the record of generation gen: the given job lines,
-// one per line as in jobs.json, and, when chains is not nil (the chains
-// changed), the chains tail (possibly empty: none left).
+// encodeRecord writes the record of generation gen as one journal line:
+// the given job lines and, when chains is not nil (the chains changed), the
+// chains tail (possibly empty: none left). JSON encoding escapes every
+// newline inside strings, so the line's own is its only one.
 func encodeRecord(gen uint64, lines [][]byte, chains []byte) []byte {
 	size := 96 + len(chains)
 	for _, l := range lines {
-		size += len(l) + 2
+		size += len(l) + 1
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	fmt.Fprintf(buf, "{\"version\":%d,\"generation\":%d,\"jobs\":[", FormatVersion, gen)
+	buf := make([]byte, 0, size)
+	buf = append(buf, `{"version":`...)
+	buf = strconv.AppendInt(buf, FormatVersion, 10)
+	buf = append(buf, `,"generation":`...)
+	buf = strconv.AppendUint(buf, gen, 10)
+	buf = append(buf, `,"jobs":[`...)
 	for i, l := range lines {
 		if i > 0 {
-			buf.WriteByte(',')
+			buf = append(buf, ',')
 		}
-		buf.WriteByte('\n')
-		buf.Write(l)
+		buf = append(buf, l...)
 	}
-	buf.WriteString("\n]")
+	buf = append(buf, ']')
 	if chains != nil {
-		buf.WriteString(`,"chains_set":true`)
-		buf.Write(chains)
+		buf = append(buf, `,"chains_set":true`...)
+		buf = append(buf, chains...)
 	}
-	buf.WriteString("}\n")
-	return buf.Bytes()
+	return append(buf, "}\n"...)
 }
 
-// decodeRecord checks and decodes the record read from the file of
-// generation gen.
-func decodeRecord(raw []byte, gen uint64) (*recordFile, error) {
+// decodeRecord checks and decodes one record: a journal line or a record
+// file's content.
+func decodeRecord(raw []byte) (*recordFile, error) {
 	if err := checkText(raw); err != nil {
 		return nil, err
 	}
@@ -122,8 +138,8 @@ func decodeRecord(raw []byte, gen uint64) (*recordFile, error) {
 	if rec.Version == 0 {
 		return nil, errors.New("missing version")
 	}
-	if rec.Generation != gen {
-		return nil, fmt.Errorf("record says generation %d, its name %d", rec.Generation, gen)
+	if rec.Generation == 0 {
+		return nil, errors.New("missing generation")
 	}
 	seen := make(map[string]bool, len(rec.Jobs))
 	for i, j := range rec.Jobs {
@@ -138,63 +154,274 @@ func decodeRecord(raw []byte, gen uint64) (*recordFile, error) {
 	return &rec, nil
 }
 
-// replay applies to st, in order, every record that follows its generation,
-// keeping enc (when not nil) the encoding of each job and j the count and
-// size of the records applied. A missing record ends the journal.
-func (s *Store) replay(st *State, enc map[*Job][]byte, j *journal) error {
+// apply applies rec, which makes the generation after st's, to st, keeping
+// enc (when not nil) the encoding of each job. It reports whether it added
+// jobs (st then needs sorting).
+func apply(st *State, enc map[*Job][]byte, rec *recordFile) (bool, error) {
 	added := false
-	for {
-		path := s.RecordPath(st.Generation + 1)
-		raw, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			break
+	if rec.ChainsSet {
+		if err := st.chains.load(rec.Chains, rec.Breakers); err != nil {
+			return false, err
 		}
-		if err != nil {
-			return fmt.Errorf("store: read %s: %w", path, err)
-		}
-		rec, err := decodeRecord(raw, st.Generation+1)
-		if err != nil {
-			return s.corrupt(path, raw, err)
-		}
-		if rec.Version > FormatVersion {
-			return fmt.Errorf("store: %s has format version %d, this build reads up to %d", path, rec.Version, FormatVersion)
-		}
-		if rec.ChainsSet {
-			if err := st.chains.load(rec.Chains, rec.Breakers); err != nil {
-				return s.corrupt(path, raw, err)
-			}
-		}
-		for _, nj := range rec.Jobs {
-			if i, ok := st.index[nj.ID]; ok {
-				delete(enc, st.jobs[i])
-				st.jobs[i] = nj
-			} else {
-				st.jobs = append(st.jobs, nj)
-				st.index[nj.ID] = len(st.jobs) - 1
-				added = true
-			}
-			if enc != nil {
-				line, err := json.Marshal(nj)
-				if err != nil {
-					return fmt.Errorf("store: encode job %s: %w", nj.ID, err)
-				}
-				enc[nj] = line
-			}
-		}
-		st.Generation = rec.Generation
-		j.count++
-		j.bytes += int64(len(raw))
 	}
+	for _, nj := range rec.Jobs {
+		if i, ok := st.index[nj.ID]; ok {
+			delete(enc, st.jobs[i])
+			st.jobs[i] = nj
+		} else {
+			st.jobs = append(st.jobs, nj)
+			st.index[nj.ID] = len(st.jobs) - 1
+			added = true
+		}
+		if enc != nil {
+			line, err := json.Marshal(nj)
+			if err != nil {
+				return false, fmt.Errorf("store: encode job %s: %w", nj.ID, err)
+			}
+			enc[nj] = line
+		}
+	}
+	st.Generation = rec.Generation
+	return added, nil
+}
+
+// errJournalReplaced says the journal is not the file this process read
+// last (it was removed or cut short behind jobs.json's back): the state
+// must be read again from jobs.json.
+var errJournalReplaced = errors.New("store: the journal was replaced")
+
+// sortAdded puts st's jobs back in order of id after records added some.
+func sortAdded(st *State, added bool) {
 	if added {
 		sort.Slice(st.jobs, func(a, b int) bool { return st.jobs[a].ID < st.jobs[b].ID })
 		st.reindex()
 	}
+}
+
+// replayFiles applies the record files (jobs.<generation>.json) that
+// follow st's generation, up to the first missing one.
+func (s *Store) replayFiles(st *State, enc map[*Job][]byte, j *journal) (bool, error) {
+	added := false
+	for {
+		path := s.recordPath(st.Generation + 1)
+		raw, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return added, nil
+		}
+		if err != nil {
+			return added, fmt.Errorf("store: read %s: %w", path, err)
+		}
+		rec, err := decodeRecord(raw)
+		if err == nil && rec.Generation != st.Generation+1 {
+			err = fmt.Errorf("record says generation %d, its name %d", rec.Generation, st.Generation+1)
+		}
+		if err != nil {
+			return added, s.corrupt(path, raw, err)
+		}
+		if rec.Version > FormatVersion {
+			return added, fmt.Errorf("store: %s has format version %d, this build reads up to %d", path, rec.Version, FormatVersion)
+		}
+		a, err := apply(st, enc, rec)
+		if err != nil {
+			return added, s.corrupt(path, raw, err)
+		}
+		added = added || a
+		j.count++
+		j.files++
+		j.bytes += int64(len(raw))
+	}
+}
+
+// replayJournal applies the journal's whole lines after j.off, keeping enc
+// (when not nil) the encoding of each job and j what was read. Lines no
+// newer than st are stale (written before jobs.json was) and skipped. A
+// last line without its newline is what a write cut short by a crash left:
+// it is no record, and the next write replaces it.
+func (s *Store) replayJournal(st *State, enc map[*Job][]byte, j *journal) (bool, error) {
+	f, fi, err := s.journalFile(openToRead)
+	if err != nil {
+		return false, err
+	}
+	if f == nil {
+		if j.ino != 0 {
+			return false, errJournalReplaced
+		}
+		return false, nil
+	}
+	ino := inode(fi)
+	if j.ino != 0 && (ino != j.ino || fi.Size() < j.off) {
+		return false, errJournalReplaced
+	}
+	j.ino = ino
+	if fi.Size() == j.off {
+		return false, nil
+	}
+	buf := make([]byte, fi.Size()-j.off)
+	n, err := f.ReadAt(buf, j.off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("store: read %s: %w", s.JournalPath(), err)
+	}
+	buf = buf[:n]
+	added := false
+	for {
+		nl := bytes.IndexByte(buf, '\n')
+		if nl < 0 {
+			return added, nil
+		}
+		line := buf[:nl+1]
+		buf = buf[nl+1:]
+		a, err := s.applyLine(st, enc, line)
+		if err != nil {
+			return added, err
+		}
+		added = added || a
+		j.count++
+		j.bytes += int64(len(line))
+		j.off += int64(len(line))
+	}
+}
+
+// applyLine applies one journal line to st unless it is stale.
+func (s *Store) applyLine(st *State, enc map[*Job][]byte, line []byte) (bool, error) {
+	rec, err := decodeRecord(line)
+	if err == nil && rec.Generation > st.Generation+1 {
+		err = fmt.Errorf("a record of generation %d follows generation %d", rec.Generation, st.Generation)
+	}
+	if err != nil {
+		return false, s.corruptJournal(err)
+	}
+	if rec.Generation <= st.Generation {
+		return false, nil
+	}
+	if rec.Version > FormatVersion {
+		return false, fmt.Errorf("store: %s holds format version %d, this build reads up to %d", s.JournalPath(), rec.Version, FormatVersion)
+	}
+	a, err := apply(st, enc, rec)
+	if err != nil {
+		return false, s.corruptJournal(err)
+	}
+	return a, nil
+}
+
+// corruptJournal keeps a copy of the journal whose line could not be
+// decoded and returns ErrCorrupt.
+func (s *Store) corruptJournal(cause error) error {
+	raw, err := os.ReadFile(s.JournalPath())
+	if err != nil {
+		return fmt.Errorf("store: %w: %s: %w (left untouched; reading it to copy it aside failed: %w)", ErrCorrupt, s.JournalPath(), cause, err)
+	}
+	return s.corrupt(s.JournalPath(), raw, cause)
+}
+
+// openMode says whether journalFile may create the journal.
+type openMode int
+
+const (
+	openToRead openMode = iota
+	openToAppend
+)
+
+// journalFile returns the journal, opened for appending when it can be
+// (read-only otherwise), and its current size; a journal that does not
+// exist is nil unless m is openToAppend, which creates it (and makes its
+// name durable). The file stays open for the next calls while it is the
+// one at the journal's path.
+func (s *Store) journalFile(m openMode) (*os.File, fs.FileInfo, error) {
+	path := s.JournalPath()
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) && m == openToRead {
+		return nil, nil, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("store: stat %s: %w", path, err)
+	}
+	if err == nil && s.jf != nil && s.jfIno == inode(fi) && (m == openToRead || s.jfAppend) {
+		return s.jf, fi, nil
+	}
+	if s.jf != nil {
+		_ = s.jf.Close()
+		s.jf = nil
+	}
+	created := err != nil
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	appendable := err == nil
+	if err != nil && m == openToRead {
+		f, err = os.Open(path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if fi, err = f.Stat(); err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("store: stat %s: %w", path, err)
+	}
+	if created {
+		if err := atomicfile.SyncDir(s.home); err != nil {
+			_ = f.Close()
+			return nil, nil, fmt.Errorf("store: create %s: %w", path, err)
+		}
+	}
+	s.jf, s.jfIno, s.jfAppend = f, inode(fi), appendable
+	return f, fi, nil
+}
+
+// appendRecord appends rec to the journal, where the state read under the
+// exclusive lock ended (dropping the remains of a write cut short), and
+// makes it durable. On an error the journal is cut back to where it was.
+func (s *Store) appendRecord(rec []byte) error {
+	f, fi, err := s.journalFile(openToAppend)
+	if err != nil {
+		return err
+	}
+	if !s.jfAppend {
+		return fmt.Errorf("store: %s is read-only", s.JournalPath())
+	}
+	at := s.journal.off
+	if s.journal.ino != inode(fi) {
+		at = 0 // created now: nothing was read from it
+	}
+	if fi.Size() != at {
+		if err := f.Truncate(at); err != nil {
+			return fmt.Errorf("store: drop the torn end of %s: %w", s.JournalPath(), err)
+		}
+	}
+	if err := s.opts.Append(f, rec); err != nil {
+		if terr := f.Truncate(at); terr != nil {
+			return fmt.Errorf("store: append to %s: %w (cutting it back failed too: %w)", s.JournalPath(), err, terr)
+		}
+		return fmt.Errorf("store: append to %s: %w", s.JournalPath(), err)
+	}
+	s.journal.ino = inode(fi)
+	s.journal.off = at + int64(len(rec))
 	return nil
 }
 
-// pruneRecords removes the records that jobs.json of generation gen now
-// holds. A record left behind (a crash, a failed removal) is harmless:
-// readers start after jobs.json's generation.
+// AppendSync is the default Options.Append: it writes data at the end of
+// f and waits until it is on disk (fdatasync).
+func AppendSync(f *os.File, data []byte) error {
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return datasync(f)
+}
+
+// resetJournal empties the journal once jobs.json holds all it records;
+// it runs under the exclusive lock, after jobs.json was made durable, and
+// returns what is then known of the journal. A journal that cannot be
+// emptied keeps its lines, stale now: the next read skips them.
+func (s *Store) resetJournal() journal {
+	f, fi, err := s.journalFile(openToRead)
+	if err != nil || f == nil {
+		return journal{}
+	}
+	if fi.Size() > 0 && (!s.jfAppend || f.Truncate(0) != nil) {
+		return journal{}
+	}
+	return journal{ino: inode(fi)}
+}
+
+// pruneRecords removes the record files that jobs.json of generation gen
+// now holds.
 func (s *Store) pruneRecords(gen uint64) {
 	ents, err := os.ReadDir(s.home)
 	if err != nil {
@@ -205,6 +432,13 @@ func (s *Store) pruneRecords(gen uint64) {
 			_ = os.Remove(filepath.Join(s.home, e.Name()))
 		}
 	}
+}
+
+func inode(fi fs.FileInfo) uint64 {
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(sys.Ino)
+	}
+	return 0
 }
 
 // CompactEvery is how often an agent folds the records written since into
@@ -229,22 +463,24 @@ func (s *Store) removeLeftovers() {
 }
 
 // snapshot is jobs.json as Compact will write it: the state at generation
-// gen, read on top of the jobs.json whose fingerprint is baseFP.
+// gen, read on top of the jobs.json whose fingerprint is baseFP, and the
+// journal as far as that state was read from it.
 type snapshot struct {
-	data   []byte
-	gen    uint64
-	from   uint64 // the generation of the jobs.json it replaces
-	baseFP Fingerprint
-	bytes  int64 // the size of the records it holds
+	data    []byte
+	gen     uint64
+	from    uint64 // the generation of the jobs.json it replaces
+	baseFP  Fingerprint
+	journal journal
 }
 
-// Compact writes jobs.json whole again when records follow it, and removes
-// them. The lock is held only to take the state (shared) and to rename the
-// new file into place (exclusive): the file is written and synced in
-// between, so changes are not held up by it; records written meanwhile
-// follow the new jobs.json as they followed the old. A jobs.json replaced
-// meanwhile by another process makes it give up (nothing is lost: the
-// records stay). It is a no-op when no record follows jobs.json.
+// Compact writes jobs.json whole again when records follow it, and drops
+// them from the journal. The lock is held only to take the state (shared)
+// and to rename the new file into place (exclusive): the file is written
+// and synced in between, so changes are not held up by it; records
+// written meanwhile stay in the journal, after the new jobs.json as they
+// followed the old. A jobs.json replaced meanwhile by another process
+// makes it give up (nothing is lost: the records stay). It is a no-op when
+// no record follows jobs.json.
 func (s *Store) Compact(ctx context.Context) error {
 	snap, err := s.snapshot(ctx)
 	if err != nil || snap == nil {
@@ -261,40 +497,91 @@ func (s *Store) Compact(ctx context.Context) error {
 	if err := s.acquire(ctx, filelock.Exclusive); err != nil {
 		return err
 	}
+	defer s.release()
 	fp, err := s.baseFingerprint()
 	gen, ok := readGeneration(s.Path())
 	if err != nil || fp != snap.baseFP || !ok || gen != snap.from {
-		s.release()
 		return nil // another process rewrote jobs.json first
 	}
 	if err := os.Rename(side, s.Path()); err != nil {
-		s.release()
 		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
 	}
-	derr := atomicfile.SyncDir(s.home)
-	if s.cache != nil && s.baseFP == snap.baseFP && s.cache.Generation >= snap.gen {
-		if nfp, err := s.baseFingerprint(); err == nil {
-			s.baseFP, s.baseGen = nfp, snap.gen
-			s.journal = journal{count: int(s.cache.Generation - snap.gen), bytes: max(0, s.journal.bytes-snap.bytes), baseSize: int64(len(snap.data))}
-		} else {
-			s.drop()
-		}
-	} else {
-		s.drop()
-	}
-	if s.cache != nil && s.cache.Generation == snap.gen {
-		s.wrote = false
-	}
-	s.release()
-	if derr != nil {
+	if err := atomicfile.SyncDir(s.home); err != nil {
 		// The rename may not survive a crash; the records then still
 		// follow the old jobs.json, so keep them.
-		return fmt.Errorf("store: %w: %w", ErrUnwritable, derr)
+		s.drop()
+		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
 	}
-	for g := snap.from + 1; g <= snap.gen; g++ {
-		_ = os.Remove(s.RecordPath(g))
+	if snap.journal.files > 0 {
+		s.pruneRecords(snap.gen)
 	}
+	cut, ino := s.fold(snap)
+	s.afterCompact(snap, cut, ino)
 	return nil
+}
+
+// fold drops from the journal the lines that jobs.json, now of generation
+// snap.gen, holds: it empties the journal or, when lines were added after
+// the snapshot, replaces it with a file of those lines alone. It returns
+// how many bytes were dropped from the journal's start (0: none, the
+// journal is left as it was) and the journal's inode now. It runs under
+// the exclusive lock. A journal it cannot shorten keeps its lines, which
+// readers skip as stale.
+func (s *Store) fold(snap *snapshot) (int64, uint64) {
+	f, fi, err := s.journalFile(openToRead)
+	if err != nil || f == nil || snap.journal.off == 0 || inode(fi) != snap.journal.ino || fi.Size() < snap.journal.off {
+		return 0, 0
+	}
+	cut := snap.journal.off
+	if fi.Size() == cut {
+		if !s.jfAppend || f.Truncate(0) != nil {
+			return 0, 0
+		}
+		return cut, inode(fi)
+	}
+	tail := make([]byte, fi.Size()-cut)
+	if _, err := f.ReadAt(tail, cut); err != nil {
+		return 0, 0
+	}
+	if err := s.opts.WriteFile(s.JournalPath(), tail, 0o600); err != nil {
+		return 0, 0
+	}
+	nfi, err := os.Stat(s.JournalPath())
+	if err != nil {
+		s.drop()
+		return 0, 0
+	}
+	return cut, inode(nfi)
+}
+
+// afterCompact keeps the cached state, now on top of the new jobs.json
+// and the journal cut by cut bytes (now inode ino), when it is still the
+// one the snapshot was taken from or a later one; it drops it otherwise.
+func (s *Store) afterCompact(snap *snapshot, cut int64, ino uint64) {
+	if s.cache == nil || s.baseFP != snap.baseFP || s.cache.Generation < snap.gen || snap.journal.files > 0 {
+		s.drop()
+		return
+	}
+	nfp, err := s.baseFingerprint()
+	if err != nil {
+		s.drop()
+		return
+	}
+	j := s.journal
+	j.baseSize = int64(len(snap.data))
+	if cut > 0 {
+		if j.ino != snap.journal.ino || j.off < cut {
+			s.drop()
+			return
+		}
+		j.ino, j.off = ino, j.off-cut
+		j.bytes -= cut
+		j.count -= snap.journal.count
+	}
+	s.baseFP, s.baseGen, s.journal = nfp, snap.gen, j
+	if s.cache.Generation == snap.gen {
+		s.wrote = false
+	}
 }
 
 // snapshot reads the current state under the shared lock and encodes it as
@@ -310,12 +597,12 @@ func (s *Store) snapshot(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.cache != st || s.journal.count == 0 || s.enc == nil {
+	if s.cache != st || st.Generation == s.baseGen || s.enc == nil {
 		return nil, nil
 	}
 	data, err := encodeBase(st, s.enc)
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{data: data, gen: st.Generation, from: s.baseGen, baseFP: s.baseFP, bytes: s.journal.bytes}, nil
+	return &snapshot{data: data, gen: st.Generation, from: s.baseGen, baseFP: s.baseFP, journal: s.journal}, nil
 }

@@ -1,12 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,20 +17,42 @@ import (
 	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
-// records lists the generations of the records in home.
+// records lists the generations of the records in home's journal (whole
+// lines only), in order.
 func records(t *testing.T, home string) []uint64 {
 	t.Helper()
-	ents, err := os.ReadDir(home)
+	raw, err := os.ReadFile(filepath.Join(home, JournalFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []uint64
-	for _, e := range ents {
-		if g, ok := recordGeneration(e.Name()); ok {
-			out = append(out, g)
+	for len(raw) > 0 {
+		line, rest, ok := bytes.Cut(raw, []byte("\n"))
+		if !ok {
+			break
 		}
+		rec, err := decodeRecord(line)
+		if err != nil {
+			t.Fatalf("journal line %q: %v", line, err)
+		}
+		out = append(out, rec.Generation)
+		raw = rest
 	}
 	return out
+}
+
+// journalLines returns the journal's whole lines.
+func journalLines(t *testing.T, home string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(home, JournalFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(raw), "\n")
+	return lines[:len(lines)-1]
 }
 
 // fill adds n jobs in one update.
@@ -71,15 +96,15 @@ func claim(t *testing.T, s *Store, id string, slot time.Time) Claim {
 	return got
 }
 
-// TestClaimWritesARecordOfItsJobAlone: a change to one job leaves jobs.json
-// as it was and writes one record holding that job only, whose size does
-// not depend on how many jobs the store holds; another store on the home
-// (another process) reads the change; closing the writer folds the records
-// into jobs.json and removes them.
-func TestClaimWritesARecordOfItsJobAlone(t *testing.T) {
+// TestClaimAppendsARecordOfItsJobAlone: a change to one job leaves
+// jobs.json as it was and appends one line to the journal holding that job
+// only, whose size does not depend on how many jobs the store holds;
+// another store on the home (another process) reads the change; closing
+// the writer folds the journal into jobs.json and empties it.
+func TestClaimAppendsARecordOfItsJobAlone(t *testing.T) {
 	t.Parallel()
 	slot := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
-	sizes := map[int]int64{}
+	sizes := map[int]int{}
 	for _, n := range []int{10, 2000} {
 		home := t.TempDir()
 		s, err := Open(home, Options{})
@@ -95,18 +120,17 @@ func TestClaimWritesARecordOfItsJobAlone(t *testing.T) {
 		if after, _ := os.ReadFile(s.Path()); string(after) != string(base) {
 			t.Fatalf("%d jobs: a claim rewrote jobs.json", n)
 		}
-		gens := records(t, home)
-		if len(gens) != 1 {
-			t.Fatalf("%d jobs: records %v, want one", n, gens)
+		lines := journalLines(t, home)
+		if len(lines) != 1 {
+			t.Fatalf("%d jobs: journal %q, want one line", n, lines)
 		}
-		raw, err := os.ReadFile(s.RecordPath(gens[0]))
-		if err != nil {
-			t.Fatal(err)
+		if strings.Count(lines[0], `"id":`) != 1 || !strings.Contains(lines[0], `"id":"job-00003"`) {
+			t.Fatalf("%d jobs: record holds more than the claimed job:\n%s", n, lines[0])
 		}
-		if strings.Count(string(raw), `"id":`) != 1 || !strings.Contains(string(raw), `"id":"job-00003"`) {
-			t.Fatalf("%d jobs: record holds more than the claimed job:\n%s", n, raw)
+		if gens := records(t, home); len(gens) != 1 || gens[0] != 2 {
+			t.Fatalf("%d jobs: records %v, want generation 2", n, gens)
 		}
-		sizes[n] = int64(len(raw))
+		sizes[n] = len(lines[0])
 
 		other := open(t, home)
 		j, err := other.Get(context.Background(), "job-00003")
@@ -119,10 +143,10 @@ func TestClaimWritesARecordOfItsJobAlone(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if gens := records(t, home); len(gens) != 0 {
-			t.Fatalf("%d jobs: records %v left after close", n, gens)
+		if fi, err := os.Stat(s.JournalPath()); err != nil || fi.Size() != 0 {
+			t.Fatalf("%d jobs: journal after close: %v, %v; want it empty", n, fi.Size(), err)
 		}
-		raw, _ = os.ReadFile(filepath.Join(home, JobsFile))
+		raw, _ := os.ReadFile(filepath.Join(home, JobsFile))
 		if !strings.Contains(string(raw), `"fence":1,"claims":[{"run_id":"run-090000"`) {
 			t.Fatalf("%d jobs: jobs.json after close lacks the claim", n)
 		}
@@ -162,11 +186,14 @@ func TestStoresFollowEachOthersRecords(t *testing.T) {
 			t.Fatalf("job %+v %v, want ten claims", j, err)
 		}
 	}
+	if gens := records(t, home); len(gens) != 10 || gens[0] != 2 || gens[9] != 11 {
+		t.Fatalf("records %v, want generations 2 to 11", gens)
+	}
 }
 
 // TestCompaction: once the journal is due, a change rewrites jobs.json and
-// removes the records it holds. Records left behind by a crash between the
-// two are older than jobs.json and ignored.
+// empties the journal. Lines left behind by a crash between the two are
+// older than jobs.json and skipped; the next record follows them.
 func TestCompaction(t *testing.T) {
 	t.Parallel()
 	const limit = 8
@@ -188,10 +215,7 @@ func TestCompaction(t *testing.T) {
 		}
 	}
 	count(1)
-	stale, err := os.ReadFile(s.RecordPath(2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	stale := journalLines(t, home)[0]
 	for i := 2; i <= limit; i++ {
 		count(i)
 	}
@@ -209,9 +233,9 @@ func TestCompaction(t *testing.T) {
 	if !ok || gen != limit+2 {
 		t.Fatalf("jobs.json generation %d, want %d", gen, limit+2)
 	}
-	// A crash before the removal: the first record is back, older than
-	// jobs.json.
-	if err := os.WriteFile(s.RecordPath(2), stale, 0o600); err != nil {
+	// A crash before the journal was emptied: its first line is back,
+	// older than jobs.json.
+	if err := os.WriteFile(s.JournalPath(), []byte(stale), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	j, err := open(t, home).Get(context.Background(), "job-00000")
@@ -220,7 +244,7 @@ func TestCompaction(t *testing.T) {
 	}
 	// The next record follows jobs.json's generation and is read.
 	count(limit + 2)
-	if gens := records(t, home); len(gens) != 2 {
+	if gens := records(t, home); len(gens) != 2 || gens[0] != 2 || gens[1] != limit+3 {
 		t.Fatalf("records %v, want the stale one and the new one", gens)
 	}
 	if j, err := open(t, home).Get(context.Background(), "job-00000"); err != nil || j.Repeat.Completed != limit+2 {
@@ -228,16 +252,58 @@ func TestCompaction(t *testing.T) {
 	}
 }
 
-// TestCorruptRecordIsKeptAside: a record that cannot be decoded stops reads
-// and writes with ErrCorrupt, is left in place and copied aside.
+// TestTornAppendIsDropped: the remains of an append cut short by a crash
+// (a last line without its newline) are no record: readers ignore them,
+// and the next change writes its record in their place.
+func TestTornAppendIsDropped(t *testing.T) {
+	t.Parallel()
+	for _, torn := range []string{`{"version":1,"generation":3,"jobs":[{"id":"torn-`, "\x00\x00\x00\x00"} {
+		home := t.TempDir()
+		s := open(t, home)
+		fill(t, s, 2)
+		slot := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+		claim(t, s, "job-00000", slot)
+		f, err := os.OpenFile(s.JournalPath(), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(torn); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if j, err := open(t, home).Get(context.Background(), "job-00000"); err != nil || j.Fence != 1 {
+			t.Fatalf("%q: read with a torn end: %+v %v", torn, j, err)
+		}
+		other := open(t, home)
+		claim(t, other, "job-00001", slot)
+		lines := journalLines(t, home)
+		raw, _ := os.ReadFile(s.JournalPath())
+		if len(lines) != 2 || len(raw) != len(lines[0])+len(lines[1]) || strings.Contains(string(raw), torn) {
+			t.Fatalf("%q: journal %q, want two whole records", torn, raw)
+		}
+		for _, st := range []*Store{s, open(t, home)} {
+			for _, id := range []string{"job-00000", "job-00001"} {
+				if j, err := st.Get(context.Background(), id); err != nil || j.Fence != 1 {
+					t.Fatalf("%q: %s: %+v %v", torn, id, j, err)
+				}
+			}
+		}
+	}
+}
+
+// TestCorruptRecordIsKeptAside: a whole journal line that cannot be
+// decoded (or a record file of an older build) stops reads and writes with
+// ErrCorrupt, is left in place and copied aside.
 func TestCorruptRecordIsKeptAside(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ name, content, want string }{
-		{"not json", "{\"version\":1,\"generation\":2,\"jobs\":[\n{\"id\":", "unexpected EOF"},
-		{"wrong generation", `{"version":1,"generation":7,"jobs":[]}`, "generation 7"},
-		{"null job", `{"version":1,"generation":2,"jobs":[null]}`, "job 0 is null"},
-		{"invalid utf-8", "{\"version\":1,\"generation\":2,\"jobs\":[{\"id\":\"job-00000\",\"name\":\"\xff\"}]}", "invalid UTF-8"},
-		{"no version", `{"generation":2,"jobs":[]}`, "missing version"},
+	tests := []struct{ name, file, content, want string }{
+		{"not json", JournalFile, "{\"version\":1,\"generation\":2,\"jobs\":[{\"id\":\n", "unexpected EOF"},
+		{"gap", JournalFile, `{"version":1,"generation":7,"jobs":[]}` + "\n", "generation 7 follows generation 1"},
+		{"null job", JournalFile, `{"version":1,"generation":2,"jobs":[null]}` + "\n", "job 0 is null"},
+		{"invalid utf-8", JournalFile, "{\"version\":1,\"generation\":2,\"jobs\":[{\"id\":\"job-00000\",\"name\":\"\xff\"}]}\n", "invalid UTF-8"},
+		{"no version", JournalFile, `{"generation":2,"jobs":[]}` + "\n", "missing version"},
+		{"no generation", JournalFile, `{"version":1,"jobs":[]}` + "\n", "missing generation"},
+		{"record file", "jobs.2.json", `{"version":1,"generation":7,"jobs":[]}`, "generation 7"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,7 +311,7 @@ func TestCorruptRecordIsKeptAside(t *testing.T) {
 			home := t.TempDir()
 			fill(t, open(t, home), 1)
 			s := open(t, home)
-			path := s.RecordPath(2)
+			path := filepath.Join(home, tc.file)
 			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -258,9 +324,6 @@ func TestCorruptRecordIsKeptAside(t *testing.T) {
 			}
 			if b, _ := os.ReadFile(path); string(b) != tc.content {
 				t.Fatal("the corrupt record was changed")
-			}
-			if gens := records(t, home); len(gens) != 1 {
-				t.Fatalf("records %v, want the corrupt one alone", gens)
 			}
 			copies, _ := filepath.Glob(path + ".corrupt-*")
 			if len(copies) != 1 {
@@ -277,11 +340,19 @@ func TestRecordOfNewerVersionIsRefused(t *testing.T) {
 	home := t.TempDir()
 	fill(t, open(t, home), 1)
 	s := open(t, home)
-	if err := os.WriteFile(s.RecordPath(2), []byte(`{"version":9,"generation":2,"jobs":[]}`), 0o600); err != nil {
+	line := `{"version":9,"generation":2,"jobs":[]}` + "\n"
+	if err := os.WriteFile(s.JournalPath(), []byte(line), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.List(context.Background()); err == nil || !strings.Contains(err.Error(), "format version 9") {
 		t.Fatalf("err %v", err)
+	}
+	err := s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "new"}) })
+	if err == nil || !strings.Contains(err.Error(), "format version 9") {
+		t.Fatalf("update: %v", err)
+	}
+	if b, _ := os.ReadFile(s.JournalPath()); string(b) != line {
+		t.Fatalf("journal changed: %q", b)
 	}
 }
 
@@ -301,7 +372,7 @@ func TestFingerprintFollowsRecords(t *testing.T) {
 	for i := range 3 {
 		claim(t, s, "job-00001", slot.Add(time.Duration(i)*time.Minute))
 		fp, err := watcher.Fingerprint()
-		if err != nil || fp == last || fp.Generation != uint64(i+2) {
+		if err != nil || fp == last || fp.JournalSize <= last.JournalSize {
 			t.Fatalf("claim %d: fingerprint %+v (was %+v) %v", i, fp, last, err)
 		}
 		last = fp
@@ -311,6 +382,12 @@ func TestFingerprintFollowsRecords(t *testing.T) {
 	}
 	if fp, _ := watcher.Fingerprint(); fp != last {
 		t.Fatal("an update that changed nothing changed the fingerprint")
+	}
+	if err := s.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if fp, _ := watcher.Fingerprint(); fp == last || fp.JournalSize != 0 {
+		t.Fatalf("after compacting: fingerprint %+v (was %+v)", fp, last)
 	}
 }
 
@@ -385,33 +462,127 @@ func TestOldLayoutMigrates(t *testing.T) {
 	}
 }
 
-// TestFailedRecordWriteChangesNothing: a record that cannot be written
-// leaves the state as it was (ErrUnwritable), and the cache does not keep
-// the change.
+// TestRecordFilesOfAnOlderBuildAreRead: a home left by a build that wrote
+// one file per record (jobs.<generation>.json) is read whole; its first
+// change writes jobs.json whole and removes those files, and the change
+// after it is a journal line.
+func TestRecordFilesOfAnOlderBuildAreRead(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s := open(t, home)
+	fill(t, s, 2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"jobs.2.json": "{\"version\":1,\"generation\":2,\"jobs\":[\n{\"id\":\"job-00000\",\"name\":\"two\",\"schedule\":\"every 1m\",\"enabled\":true}\n]}\n",
+		"jobs.3.json": "{\"version\":1,\"generation\":3,\"jobs\":[\n{\"id\":\"job-00001\",\"name\":\"three\",\"schedule\":\"every 1m\",\"enabled\":true}\n]}\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(home, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = open(t, home)
+	names := func() map[string]string {
+		got := map[string]string{}
+		err := s.View(context.Background(), func(st *State) error {
+			for _, j := range st.All() {
+				got[j.ID] = j.Name
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := names(); got["job-00000"] != "two" || got["job-00001"] != "three" {
+		t.Fatalf("names %v, want the record files applied", got)
+	}
+	rename := func(name string) {
+		t.Helper()
+		err := s.Update(context.Background(), func(st *State) error {
+			st.Job("job-00000").Name = name
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rename("four")
+	if gen, _ := readGeneration(s.Path()); gen != 4 {
+		t.Fatalf("jobs.json generation %d, want 4", gen)
+	}
+	for name := range files {
+		if _, err := os.Stat(filepath.Join(home, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s left: %v", name, err)
+		}
+	}
+	rename("five")
+	if gens := records(t, home); len(gens) != 1 || gens[0] != 5 {
+		t.Fatalf("records %v, want generation 5", gens)
+	}
+	if got := names(); got["job-00000"] != "five" || got["job-00001"] != "three" {
+		t.Fatalf("names %v", got)
+	}
+}
+
+// TestFailedRecordWriteChangesNothing: a record that cannot be made
+// durable (its bytes written, the sync failing) is cut from the journal
+// again: the state stays as it was (ErrUnwritable), for this store and
+// another, and the next record follows the last good one.
 func TestFailedRecordWriteChangesNothing(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
 	fill(t, open(t, home), 1)
 	fail := errors.New("disk full")
-	s, err := Open(home, Options{WriteFile: func(string, []byte, os.FileMode) error { return fail }})
+	var failing atomic.Bool
+	s, err := Open(home, Options{Append: func(f *os.File, data []byte) error {
+		if failing.Load() {
+			if _, err := f.Write(data[:len(data)/2]); err != nil {
+				return err
+			}
+			return fail
+		}
+		return AppendSync(f, data)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	err = s.Update(context.Background(), func(st *State) error {
-		st.Job("job-00000").Name = "lost"
-		return nil
-	})
-	if !errors.Is(err, ErrUnwritable) || !errors.Is(s.WriteError(), ErrUnwritable) {
+	rename := func(name string) error {
+		return s.Update(context.Background(), func(st *State) error {
+			st.Job("job-00000").Name = name
+			return nil
+		})
+	}
+	if err := rename("kept"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(s.JournalPath())
+	failing.Store(true)
+	err = rename("lost")
+	if !errors.Is(err, ErrUnwritable) || !errors.Is(s.WriteError(), ErrUnwritable) || !errors.Is(err, fail) {
 		t.Fatalf("err %v, write error %v", err, s.WriteError())
 	}
-	if gens := records(t, home); len(gens) != 0 {
-		t.Fatalf("records %v", gens)
+	if after, _ := os.ReadFile(s.JournalPath()); !bytes.Equal(after, before) {
+		t.Fatalf("journal %q after a failed append, want %q", after, before)
 	}
 	for _, st := range []*Store{s, open(t, home)} {
-		if j, err := st.Get(context.Background(), "job-00000"); err != nil || j.Name != "" {
+		if j, err := st.Get(context.Background(), "job-00000"); err != nil || j.Name != "kept" {
 			t.Fatalf("job %+v %v", j, err)
 		}
+	}
+	failing.Store(false)
+	if err := rename("next"); err != nil || s.WriteError() != nil {
+		t.Fatalf("rename after: %v, write error %v", err, s.WriteError())
+	}
+	if gens := records(t, home); len(gens) != 2 || gens[1] != 3 {
+		t.Fatalf("records %v, want generations 2 and 3", gens)
+	}
+	if j, err := open(t, home).Get(context.Background(), "job-00000"); err != nil || j.Name != "next" {
+		t.Fatalf("job %+v %v", j, err)
 	}
 }
 
@@ -422,17 +593,17 @@ func TestRecordGeneration(t *testing.T) {
 			t.Errorf("%s: %d %v", name, g, ok)
 		}
 	}
-	for _, name := range []string{"jobs.json", "jobs..json", "jobs.1.json.corrupt-20260101T000000Z", ".jobs.1.json.tmp-123", "jobs.-1.json", "jobs.1a.json", "jobs.99999999999999999999.json"} {
+	for _, name := range []string{"jobs.json", "jobs..json", "jobs.1.json.corrupt-20260101T000000Z", ".jobs.1.json.tmp-123", "jobs.-1.json", "jobs.1a.json", "jobs.99999999999999999999.json", "jobs.journal"} {
 		if _, ok := recordGeneration(name); ok {
 			t.Errorf("%s read as a record", name)
 		}
 	}
 }
 
-// TestCompactKeepsWhatIsWrittenMeanwhile: Compact folds the records into
+// TestCompactKeepsWhatIsWrittenMeanwhile: Compact folds the journal into
 // jobs.json; a change another process makes while the new file is being
-// written stays a record after it, and one that rewrites jobs.json makes
-// Compact give up. Nothing is lost either way.
+// written stays in the journal after it, alone, and one that rewrites
+// jobs.json makes Compact give up. Nothing is lost either way.
 func TestCompactKeepsWhatIsWrittenMeanwhile(t *testing.T) {
 	t.Parallel()
 	for _, meanwhile := range []string{"record", "rewrite"} {
@@ -480,7 +651,7 @@ func TestCompactKeepsWhatIsWrittenMeanwhile(t *testing.T) {
 			if left, _ := filepath.Glob(filepath.Join(home, compactPrefix+"*")); len(left) != 0 {
 				t.Fatalf("files left: %v", left)
 			}
-			for _, st := range []*Store{s, open(t, home)} {
+			for _, st := range []*Store{s, other, open(t, home)} {
 				for _, id := range []string{"job-00000", "job-00001"} {
 					if j, err := st.Get(context.Background(), id); err != nil || j.Fence != 1 {
 						t.Fatalf("%s: %+v %v", id, j, err)
@@ -490,13 +661,21 @@ func TestCompactKeepsWhatIsWrittenMeanwhile(t *testing.T) {
 					t.Fatalf("the claim made meanwhile: %+v %v", j, err)
 				}
 			}
-			// The compacting store goes on from where it is.
+			// Both stores go on from where they are.
 			claim(t, s, "job-00000", slot.Add(time.Minute))
-			if j, err := open(t, home).Get(context.Background(), "job-00000"); err != nil || j.Fence != 2 {
-				t.Fatalf("after: %+v %v", j, err)
+			claim(t, other, "job-00001", slot.Add(time.Minute))
+			for _, st := range []*Store{s, other, open(t, home)} {
+				for _, id := range []string{"job-00000", "job-00001"} {
+					if j, err := st.Get(context.Background(), id); err != nil || j.Fence != 2 {
+						t.Fatalf("after: %s: %+v %v", id, j, err)
+					}
+				}
 			}
 			// Nothing to fold: Compact writes nothing.
 			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Compact(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			fp, _ := other.Fingerprint()

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/chronoscron/chronos/internal/atomicfile"
@@ -55,6 +54,10 @@ type Options struct {
 	// content or the new, never a part (default atomicfile.Replace: temp
 	// file, fsync, rename, directory fsync). Tests pass one that fails.
 	WriteFile func(path string, data []byte, perm fs.FileMode) error
+	// Append adds data at the end of the journal f and makes it durable
+	// (default AppendSync: write, fdatasync). On an error the store cuts
+	// the journal back to where it was. Tests pass one that fails.
+	Append func(f *os.File, data []byte) error
 	// MaxRecords is how many records may follow jobs.json before a change
 	// writes it whole again (default DefaultMaxRecords).
 	MaxRecords int
@@ -69,6 +72,11 @@ type Store struct {
 	mu   sync.Mutex // serialises this process's users of the lock fd
 	lock *os.File
 
+	// The journal, kept open while it is the file at its path.
+	jf       *os.File
+	jfIno    uint64
+	jfAppend bool // jf was opened for appending
+
 	// The last version read or written by this process, reused while
 	// jobs.json on disk is provably the same (same fingerprint and
 	// generation) and no record follows the cached generation.
@@ -78,10 +86,6 @@ type Store struct {
 	enc     map[*Job][]byte // each cached job's line in the file
 	journal journal         // the records applied on top of jobs.json
 	wrote   bool            // this store added a record since jobs.json was written
-
-	hintMu  sync.Mutex // guards the last generation Fingerprint found
-	hintFP  Fingerprint
-	hintGen uint64
 
 	werr atomic.Pointer[writeErr] // the last write's failure; nil: it succeeded
 }
@@ -98,6 +102,9 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.WriteFile == nil {
 		opts.WriteFile = atomicfile.Replace
+	}
+	if opts.Append == nil {
+		opts.Append = AppendSync
 	}
 	if opts.MaxRecords <= 0 {
 		opts.MaxRecords = DefaultMaxRecords
@@ -149,6 +156,10 @@ func (s *Store) Close() error {
 	}
 	if s.wrote {
 		s.compactLocked()
+	}
+	if s.jf != nil {
+		_ = s.jf.Close()
+		s.jf = nil
 	}
 	err := s.lock.Close()
 	s.lock = nil
@@ -250,12 +261,16 @@ func (s *Store) read() (*State, error) {
 		fp, err := s.baseFingerprint()
 		if err == nil && fp == s.baseFP && fp != (Fingerprint{}) {
 			if gen, ok := readGeneration(s.Path()); ok && gen == s.baseGen {
-				if err := s.replay(s.cache, s.enc, &s.journal); err != nil {
-					s.drop()
+				added, err := s.replayJournal(s.cache, s.enc, &s.journal)
+				if err == nil {
+					sortAdded(s.cache, added)
+					s.cache.clean()
+					return s.cache, nil
+				}
+				s.drop()
+				if !errors.Is(err, errJournalReplaced) {
 					return nil, err
 				}
-				s.cache.clean()
-				return s.cache, nil
 			}
 		}
 		s.drop()
@@ -304,9 +319,15 @@ func (s *Store) read() (*State, error) {
 	st.reindex()
 	enc := splitLines(raw, st.jobs)
 	j := journal{baseSize: int64(len(raw))}
-	if err := s.replay(st, enc, &j); err != nil {
+	added, err := s.replayFiles(st, enc, &j)
+	if err != nil {
 		return nil, err
 	}
+	more, err := s.replayJournal(st, enc, &j)
+	if err != nil {
+		return nil, err
+	}
+	sortAdded(st, added || more)
 	s.remember(st, enc, fst.Generation, j)
 	return st, nil
 }
@@ -438,7 +459,9 @@ func (s *Store) write(st *State) error {
 		return nil
 	}
 	st.Generation++
-	if st.reshaped || st.chains.reshaped || old == nil {
+	if st.reshaped || st.chains.reshaped || old == nil || s.journal.files > 0 {
+		// Record files of an older build are folded first, so that none
+		// is ever read together with the journal.
 		return s.writeBase(st, enc)
 	}
 	var chains []byte
@@ -452,16 +475,15 @@ func (s *Store) write(st *State) error {
 	if s.journal.due(len(rec), s.opts.MaxRecords) {
 		return s.writeBase(st, enc)
 	}
-	if err := s.opts.WriteFile(s.RecordPath(st.Generation), rec, 0o600); err != nil {
+	if err := s.appendRecord(rec); err != nil {
 		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
 	}
 	s.werr.Store(nil)
 	s.wrote = true
-	j := s.journal
-	j.count++
-	j.bytes += int64(len(rec))
+	s.journal.count++
+	s.journal.bytes += int64(len(rec))
 	st.clean()
-	s.cache, s.enc, s.journal = st, enc, j
+	s.cache, s.enc = st, enc
 	return nil
 }
 
@@ -554,10 +576,12 @@ func (s *Store) writeBase(st *State, enc map[*Job][]byte) error {
 	}
 	s.werr.Store(nil)
 	s.wrote = false
-	if s.journal.count > 0 || s.cache != st {
+	if s.journal.files > 0 || s.cache != st {
 		s.pruneRecords(st.Generation)
 	}
-	s.remember(st, enc, st.Generation, journal{baseSize: int64(len(b))})
+	j := s.resetJournal()
+	j.baseSize = int64(len(b))
+	s.remember(st, enc, st.Generation, j)
 	return nil
 }
 
@@ -591,39 +615,31 @@ func (s *Store) List(ctx context.Context) ([]Job, error) {
 
 // Fingerprint identifies one version of the store on disk cheaply:
 // jobs.json's inode, size and modification time (which change on every
-// rewrite, since every rewrite renames a new file into place) and the
-// generation of the last record that follows it.
+// rewrite, since every rewrite renames a new file into place), and the
+// journal's inode and size (which grow with every record).
 type Fingerprint struct {
-	Ino        uint64
-	Size       int64
-	MTime      int64
-	Generation uint64
+	Ino         uint64
+	Size        int64
+	MTime       int64
+	JournalIno  uint64
+	JournalSize int64
 }
 
-// Fingerprint stats jobs.json and looks for the records written after the
-// last one it found; a missing file has the zero fingerprint.
+// Fingerprint stats jobs.json and the journal; a missing jobs.json has the
+// zero fingerprint.
 func (s *Store) Fingerprint() (Fingerprint, error) {
 	fp, err := s.baseFingerprint()
 	if err != nil || fp == (Fingerprint{}) {
 		return fp, err
 	}
-	gen, ok := readGeneration(s.Path())
-	if !ok {
+	fi, err := os.Stat(s.JournalPath())
+	if errors.Is(err, fs.ErrNotExist) {
 		return fp, nil
 	}
-	s.hintMu.Lock()
-	defer s.hintMu.Unlock()
-	if s.hintFP == fp && s.hintGen > gen {
-		gen = s.hintGen
+	if err != nil {
+		return Fingerprint{}, fmt.Errorf("store: stat: %w", err)
 	}
-	for {
-		if _, err := os.Stat(s.RecordPath(gen + 1)); err != nil {
-			break
-		}
-		gen++
-	}
-	s.hintFP, s.hintGen = fp, gen
-	fp.Generation = gen
+	fp.JournalIno, fp.JournalSize = inode(fi), fi.Size()
 	return fp, nil
 }
 
@@ -636,9 +652,5 @@ func (s *Store) baseFingerprint() (Fingerprint, error) {
 	if err != nil {
 		return Fingerprint{}, fmt.Errorf("store: stat: %w", err)
 	}
-	fp := Fingerprint{Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		fp.Ino = uint64(sys.Ino)
-	}
-	return fp, nil
+	return Fingerprint{Ino: inode(fi), Size: fi.Size(), MTime: fi.ModTime().UnixNano()}, nil
 }

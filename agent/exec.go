@@ -115,7 +115,7 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 		}
 	}
 	stored := rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started),
-		state: kr.state, reason: kr.reason})
+		state: kr.state, reason: kr.reason, fanout: kr.fanout})
 	if stored && j.JobKind == JobKindFanout && !errors.Is(context.Cause(ctx), errShutdown) {
 		rt.dropPlan(c.RunID, log)
 	}
@@ -246,6 +246,8 @@ type ended struct {
 	// kind decided it (a workflow skipped, a fanout partial).
 	state  ledger.State
 	reason string
+	// fanout counts a fanout parent's children (nil for other runs).
+	fanout *notify.Fanout
 }
 
 // completion is what the store write of a run's end decided.
@@ -282,7 +284,7 @@ func (rt *Runtime) finish(log *slog.Logger, r *activeRun, o ended) bool {
 	case errors.Is(o.cause, errCancelled):
 		cp.state, cp.reason = ledger.StateCancelled, o.cause.Error()
 	}
-	ran := notify.Run{Output: rt.outputTail(o.output), Duration: o.took}
+	ran := notify.Run{Output: rt.outputTail(o.output), Duration: o.took, Fanout: o.fanout}
 	baseReason := cp.reason
 	p := &plan{}
 	update := func(st *store.State) error {

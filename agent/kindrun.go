@@ -14,9 +14,14 @@ import (
 
 	"github.com/chronoscron/chronos/agent/fanout"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 )
+
+// EnvParentRunID is the variable a fanout child and reducer find their
+// parent's run id in.
+const EnvParentRunID = "CHRONOS_PARENT_RUN_ID"
 
 // StopGrace is how long a stopped fanout child has between SIGTERM and
 // SIGKILL.
@@ -28,6 +33,8 @@ type kindResult struct {
 	res    runner.Result
 	state  ledger.State
 	reason string
+	// fanout counts a fanout parent's children for its notifications.
+	fanout *notify.Fanout
 }
 
 // runKind runs claimed run s as its job kind says: a plain job's payload;
@@ -102,24 +109,40 @@ func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log
 	})
 	runOn := ReducerOnOf(j.Fanout)
 	v := fanout.Judge(sum, j.Fanout.PartialTolerance, runOn)
+	counts := fanoutCounts(sum, plan, j.Fanout.PartialTolerance)
 	if cause := context.Cause(ctx); cause != nil {
-		return failed(fmt.Errorf("%s; stopped: %w", v.Reason, cause))
+		kr := failed(fmt.Errorf("%s; stopped: %w", v.Reason, cause))
+		kr.fanout = counts
+		return kr
 	}
 	fmt.Fprintln(out, v.Reason)
 	if j.Fanout.Reducer != nil && v.Reduce {
 		if o := rt.runChild(ctx, &j, c, child{index: -1, attempt: 1}); o != fanout.Succeeded {
 			if ctx.Err() != nil {
-				return failed(fmt.Errorf("%s; reducer stopped: %w", v.Reason, context.Cause(ctx)))
+				kr := failed(fmt.Errorf("%s; reducer stopped: %w", v.Reason, context.Cause(ctx)))
+				kr.fanout = counts
+				return kr
 			}
 			v.State, v.Reason = ledger.StateFailed, v.Reason+"; reducer failed"
 			fmt.Fprintln(out, "reducer failed")
 		}
 	}
-	kr := kindResult{state: v.State, reason: v.Reason}
+	kr := kindResult{state: v.State, reason: v.Reason, fanout: counts}
 	if !v.State.Succeeded() {
 		kr.res.Err = errors.New(v.Reason)
 	}
 	return kr
+}
+
+// fanoutCounts is what the notifications of parent plan say of its
+// children: sum's counts and the failed items.
+func fanoutCounts(sum fanout.Summary, plan fanout.Plan, tolerance float64) *notify.Fanout {
+	f := &notify.Fanout{Items: sum.Total, Succeeded: sum.Succeeded, Failed: sum.Failed, NotRun: sum.NotRun,
+		PartialTolerance: tolerance}
+	for _, i := range sum.FailedItems {
+		f.AddFailed(i, plan.Items[i], fanout.ChildRunID(plan.RunID, i))
+	}
+	return f
 }
 
 // ReducerOnOf is f's reducer condition (success without a reducer).
@@ -245,7 +268,7 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 		}
 	}
 	if payload.Shell != nil {
-		payload.Shell.Env["CHRONOS_PARENT_RUN_ID"] = c.RunID
+		payload.Shell.Env[EnvParentRunID] = c.RunID
 	}
 	line := func(st ledger.State, reason string) ledger.Entry {
 		e := rt.entry(j, rt.now(), mark{id, st, c.Slot, Trigger(c.Trigger), reason})
@@ -270,8 +293,9 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 		cctx, cancel = context.WithTimeoutCause(ctx, f.PerItemTimeout.Std(), fmt.Errorf("per-item timeout after %s", f.PerItemTimeout.Std()))
 		defer cancel()
 	}
-	res := rt.runGraceful(cctx, runner.Request{JobID: j.ID, RunID: id, FireAt: c.Slot, Attempt: ch.attempt, Payload: payload,
-		Output: &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}, Env: RunEnv(rt.cfg.Home, j)})
+	req := rt.childRequest(j, c, ch, payload)
+	req.RunID, req.Output = id, &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
+	res := rt.runGraceful(cctx, req)
 	st, outcome, reason := ledger.StateSucceeded, fanout.Succeeded, ""
 	if res.Err != nil {
 		st, outcome, reason = ledger.StateFailed, fanout.Failed, res.Err.Error()
@@ -292,6 +316,19 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 	}
 	rt.record(e)
 	return outcome
+}
+
+// childRequest is the runner's request for child ch (or the reducer) of
+// parent c, without its run id and output: a child's item is in Fanout
+// and, with the parent's run id, in Env, for a runner of any kind.
+func (rt *Runtime) childRequest(j *Job, c Claim, ch child, payload runner.Payload) runner.Request {
+	req := runner.Request{JobID: j.ID, FireAt: c.Slot, Attempt: ch.attempt, Payload: payload, Env: RunEnv(rt.cfg.Home, j)}
+	if ch.index >= 0 {
+		req.Fanout = &runner.FanoutItem{ParentRunID: c.RunID, Index: ch.index, Item: ch.item, Var: j.Fanout.ItemVar}
+		req.Env[j.Fanout.ItemVar] = ch.item
+		req.Env[EnvParentRunID] = c.RunID
+	}
+	return req
 }
 
 // childPayload is p for one item: a shell payload gets the item in

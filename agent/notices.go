@@ -163,9 +163,10 @@ func (rt *Runtime) closeNotices() error {
 // owe plans the notifications of a run of j that ended with line e (the
 // ledger line about to be written), under the store lock: j's streak moves
 // on and the rows join j.Outbound, durable in the same write as the run's
-// final state. ran gives what the line does not: the run's output and
-// duration. It reports whether any row was added. A job without targets
-// owes nothing and keeps no streak.
+// final state. ran gives what the line does not: the run's output,
+// duration and, for a fanout parent, its children's counts. It reports
+// whether any row was added. A job without targets owes nothing and keeps
+// no streak.
 func (rt *Runtime) owe(j *Job, e ledger.Entry, ran notify.Run) bool {
 	if len(j.Targets) == 0 {
 		return false
@@ -173,7 +174,7 @@ func (rt *Runtime) owe(j *Job, e ledger.Entry, ran notify.Run) bool {
 	run := notify.Run{
 		JobID: j.ID, RunID: e.RunID, Slot: e.Slot, Status: string(e.State), Runner: e.Runner,
 		Code: e.ExitCode, Output: ran.Output, Duration: ran.Duration, Error: e.Error,
-		Ledger: ledgerRef(e), Ended: e.Time,
+		Ledger: ledgerRef(e), Ended: e.Time, Fanout: ran.Fanout,
 	}
 	if run.Error == "" && e.State != ledger.StateSucceeded {
 		run.Error = e.Reason

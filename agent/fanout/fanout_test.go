@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,15 @@ func TestExecuteBoundsConcurrency(t *testing.T) {
 	if sum.Total != 100 || sum.Succeeded != 75 || sum.Failed != 25 || sum.NotRun != 0 {
 		t.Fatalf("summary %+v", sum)
 	}
+	// The failed children, by index, ascending whatever order they ended in.
+	for k, i := range sum.FailedItems {
+		if i != 4*k {
+			t.Fatalf("failed items %v, want every fourth index from 0", sum.FailedItems)
+		}
+	}
+	if len(sum.FailedItems) != 25 {
+		t.Fatalf("%d failed items, want 25", len(sum.FailedItems))
+	}
 }
 
 func TestExecuteRetriesAndResumes(t *testing.T) {
@@ -77,7 +87,7 @@ func TestExecuteRetriesAndResumes(t *testing.T) {
 			t.Fatalf("item %d attempts %v, want %v", i, calls[i], w)
 		}
 	}
-	if sum.Succeeded != 4 || sum.Failed != 1 {
+	if sum.Succeeded != 4 || sum.Failed != 1 || !slices.Equal(sum.FailedItems, []int{1}) {
 		t.Fatalf("summary %+v", sum)
 	}
 }

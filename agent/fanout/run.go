@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -52,6 +53,8 @@ type Summary struct {
 	// NotRun counts children stopped or never started (the parent was
 	// cancelled or timed out).
 	NotRun int
+	// FailedItems are the indexes of the failed children, ascending.
+	FailedItems []int
 }
 
 // Execute runs every unfinished child, at most cfg.Concurrency at once, in
@@ -62,7 +65,7 @@ func Execute(ctx context.Context, cfg Config) Summary {
 	maxA := max(cfg.MaxAttempts, 1)
 	sum := Summary{Total: len(cfg.Items)}
 	var mu sync.Mutex
-	count := func(o Outcome) {
+	count := func(i int, o Outcome) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch o {
@@ -70,6 +73,7 @@ func Execute(ctx context.Context, cfg Config) Summary {
 			sum.Succeeded++
 		case Failed:
 			sum.Failed++
+			sum.FailedItems = append(sum.FailedItems, i)
 		default:
 			sum.NotRun++
 		}
@@ -79,11 +83,11 @@ func Execute(ctx context.Context, cfg Config) Summary {
 	for i := range cfg.Items {
 		p := cfg.Prior[i]
 		if p.Final {
-			count(p.Outcome)
+			count(i, p.Outcome)
 			continue
 		}
 		if p.Attempts >= maxA {
-			count(Failed)
+			count(i, Failed)
 			continue
 		}
 		select {
@@ -91,15 +95,16 @@ func Execute(ctx context.Context, cfg Config) Summary {
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
-			count(Stopped)
+			count(i, Stopped)
 			continue
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			count(runChild(ctx, cfg, i, p.Attempts+1, maxA))
+			count(i, runChild(ctx, cfg, i, p.Attempts+1, maxA))
 		})
 	}
 	wg.Wait()
+	slices.Sort(sum.FailedItems)
 	return sum
 }
 

@@ -45,6 +45,9 @@ type Body struct {
 	Time time.Time `json:"time"`
 	// Breaker is set on an alert of EventChainBreakerOpen.
 	Breaker *BreakerAlert `json:"breaker,omitempty"`
+	// Fanout is set on the events of a fanout parent whose children ran:
+	// how many there were, how they ended and which failed.
+	Fanout *Fanout `json:"fanout,omitempty"`
 }
 
 // Run is what the run path knows about a finished run.
@@ -66,6 +69,8 @@ type Run struct {
 	Ledger string
 	// Ended is when the run ended.
 	Ended time.Time
+	// Fanout counts the children of a fanout parent (nil for other runs).
+	Fanout *Fanout
 }
 
 // Plan decides a finished run's notifications: the job's streak after the
@@ -98,7 +103,7 @@ func (r Run) body(e Event) Body {
 	b := Body{
 		Event: e, JobID: r.JobID, RunID: r.RunID, Slot: r.Slot, Status: r.Status,
 		DurationMS: r.Duration.Milliseconds(), Error: Tail(r.Error, MaxOutput),
-		Ledger: r.Ledger, Time: r.Ended,
+		Ledger: r.Ledger, Time: r.Ended, Fanout: r.Fanout.Clone(),
 	}
 	b.Output = Tail(r.Output, MaxOutput)
 	b.OutputTruncated = len(b.Output) < len(r.Output)

@@ -21,14 +21,18 @@ const (
 	EventMissed      Event = "missed"
 	EventInterrupted Event = "interrupted"
 	EventRecovered   Event = "recovered"
+	// EventPartial is a fanout parent that ended partial: some children
+	// failed, no more than its partial_tolerance allows. The run is a
+	// success (it also emits EventSucceeded), but failed items need a look.
+	EventPartial Event = "partial"
 )
 
 // Events lists every event in a fixed order.
-var Events = []Event{EventSucceeded, EventFailed, EventMissed, EventInterrupted, EventRecovered}
+var Events = []Event{EventSucceeded, EventFailed, EventMissed, EventInterrupted, EventRecovered, EventPartial}
 
 // DefaultOn is the filter of a target that names none: everything that
 // needs attention, not routine success.
-var DefaultOn = []Event{EventFailed, EventMissed, EventInterrupted, EventRecovered}
+var DefaultOn = []Event{EventFailed, EventMissed, EventInterrupted, EventRecovered, EventPartial}
 
 // Valid reports whether e is a known event.
 func (e Event) Valid() bool { return slices.Contains(Events, e) }
@@ -191,7 +195,7 @@ func validateOn(on []Event) error {
 	seen := map[Event]bool{}
 	for _, e := range on {
 		if !e.Valid() {
-			return fmt.Errorf("%w: unknown event %q in on (want one of succeeded, failed, missed, interrupted, recovered)", ErrInvalidTarget, e)
+			return fmt.Errorf("%w: unknown event %q in on (want one of succeeded, failed, missed, interrupted, recovered, partial)", ErrInvalidTarget, e)
 		}
 		if seen[e] {
 			return fmt.Errorf("%w: event %q appears twice in on", ErrInvalidTarget, e)
@@ -304,5 +308,6 @@ func (n Notification) Clone() Notification {
 		code := *n.Body.ExitCode
 		n.Body.ExitCode = &code
 	}
+	n.Body.Fanout = n.Body.Fanout.Clone()
 	return n
 }

@@ -257,6 +257,10 @@ func EventEnv(n Notification) []string {
 	if b.ConsecutiveFailures != 0 {
 		env = append(env, "CHRONOS_CONSECUTIVE_FAILURES="+strconv.Itoa(b.ConsecutiveFailures))
 	}
+	if f := b.Fanout; f != nil {
+		env = append(env, "CHRONOS_FANOUT_ITEMS="+strconv.Itoa(f.Items),
+			"CHRONOS_FANOUT_SUCCEEDED="+strconv.Itoa(f.Succeeded), "CHRONOS_FANOUT_FAILED="+strconv.Itoa(f.Failed))
+	}
 	return env
 }
 

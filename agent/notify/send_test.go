@@ -266,3 +266,24 @@ func TestSendersDispatch(t *testing.T) {
 		t.Fatalf("no webhook sender: %+v", res)
 	}
 }
+
+// A command target of a fanout parent's event finds the children's counts
+// in its environment; other events have none of them.
+func TestEventEnvFanout(t *testing.T) {
+	t.Parallel()
+	n := sample("ntf_f", Target{Kind: KindCommand, Command: []string{"true"}})
+	for _, e := range EventEnv(n) {
+		if strings.HasPrefix(e, "CHRONOS_FANOUT_") {
+			t.Fatalf("a plain run's event has %s", e)
+		}
+	}
+	n.Body.Event, n.Body.Status = EventPartial, "partial"
+	n.Body.Fanout = &Fanout{Items: 200, Succeeded: 180, Failed: 20}
+	env := strings.Join(EventEnv(n), "\n") + "\n"
+	for _, want := range []string{"CHRONOS_EVENT=partial", "CHRONOS_STATUS=partial", "CHRONOS_FANOUT_ITEMS=200",
+		"CHRONOS_FANOUT_SUCCEEDED=180", "CHRONOS_FANOUT_FAILED=20"} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("environment lacks %s:\n%s", want, env)
+		}
+	}
+}

@@ -26,6 +26,7 @@ func TestParseTarget(t *testing.T) {
 		{"command:/usr/local/bin/page-me", notify.Target{Kind: notify.KindCommand, Command: []string{"/usr/local/bin/page-me"}}},
 		{`command:page-me --team 'night shift' "say \"hi\"" a\ b@succeeded`, notify.Target{Kind: notify.KindCommand,
 			Command: []string{"page-me", "--team", "night shift", `say "hi"`, "a b"}, On: []notify.Event{notify.EventSucceeded}}},
+		{"file:/tmp/x@failed,partial", notify.Target{Kind: notify.KindFile, Path: "/tmp/x", On: []notify.Event{notify.EventFailed, notify.EventPartial}}},
 		{`command:notify-send 'x@failed'`, notify.Target{Kind: notify.KindCommand, Command: []string{"notify-send", "x@failed"}}},
 	} {
 		got, err := notify.ParseTarget(tc.spec)
@@ -126,7 +127,7 @@ func TestPolicyDescribe(t *testing.T) {
 		{Kind: notify.KindFile, Path: "/tmp/e", On: []notify.Event{notify.EventSucceeded}}}, NotifyAfter: 3, RenotifyEvery: 2}
 	got := p.Describe(notify.Streak{Failures: 4, Alerted: true})
 	want := [][2]string{
-		{"notify", "webhook:https://h.example.com/x (events failed,missed,interrupted,recovered)"},
+		{"notify", "webhook:https://h.example.com/x (events failed,missed,interrupted,recovered,partial)"},
 		{"notify", "file:/tmp/e@succeeded"},
 		{"alerts", "failed after 3 consecutive failure(s), again every 2 more; recovered on the first success after an alert"},
 		{"notify streak", "4 failure(s), alerted (recovered is sent on the next success)"},

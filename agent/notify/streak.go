@@ -13,6 +13,8 @@ type Streak struct {
 // run emits, in order:
 //   - succeeded: succeeded, then recovered once if the streak had alerted;
 //     the streak resets;
+//   - partial (a fanout within its tolerance): a success, so as
+//     succeeded, with partial between succeeded and recovered;
 //   - failed: the streak grows; failed when it reaches notify_after, and
 //     again every renotify_every further failures;
 //   - missed and interrupted: emitted as themselves; the streak is left
@@ -21,11 +23,15 @@ type Streak struct {
 // Any other outcome emits nothing and changes nothing.
 func (s Streak) Next(p Policy, outcome Event) (Streak, []Event) {
 	switch outcome {
-	case EventSucceeded:
-		if s.Alerted {
-			return Streak{}, []Event{EventSucceeded, EventRecovered}
+	case EventSucceeded, EventPartial:
+		events := []Event{EventSucceeded}
+		if outcome == EventPartial {
+			events = append(events, EventPartial)
 		}
-		return Streak{}, []Event{EventSucceeded}
+		if s.Alerted {
+			events = append(events, EventRecovered)
+		}
+		return Streak{}, events
 	case EventFailed:
 		s.Failures++
 		n := p.Threshold()

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +38,10 @@ func TestStreakNext(t *testing.T) {
 			{f, nil}, {EventMissed, []Event{EventMissed}}, {EventInterrupted, []Event{EventInterrupted}}, {f, []Event{f}},
 		}},
 		{"unknown outcomes emit nothing", Policy{}, []step{{"skipped", nil}, {"duplicate", nil}}},
+		{"partial is a success: it resets the streak and recovers", Policy{NotifyAfter: 2}, []step{
+			{EventPartial, []Event{s, EventPartial}}, {f, nil}, {f, []Event{f}},
+			{EventPartial, []Event{s, EventPartial, EventRecovered}}, {f, nil}, {f, []Event{f}},
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -171,5 +176,71 @@ func TestTail(t *testing.T) {
 		if got != c.want || len(got) > 4 || !utf8.ValidString(got) {
 			t.Errorf("Tail(%q, 4) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// A partial fanout parent: succeeded (status partial) to a succeeded
+// target, partial to the default filter, nothing to a failed-only target;
+// each body carries the children's counts and failed items, and the
+// failed alert of an earlier failing parent does too.
+func TestPlanPartialFanout(t *testing.T) {
+	t.Parallel()
+	def := Target{Kind: KindFile, Path: "/var/log/default.jsonl"}
+	failedOnly := Target{Kind: KindFile, Path: "/var/log/failed.jsonl", On: []Event{EventFailed}}
+	wins := Target{Kind: KindFile, Path: "/var/log/wins.jsonl", On: []Event{EventSucceeded}}
+	p := Policy{Targets: []Target{def, failedOnly, wins}}
+	counts := &Fanout{Items: 10, Succeeded: 9, Failed: 1, PartialTolerance: 0.1}
+	counts.AddFailed(4, "https://e.example/4", "r1.c00005")
+	st, ns := Plan(p, Streak{Failures: 2, Alerted: true}, Run{JobID: "scan", RunID: "r1", Status: "partial", Fanout: counts})
+	var got []string
+	for _, n := range ns {
+		got = append(got, string(n.Body.Event)+"->"+n.Target.Path)
+		if n.Body.Status != "partial" || n.Body.ExitCode != nil || !reflect.DeepEqual(n.Body.Fanout, counts) {
+			t.Fatalf("body %+v (fanout %+v)", n.Body, n.Body.Fanout)
+		}
+		if n.Body.Fanout == counts {
+			t.Fatal("the body shares the run's fanout counts")
+		}
+	}
+	want := []string{"succeeded->/var/log/wins.jsonl", "partial->/var/log/default.jsonl", "recovered->/var/log/default.jsonl"}
+	if !slices.Equal(got, want) || st != (Streak{}) {
+		t.Fatalf("notifications %v (streak %+v), want %v and a reset streak", got, st, want)
+	}
+	raw, _ := json.Marshal(ns[1].Body)
+	for _, key := range []string{`"fanout":{"items":10,"succeeded":9,"failed":1,"partial_tolerance":0.1,`,
+		`"failed_items":[{"index":4,"item":"https://e.example/4","run_id":"r1.c00005"}]`} {
+		if !strings.Contains(string(raw), key) {
+			t.Fatalf("body JSON %s lacks %s", raw, key)
+		}
+	}
+	_, ns = Plan(p, Streak{}, Run{JobID: "scan", RunID: "r2", Status: "failed", Fanout: counts})
+	if len(ns) != 2 || ns[0].Body.Fanout == nil || ns[0].Body.Fanout.Failed != 1 || ns[1].Target.Path != failedOnly.Path {
+		t.Fatalf("failed parent notifications %+v", ns)
+	}
+	if c := ns[0].Clone(); c.Body.Fanout == ns[0].Body.Fanout || !reflect.DeepEqual(c.Body.Fanout, ns[0].Body.Fanout) {
+		t.Fatal("Clone shares or loses the fanout counts")
+	}
+}
+
+func TestFanoutAddFailedBounds(t *testing.T) {
+	t.Parallel()
+	var f Fanout
+	long := strings.Repeat("x", MaxItemText-1) + "é" // the cut falls inside é
+	f.AddFailed(0, long, "r.c00001")
+	for i := 1; i < MaxFailedItems+5; i++ {
+		f.AddFailed(i, "item", "r")
+	}
+	if len(f.FailedItems) != MaxFailedItems || !f.FailedItemsTruncated {
+		t.Fatalf("%d failed items, truncated %v", len(f.FailedItems), f.FailedItemsTruncated)
+	}
+	first := f.FailedItems[0]
+	if !first.ItemTruncated || len(first.Item) != MaxItemText-1 || !utf8.ValidString(first.Item) {
+		t.Fatalf("long item cut to %d bytes (truncated %v, valid %v)", len(first.Item), first.ItemTruncated, utf8.ValidString(first.Item))
+	}
+	if f.FailedItems[1].ItemTruncated || f.FailedItems[MaxFailedItems-1].Index != MaxFailedItems-1 {
+		t.Fatalf("items %+v", f.FailedItems[1:3])
+	}
+	if (*Fanout)(nil).Clone() != nil {
+		t.Fatal("nil clone")
 	}
 }

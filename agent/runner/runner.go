@@ -71,10 +71,30 @@ type Request struct {
 	// Chain is the chain metadata of a chain step's run (nil otherwise): an
 	// embedder's runner can put it in its prompt.
 	Chain *chain.Meta
+	// Fanout is the item of a fanout child's run (nil otherwise, the
+	// reducer included): what the shell runner gets in the item variable
+	// and the http runner in its URL and body, for a runner of any kind.
+	Fanout *FanoutItem
 	// Env are variables the run gets besides its payload's (the agent's
-	// home, a chain step's metadata); runners that start processes add them
-	// to the environment, after the payload's own.
+	// home, a chain step's metadata, a fanout child's item and parent run
+	// id); runners that start processes add them to the environment, after
+	// the payload's own.
 	Env map[string]string
+}
+
+// FanoutItem is the item a fanout child runs for.
+type FanoutItem struct {
+	// ParentRunID is the run id of the fanout parent
+	// (CHRONOS_PARENT_RUN_ID).
+	ParentRunID string
+	// Index is the item's position in the parent's plan, from 0.
+	Index int
+	// Item is the item itself: one line of the resolved inputs.
+	Item string
+	// Var is the job's item_var (FANOUT_ITEM unless set): the variable a
+	// shell child finds Item in, and the ${Var} an http child's URL and
+	// body have replaced by it.
+	Var string
 }
 
 // Result is how a run ended. Err nil means success; ExitCode is the shell

@@ -24,7 +24,7 @@ started with --config records its config there, or $CHRONOS_AGENT_CONFIG names i
 The payload is either a command after "--" (one argument runs with "sh -c", several run
 directly) or an HTTP request (--http-url and the other --http-* flags).
 --notify KIND:DEST[@EVENT,...] (webhook:URL, file:/ABS/PATH or command:LINE) tells a target
-what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered or all).`,
+what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered, partial or all).`,
 		Example: `  chronos jobs add --schedule 'every 2s' -- 'date >> /tmp/ticks'
   chronos jobs add --schedule 'weekdays at 9am' --tz Europe/Paris --window daily -- /usr/local/bin/brief
   chronos jobs add --schedule 'daily at 3am' --notify webhook:https://hooks.example.com/x --notify-after 2 -- /usr/local/bin/backup

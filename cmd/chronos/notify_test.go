@@ -50,7 +50,7 @@ func TestJobsAddNotifyEachKind(t *testing.T) {
 		t.Fatalf("stored policy %+v\nwant %+v", got, want)
 	}
 	show := mustCLI(t, "jobs", "show", "--home", home, "n")
-	for _, s := range []string{"webhook:https://93.184.215.14/hook (events failed,missed,interrupted,recovered)",
+	for _, s := range []string{"webhook:https://93.184.215.14/hook (events failed,missed,interrupted,recovered,partial)",
 		"failed after 3 consecutive failure(s), again every 5 more", "notify streak:"} {
 		if !strings.Contains(show, s) {
 			t.Errorf("show does not say %q:\n%s", s, show)

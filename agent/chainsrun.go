@@ -150,26 +150,20 @@ func dropBreakerRows(st *store.State, added map[string]bool) {
 	}
 }
 
-// admitStep admits a fire of j like admit, and for a chain step first
-// checks its chain: a step of a chain that expired or closed does not run
-// (recorded skipped, its job removed, an expired chain closed); a step
-// that starts is marked running. The caller holds the store lock.
+// admitStep admits a fire or manual run of j like admit, and for a chain
+// step first checks its chain: a step of a chain that is gone, expired or
+// closed does not run (recorded skipped, a pending step marked skipped, its
+// job removed unless a run of it is still live, an expired chain closed)
+// and p.refused says why; a step that starts is marked running. The caller
+// holds the store lock.
 func (rt *Runtime) admitStep(st *store.State, j *Job, sched *schedule.Schedule, a admission, p *plan) (FireResult, error) {
 	now := rt.now()
 	if j.Chain == nil {
 		return rt.admit(j, sched, a, now, p)
 	}
 	c := st.Chain(j.Chain.ChainID)
-	why := ""
-	switch {
-	case c == nil:
-		why = "chain gone"
-	case !now.Before(c.ExpiresAt):
-		why = "chain expired"
-	case !c.Open():
-		why = "chain closed: " + c.ClosedReason
-	}
-	if why == "" {
+	why, refused := stepBlocked(j, c, now)
+	if refused == nil {
 		res, err := rt.admit(j, sched, a, now, p)
 		if err == nil && res.RunID != "" && !res.Skipped && !res.Queued {
 			c.StepStarted(j.ID, res.RunID, now)
@@ -177,17 +171,39 @@ func (rt *Runtime) admitStep(st *store.State, j *Job, sched *schedule.Schedule, 
 		return res, err
 	}
 	runID := newRunID(now)
-	p.lines = append(p.lines, rt.entry(j, now, mark{runID, ledger.StateSkipped, a.slot, a.trig, why}))
+	e := rt.entry(j, now, mark{runID, ledger.StateSkipped, a.slot, a.trig, why})
+	e.Forced = a.forced
+	p.lines = append(p.lines, e)
+	p.refused = fmt.Errorf("%w; recorded skipped as run %s", refused, runID)
 	if c != nil {
-		if s := c.Step(j.ID); s != nil && s.Status.Open() {
+		if s := c.Step(j.ID); s != nil && s.Status == chain.StepPending {
 			s.Status, s.RunID, s.EndedAt, s.Reason = chain.StepSkipped, runID, &now, why
 		}
 		if c.Open() {
 			rt.closeChain(st, c, chain.Closing{Reason: chain.ReasonExpired, Outcome: chain.OutcomeFailure, Trigger: chain.TriggerExpiry}, now, p)
 		}
 	}
-	st.Remove(j.ID)
+	if len(j.Claims) == 0 && len(j.Pending) == 0 {
+		st.Remove(j.ID)
+	}
 	return FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: why}, nil
+}
+
+// stepBlocked says why step j of chain c (nil when gone) may not run at
+// now: the reason its skip is recorded with and the refusal a manual run
+// answers, wrapping chain.ErrExpired or chain.ErrClosed. Both are empty
+// while the chain is open and before its expiry.
+func stepBlocked(j *Job, c *chain.Chain, now time.Time) (string, error) {
+	switch {
+	case c == nil:
+		return "chain gone", fmt.Errorf("%w: chain %s of step %s is gone", chain.ErrClosed, j.Chain.ChainID, j.ID)
+	case !now.Before(c.ExpiresAt):
+		return "chain expired", fmt.Errorf("%w: chain %s of step %s expired at %s", chain.ErrExpired, c.ID, j.ID, c.ExpiresAt.UTC().Format(time.RFC3339))
+	case !c.Open():
+		return "chain closed: " + c.ClosedReason, fmt.Errorf("%w: chain %s of step %s closed at %s, reason %s", chain.ErrClosed, c.ID, j.ID,
+			c.ClosedAt.UTC().Format(time.RFC3339), c.ClosedReason)
+	}
+	return "", nil
 }
 
 // endChainStep records the end of a chain step's run in its chain (which

@@ -100,6 +100,7 @@ type plan struct {
 	reg     []string  // run ids registered during the update
 	kills   []killReq // what is left of runs whose owner died
 	owed    bool      // notifications joined a job's outbound rows
+	refused error     // why a chain step was not run (see admitStep)
 }
 
 // endRun puts line e, which ends a run of j without it running to an
@@ -281,7 +282,10 @@ func (rt *Runtime) fireOverdue(j *Job, sched *schedule.Schedule, slot, now time.
 
 // RunNow is a manual run (`jobs run`): it goes through the same claim,
 // policies and ledger with trigger manual, for a slot at now. It does not
-// move next_run_at. o.Force bypasses the idempotency window.
+// move next_run_at. o.Force bypasses the idempotency window. A chain step
+// obeys its chain as a fire does: a step whose chain is gone, expired or
+// closed does not run. Its skip is recorded (the result names the skipped
+// run) and the error wraps chain.ErrExpired or chain.ErrClosed.
 func (rt *Runtime) RunNow(ctx context.Context, jobID string, o RunOptions) (FireResult, error) {
 	if rt.closing.Load() {
 		return drainingResult(), nil
@@ -301,7 +305,7 @@ func (rt *Runtime) RunNow(ctx context.Context, jobID string, o RunOptions) (Fire
 		if err != nil {
 			return fmt.Errorf("agent: job %s: %w", j.ID, err)
 		}
-		res, err = rt.admit(j, sched, admission{slot: now.UTC(), trig: TriggerManual, forced: o.Force}, now, p)
+		res, err = rt.admitStep(st, j, sched, admission{slot: now.UTC(), trig: TriggerManual, forced: o.Force}, p)
 		j.UpdatedAt = now.UTC()
 		return err
 	})
@@ -313,6 +317,9 @@ func (rt *Runtime) RunNow(ctx context.Context, jobID string, o RunOptions) (Fire
 		return FireResult{}, fmt.Errorf("agent: run %s: %w", jobID, err)
 	}
 	rt.apply(ctx, p)
+	if p.refused != nil {
+		return res, fmt.Errorf("agent: run %s: %w", jobID, p.refused)
+	}
 	return res, nil
 }
 

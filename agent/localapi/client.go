@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/internal/procfs"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -99,7 +100,8 @@ func (c *Client) Base() string { return c.base }
 
 // APIError is an error answer of the API. It wraps the runtime's error of
 // the same meaning (store.ErrNotFound, store.ErrExists,
-// agent.ErrInvalidJob), so callers test for those.
+// agent.ErrInvalidJob, chain.ErrClosed, chain.ErrExpired), so callers test
+// for those.
 type APIError struct {
 	Status      int
 	Code        string
@@ -123,6 +125,10 @@ func (e *APIError) Unwrap() error {
 		return agent.ErrInvalidJob
 	case e.Code == CodeConflict && strings.Contains(e.Description, "exists"):
 		return store.ErrExists
+	case e.Code == CodeChainExpired:
+		return chain.ErrExpired
+	case e.Code == CodeChainClosed:
+		return chain.ErrClosed
 	}
 	return nil
 }

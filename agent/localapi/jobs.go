@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
@@ -209,6 +210,10 @@ func jobError(err error) error {
 	case errors.Is(err, store.ErrLockTimeout):
 		return &contract.Error{Status: http.StatusServiceUnavailable, Code: contract.CodeUnavailable,
 			Description: "the job store is busy; try again", RetryAfter: time.Second}
+	case errors.Is(err, chain.ErrExpired):
+		return contract.Errorf(http.StatusConflict, CodeChainExpired, "%s", err.Error())
+	case errors.Is(err, chain.ErrClosed):
+		return contract.Errorf(http.StatusConflict, CodeChainClosed, "%s", err.Error())
 	}
 	return err
 }
@@ -220,6 +225,13 @@ const (
 	// CodeConflict (409): the id is taken, or the run is not live here, or
 	// the job cannot run now.
 	CodeConflict = "conflict"
+	// CodeChainClosed (409): a manual run of a chain step whose chain is
+	// closed or gone; the step was recorded skipped, not run.
+	CodeChainClosed = "chain_closed"
+	// CodeChainExpired (409): a manual run of a chain step whose chain
+	// has expired; the step was recorded skipped, not run, and the chain
+	// closed "expired".
+	CodeChainExpired = "chain_expired"
 )
 
 // jobID reads and checks the {id} path parameter.

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -134,7 +135,9 @@ func (c *jobsCLI) runCmd() *cobra.Command {
 fire, is recorded in the ledger with trigger "manual", and this command waits for it to
 end. --force runs even if the idempotency window already has a successful run. A running
 agent of the home runs it (its user, environment, directory); --here runs it in this process.
-Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printed).`,
+A chain step whose chain is gone, closed or expired does not run (recorded skipped).
+Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printed);
+6 a chain step whose chain is closed or expired.`,
 		Example: "  chronos jobs run backup\n  chronos jobs run backup --force --json | jq .state",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -151,6 +154,9 @@ Exit status: 0 succeeded; 1 failed, interrupted or skipped (the reason is printe
 				r = rt
 			}
 			run, err := r.RunAndWait(cmd.Context(), args[0], o)
+			if code := chain.ExitCode(err); code != 0 {
+				return cmdline.WithCode(code, err)
+			}
 			if err != nil {
 				return jobError(err)
 			}

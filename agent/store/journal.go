@@ -190,12 +190,10 @@ func apply(st *State, enc map[*Job][]byte, rec *recordFile) (bool, error) {
 // must be read again from jobs.json.
 var errJournalReplaced = errors.New("store: the journal was replaced")
 
-// sortAdded puts st's jobs back in order of id after records added some.
-func sortAdded(st *State, added bool) {
-	if added {
-		sort.Slice(st.jobs, func(a, b int) bool { return st.jobs[a].ID < st.jobs[b].ID })
-		st.reindex()
-	}
+// sortJobs puts st's jobs back in order of id after records added some.
+func sortJobs(st *State) {
+	sort.Slice(st.jobs, func(a, b int) bool { return st.jobs[a].ID < st.jobs[b].ID })
+	st.reindex()
 }
 
 // replayFiles applies the record files (jobs.<generation>.json) that

@@ -263,7 +263,9 @@ func (s *Store) read() (*State, error) {
 			if gen, ok := readGeneration(s.Path()); ok && gen == s.baseGen {
 				added, err := s.replayJournal(s.cache, s.enc, &s.journal)
 				if err == nil {
-					sortAdded(s.cache, added)
+					if added {
+						sortJobs(s.cache)
+					}
 					s.cache.clean()
 					return s.cache, nil
 				}
@@ -327,7 +329,9 @@ func (s *Store) read() (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	sortAdded(st, added || more)
+	if added || more {
+		sortJobs(st)
+	}
 	s.remember(st, enc, fst.Generation, j)
 	return st, nil
 }
@@ -439,8 +443,7 @@ func (s *Store) keepAside(path string, raw []byte) (string, error) {
 func (s *Store) write(st *State) error {
 	st.Version = FormatVersion
 	if st.reshaped {
-		sort.Slice(st.jobs, func(a, b int) bool { return st.jobs[a].ID < st.jobs[b].ID })
-		st.reindex()
+		sortJobs(st)
 	}
 	old := s.enc
 	if s.cache != st {

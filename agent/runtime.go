@@ -330,9 +330,10 @@ func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
 	}
 }
 
-// compactLoop folds the store's records into jobs.json every
-// store.CompactEvery, off the path of claims, so that jobs.json stays close
-// to the whole state and the journal short.
+// compactLoop folds the store's journal into jobs.json, off the path of
+// claims, when it is due (store.CompactIfDue, asked every
+// store.CompactEvery), so that the journal stays short and a home at rest
+// keeps its whole state in jobs.json.
 func (rt *Runtime) compactLoop(ctx context.Context) {
 	defer rt.watchWG.Done()
 	t := time.NewTicker(store.CompactEvery)
@@ -343,7 +344,7 @@ func (rt *Runtime) compactLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := rt.store.Compact(ctx); err != nil && ctx.Err() == nil {
+		if err := rt.store.CompactIfDue(ctx); err != nil && ctx.Err() == nil {
 			rt.log.Debug("store: compaction failed; the records stay", "error", err)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
 // State is the state a ledger line records.
@@ -105,8 +107,9 @@ type Entry struct {
 
 // Ledger appends to and reads the runs directory.
 type Ledger struct {
-	dir string
-	obs observers
+	dir   string
+	obs   observers
+	syncs groupSync
 }
 
 // Open returns the ledger in dir (created if needed).
@@ -155,7 +158,8 @@ func (l *Ledger) Append(ctx context.Context, e Entry) error {
 		f.Close()
 		return fmt.Errorf("ledger: append: %w", err)
 	}
-	if err := f.Sync(); err != nil {
+	gs := l.syncs.file(f.Name())
+	if err := gs.sync(f, gs.wrote(), atomicfile.DataSync); err != nil {
 		f.Close()
 		return fmt.Errorf("ledger: sync: %w", err)
 	}

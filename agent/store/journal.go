@@ -400,7 +400,7 @@ func AppendSync(f *os.File, data []byte) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	return datasync(f)
+	return atomicfile.DataSync(f)
 }
 
 // resetJournal empties the journal once jobs.json holds all it records;
@@ -439,9 +439,35 @@ func inode(fi fs.FileInfo) uint64 {
 	return 0
 }
 
-// CompactEvery is how often an agent folds the records written since into
-// jobs.json (Compact), so that jobs.json lags the store by about this much.
+// CompactEvery is how often an agent asks CompactIfDue to fold the journal
+// into jobs.json.
 const CompactEvery = time.Second
+
+// CompactIfDue compacts (Compact) when the journal, as this store last
+// read it, is worth folding: it holds half of Options.MaxRecords records,
+// or a quarter of jobs.json's size, or it has not grown since the last
+// call (the store is at rest). Under a steady stream of claims jobs.json is
+// so rewritten once per many records, at a cost per record that does not
+// grow with the number of jobs, and the journal never reaches the length
+// at which a change must rewrite jobs.json under the lock.
+func (s *Store) CompactIfDue(ctx context.Context) error {
+	s.mu.Lock()
+	j := s.journal
+	at := journalMark{ino: j.ino, off: j.off}
+	rest := at == s.lastMark
+	s.lastMark = at
+	s.mu.Unlock()
+	if j.count == 0 || !(rest || 2*j.count >= s.opts.MaxRecords || 4*j.bytes >= j.baseSize) {
+		return nil
+	}
+	return s.Compact(ctx)
+}
+
+// journalMark is how far the journal was read.
+type journalMark struct {
+	ino uint64
+	off int64
+}
 
 // compactPrefix starts the name of the file (one per process and
 // compaction: .jobs.json.compact-<pid>-<nanoseconds>) where Compact writes

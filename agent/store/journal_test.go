@@ -688,3 +688,38 @@ func TestCompactKeepsWhatIsWrittenMeanwhile(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactIfDue: a journal that grows and is small next to jobs.json is
+// left alone; one that stopped growing, or holds half of MaxRecords
+// records, is folded.
+func TestCompactIfDue(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s, err := Open(home, Options{MaxRecords: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	fill(t, s, 200)
+	slot := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	due := func(want bool) {
+		t.Helper()
+		before := len(records(t, home))
+		if err := s.CompactIfDue(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if folded := before > 0 && len(records(t, home)) == 0; folded != want {
+			t.Fatalf("folded %v with %d records, want %v", folded, before, want)
+		}
+	}
+	due(false) // nothing to fold
+	for i := range 19 {
+		claim(t, s, fmt.Sprintf("job-%05d", i), slot)
+		due(false) // growing, short
+	}
+	due(true) // at rest
+	for i := range 20 {
+		claim(t, s, fmt.Sprintf("job-%05d", 100+i), slot)
+	}
+	due(true) // half of MaxRecords
+}

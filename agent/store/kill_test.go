@@ -76,7 +76,7 @@ func (c *child) options() Options {
 				return err
 			}
 			k.at(killUnsynced)
-			return datasync(f)
+			return atomicfile.DataSync(f)
 		},
 		WriteFile: func(path string, data []byte, perm fs.FileMode) error {
 			err := atomicfile.Replace(path, data, perm)

@@ -87,6 +87,8 @@ type Store struct {
 	journal journal         // the records applied on top of jobs.json
 	wrote   bool            // this store added a record since jobs.json was written
 
+	lastMark journalMark // the journal as CompactIfDue saw it last
+
 	werr atomic.Pointer[writeErr] // the last write's failure; nil: it succeeded
 }
 

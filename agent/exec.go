@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
@@ -96,23 +97,15 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 	j, c := s.job, s.claim
 	log := rt.log.With("job_id", j.ID, "run_id", c.RunID, "fire_at", c.Slot, "attempt", c.Attempt)
 	rel := filepath.Join("output", j.ID, c.RunID+".log")
-	out, err := openOutput(filepath.Join(rt.cfg.Home, rel))
-	var res runner.Result
-	if err != nil {
-		res = runner.Result{Err: fmt.Errorf("output: %w", err)}
-		rel = ""
-	}
+	out := &outputFile{path: filepath.Join(rt.cfg.Home, rel)}
 	e := rt.entry(&j, rt.now(), mark{c.RunID, ledger.StateRunning, c.Slot, Trigger(c.Trigger), ""})
 	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, rel
 	rt.record(e)
 	started := rt.now()
-	var kr kindResult
-	if err == nil {
-		kr = rt.runKind(ctx, r, s, out, log)
-		res = kr.res
-		if cerr := out.Close(); cerr != nil && res.Err == nil {
-			res.Err = fmt.Errorf("output: %w", cerr)
-		}
+	kr := rt.runKind(ctx, r, s, out, log)
+	res := kr.res
+	if cerr := out.Close(); cerr != nil && res.Err == nil {
+		res.Err = cerr
 	}
 	stored := rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started),
 		state: kr.state, reason: kr.reason, fanout: kr.fanout})
@@ -155,6 +148,48 @@ func (rt *Runtime) noteProcs(r *activeRun, ps []runner.Process) {
 	case rt.persist <- struct{}{}:
 	default:
 	}
+}
+
+// outputFile is a run's output file (output/<job>/<run>.log), created at
+// the first byte the run writes: a run that prints nothing leaves no file,
+// and in a burst of such runs the disk is spared a file per run. A file
+// that cannot be created fails every write, and Close returns why, so the
+// run is recorded failed with the reason.
+type outputFile struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+	err  error
+}
+
+func (o *outputFile) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil && o.err == nil {
+		if o.f, o.err = openOutput(o.path); o.err != nil {
+			o.err = fmt.Errorf("output: %w", o.err)
+		}
+	}
+	if o.err != nil {
+		return 0, o.err
+	}
+	return o.f.Write(p)
+}
+
+// Close closes the file if the run wrote any, and returns the error that
+// kept it from being created or closed ("output: ...").
+func (o *outputFile) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.f == nil {
+		return o.err
+	}
+	err := o.f.Close()
+	o.f = nil
+	if err != nil && o.err == nil {
+		o.err = fmt.Errorf("output: %w", err)
+	}
+	return o.err
 }
 
 func openOutput(path string) (*os.File, error) {

@@ -277,13 +277,7 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 		return e
 	}
 	rel := filepath.Join("output", j.ID, id+".log")
-	out, err := openOutput(filepath.Join(rt.cfg.Home, rel))
-	if err != nil {
-		e := line(ledger.StateFailed, fmt.Sprintf("output: %v", err))
-		rt.record(e)
-		return fanout.Failed
-	}
-	defer out.Close()
+	out := &outputFile{path: filepath.Join(rt.cfg.Home, rel)}
 	e := line(ledger.StateRunning, "")
 	e.Output = rel
 	rt.record(e)
@@ -296,6 +290,9 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 	req := rt.childRequest(j, c, ch, payload)
 	req.RunID, req.Output = id, &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
 	res := rt.runGraceful(cctx, req)
+	if cerr := out.Close(); cerr != nil && res.Err == nil {
+		res.Err = cerr
+	}
 	st, outcome, reason := ledger.StateSucceeded, fanout.Succeeded, ""
 	if res.Err != nil {
 		st, outcome, reason = ledger.StateFailed, fanout.Failed, res.Err.Error()

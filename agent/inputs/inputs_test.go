@@ -121,10 +121,14 @@ func TestJob(t *testing.T) {
 	if err := os.WriteFile(p, []byte("sub1.example.com\nsub2.example.com\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := inputs.New(inputs.Options{Jobs: outputs{"subs": p}})
+	quiet := filepath.Join(filepath.Dir(p), "never-written.log") // the run printed nothing
+	s := inputs.New(inputs.Options{Jobs: outputs{"subs": p, "quiet": quiet}})
 	got, err := s.Resolve(t.Context(), "job://subs?output_as_lines&window=24h")
 	if err != nil || !slices.Equal(got, []string{"sub1.example.com", "sub2.example.com"}) {
 		t.Fatalf("Resolve = %q, %v", got, err)
+	}
+	if got, err := s.Resolve(t.Context(), "job://quiet?output_as_lines"); err != nil || len(got) != 0 {
+		t.Fatalf("a run with no output: %q, %v; want no lines", got, err)
 	}
 	for raw, want := range map[string]string{
 		"job://none?output_as_lines":            "no successful run",

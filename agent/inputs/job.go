@@ -2,8 +2,10 @@ package inputs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"time"
@@ -73,6 +75,9 @@ func (r *JobResolver) Resolve(ctx context.Context, u *url.URL) ([]string, error)
 		return nil, fmt.Errorf("inputs: job %s has no successful run with output in the window", u.Host)
 	}
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Lines(nil), nil // it printed nothing
+	}
 	if err != nil {
 		return nil, fmt.Errorf("inputs: job %s: %w", u.Host, err)
 	}

@@ -429,3 +429,18 @@ func TestDashboardIsServed(t *testing.T) {
 		t.Fatalf("unknown asset: %d %s", code, b)
 	}
 }
+
+// TestQuietRunHasEmptyOutput: a run that printed nothing has no output
+// file; its detail shows empty output, not an error.
+func TestQuietRunHasEmptyOutput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	e.must(t, http.StatusCreated, "POST", "/api/jobs", shellSpec("quiet", "true"), nil)
+	var run localapi.RunInfo
+	e.must(t, http.StatusOK, "POST", "/api/jobs/quiet/run", `{"force":false,"wait":true}`, &run)
+	var detail localapi.RunDetail
+	e.must(t, http.StatusOK, "GET", "/api/runs/"+run.RunID, "", &detail)
+	if run.State != ledger.StateSucceeded || detail.OutputText != "" || detail.OutputError != "" || detail.OutputTruncated {
+		t.Fatalf("run %+v, detail %+v", run, detail)
+	}
+}

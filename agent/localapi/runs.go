@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -272,6 +273,9 @@ func (s *Server) readOutput(rel string) (string, bool, error) {
 		return "", false, fmt.Errorf("output path %q is outside the output directory", rel)
 	}
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil // the run printed nothing
+	}
 	if err != nil {
 		return "", false, fmt.Errorf("output: %w", err)
 	}

@@ -85,12 +85,17 @@ func (rt *Runtime) cancelLoop(ctx context.Context) {
 			return
 		case <-ch:
 		}
-		if rt.InFlight() == 0 {
+		jobs := rt.liveJobs()
+		if len(jobs) == 0 {
 			continue
 		}
 		causes := map[string]error{}
 		_ = rt.store.View(ctx, func(st *store.State) error {
-			for _, j := range st.All() {
+			for id := range jobs {
+				j := st.Job(id)
+				if j == nil {
+					continue
+				}
 				for _, c := range j.Claims {
 					if c.Cancel && rt.isActive(c.RunID, c.Token) {
 						causes[c.RunID] = cancelCause(c.CancelReason)
@@ -103,4 +108,17 @@ func (rt *Runtime) cancelLoop(ctx context.Context) {
 			rt.cancelRun(id, cause)
 		}
 	}
+}
+
+// liveJobs returns the ids of the jobs this process runs now: the only
+// jobs whose claims a cancel can stop here, so the cancel loop reads them
+// alone, not every job, after each change.
+func (rt *Runtime) liveJobs() map[string]struct{} {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	jobs := make(map[string]struct{}, len(rt.runs))
+	for _, r := range rt.runs {
+		jobs[r.jobID] = struct{}{}
+	}
+	return jobs
 }

@@ -149,3 +149,21 @@ func TestReadRuns(t *testing.T) {
 		t.Fatalf("ReadRuns with limit 1 = %+v, %v; want the newest run, recorded once", newest, err)
 	}
 }
+
+// TestManualRunOfAPausedJob: a paused job still runs by hand (how an
+// operator tries it before resuming), and stays paused with its reason.
+func TestManualRunOfAPausedJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.add(t, JobSpec{ID: "p", Schedule: "@daily", Payload: shell("echo tried")})
+	if _, err := b.rt.Pause(t.Context(), "p", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	run := b.runNow(t, "p")
+	if run.State != ledger.StateSucceeded || run.Trigger != string(TriggerManual) {
+		t.Fatalf("run %+v", run)
+	}
+	if j := b.job(t, "p"); j.Enabled || j.PausedReason != "maintenance" || j.NextRunAt != nil {
+		t.Fatalf("job after the run: enabled %v, reason %q, next %v; want still paused", j.Enabled, j.PausedReason, j.NextRunAt)
+	}
+}

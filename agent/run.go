@@ -19,10 +19,10 @@ type RunOptions struct {
 // RunAndWait runs job id now (RunNow) and waits for the run to end. An
 // unknown job wraps store.ErrNotFound; a run that cannot start now (the
 // store is busy, the agent is stopping) is an error saying when to try
-// again. A paused job runs: a manual run is how an operator tries one
-// before resuming it, and it does not resume it;
-// a chain step whose chain is gone, expired or closed is recorded skipped
-// and the error wraps chain.ErrClosed (chain.ErrExpired when it expired).
+// again; a chain step whose chain is gone, expired or closed is recorded
+// skipped and the error wraps chain.ErrClosed (chain.ErrExpired when it
+// expired). A paused job runs, and stays paused: a manual run is how an
+// operator tries one before resuming it.
 func (rt *Runtime) RunAndWait(ctx context.Context, id string, o RunOptions) (ledger.Run, error) {
 	started := time.Now()
 	res, err := rt.RunNow(ctx, id, o)

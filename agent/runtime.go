@@ -53,7 +53,8 @@ type Config struct {
 	// 30 days); pruning runs at Open. Negative disables pruning.
 	Retention time.Duration
 	// WatchInterval is how often jobs.json is checked for changes made by
-	// other processes (default 250 ms).
+	// other processes, and the ledger for lines they appended (default
+	// 250 ms).
 	WatchInterval time.Duration
 	// Host overrides the host name used in claim owners (tests).
 	Host string
@@ -308,7 +309,10 @@ func (rt *Runtime) signal() {
 	rt.mu.Unlock()
 }
 
-// watch signals when jobs.json changes on disk (any process).
+// watch signals when jobs.json changes on disk (any process), and has the
+// ledger's ObserveAll observers told of the lines other processes appended
+// (ledger.Follow), each WatchInterval: before the change they usually come
+// with is signalled.
 func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
 	defer rt.watchWG.Done()
 	t := time.NewTicker(rt.cfg.WatchInterval)
@@ -318,6 +322,9 @@ func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if err := rt.ledger.Follow(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Debug("ledger: reading other processes' lines failed; tried again", "error", err)
 		}
 		fp, err := rt.store.Fingerprint()
 		if err != nil {

@@ -110,6 +110,7 @@ type Ledger struct {
 	dir   string
 	obs   observers
 	syncs groupSync
+	fol   follower
 }
 
 // Open returns the ledger in dir (created if needed).
@@ -146,15 +147,16 @@ func (l *Ledger) Append(ctx context.Context, e Entry) error {
 	if err != nil {
 		return fmt.Errorf("ledger: open: %w", err)
 	}
+	lead := 0
 	if torn, err := endsTorn(f); err != nil {
 		f.Close()
 		return fmt.Errorf("ledger: append: %w", err)
 	} else if torn {
 		// A crash left a line without its newline: end it, so this line
 		// stays whole (readers skip the torn one).
-		b = append([]byte{'\n'}, b...)
+		b, lead = append([]byte{'\n'}, b...), 1
 	}
-	if _, err := f.Write(b); err != nil {
+	if err := l.fol.write(f, b, lead); err != nil {
 		f.Close()
 		return fmt.Errorf("ledger: append: %w", err)
 	}
@@ -354,8 +356,11 @@ func (l *Ledger) Has(ctx context.Context, runID string, since time.Time) (bool, 
 	return false, nil
 }
 
-func (l *Ledger) days() ([]string, error) {
-	ents, err := os.ReadDir(l.dir)
+func (l *Ledger) days() ([]string, error) { return listDays(l.dir) }
+
+// listDays returns the days of the day files in dir, oldest first.
+func listDays(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list: %w", err)
 	}

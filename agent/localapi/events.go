@@ -18,7 +18,8 @@ import (
 
 // Event types of GET /api/events.
 const (
-	// EventRun carries one ledger line (a ledger.Entry) as it is written.
+	// EventRun carries one ledger line (a ledger.Entry) as it is written,
+	// by this agent or by another process on its home.
 	EventRun = "run"
 	// EventChain carries one ledger line of kind chain (a ledger.Entry): a
 	// chain started, spawned a step, was refused, cooled down or closed, a
@@ -154,10 +155,11 @@ func (h *hub) close() {
 	}
 }
 
-// follow publishes every run and chain line this agent writes and every
-// job change, until ctx ends.
+// follow publishes every run and chain line appended to the home's ledger
+// (by this agent as it writes them, by other processes within the
+// runtime's WatchInterval) and every job change, until ctx ends.
 func (s *Server) follow(ctx context.Context) {
-	s.rt.Ledger().Observe(func(e ledger.Entry) {
+	s.rt.Ledger().ObserveAll(func(e ledger.Entry) {
 		switch e.Kind {
 		case "":
 			s.hub.publish(EventRun, e)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,4 +110,85 @@ func TestEventStreamHeartbeat(t *testing.T) {
 		}
 	}
 	t.Fatalf("the stream ended without a heartbeat: %v", sc.Err())
+}
+
+// TestEventStreamCarriesOtherProcessesLines: the run and chain lines
+// another process appends to the home's ledger (a chain started, a run by
+// `jobs run --here`) reach the stream, each once, as the same events the
+// agent's own lines make; the agent's own lines are not repeated.
+func TestEventStreamCarriesOtherProcessesLines(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	s := e.subscribe(t, "")
+	e.must(t, http.StatusCreated, "POST", "/api/jobs", shellSpec("own", "true"), nil)
+	var run localapi.RunInfo
+	e.must(t, http.StatusOK, "POST", "/api/jobs/own/run", `{"force":false,"wait":true}`, &run)
+
+	lg, err := ledger.Open(filepath.Join(e.home, "runs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	chainLine := ledger.Entry{Time: now, RunID: "c-other", JobID: "nightly", State: ledger.ChainStarted, Slot: now,
+		Kind: ledger.KindChain, Chain: &ledger.ChainRef{ID: "nightly", Class: "etl"}}
+	runLine := ledger.Entry{Time: now, RunID: "r-other", JobID: "elsewhere", State: ledger.StateClaimed, Slot: now, Trigger: "manual", Token: 7}
+	last := runLine
+	last.State, last.Time = ledger.StateSucceeded, now.Add(time.Second)
+	for _, l := range []ledger.Entry{chainLine, runLine, last} {
+		if err := lg.Append(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	seen := map[string]int{}
+	var others []sse
+	timeout := time.After(15 * time.Second)
+	for seen["r-other/succeeded"] == 0 {
+		var ev sse
+		select {
+		case next, ok := <-s.events:
+			if !ok {
+				t.Fatalf("the stream ended: %v", seen)
+			}
+			ev = next
+		case <-timeout:
+			t.Fatalf("the other process's lines did not come: %v", seen)
+		}
+		if ev.event != localapi.EventRun && ev.event != localapi.EventChain {
+			continue
+		}
+		var line ledger.Entry
+		if err := json.Unmarshal([]byte(ev.data), &line); err != nil {
+			t.Fatal(err)
+		}
+		seen[line.RunID+"/"+string(line.State)]++
+		if strings.HasSuffix(line.RunID, "-other") {
+			others = append(others, ev)
+		}
+	}
+	// The agent's lines came before the other's in the file: had they been
+	// told again, it would have been by now.
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("line %s told %d times (%v)", k, n, seen)
+		}
+	}
+	if seen[run.RunID+"/running"] != 1 || seen[run.RunID+"/succeeded"] != 1 {
+		t.Fatalf("the agent's own run lines: %v", seen)
+	}
+	if len(others) != 3 {
+		t.Fatalf("the other process's events: %+v, want 3", others)
+	}
+	for i, want := range []struct {
+		typ  string
+		line ledger.Entry
+	}{{localapi.EventChain, chainLine}, {localapi.EventRun, runLine}, {localapi.EventRun, last}} {
+		data, err := json.Marshal(want.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := others[i]; got.event != want.typ || got.data != string(data) {
+			t.Fatalf("event %d: %s %s, want %s %s", i, got.event, got.data, want.typ, data)
+		}
+	}
 }

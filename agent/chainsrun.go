@@ -152,10 +152,9 @@ func dropBreakerRows(st *store.State, added map[string]bool) {
 
 // admitStep admits a fire or manual run of j like admit, and for a chain
 // step first checks its chain: a step of a chain that is gone, expired or
-// closed does not run (recorded skipped, a pending step marked skipped, its
-// job removed unless a run of it is still live, an expired chain closed)
-// and p.refused says why; a step that starts is marked running. The caller
-// holds the store lock.
+// closed does not run (recorded skipped, and see refuseStep) and p.refused
+// says why; a step that starts is marked running. The caller holds the
+// store lock.
 func (rt *Runtime) admitStep(st *store.State, j *Job, sched *schedule.Schedule, a admission, p *plan) (FireResult, error) {
 	now := rt.now()
 	if j.Chain == nil {
@@ -175,18 +174,57 @@ func (rt *Runtime) admitStep(st *store.State, j *Job, sched *schedule.Schedule, 
 	e.Forced = a.forced
 	p.lines = append(p.lines, e)
 	p.refused = fmt.Errorf("%w; recorded skipped as run %s", refused, runID)
-	if c != nil {
-		if s := c.Step(j.ID); s != nil && s.Status == chain.StepPending {
-			s.Status, s.RunID, s.EndedAt, s.Reason = chain.StepSkipped, runID, &now, why
-		}
-		if c.Open() {
-			rt.closeChain(st, c, chain.Closing{Reason: chain.ReasonExpired, Outcome: chain.OutcomeFailure, Trigger: chain.TriggerExpiry}, now, p)
-		}
+	rt.refuseStep(st, j, stepRefusal{runID: runID, why: why}, now, p)
+	return FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: why}, nil
+}
+
+// stepRefusal is a run of a chain step its chain refused: its run id and
+// the reason its skip is recorded with (see stepBlocked).
+type stepRefusal struct {
+	runID, why string
+}
+
+// refuseStep carries out refusal r of a run of chain step j: the step's
+// pending runs (queued slots, retries) are recorded skipped with the same
+// reason and dropped, as its chain will never let them run; the step, when
+// no run of it is live, is marked skipped as run r.runID; a chain still
+// open (it expired, the sweeper has not closed it yet) is closed expired;
+// and the job is removed when nothing of it is left. The caller holds the
+// store lock.
+func (rt *Runtime) refuseStep(st *store.State, j *Job, r stepRefusal, now time.Time, p *plan) {
+	for _, q := range j.Pending {
+		e := rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), r.why})
+		e.Attempt, e.Forced = q.Attempt, q.Forced
+		p.lines = append(p.lines, e)
 	}
-	if len(j.Claims) == 0 && len(j.Pending) == 0 {
+	j.Pending = nil
+	if c := chainOf(st, j); c != nil {
+		if s := c.Step(j.ID); s != nil && s.Status.Open() && len(j.Claims) == 0 {
+			s.Status, s.RunID, s.EndedAt, s.Reason = chain.StepSkipped, r.runID, utcPtr(now), r.why
+		}
+		rt.closeExpired(st, c, now, p)
+	}
+	if len(j.Claims) == 0 && len(j.Outbound) == 0 {
 		st.Remove(j.ID)
 	}
-	return FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: why}, nil
+}
+
+// closeExpired closes c (nil: nothing) expired when it is still open: a
+// step was refused because it expired before the sweeper closed it. The
+// caller holds the store lock.
+func (rt *Runtime) closeExpired(st *store.State, c *chain.Chain, now time.Time, p *plan) {
+	if c != nil && c.Open() {
+		rt.closeChain(st, c, chain.Closing{Reason: chain.ReasonExpired, Outcome: chain.OutcomeFailure, Trigger: chain.TriggerExpiry}, now, p)
+	}
+}
+
+// chainOf returns the chain of step j, or nil (not a step, or its chain
+// is gone).
+func chainOf(st *store.State, j *Job) *chain.Chain {
+	if j.Chain == nil {
+		return nil
+	}
+	return st.Chain(j.Chain.ChainID)
 }
 
 // stepBlocked says why step j of chain c (nil when gone) may not run at
@@ -208,13 +246,25 @@ func stepBlocked(j *Job, c *chain.Chain, now time.Time) (string, error) {
 
 // endChainStep records the end of a chain step's run in its chain (which
 // closes when no step is left open) and removes the step's job, in the
-// write that completes the run. The caller holds the store lock.
+// write that completes the run. A step whose job still has a run live, or
+// one owed (a retry, a queued slot) that its chain would let start, is not
+// over: it stays open in its chain, and the run that follows records its
+// end. The caller holds the store lock.
 func (rt *Runtime) endChainStep(st *store.State, j *Job, cp *completion, p *plan) {
-	if j.Chain == nil {
+	if j.Chain == nil || len(j.Claims) > 0 {
 		return
 	}
 	now := cp.line.Time
-	if c := st.Chain(j.Chain.ChainID); c != nil {
+	c := st.Chain(j.Chain.ChainID)
+	if _, refused := stepBlocked(j, c, now); len(j.Pending) > 0 {
+		if refused == nil {
+			return
+		}
+		// The owed run will be refused (drain): the step ends with this
+		// run, in a chain closed expired if it expired meanwhile.
+		rt.closeExpired(st, c, now, p)
+	}
+	if c != nil {
 		status := chain.StepFailed
 		switch cp.state {
 		case ledger.StateSucceeded:
@@ -227,7 +277,7 @@ func (rt *Runtime) endChainStep(st *store.State, j *Job, cp *completion, p *plan
 			rt.closed(st, c, now, p)
 		}
 	}
-	if len(j.Claims) == 0 && len(j.Pending) == 0 && len(j.Outbound) == 0 {
+	if len(j.Pending) == 0 && len(j.Outbound) == 0 {
 		st.Remove(j.ID)
 	}
 }

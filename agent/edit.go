@@ -78,8 +78,9 @@ func (p JobPatch) apply(s *JobSpec) error {
 // the edit (a relative "in 30m" is 30 minutes after it) and moves
 // next_run_at to its first slot after now; otherwise next_run_at stays. A
 // finished job given a new schedule or repeat count is scheduled again.
-// Invalid input wraps ErrInvalidJob and an unknown id store.ErrNotFound;
-// either way nothing is written.
+// A chain step keeps its chain metadata and must keep a one-shot
+// schedule. Invalid input wraps ErrInvalidJob and an unknown id
+// store.ErrNotFound; either way nothing is written.
 func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job, *schedule.Schedule, error) {
 	var out Job
 	var sched *schedule.Schedule
@@ -100,6 +101,10 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 		nj, s, err := newJob(spec, now, rt.jobEnv())
 		if err != nil {
 			return err
+		}
+		if j.Chain != nil && s.Kind() != schedule.KindOnce {
+			return fmt.Errorf("%w: job %s is a step of chain %s and runs once: give a schedule like 'in 3m' or a timestamp, not %q",
+				ErrInvalidJob, j.ID, j.Chain.ChainID, spec.Schedule)
 		}
 		retimed := nj.Schedule != j.Schedule || nj.Timezone != j.Timezone
 		if !retimed {
@@ -139,5 +144,6 @@ func keepState(nj, old *Job, now time.Time) {
 	nj.FailureStreak, nj.Fence, nj.Claims, nj.Pending = old.FailureStreak, old.Fence, old.Claims, old.Pending
 	nj.PausedFrom = old.PausedFrom
 	nj.NotifyStreak, nj.Outbound = old.NotifyStreak, old.Outbound
+	nj.Chain = old.Chain.Clone() // a chain step stays one
 	nj.UpdatedAt = now.UTC()
 }

@@ -405,12 +405,14 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 	}
 	cp.line = rt.finalLine(o, cp, now)
 	cp.owed = cp.state != ledger.StateCancelled && rt.owe(cur, cp.line, ran)
+	// The chain hears of this run's end before a pending run of the step
+	// starts (or is refused by it) in drain.
+	rt.endChainStep(st, cur, cp, p)
 	if !rt.closing.Load() {
-		if err := rt.drain(cur, now, p); err != nil {
+		if err := rt.drain(st, cur, now, p); err != nil {
 			return err
 		}
 	}
-	rt.endChainStep(st, cur, cp, p)
 	return nil
 }
 

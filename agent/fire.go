@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -170,10 +171,10 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		// blocker died).
 		if j.NextRunAt == nil || !j.NextRunAt.Equal(slot) {
 			var err error
-			res, err = rt.fireOffSlot(j, admission{slot: slot, trig: trigger}, now, p)
+			res, err = rt.fireOffSlot(st, j, admission{slot: slot, trig: trigger}, p)
 			return err
 		}
-		if err := rt.drain(j, now, p); err != nil {
+		if err := rt.drain(st, j, now, p); err != nil {
 			return err
 		}
 		sched, err := parseSchedule(j, rt.cfg.Location)
@@ -184,7 +185,7 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 			// Later slots have passed too (NAS delivers this one late, after
 			// the agent was down): the misfire policy decides every overdue
 			// slot, this one included, so none is dropped unrecorded.
-			res, err = rt.fireOverdue(j, sched, slot, now, p)
+			res, err = rt.fireOverdue(st, j, sched, slot, p)
 			return err
 		}
 		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == MisfireSkip && late > Grace(j, sched) {
@@ -230,21 +231,28 @@ func (rt *Runtime) fireFailed(jobID string, slot time.Time, err error) (FireResu
 
 // fireOffSlot answers a fire for a slot that is not j's next_run_at: the
 // wake time of a pending run starts it, a refresh point is answered
-// refreshed, anything else is a duplicate (recorded). The caller holds the
-// store lock.
-func (rt *Runtime) fireOffSlot(j *Job, a admission, now time.Time, p *plan) (FireResult, error) {
-	slot, trigger := a.slot, a.trig
+// refreshed, anything else is a duplicate (recorded). A woken run of a
+// chain step obeys its chain (see drain): refused, it is answered skipped.
+// The caller holds the store lock.
+func (rt *Runtime) fireOffSlot(st *store.State, j *Job, a admission, p *plan) (FireResult, error) {
+	slot, trigger, now := a.slot, a.trig, rt.now()
 	if q := pendingAt(j, slot); q != nil {
 		// A fire armed for a pending run (see Desired) wakes it.
 		if q.NotBefore.After(now) {
 			q.NotBefore = now.UTC()
 		}
 		runID := q.RunID
-		if err := rt.drain(j, now, p); err != nil {
+		before := len(p.lines)
+		if err := rt.drain(st, j, now, p); err != nil {
 			return FireResult{}, err
 		}
-		return FireResult{Status: FireAccepted, RunID: runID, Queued: j.ClaimIndex(runID) < 0,
-			Reason: "woke pending run " + runID}, nil
+		res := FireResult{Status: FireAccepted, RunID: runID, Queued: j.ClaimIndex(runID) < 0, Reason: "woke pending run " + runID}
+		for _, e := range p.lines[before:] {
+			if e.RunID == runID && e.State == ledger.StateSkipped {
+				res.Queued, res.Skipped, res.Reason = false, true, e.Reason
+			}
+		}
+		return res, nil
 	}
 	if sched, err := parseSchedule(j, rt.cfg.Location); err == nil && isRefreshPoint(j, sched, slot) {
 		// A refresh fire (NAS's horizon): nothing to run or record;
@@ -265,9 +273,9 @@ func (rt *Runtime) fireOffSlot(j *Job, a admission, now time.Time, p *plan) (Fir
 // fireOverdue answers a fire for slot, j's next_run_at, when later slots are
 // overdue as well: it applies j's misfire policy to all of them, as CatchUp
 // would, and reports what became of slot. The caller holds the store lock.
-func (rt *Runtime) fireOverdue(j *Job, sched *schedule.Schedule, slot, now time.Time, p *plan) (FireResult, error) {
+func (rt *Runtime) fireOverdue(st *store.State, j *Job, sched *schedule.Schedule, slot time.Time, p *plan) (FireResult, error) {
 	before := len(p.lines)
-	if err := rt.misfire(j, sched, now, p); err != nil {
+	if err := rt.misfire(st, j, sched, rt.now(), p); err != nil {
 		return FireResult{}, err
 	}
 	res := FireResult{Status: FireAccepted, Reason: fmt.Sprintf("overdue with later slots: misfire %s", j.Misfire)}
@@ -583,9 +591,13 @@ func (rt *Runtime) killLeftovers(ctx context.Context, kills []killReq) {
 	}
 }
 
-// drain starts the first due pending run of j when the overlap policy lets
-// it. The caller holds the store lock.
-func (rt *Runtime) drain(j *Job, now time.Time, p *plan) error {
+// drain starts the first due pending run of j (a queued slot, a retry, a
+// catch-up) when the overlap policy lets it. A chain step's run obeys its
+// chain as a fire does (see admitStep): when the chain is gone, expired or
+// closed, the step's pending runs are recorded skipped instead and dropped
+// (see refuseStep); a run that starts marks the step running. The caller
+// holds the store lock.
+func (rt *Runtime) drain(st *store.State, j *Job, now time.Time, p *plan) error {
 	if !j.Enabled || len(j.Pending) == 0 {
 		return nil
 	}
@@ -596,8 +608,20 @@ func (rt *Runtime) drain(j *Job, now time.Time, p *plan) error {
 		if q.NotBefore.After(now) {
 			continue
 		}
+		if j.Chain != nil {
+			if why, refused := stepBlocked(j, st.Chain(j.Chain.ChainID), now); refused != nil {
+				rt.refuseStep(st, j, stepRefusal{runID: q.RunID, why: why}, now, p)
+				return nil
+			}
+		}
 		j.Pending = append(j.Pending[:i:i], j.Pending[i+1:]...)
-		return rt.claim(j, Claim{RunID: q.RunID, Slot: q.Slot, Trigger: q.Trigger, Attempt: q.Attempt, Forced: q.Forced}, now, q.Reason, p)
+		if err := rt.claim(j, Claim{RunID: q.RunID, Slot: q.Slot, Trigger: q.Trigger, Attempt: q.Attempt, Forced: q.Forced}, now, q.Reason, p); err != nil {
+			return err
+		}
+		if c := chainOf(st, j); c != nil {
+			c.StepStarted(j.ID, q.RunID, now)
+		}
+		return nil
 	}
 	return nil
 }
@@ -674,8 +698,9 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		*p = plan{}
 		now := rt.now()
-		for _, j := range st.All() {
-			if err := rt.settle(j, now, p); err != nil {
+		// A copy: a refused chain step's job is removed on the way.
+		for _, j := range slices.Clone(st.All()) {
+			if err := rt.settle(st, j, now, p); err != nil {
 				return err
 			}
 		}
@@ -692,10 +717,10 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 // settle reaps j's claims whose owners are gone or whose leases expired,
 // records the slots it let pass while paused, and starts its due pending
 // runs: what Recover and CatchUp do first for every job.
-func (rt *Runtime) settle(j *Job, now time.Time, p *plan) error {
+func (rt *Runtime) settle(st *store.State, j *Job, now time.Time, p *plan) error {
 	rt.reap(j, now, p)
 	rt.skipPaused(j, now, p)
-	return rt.drain(j, now, p)
+	return rt.drain(st, j, now, p)
 }
 
 // CatchUp handles everything due at now for all jobs, in one store update:
@@ -717,8 +742,9 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		*p = plan{}
 		now := rt.now()
-		for _, j := range st.All() {
-			if err := rt.settle(j, now, p); err != nil {
+		// A copy: a refused chain step's job is removed on the way.
+		for _, j := range slices.Clone(st.All()) {
+			if err := rt.settle(st, j, now, p); err != nil {
 				return err
 			}
 			if !j.Enabled || j.NextRunAt == nil || j.NextRunAt.After(now) {
@@ -729,7 +755,7 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 				rt.log.Error("job schedule unreadable", "job_id", j.ID, "error", err)
 				continue
 			}
-			if err := rt.misfire(j, sched, now, p); err != nil {
+			if err := rt.misfire(st, j, sched, now, p); err != nil {
 				return err
 			}
 		}
@@ -750,6 +776,7 @@ const maxEnumerate = 1000
 // slots, under the store lock.
 type overdue struct {
 	rt     *Runtime
+	st     *store.State
 	j      *Job
 	sched  *schedule.Schedule
 	now    time.Time
@@ -764,8 +791,8 @@ type overdue struct {
 
 // misfire applies j's misfire policy to its overdue slots. The caller holds
 // the store lock.
-func (rt *Runtime) misfire(j *Job, sched *schedule.Schedule, now time.Time, p *plan) error {
-	o := &overdue{rt: rt, j: j, sched: sched, now: now, p: p, slots: []time.Time{*j.NextRunAt}, grace: Grace(j, sched)}
+func (rt *Runtime) misfire(st *store.State, j *Job, sched *schedule.Schedule, now time.Time, p *plan) error {
+	o := &overdue{rt: rt, st: st, j: j, sched: sched, now: now, p: p, slots: []time.Time{*j.NextRunAt}, grace: Grace(j, sched)}
 	for {
 		n, ok := sched.Next(o.slots[len(o.slots)-1])
 		if !ok || n.After(now) {
@@ -823,7 +850,7 @@ func (o *overdue) run(s time.Time) error {
 		o.missed(s, "repeat limit reached")
 		return nil
 	}
-	res, err := o.rt.admit(o.j, o.sched, admission{slot: s, trig: o.trig(s)}, o.now, o.p)
+	res, err := o.rt.admitStep(o.st, o.j, o.sched, admission{slot: s, trig: o.trig(s)}, o.p)
 	if err != nil {
 		return err
 	}
@@ -873,7 +900,7 @@ func (o *overdue) runAll() error {
 			o.runs++
 		}
 	}
-	return o.rt.drain(o.j, o.now, o.p)
+	return o.rt.drain(o.st, o.j, o.now, o.p)
 }
 
 // RecordMissed records a fire NAS reports as failed (dead-lettered) as

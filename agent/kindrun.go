@@ -317,9 +317,12 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 
 // childRequest is the runner's request for child ch (or the reducer) of
 // parent c, without its run id and output: a child's item is in Fanout
-// and, with the parent's run id, in Env, for a runner of any kind.
+// and, with the parent's run id, in Env, for a runner of any kind. The
+// children and the reducer of a chain step carry its chain (Chain and the
+// CHRONOS_CHAIN_* variables) as the step's own run would.
 func (rt *Runtime) childRequest(j *Job, c Claim, ch child, payload runner.Payload) runner.Request {
-	req := runner.Request{JobID: j.ID, FireAt: c.Slot, Attempt: ch.attempt, Payload: payload, Env: RunEnv(rt.cfg.Home, j)}
+	req := runner.Request{JobID: j.ID, FireAt: c.Slot, Attempt: ch.attempt, Payload: payload, Chain: j.Chain.Clone(),
+		Env: RunEnv(rt.cfg.Home, j)}
 	if ch.index >= 0 {
 		req.Fanout = &runner.FanoutItem{ParentRunID: c.RunID, Index: ch.index, Item: ch.item, Var: j.Fanout.ItemVar}
 		req.Env[j.Fanout.ItemVar] = ch.item

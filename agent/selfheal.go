@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
@@ -163,7 +164,8 @@ func (rt *Runtime) Backstop(ctx context.Context, decide func(o Overdue) (cause s
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		*p, handled = plan{}, 0
 		now := rt.now()
-		for _, j := range st.All() {
+		// A copy: a refused chain step's job is removed on the way.
+		for _, j := range slices.Clone(st.All()) {
 			if !j.Enabled || j.FinishedAt != nil || j.NextRunAt == nil || j.NextRunAt.After(now) {
 				continue
 			}
@@ -177,11 +179,11 @@ func (rt *Runtime) Backstop(ctx context.Context, decide func(o Overdue) (cause s
 				continue
 			}
 			rt.reap(j, now, p)
-			if err := rt.drain(j, now, p); err != nil {
+			if err := rt.drain(st, j, now, p); err != nil {
 				return err
 			}
 			before := len(p.lines)
-			if err := rt.misfire(j, sched, now, p); err != nil {
+			if err := rt.misfire(st, j, sched, now, p); err != nil {
 				return err
 			}
 			for i := before; i < len(p.lines); i++ {

@@ -2,6 +2,7 @@ package pgtest_test
 
 import (
 	"database/sql"
+	"os"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -9,7 +10,12 @@ import (
 	"github.com/chronoscron/chronos/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(pgtest.EnvChild); mode != "" {
+		os.Exit(pgtest.ChildMain(mode))
+	}
+	pgtest.Main(m)
+}
 
 func TestSharedServerAnswers(t *testing.T) {
 	db, err := sql.Open("pgx", pgtest.URL(t))

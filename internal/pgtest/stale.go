@@ -87,14 +87,27 @@ func sweep(root string, now time.Time) {
 		case !known && now.Sub(fi.ModTime()) < ownerlessAge:
 			continue
 		}
-		removeAbandoned(dir, known)
+		stop := keepRunning
+		if known {
+			stop = stopRunning
+		}
+		removeAbandoned(dir, stop)
 	}
 }
 
+// runningPostmaster says what the sweep does with a postmaster still
+// running in a directory it removes.
+type runningPostmaster int
+
+const (
+	keepRunning runningPostmaster = iota // leave it, and the directory
+	stopRunning                          // stop it, then remove the directory
+)
+
 // removeAbandoned removes the cluster directory dir after stopping its
-// postmaster, if one still runs and stopRunning allows, and removing its
+// postmaster, if one still runs and running says so, and removing its
 // shared memory segment.
-func removeAbandoned(dir string, stopRunning bool) {
+func removeAbandoned(dir string, running runningPostmaster) {
 	data := filepath.Join(dir, "data")
 	p, err := readPidFile(data)
 	if err == nil {
@@ -102,7 +115,7 @@ func removeAbandoned(dir string, stopRunning bool) {
 		case postmasterUnknown:
 			return
 		case postmasterRunning:
-			if !stopRunning || !stopOrphan(p.pid) {
+			if running != stopRunning || !stopOrphan(p.pid) {
 				return
 			}
 		}

@@ -314,27 +314,15 @@ func (rt *Runtime) signal() {
 // (ledger.Follow), each WatchInterval: before the change they usually come
 // with is signalled.
 func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
-	defer rt.watchWG.Done()
-	t := time.NewTicker(rt.cfg.WatchInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	rt.every(ctx, rt.cfg.WatchInterval, func() {
 		if err := rt.ledger.Follow(ctx); err != nil && ctx.Err() == nil {
 			rt.log.Debug("ledger: reading other processes' lines failed; tried again", "error", err)
 		}
-		fp, err := rt.store.Fingerprint()
-		if err != nil {
-			continue
-		}
-		if fp != last {
+		if fp, err := rt.store.Fingerprint(); err == nil && fp != last {
 			last = fp
 			rt.signal()
 		}
-	}
+	})
 }
 
 // compactLoop folds the store's journal into jobs.json, off the path of
@@ -342,8 +330,18 @@ func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
 // store.CompactEvery), so that the journal stays short and a home at rest
 // keeps its whole state in jobs.json.
 func (rt *Runtime) compactLoop(ctx context.Context) {
+	rt.every(ctx, store.CompactEvery, func() {
+		if err := rt.store.CompactIfDue(ctx); err != nil && ctx.Err() == nil {
+			rt.log.Debug("store: compaction failed; the records stay", "error", err)
+		}
+	})
+}
+
+// every calls fn every d until ctx ends, then marks the background loop
+// it runs as done (watchWG).
+func (rt *Runtime) every(ctx context.Context, d time.Duration, fn func()) {
 	defer rt.watchWG.Done()
-	t := time.NewTicker(store.CompactEvery)
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -351,9 +349,7 @@ func (rt *Runtime) compactLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := rt.store.CompactIfDue(ctx); err != nil && ctx.Err() == nil {
-			rt.log.Debug("store: compaction failed; the records stay", "error", err)
-		}
+		fn()
 	}
 }
 

@@ -15,11 +15,7 @@ import (
 // and none returns before a sync that began after its write ended.
 func TestGroupSyncShares(t *testing.T) {
 	t.Parallel()
-	f, err := os.Create(filepath.Join(t.TempDir(), "day.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := dayFile(t)
 	var g groupSync
 	var syncs, began atomic.Uint64
 	s := g.file(f.Name())
@@ -73,11 +69,7 @@ func TestGroupSyncShares(t *testing.T) {
 // even when a later sync succeeds; appends written after it do not.
 func TestGroupSyncFailure(t *testing.T) {
 	t.Parallel()
-	f, err := os.Create(filepath.Join(t.TempDir(), "day.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := dayFile(t)
 	var g groupSync
 	s := g.file(f.Name())
 	boom := errors.New("EIO")
@@ -119,4 +111,15 @@ func TestAppendsAtOnceAreDurable(t *testing.T) {
 	if err != nil || len(runs) != 40 {
 		t.Fatalf("%d runs, %v; want 40", len(runs), err)
 	}
+}
+
+// dayFile creates an empty day file, closed when the test ends.
+func dayFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "day.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

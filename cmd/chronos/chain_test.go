@@ -14,14 +14,7 @@ import (
 // no agent serves: each refusal has its exit code and prints only its
 // error; bad input is a usage error and changes nothing.
 func TestChainCommandsExitCodes(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("CHRONOS_HOME", home)
-	t.Setenv("CHRONOS_AGENT_CONFIG", "")
-	cmd := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := run(context.Background(), append([]string{args[0], "--home", home}, args[1:]...), &out, &errb)
-		return code, out.String(), errb.String()
-	}
+	_, cmd := homeCLI(t)
 	start := []string{"chain", "start", "--class", "disk", "--id", "inc", "--stage", "action", "--in", "10m", "--max-retries", "0", "--", "true"}
 	for _, tc := range []struct {
 		name string
@@ -61,5 +54,19 @@ func TestChainCommandsExitCodes(t *testing.T) {
 	}
 	if code, out, _ := cmd("chains", "list", "--state", "closed"); code != 0 || !strings.Contains(out, "failure: limit: max_retries") {
 		t.Fatalf("chains list: exit %d: %s", code, out)
+	}
+}
+
+// homeCLI returns a fresh home no agent serves and a function that runs a
+// command in process on it, returning its exit code, stdout and stderr.
+func homeCLI(t *testing.T) (string, func(args ...string) (int, string, string)) {
+	t.Helper()
+	home := t.TempDir()
+	t.Setenv("CHRONOS_HOME", home)
+	t.Setenv("CHRONOS_AGENT_CONFIG", "")
+	return home, func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append([]string{args[0], "--home", home}, args[1:]...), &out, &errb)
+		return code, out.String(), errb.String()
 	}
 }

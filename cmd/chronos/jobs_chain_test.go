@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -20,14 +18,7 @@ import (
 // sweeper closed it) exits 6 with the reason and runs nothing, the chain
 // closes expired with the step skipped; a step of an open chain runs.
 func TestJobsRunOfAChainStepObeysItsChain(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("CHRONOS_HOME", home)
-	t.Setenv("CHRONOS_AGENT_CONFIG", "")
-	cmd := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := run(context.Background(), append([]string{args[0], "--home", home}, args[1:]...), &out, &errb)
-		return code, out.String(), errb.String()
-	}
+	home, cmd := homeCLI(t)
 	ran := filepath.Join(home, "ran")
 	code, out, errs := cmd("chain", "start", "--class", "short", "--id", "brief", "--stage", "action", "--in", "1s", "--lifetime", "2s", "--json", "--", "touch", ran)
 	var started agent.ChainStep

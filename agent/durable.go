@@ -47,21 +47,25 @@ func (j *journal) failure() error {
 	return errors.New("ledger not writable")
 }
 
-// record appends e to the ledger, or holds it (and every later line) until
-// it can be appended. It never fails: a held line is written by flushLoop.
-func (rt *Runtime) record(e ledger.Entry) {
+// record appends es to the ledger, in one write and one sync, or holds
+// them (and every later line) until they can be appended. It never fails:
+// held lines are written by flushLoop.
+func (rt *Runtime) record(es ...ledger.Entry) {
+	if len(es) == 0 {
+		return
+	}
 	j := &rt.journal
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if len(j.lines) == 0 {
-		err := rt.ledger.Append(context.Background(), e)
+		err := rt.ledger.Append(context.Background(), es...)
 		if err == nil {
 			return
 		}
 		j.err.Store(&err)
-		rt.log.Error("ledger line not written; holding it and trying again", "job_id", e.JobID, "run_id", e.RunID, "state", e.State, "error", err)
+		rt.log.Error("ledger lines not written; holding them and trying again", "job_id", es[0].JobID, "run_id", es[0].RunID, "state", es[0].State, "lines", len(es), "error", err)
 	}
-	j.lines = append(j.lines, e)
+	j.lines = append(j.lines, es...)
 	j.backlog.Store(int64(len(j.lines)))
 	select {
 	case j.kick <- struct{}{}:

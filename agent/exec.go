@@ -96,11 +96,11 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 	}()
 	j, c := s.job, s.claim
 	log := rt.log.With("job_id", j.ID, "run_id", c.RunID, "fire_at", c.Slot, "attempt", c.Attempt)
-	rel := filepath.Join("output", j.ID, c.RunID+".log")
+	rel := outputRel(j.ID, c.RunID)
 	out := &outputFile{path: filepath.Join(rt.cfg.Home, rel)}
-	e := rt.entry(&j, rt.now(), mark{c.RunID, ledger.StateRunning, c.Slot, Trigger(c.Trigger), ""})
-	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, rel
-	rt.record(e)
+	if !s.announced {
+		rt.record(rt.runningLine(s))
+	}
 	started := rt.now()
 	kr := rt.runKind(ctx, r, s, out, log)
 	res := kr.res
@@ -112,6 +112,19 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 	if stored && j.JobKind == JobKindFanout && !errors.Is(context.Cause(ctx), errShutdown) {
 		rt.dropPlan(c.RunID, log)
 	}
+}
+
+// runningLine is the ledger line of s's run starting.
+func (rt *Runtime) runningLine(s startReq) ledger.Entry {
+	c := s.claim
+	e := rt.entry(&s.job, rt.now(), mark{c.RunID, ledger.StateRunning, c.Slot, Trigger(c.Trigger), ""})
+	e.Token, e.Attempt, e.Forced, e.Output = c.Token, c.Attempt, c.Forced, outputRel(s.job.ID, c.RunID)
+	return e
+}
+
+// outputRel is the path of a run's output file, relative to the home.
+func outputRel(jobID, runID string) string {
+	return filepath.Join("output", jobID, runID+".log")
 }
 
 // runPayload runs the job's payload for claim c under the job's timeout.

@@ -124,6 +124,9 @@ type killReq struct {
 type startReq struct {
 	job   Job
 	claim Claim
+	// announced is set once the run's running line is written, with the
+	// lines of the plan that started it.
+	announced bool
 }
 
 // Fire claims slot of job jobID: under the store lock it checks that the
@@ -662,9 +665,16 @@ func missedRunID(jobID string, slot time.Time) string {
 // starts.
 func (rt *Runtime) apply(ctx context.Context, p *plan) {
 	rt.killLeftovers(ctx, p.kills)
-	for _, e := range p.lines {
-		rt.record(e)
+	lines := p.lines
+	for i, s := range p.starts {
+		// A run that starts now has its running line written with the
+		// plan's: one write and one sync for a fire's claim and its start.
+		if rt.isActive(s.claim.RunID, s.claim.Token) {
+			lines = append(lines, rt.runningLine(s))
+			p.starts[i].announced = true
+		}
 	}
+	rt.record(lines...)
 	if p.owed {
 		rt.handOverNow(ctx)
 	}

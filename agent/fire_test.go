@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/runner"
 )
 
 func TestFireClaimsASlotOnce(t *testing.T) {
@@ -139,5 +142,49 @@ func TestAddJobRejectsBadInput(t *testing.T) {
 	}
 	if jobs, _ := b.rt.Jobs(t.Context()); len(jobs) != 0 {
 		t.Fatalf("store changed: %d jobs", len(jobs))
+	}
+}
+
+// TestFireWritesClaimAndStartTogether: a fire that starts its run returns
+// with the run's claimed and running lines both in the ledger (written
+// together), and the run does not write its running line again.
+func TestFireWritesClaimAndStartTogether(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	rt, err := Open(t.Context(), Config{Home: t.TempDir(), Retention: -1, Runners: map[string]runner.Runner{"gate": g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	j, _, err := rt.AddJob(t.Context(), JobSpec{ID: "j", Schedule: "@yearly", Payload: payloadKind("gate")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rt.RunNow(t.Context(), j.ID, RunOptions{})
+	if err != nil || res.Status != FireAccepted {
+		t.Fatalf("%+v %v", res, err)
+	}
+	es, err := rt.Ledger().Entries(t.Context(), ledger.Filter{JobID: j.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []ledger.State
+	for _, e := range es {
+		states = append(states, e.State)
+		if e.State == ledger.StateRunning && (e.Token == 0 || e.Output == "") {
+			t.Fatalf("running line %+v lacks the claim's token or the output path", e)
+		}
+	}
+	if !slices.Equal(states, []ledger.State{ledger.StateClaimed, ledger.StateRunning}) {
+		t.Fatalf("lines when the run was accepted: %v, want claimed and running", states)
+	}
+	<-g.started
+	g.finish(res.RunID, nil)
+	r, err := rt.Wait(t.Context(), res.RunID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []ledger.State{ledger.StateClaimed, ledger.StateRunning, ledger.StateSucceeded}; !slices.Equal(r.States, want) {
+		t.Fatalf("run's lines %v, want %v", r.States, want)
 	}
 }

@@ -64,9 +64,9 @@ func (fo *follower) start(dir string) {
 	}
 }
 
-// write writes b, a line of this Ledger (after lead bytes ending a torn
-// line), at the end of f, and notes where the line went if the directory
-// is followed.
+// write writes b, whole lines of this Ledger (after lead bytes ending a
+// torn line), at the end of f, and notes where each line went if the
+// directory is followed.
 func (fo *follower) write(f *os.File, b []byte, lead int) error {
 	fo.mine.Lock()
 	defer fo.mine.Unlock()
@@ -85,7 +85,15 @@ func (fo *follower) write(f *os.File, b []byte, lead int) error {
 	if fo.own[name] == nil {
 		fo.own[name] = map[int64]struct{}{}
 	}
-	fo.own[name][end-int64(len(b))+int64(lead)] = struct{}{}
+	at := end - int64(len(b))
+	for i := lead; i < len(b); {
+		fo.own[name][at+int64(i)] = struct{}{}
+		n := bytes.IndexByte(b[i:], '\n')
+		if n < 0 {
+			break
+		}
+		i += n + 1
+	}
 	return nil
 }
 

@@ -130,20 +130,47 @@ func (l *Ledger) dayFile(t time.Time) string {
 	return filepath.Join(l.dir, t.UTC().Format(dayLayout)+".jsonl")
 }
 
-// Append writes e as one line, with one write and an fsync. Time must be set.
-func (l *Ledger) Append(ctx context.Context, e Entry) error {
+// Append writes each entry as one line and returns once all are durable.
+// Entries of one day file go out in one write and one sync (a fire's claim
+// and its run's start share them); a failed write or sync fails the call,
+// and lines written before it may or may not be durable. Time, run id, job
+// id and state must be set on every entry: otherwise nothing is written.
+func (l *Ledger) Append(ctx context.Context, es ...Entry) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}
-	if e.Time.IsZero() || e.RunID == "" || e.JobID == "" || e.State == "" {
-		return errors.New("ledger: entry needs time, run id, job id and state")
+	lines := make([][]byte, len(es))
+	for i, e := range es {
+		if e.Time.IsZero() || e.RunID == "" || e.JobID == "" || e.State == "" {
+			return errors.New("ledger: entry needs time, run id, job id and state")
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("ledger: encode: %w", err)
+		}
+		lines[i] = append(b, '\n')
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("ledger: encode: %w", err)
+	for i := 0; i < len(es); {
+		path := l.dayFile(es[i].Time)
+		var b []byte
+		n := i
+		for ; n < len(es) && l.dayFile(es[n].Time) == path; n++ {
+			b = append(b, lines[n]...)
+		}
+		if err := l.appendDay(path, b); err != nil {
+			return err
+		}
+		for _, e := range es[i:n] {
+			l.obs.notify(e)
+		}
+		i = n
 	}
-	b = append(b, '\n')
-	f, err := os.OpenFile(l.dayFile(e.Time), os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	return nil
+}
+
+// appendDay writes b, whole lines, to the day file at path and syncs it.
+func (l *Ledger) appendDay(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("ledger: open: %w", err)
 	}
@@ -152,8 +179,8 @@ func (l *Ledger) Append(ctx context.Context, e Entry) error {
 		f.Close()
 		return fmt.Errorf("ledger: append: %w", err)
 	} else if torn {
-		// A crash left a line without its newline: end it, so this line
-		// stays whole (readers skip the torn one).
+		// A crash left a line without its newline: end it, so these lines
+		// stay whole (readers skip the torn one).
 		b, lead = append([]byte{'\n'}, b...), 1
 	}
 	if err := l.fol.write(f, b, lead); err != nil {
@@ -168,7 +195,6 @@ func (l *Ledger) Append(ctx context.Context, e Entry) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("ledger: close: %w", err)
 	}
-	l.obs.notify(e)
 	return nil
 }
 

@@ -185,3 +185,51 @@ func TestNotificationLinesDoNotFold(t *testing.T) {
 		t.Fatalf("entries %+v %v", es, err)
 	}
 }
+
+// TestAppendSeveral: entries appended together are written in order, those
+// of one day file with one write and one sync, those of another day to
+// their own file; each is told to observers (and to a follower of the
+// directory) once; an invalid entry among them writes none.
+func TestAppendSeveral(t *testing.T) {
+	t.Parallel()
+	this, other, rec := followed(t)
+	this.ObserveAll(rec.see)
+	ctx := context.Background()
+	next := day.Add(24 * time.Hour)
+	err := this.Append(ctx, entry("a", StateClaimed, day, 1), entry("a", StateRunning, day, 1), entry("b", StateClaimed, day, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := this.syncs.file(this.dayFile(day))
+	s.mu.Lock()
+	writes, covered := s.written, s.covered
+	s.mu.Unlock()
+	if writes != 1 || covered != 1 {
+		t.Fatalf("one day's three lines took %d writes and %d synced, want one of each", writes, covered)
+	}
+	if err := this.Append(ctx, entry("b", StateSucceeded, day, 2), entry("c", StateClaimed, next, 3)); err != nil {
+		t.Fatal(err)
+	}
+	told := []string{"a/claimed", "a/running", "b/claimed", "b/succeeded", "c/claimed"}
+	wantLines(t, "observers", rec.got(), told...)
+	mustFollow(t, this)
+	mustAppend(t, other, entry("d", StateClaimed, day, 4))
+	mustFollow(t, this)
+	wantLines(t, "after Follow", rec.got(), append(told, "d/claimed")...)
+
+	if err := this.Append(ctx, entry("e", StateClaimed, day, 5), Entry{RunID: "f"}); err == nil {
+		t.Fatal("appended entries with an invalid one among them")
+	}
+	es, err := this.Entries(ctx, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, e.RunID+"/"+string(e.State))
+	}
+	wantLines(t, "the files", got, "a/claimed", "a/running", "b/claimed", "b/succeeded", "d/claimed", "c/claimed")
+	if files, _ := filepath.Glob(filepath.Join(this.Dir(), "*.jsonl")); len(files) != 2 {
+		t.Fatalf("day files %v, want two", files)
+	}
+}

@@ -19,7 +19,7 @@ func newBenchCmd() *cobra.Command {
 // benchRelayFlags are the command line of `chronos bench relay`.
 type benchRelayFlags struct {
 	o                 relaybench.Options
-	at, rate, profile string
+	at, rate, profile, memProfile string
 	asJSON            bool
 }
 
@@ -60,6 +60,7 @@ verification) an EdDSA deployment gets.`,
 	f.StringVar(&b.o.Alg, "alg", nas.DefaultSigningAlg, "fire-token algorithm: ES256, EdDSA or RS256")
 	f.BoolVar(&b.asJSON, "json", false, "print the result as JSON")
 	f.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	f.StringVar(&b.memProfile, "memprofile", "", "write an allocation profile of the run to this file")
 	return c
 }
 
@@ -89,6 +90,11 @@ func (b *benchRelayFlags) run(cmd *cobra.Command, _ []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
 	res, err := relaybench.Run(cmd.Context(), b.o, log)
+	if b.memProfile != "" {
+		if perr := cmdline.WriteAllocProfile(b.memProfile); perr != nil && err == nil {
+			err = fmt.Errorf("bench relay: %w", perr)
+		}
+	}
 	if res != nil && b.asJSON {
 		_ = cmdline.WriteJSON(cmd.OutOrStdout(), res)
 	} else if res != nil {

@@ -33,3 +33,21 @@ func StartCPUProfile(path string) (stop func(), err error) {
 		_ = f.Close()
 	}, nil
 }
+
+// WriteAllocProfile writes the allocations the process made so far (the
+// "allocs" profile: what was allocated, sampled, and where) to the file
+// path.
+func WriteAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memprofile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("memprofile: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("memprofile: %w", err)
+	}
+	return nil
+}

@@ -454,11 +454,56 @@ func TestOldLayoutMigrates(t *testing.T) {
 		}
 	}
 	raw, _ := os.ReadFile(s.Path())
-	if !strings.HasPrefix(string(raw), `{"version":1,"generation":1,"jobs":[`+"\n") {
+	if !strings.HasPrefix(string(raw), `{"version":2,"generation":1,"jobs":[`+"\n") {
 		t.Fatalf("jobs.json not migrated: %s", raw)
 	}
 	if j, err := open(t, home).Get(context.Background(), "a"); err != nil || j.Name != "n1" {
 		t.Fatalf("job %+v %v", j, err)
+	}
+}
+
+// TestVersionOneIsRewrittenBeforeAnyRecord: a version 1 jobs.json (as
+// builds before the journal wrote it, in the current layout) is rewritten
+// whole as version 2 by its first change, with no journal line: a build
+// that reads only version 1 refuses the home from then on, and never reads
+// a jobs.json behind which the journal holds changes.
+func TestVersionOneIsRewrittenBeforeAnyRecord(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	s := open(t, home)
+	err := s.Update(context.Background(), func(st *State) error {
+		return st.Add(&Job{ID: "a", Schedule: "every 1m", Enabled: true})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := strings.Replace(string(raw), `{"version":2,`, `{"version":1,`, 1)
+	if v1 == string(raw) {
+		t.Fatalf("jobs.json is not version 2: %s", raw)
+	}
+	if err := os.WriteFile(s.Path(), []byte(v1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, home)
+	for i, want := range []int{0, 1} {
+		err := s.Update(context.Background(), func(st *State) error {
+			st.Job("a").Name = fmt.Sprintf("n%d", i)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gens := records(t, home); len(gens) != want {
+			t.Fatalf("change %d: records %v, want %d", i, gens, want)
+		}
+		raw, _ := os.ReadFile(s.Path())
+		if !strings.HasPrefix(string(raw), `{"version":2,`) {
+			t.Fatalf("change %d: jobs.json %s, want version 2", i, raw)
+		}
 	}
 }
 

@@ -14,8 +14,10 @@ import (
 )
 
 // FormatVersion is the version of jobs.json this package writes. A file with
-// a newer version is refused rather than rewritten.
-const FormatVersion = 1
+// a newer version is refused rather than rewritten. Version 2 homes may hold
+// records in jobs.journal that readers must apply after jobs.json: builds
+// that read only version 1 (and would miss them) refuse such a home.
+const FormatVersion = 2
 
 // jobIDPattern is the job id syntax of the wire contract.
 var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)

@@ -443,6 +443,10 @@ func (s *Store) keepAside(path string, raw []byte) (string, error) {
 // any other adds one record holding only the jobs (and chains) it changed,
 // so its cost does not grow with the number of jobs.
 func (s *Store) write(st *State) error {
+	// A jobs.json of an older format is rewritten before any record is
+	// appended: builds that predate the journal refuse the newer version
+	// instead of reading jobs.json without the journal's records.
+	older := st.Version < FormatVersion
 	st.Version = FormatVersion
 	if st.reshaped {
 		sortJobs(st)
@@ -464,7 +468,7 @@ func (s *Store) write(st *State) error {
 		return nil
 	}
 	st.Generation++
-	if st.reshaped || st.chains.reshaped || old == nil || s.journal.files > 0 {
+	if st.reshaped || st.chains.reshaped || old == nil || older || s.journal.files > 0 {
 		// Record files of an older build are folded first, so that none
 		// is ever read together with the journal.
 		return s.writeBase(st, enc)

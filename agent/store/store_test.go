@@ -56,7 +56,7 @@ func TestUpdatePersistsAndReads(t *testing.T) {
 		t.Fatalf("jobs %+v", jobs)
 	}
 	raw, _ := os.ReadFile(filepath.Join(home, JobsFile))
-	if !strings.HasPrefix(string(raw), `{"version":1,"generation":2,"jobs":[`) {
+	if !strings.HasPrefix(string(raw), `{"version":2,"generation":2,"jobs":[`) {
 		t.Fatalf("file head %.60q", raw)
 	}
 	if _, err := s.Get(context.Background(), "zz"); !errors.Is(err, ErrNotFound) {

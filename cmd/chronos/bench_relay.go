@@ -18,9 +18,9 @@ func newBenchCmd() *cobra.Command {
 
 // benchRelayFlags are the command line of `chronos bench relay`.
 type benchRelayFlags struct {
-	o                 relaybench.Options
+	o                             relaybench.Options
 	at, rate, profile, memProfile string
-	asJSON            bool
+	asJSON                        bool
 }
 
 func newBenchRelayCmd() *cobra.Command {

@@ -123,75 +123,97 @@ func TestQueuedRunOfAStepOfAnOpenChainRunsAsTheStep(t *testing.T) {
 	}
 }
 
-// TestRetryOfAStepAfterItsChainEndedIsSkipped: a step (on_interrupt
-// retry) whose run's owner died is owed a retry after the backoff; when
-// its chain expires or is closed before the retry's fire, the fire does
-// not run it: the retry is recorded skipped with the chain's reason, the
-// step is marked skipped, an expired chain is closed expired, and the
-// step's job is removed.
-func TestRetryOfAStepAfterItsChainEndedIsSkipped(t *testing.T) {
-	cases := []struct {
-		name   string
-		end    func(t *testing.T, b *bundle, c chain.Chain)
-		reason string
-		closed string
-	}{
-		{"expired", func(_ *testing.T, b *bundle, c chain.Chain) { b.clock.Set(c.ExpiresAt.Add(time.Second)) }, "chain expired", chain.ReasonExpired},
-		{"closed", func(t *testing.T, b *bundle, _ chain.Chain) {
-			if _, err := b.rt.CloseChain(context.Background(), ChainClose{ChainID: "inc", Reason: "fixed by hand"}); err != nil {
-				t.Fatal(err)
-			}
-		}, "chain closed: fixed by hand", "fixed by hand"},
+// owedRetry starts chain "inc" with a step (on_interrupt retry) whose run's
+// owner died: CatchUp records it interrupted and owes a retry after the
+// backoff, which it returns.
+func (b *bundle) owedRetry(t *testing.T) (ChainStep, store.Pending) {
+	t.Helper()
+	ctx := context.Background()
+	st := b.gateStep(t, "inc", "skip", "retry")
+	slot := *st.Job.NextRunAt
+	b.plantClaim(t, st.Job.ID, "elsewhere:1:x", slot.Add(time.Minute))
+	if err := b.rt.Store().Update(ctx, func(s *store.State) error {
+		s.Chain("inc").StepStarted(st.Job.ID, "planted", slot)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			ctx := context.Background()
-			st := b.gateStep(t, "inc", "skip", "retry")
-			slot := *st.Job.NextRunAt
-			b.plantClaim(t, st.Job.ID, "elsewhere:1:x", slot.Add(time.Minute))
-			if err := b.rt.Store().Update(ctx, func(s *store.State) error {
-				s.Chain("inc").StepStarted(st.Job.ID, "planted", slot)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			b.clock.Set(slot.Add(2 * time.Minute))
-			if err := b.rt.CatchUp(ctx); err != nil {
-				t.Fatal(err)
-			}
-			j := b.job(t, st.Job.ID)
-			if len(j.Pending) != 1 || j.Pending[0].Cause != store.PendingRetry {
-				t.Fatalf("no retry owed: %+v", j.Pending)
-			}
-			retry := j.Pending[0]
-			tc.end(t, b, b.chain(t, "inc"))
-			if b.clock.Now().Before(retry.NotBefore) {
-				b.clock.Set(retry.NotBefore)
-			}
-			res := b.fire(t, st.Job.ID, retry.NotBefore)
-			if res.Status != FireAccepted || !res.Skipped || res.Queued || res.RunID != retry.RunID || res.Reason != tc.reason {
-				t.Fatalf("the retry's fire %+v", res)
-			}
-			select {
-			case id := <-b.gate.started:
-				t.Fatalf("run %s started", id)
-			default:
-			}
-			r := b.wait(t, retry.RunID)
-			if r.State != ledger.StateSkipped || r.Reason != tc.reason || r.Attempt != 2 || !slices.Equal(r.States, []ledger.State{ledger.StateInterrupted, ledger.StateSkipped}) {
-				t.Fatalf("the retry %+v", r)
-			}
-			c := b.chain(t, "inc")
-			if c.State != chain.StateClosed || c.ClosedReason != tc.closed || c.Steps[0].Status != chain.StepSkipped ||
-				c.Steps[0].RunID != retry.RunID || c.Steps[0].Reason != tc.reason || b.hasJob(t, st.Job.ID) {
-				t.Fatalf("chain %+v, job left %v", c, b.hasJob(t, st.Job.ID))
-			}
-			if d, _ := b.rt.Desired(ctx); len(d) != 0 {
-				t.Fatalf("still desired at NAS: %+v", d)
-			}
-		})
+	b.clock.Set(slot.Add(2 * time.Minute))
+	if err := b.rt.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j := b.job(t, st.Job.ID)
+	if len(j.Pending) != 1 || j.Pending[0].Cause != store.PendingRetry {
+		t.Fatalf("no retry owed: %+v", j.Pending)
+	}
+	return st, j.Pending[0]
+}
+
+// settledStep checks that step st's owed retry was recorded skipped with
+// reason, the step marked skipped as that run, chain "inc" closed with
+// closed, and nothing of the step left here or at NAS.
+func (b *bundle) settledStep(t *testing.T, st ChainStep, retry store.Pending, reason, closed string) {
+	t.Helper()
+	r := b.wait(t, retry.RunID)
+	if r.State != ledger.StateSkipped || r.Reason != reason || r.Attempt != 2 || !slices.Equal(r.States, []ledger.State{ledger.StateInterrupted, ledger.StateSkipped}) {
+		t.Fatalf("the retry %+v", r)
+	}
+	c := b.chain(t, "inc")
+	if c.State != chain.StateClosed || c.ClosedReason != closed || c.Steps[0].Status != chain.StepSkipped ||
+		c.Steps[0].RunID != retry.RunID || c.Steps[0].Reason != reason || b.hasJob(t, st.Job.ID) {
+		t.Fatalf("chain %+v, job left %v", c, b.hasJob(t, st.Job.ID))
+	}
+	if d, _ := b.rt.Desired(context.Background()); len(d) != 0 {
+		t.Fatalf("still desired at NAS: %+v", d)
+	}
+}
+
+// TestRetryOfAStepAfterItsChainExpiredIsSkipped: a step (on_interrupt
+// retry) whose run's owner died is owed a retry after the backoff; when
+// its chain expires before the retry's fire, the fire does not run it: the
+// retry is recorded skipped "chain expired", the step is marked skipped,
+// the chain is closed expired, and the step's job is removed.
+func TestRetryOfAStepAfterItsChainExpiredIsSkipped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st, retry := b.owedRetry(t)
+	b.clock.Set(b.chain(t, "inc").ExpiresAt.Add(time.Second))
+	if b.clock.Now().Before(retry.NotBefore) {
+		b.clock.Set(retry.NotBefore)
+	}
+	res := b.fire(t, st.Job.ID, retry.NotBefore)
+	if res.Status != FireAccepted || !res.Skipped || res.Queued || res.RunID != retry.RunID || res.Reason != "chain expired" {
+		t.Fatalf("the retry's fire %+v", res)
+	}
+	select {
+	case id := <-b.gate.started:
+		t.Fatalf("run %s started", id)
+	default:
+	}
+	b.settledStep(t, st, retry, "chain expired", chain.ReasonExpired)
+}
+
+// TestClosingAChainSkipsAStepsOwedRetry: closing a chain whose step is
+// owed a retry (its run's owner died) settles the step at once, as a
+// pending step is: the retry is recorded skipped "chain closed: <reason>",
+// the step is marked skipped, and its job is removed (so the reconcile
+// cancels it at NAS); a fire for the retry's wake time finds no job.
+func TestClosingAChainSkipsAStepsOwedRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	st, retry := b.owedRetry(t)
+	if _, err := b.rt.CloseChain(context.Background(), ChainClose{ChainID: "inc", Reason: "fixed by hand"}); err != nil {
+		t.Fatal(err)
+	}
+	b.settledStep(t, st, retry, "chain closed: fixed by hand", "fixed by hand")
+	b.clock.Set(retry.NotBefore)
+	if res := b.fire(t, st.Job.ID, retry.NotBefore); res.Status != FireGone {
+		t.Fatalf("the retry's fire after the close %+v", res)
+	}
+	select {
+	case id := <-b.gate.started:
+		t.Fatalf("run %s started", id)
+	default:
 	}
 }
 
@@ -297,5 +319,66 @@ func TestFanoutStepChildrenCarryTheChain(t *testing.T) {
 	}
 	if c := b.chain(t, "inc"); c.ClosedReason != chain.ReasonDone || c.Steps[0].RunID != res.RunID {
 		t.Fatalf("chain %+v", c)
+	}
+}
+
+// TestStepInterruptedInAClosedChainIsNotRetried: a step (on_interrupt
+// retry) runs while its chain is closed; when the agent shuts down under
+// it, the retry the policy owes is recorded skipped "chain closed:
+// <reason>" at once, the step keeps its interrupted run, and its job is
+// removed in the same write: nothing is armed at NAS for a retry that
+// would only be refused at its wake time.
+func TestStepInterruptedInAClosedChainIsNotRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	st := b.gateStep(t, "inc", "skip", "retry")
+	run, err := b.rt.RunNow(ctx, st.Job.ID, RunOptions{})
+	if err != nil || run.Skipped {
+		t.Fatalf("manual run %+v: %v", run, err)
+	}
+	if got := b.started(t); got != run.RunID {
+		t.Fatalf("started %s, want %s", got, run.RunID)
+	}
+	if _, err := b.rt.CloseChain(ctx, ChainClose{ChainID: "inc", Reason: "fixed by hand"}); err != nil {
+		t.Fatal(err)
+	}
+	if !b.hasJob(t, st.Job.ID) {
+		t.Fatal("the running step's job was removed by the close")
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := b.rt.Close(short); err == nil {
+		t.Fatal("close reported no interruption")
+	}
+	again, err := Open(ctx, Config{Home: b.home, Now: b.clock.Now, Retention: -1, Runners: map[string]runner.Runner{"gate": b.gate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	runs, err := again.Ledger().Runs(ctx, ledger.Filter{JobID: st.Job.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]ledger.Run{}
+	for _, r := range runs {
+		byID[r.RunID] = r
+	}
+	if r := byID[run.RunID]; len(runs) != 1 || r.State != ledger.StateSkipped || r.Reason != "chain closed: fixed by hand" || r.Attempt != 2 ||
+		!slices.Equal(r.States, []ledger.State{ledger.StateClaimed, ledger.StateRunning, ledger.StateInterrupted, ledger.StateSkipped}) {
+		t.Fatalf("runs %+v", runs)
+	}
+	c, err := again.Chain(ctx, "inc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Steps[0].Status != chain.StepInterrupted || c.Steps[0].RunID != run.RunID {
+		t.Fatalf("chain %+v", c)
+	}
+	if _, err := again.Job(ctx, st.Job.ID); err == nil {
+		t.Fatal("the step's job is left")
+	}
+	if d, _ := again.Desired(ctx); len(d) != 0 {
+		t.Fatalf("still desired at NAS: %+v", d)
 	}
 }

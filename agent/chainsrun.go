@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,11 +91,23 @@ func (rt *Runtime) breakerLine(b *chain.Breaker, ev ledger.State, reason string,
 }
 
 // closeChain closes c with how: its pending steps' jobs are removed, the
+// runs owed to its steps with no run live (a retry after an interrupted
+// run, a queued slot) are recorded skipped and their jobs removed too, the
 // class's breaker counts the outcome (a limit is an invariant violation
-// and opens it) and the lines are planned. The caller holds the store lock.
+// and opens it) and the lines are planned. A step still running keeps its
+// job until the run ends (see endChainStep). The caller holds the store
+// lock.
 func (rt *Runtime) closeChain(st *store.State, c *chain.Chain, how chain.Closing, now time.Time, p *plan) {
 	for _, id := range c.Close(now, how) {
 		st.Remove(id)
+	}
+	for _, s := range slices.Clone(c.Steps) {
+		j := st.Job(s.JobID)
+		if j == nil || j.Chain == nil || len(j.Claims) > 0 || len(j.Pending) == 0 {
+			continue
+		}
+		why, _ := stepBlocked(j, c, now)
+		rt.refuseStep(st, j, stepRefusal{runID: j.Pending[0].RunID, why: why}, now, p)
 	}
 	rt.closed(st, c, now, p)
 }
@@ -192,12 +205,7 @@ type stepRefusal struct {
 // and the job is removed when nothing of it is left. The caller holds the
 // store lock.
 func (rt *Runtime) refuseStep(st *store.State, j *Job, r stepRefusal, now time.Time, p *plan) {
-	for _, q := range j.Pending {
-		e := rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), r.why})
-		e.Attempt, e.Forced = q.Attempt, q.Forced
-		p.lines = append(p.lines, e)
-	}
-	j.Pending = nil
+	rt.skipOwed(j, r.why, now, p)
 	if c := chainOf(st, j); c != nil {
 		if s := c.Step(j.ID); s != nil && s.Status.Open() && len(j.Claims) == 0 {
 			s.Status, s.RunID, s.EndedAt, s.Reason = chain.StepSkipped, r.runID, utcPtr(now), r.why
@@ -207,6 +215,17 @@ func (rt *Runtime) refuseStep(st *store.State, j *Job, r stepRefusal, now time.T
 	if len(j.Claims) == 0 && len(j.Outbound) == 0 {
 		st.Remove(j.ID)
 	}
+}
+
+// skipOwed records j's pending runs (queued slots, retries) skipped with
+// reason why and drops them. The caller holds the store lock.
+func (rt *Runtime) skipOwed(j *Job, why string, now time.Time, p *plan) {
+	for _, q := range j.Pending {
+		e := rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), why})
+		e.Attempt, e.Forced = q.Attempt, q.Forced
+		p.lines = append(p.lines, e)
+	}
+	j.Pending = nil
 }
 
 // closeExpired closes c (nil: nothing) expired when it is still open: a
@@ -256,12 +275,14 @@ func (rt *Runtime) endChainStep(st *store.State, j *Job, cp *completion, p *plan
 	}
 	now := cp.line.Time
 	c := st.Chain(j.Chain.ChainID)
-	if _, refused := stepBlocked(j, c, now); len(j.Pending) > 0 {
+	if why, refused := stepBlocked(j, c, now); len(j.Pending) > 0 {
 		if refused == nil {
 			return
 		}
-		// The owed run will be refused (drain): the step ends with this
-		// run, in a chain closed expired if it expired meanwhile.
+		// The owed runs will never start: they are recorded skipped now,
+		// and the step ends with this run, in a chain closed expired if it
+		// expired meanwhile.
+		rt.skipOwed(j, why, now, p)
 		rt.closeExpired(st, c, now, p)
 	}
 	if c != nil {

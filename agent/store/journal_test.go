@@ -441,18 +441,7 @@ func TestOldLayoutMigrates(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := open(t, home)
-	for i, want := range []int{0, 1} {
-		err := s.Update(context.Background(), func(st *State) error {
-			st.Job("a").Name = fmt.Sprintf("n%d", i)
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if gens := records(t, home); len(gens) != want {
-			t.Fatalf("change %d: records %v, want %d", i, gens, want)
-		}
-	}
+	wholeThenRecord(t, s, home)
 	raw, _ := os.ReadFile(s.Path())
 	if !strings.HasPrefix(string(raw), `{"version":2,"generation":1,"jobs":[`+"\n") {
 		t.Fatalf("jobs.json not migrated: %s", raw)
@@ -488,7 +477,14 @@ func TestVersionOneIsRewrittenBeforeAnyRecord(t *testing.T) {
 	if err := os.WriteFile(s.Path(), []byte(v1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s = open(t, home)
+	wholeThenRecord(t, open(t, home), home)
+}
+
+// wholeThenRecord renames job "a" twice through s: the first change must
+// write jobs.json whole (no journal line), the second append a record,
+// and jobs.json must be of the current version after each.
+func wholeThenRecord(t *testing.T, s *Store, home string) {
+	t.Helper()
 	for i, want := range []int{0, 1} {
 		err := s.Update(context.Background(), func(st *State) error {
 			st.Job("a").Name = fmt.Sprintf("n%d", i)
@@ -501,8 +497,8 @@ func TestVersionOneIsRewrittenBeforeAnyRecord(t *testing.T) {
 			t.Fatalf("change %d: records %v, want %d", i, gens, want)
 		}
 		raw, _ := os.ReadFile(s.Path())
-		if !strings.HasPrefix(string(raw), `{"version":2,`) {
-			t.Fatalf("change %d: jobs.json %s, want version 2", i, raw)
+		if !strings.HasPrefix(string(raw), fmt.Sprintf(`{"version":%d,`, FormatVersion)) {
+			t.Fatalf("change %d: jobs.json %s, want version %d", i, raw, FormatVersion)
 		}
 	}
 }

@@ -88,12 +88,16 @@ func (b *benchRelayFlags) run(cmd *cobra.Command, _ []string) error {
 		}
 		defer stop()
 	}
+	writeAllocs := func() error { return nil }
+	if b.memProfile != "" {
+		if writeAllocs, err = cmdline.StartAllocProfile(b.memProfile); err != nil {
+			return fmt.Errorf("bench relay: %w", err)
+		}
+	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
 	res, err := relaybench.Run(cmd.Context(), b.o, log)
-	if b.memProfile != "" {
-		if perr := cmdline.WriteAllocProfile(b.memProfile); perr != nil && err == nil {
-			err = fmt.Errorf("bench relay: %w", perr)
-		}
+	if perr := writeAllocs(); perr != nil && err == nil {
+		err = fmt.Errorf("bench relay: %w", perr)
 	}
 	if res != nil && b.asJSON {
 		_ = cmdline.WriteJSON(cmd.OutOrStdout(), res)

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +72,29 @@ func TestBenchRelayUsage(t *testing.T) {
 		if code := run(context.Background(), args, &stdout, &stderr); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr.String())
 		}
+	}
+}
+
+// TestBenchRelayMemProfile: --memprofile writes an allocation profile of
+// the run; a path that cannot be created fails before anything runs.
+func TestBenchRelayMemProfile(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	bad := []string{"bench", "relay", "--n", "50", "--at", "+0s", "--memprofile", filepath.Join(dir, "missing", "allocs.prof")}
+	if code := run(ctx, bad, &stdout, &stderr); code == exitOK || !strings.Contains(stderr.String(), "memprofile") || stdout.Len() != 0 {
+		t.Fatalf("bad path: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	path := filepath.Join(dir, "allocs.prof")
+	stdout.Reset()
+	stderr.Reset()
+	good := []string{"bench", "relay", "--n", "50", "--at", "+0s", "--agents", "5", "--memprofile", path}
+	if code := run(ctx, good, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile %v %v: want a non-empty file", fi, err)
 	}
 }

@@ -34,20 +34,23 @@ func StartCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-// WriteAllocProfile writes the allocations the process made so far (the
-// "allocs" profile: what was allocated, sampled, and where) to the file
-// path.
-func WriteAllocProfile(path string) error {
+// StartAllocProfile creates the file path at once (so a bad path fails
+// before any work) and returns write, which writes the allocations the
+// process made until then (the "allocs" profile: what was allocated,
+// sampled, and where) to it and closes it.
+func StartAllocProfile(path string) (write func() error, err error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("memprofile: %w", err)
+		return nil, fmt.Errorf("memprofile: %w", err)
 	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("memprofile: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("memprofile: %w", err)
-	}
-	return nil
+	return func() error {
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("memprofile: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("memprofile: %w", err)
+		}
+		return nil
+	}, nil
 }

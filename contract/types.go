@@ -7,7 +7,16 @@ type ProvisionRequest struct {
 	FireAt           Time   `json:"fire_at"`
 	AgentCallbackURL string `json:"agent_callback_url"`
 	DedupKey         string `json:"dedup_key"`
+	// FlexSeconds, when set, is the fire's flexible window: the agent
+	// accepts delivery anywhere in [fire_at, fire_at + flex_seconds], 0 to
+	// MaxFlexSeconds. NAS spreads such fires inside their windows. The fire
+	// body and token carry fire_at unchanged.
+	FlexSeconds int64 `json:"flex_seconds,omitempty"`
 }
+
+// MaxFlexSeconds is the widest flexible window a provision may ask for
+// (one day).
+const MaxFlexSeconds = 86400
 
 // ProvisionResponse is the 200 answer to a provision: the schedule id of the
 // armed one-shot (unchanged when the same fire_at is provisioned again).
@@ -34,6 +43,8 @@ type ArmedJob struct {
 	FireAt           Time   `json:"fire_at"`
 	ScheduleID       string `json:"schedule_id"`
 	AgentCallbackURL string `json:"agent_callback_url"`
+	// FlexSeconds is the fire's flexible window, when it has one.
+	FlexSeconds int64 `json:"flex_seconds,omitempty"`
 }
 
 // FailedFire is a fire NAS gave up on (dead-lettered), reported to the agent
@@ -84,6 +95,8 @@ type DesiredArm struct {
 	FireAt           Time   `json:"fire_at"`
 	AgentCallbackURL string `json:"agent_callback_url"`
 	DedupKey         string `json:"dedup_key"`
+	// FlexSeconds is the fire's flexible window, as in ProvisionRequest.
+	FlexSeconds int64 `json:"flex_seconds,omitempty"`
 }
 
 // PutArmedRequest is the full desired armed set of the calling agent: NAS

@@ -39,6 +39,9 @@ type OneShot struct {
 	// back in the agent's own spelling.
 	FireAtSpelling string
 	CallbackURL    string
+	// Flex is the fire's flexible window: the agent accepts delivery
+	// anywhere in [FireAt, FireAt+Flex]. 0: at FireAt.
+	Flex time.Duration
 	// Attempt counts claims so far (0 before the first); it doubles as the
 	// fencing token of the current lease.
 	Attempt int
@@ -61,6 +64,12 @@ type ArmRequest struct {
 	// the schedule id and takes the new spelling.
 	FireAtSpelling string
 	CallbackURL    string
+	// Flex is the fire's flexible window (0 to MaxFlex): delivery anywhere
+	// in [FireAt, FireAt+Flex] is fine with the agent.
+	Flex time.Duration
+	// DueAt, when set, is when the fire is first due: within the window,
+	// [FireAt, FireAt+Flex] (see FlexDue). Zero: FireAt.
+	DueAt time.Time
 	// ScheduleID is the id to use if this arm creates or replaces the
 	// one-shot; callers pass a fresh unique id every time.
 	ScheduleID string
@@ -91,6 +100,9 @@ type Lease struct {
 	// ClaimedAt, the one-shot above is its armed row as the claim found it
 	// (re-checking the row then would only repeat the claim's own read).
 	ClaimedAt time.Time
+	// AgentFailures is how many deliveries in a row found the lease's agent
+	// not answering (see Queue.Down) when Claim took it; set by Claim only.
+	AgentFailures int
 	// InstanceStopped is whether the operator had stopped the one-shot's
 	// agent instance when Claim took it (set by Claim only), so that a
 	// deliverer in the same process as NAS needs no read of its own to drop
@@ -121,9 +133,10 @@ var (
 // Armed is the part of an engine the NAS API uses: the armed rows of agents.
 type Armed interface {
 	// Arm upserts the one-shot of (AgentID, JobID) and its due entry in one
-	// atomic step: the same FireAt instant again is a no-op returning the
-	// existing schedule id (it only follows a new callback URL, instance or
-	// spelling); a different FireAt replaces it under req.ScheduleID.
+	// atomic step: the same FireAt instant and Flex again is a no-op
+	// returning the existing schedule id (it only follows a new callback
+	// URL, instance or spelling); a different FireAt or Flex replaces it
+	// under req.ScheduleID.
 	Arm(ctx context.Context, req ArmRequest) (ArmResult, error)
 	// Cancel removes the one-shot of (agentID, jobID) and its due entry; it
 	// reports whether there was one. A cancelled one-shot's lease is lost.
@@ -155,12 +168,18 @@ const FailedFeedCap = 10000
 // the engine's clock, never the caller's.
 type Queue interface {
 	// Claim leases up to max one-shots whose due time has come (never
-	// before), each for leaseFor, incrementing the attempt/fencing token.
-	// A claim that fails part way returns the leases it took with the
-	// error: they are the caller's to deliver like any other.
-	Claim(ctx context.Context, max int, leaseFor time.Duration) ([]Lease, error)
+	// before), each for leaseFor, incrementing the attempt/fencing token,
+	// under flow control (see Flow): a due fire whose agent has no room is
+	// held in the store instead, and a claim leases no more of one agent's
+	// fires than its room. When it leases a fire of agent A, A's other
+	// fires whose flexible window has opened (FireAt <= now) are made due
+	// now, so that they go out in the same wake. A claim that fails part
+	// way returns the leases it took with the error: they are the caller's
+	// to deliver like any other.
+	Claim(ctx context.Context, max int, leaseFor time.Duration, flow Flow) ([]Lease, error)
 	// NextDue returns how long until the earliest armed entry is due by the
-	// engine's clock (0 if already due), or ok=false when nothing is armed.
+	// engine's clock (0 if already due), or ok=false when nothing is armed;
+	// the gate of an agent with held fires counts as a due time.
 	NextDue(ctx context.Context) (wait time.Duration, ok bool, err error)
 	// Wake returns a channel that is closed (every holder wakes) at the next
 	// event that may have made an entry due earlier: an arm, a nack, a
@@ -170,10 +189,18 @@ type Queue interface {
 	Wake() <-chan struct{}
 	// Extend renews a lease for leaseFor from now.
 	Extend(ctx context.Context, l Lease, leaseFor time.Duration) (Lease, error)
-	// Ack finishes a delivered one-shot: it and its armed row are removed.
+	// Ack finishes a delivered one-shot: it and its armed row are removed,
+	// and the agent, answering again, stops probing.
 	Ack(ctx context.Context, l Lease) error
 	// Nack returns the one-shot to armed, due again after delay, recording reason.
 	Nack(ctx context.Context, l Lease, delay time.Duration, reason string) error
+	// Down is Nack for a delivery that found the agent not answering
+	// (refused, timed out, waking): the one-shot is due again after delay,
+	// none of the agent's fires is claimed for hold, and after that they go
+	// out one at a time (a probe) until a delivery of the agent is acked.
+	// The agent's failure count becomes l.AgentFailures+1 (or stays, if
+	// higher).
+	Down(ctx context.Context, l Lease, delay, hold time.Duration, reason string) error
 	// Kill moves the one-shot to the dead letter with reason (its armed row
 	// goes away; the agent learns of it through ListFailed).
 	Kill(ctx context.Context, l Lease, reason string) error
@@ -258,6 +285,8 @@ type Stats struct {
 	Due        int64 // armed one-shots already due (backlog)
 	Leased     int64 // one-shots under a lease
 	DeadLetter int64
+	Held       int64 // due one-shots held back by flow control
+	Probing    int64 // agents probed because they did not answer
 }
 
 // Engine is everything a relay store provides.
@@ -268,6 +297,7 @@ type Engine interface {
 	Control
 	LastFires
 	Instances
+	Flows
 	// Stats reads the gauges of the whole store.
 	Stats(ctx context.Context) (Stats, error)
 	// Close stops the engine's goroutines and closes the connections it opened.

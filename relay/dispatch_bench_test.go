@@ -41,7 +41,7 @@ func newBurstQueue(n, agents int) *burstQueue {
 }
 
 // Claim hands out a fresh slice, as an engine does.
-func (q *burstQueue) Claim(_ context.Context, max int, _ time.Duration) ([]relay.Lease, error) {
+func (q *burstQueue) Claim(_ context.Context, max int, _ time.Duration, _ relay.Flow) ([]relay.Lease, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := min(max, q.left)
@@ -74,6 +74,10 @@ func (q *burstQueue) Ack(context.Context, relay.Lease) error {
 
 func (q *burstQueue) Nack(context.Context, relay.Lease, time.Duration, string) error {
 	return fmt.Errorf("unexpected nack")
+}
+
+func (q *burstQueue) Down(context.Context, relay.Lease, time.Duration, time.Duration, string) error {
+	return fmt.Errorf("unexpected down")
 }
 
 func (q *burstQueue) Kill(context.Context, relay.Lease, string) error {

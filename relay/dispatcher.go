@@ -20,11 +20,18 @@ type DispatcherConfig struct {
 	Batch int
 	// Concurrency bounds the deliveries in flight. Default 64.
 	Concurrency int
-	// PerAgent bounds the deliveries in flight to one agent. Default 4.
+	// PerAgent bounds the deliveries in flight to one agent, over every
+	// process sharing the store (relay.per_agent.parallelism); an agent's
+	// own AgentPolicy overrides it. Default 4.
 	PerAgent int
-	// MaxHeld bounds the leases claimed but waiting for their agent to be
-	// under PerAgent. Default 4 × Concurrency.
-	MaxHeld int
+	// PerAgentRate bounds the deliveries per second to one agent
+	// (relay.per_agent.rate); 0 leaves it unbounded. Default 0.
+	PerAgentRate float64
+	// MisfireGrace is how late after its fire_at a fire may still be
+	// delivered; a fire claimed later (an agent disabled for long, a store
+	// that was down) is dead-lettered instead, so its agent learns of it as
+	// a failed fire. Default Retry.MaxAge.
+	MisfireGrace time.Duration
 	// LeaseFor is the lease taken on each claim. Leases of slow deliveries
 	// and of waiting fires are extended before they lapse; the reaper runs
 	// every LeaseFor/2. Default 30s.
@@ -63,13 +70,13 @@ func (c DispatcherConfig) WithDefaults() DispatcherConfig {
 	if c.PerAgent == 0 {
 		c.PerAgent = 4
 	}
-	if c.MaxHeld == 0 {
-		c.MaxHeld = 4 * c.Concurrency
-	}
 	if c.LeaseFor == 0 {
 		c.LeaseFor = 30 * time.Second
 	}
 	c.Retry = c.Retry.WithDefaults()
+	if c.MisfireGrace == 0 {
+		c.MisfireGrace = c.Retry.MaxAge
+	}
 	if c.Recheck == 0 {
 		c.Recheck = 30 * time.Second
 	}
@@ -103,8 +110,10 @@ func (c DispatcherConfig) validate() error {
 		return fmt.Errorf("DispatcherConfig.Concurrency %d must be at least 1", c.Concurrency)
 	case c.PerAgent < 1:
 		return fmt.Errorf("DispatcherConfig.PerAgent %d must be at least 1", c.PerAgent)
-	case c.MaxHeld < 0:
-		return fmt.Errorf("DispatcherConfig.MaxHeld %d must not be negative", c.MaxHeld)
+	case c.PerAgentRate < 0:
+		return fmt.Errorf("DispatcherConfig.PerAgentRate %v must not be negative", c.PerAgentRate)
+	case c.MisfireGrace < 0:
+		return fmt.Errorf("DispatcherConfig.MisfireGrace %s must not be negative", c.MisfireGrace)
 	case c.LeaseFor < 4*time.Millisecond:
 		return fmt.Errorf("DispatcherConfig.LeaseFor %s must be at least 4ms", c.LeaseFor)
 	case c.Recheck <= 0:
@@ -151,10 +160,11 @@ func (NopMetrics) CountDeadLetter() {}
 //
 // It waits for the earliest due entry with a timer (re-armed by the queue's
 // Wake and re-checked at least every Recheck), never on a polling tick. It
-// claims in batches, delivers with bounded concurrency overall and per agent
-// (a fire whose agent is at its limit waits in order, under an extended
-// lease, while other agents' fires go ahead), and runs the reaper. Any
-// number of dispatchers, in any number of processes, may share one engine.
+// claims in batches under the store's flow control (see Flow: per agent
+// parallelism and rate, probing of agents that do not answer, the kill
+// switch; a fire held back waits in the store, not here), delivers with
+// bounded concurrency, and runs the reaper. Any number of dispatchers, in
+// any number of processes, may share one engine.
 type Dispatcher struct {
 	q       Queue
 	d       Deliverer
@@ -171,9 +181,8 @@ func NewDispatcher(q Queue, d Deliverer, cfg DispatcherConfig) *Dispatcher {
 // ErrDispatcherRunning is returned by Run when the dispatcher already runs.
 var ErrDispatcherRunning = errors.New("relay: dispatcher already running")
 
-// Run dispatches until ctx ends, then stops claiming, returns fires still
-// waiting for their agent to the queue, waits up to DrainTimeout for the
-// deliveries in flight to settle, and returns nil. Engine errors are logged
+// Run dispatches until ctx ends, then stops claiming, waits up to
+// DrainTimeout for the deliveries in flight to settle, and returns nil. Engine errors are logged
 // and retried with backoff; they do not end Run.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	if err := d.cfg.validate(); err != nil {
@@ -189,8 +198,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		Dispatcher: d,
 		log:        d.cfg.Logger,
 		ops:        base,
-		perAgent:   make(map[string]int),
-		waiting:    make(map[string][]*tracked),
 		work:       make(chan *tracked, d.cfg.Concurrency),
 		wantFree:   1,
 		freed:      make(chan struct{}, 1),
@@ -202,7 +209,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	maint.Go(func() { r.maintain(maintCtx) })
 
 	r.loop(ctx)
-	r.releaseWaiting()
 	r.drain()
 	close(r.work) // every worker is parked: nothing is started any more
 	r.workers.Wait()
@@ -240,8 +246,7 @@ func (r *run) drain() {
 	<-drained
 }
 
-// tracked is a lease this dispatcher holds: delivering, or waiting for its
-// agent.
+// tracked is a lease this dispatcher holds, being delivered.
 type tracked struct {
 	agent string // of the lease; never changes
 	id    string // schedule id of the lease; never changes
@@ -250,8 +255,8 @@ type tracked struct {
 	mu      sync.Mutex
 	lease   Lease
 	renewed time.Time          // when the lease was last taken or extended (local monotonic clock)
-	ctx     context.Context    // of the delivery; nil while waiting
-	cancel  context.CancelFunc // of the delivery; nil while waiting
+	ctx     context.Context    // of the delivery
+	cancel  context.CancelFunc // of the delivery
 }
 
 // current returns the latest lease.
@@ -275,18 +280,14 @@ type run struct {
 	work       chan *tracked // started deliveries for parked workers; closed once drained
 
 	mu       sync.Mutex
-	draining bool
 	inFlight int
-	perAgent map[string]int
-	waiting  map[string][]*tracked // per agent, in claim order
-	held     int
-	leases   []*tracked // every lease held: delivering or waiting
+	leases   []*tracked // every lease held
 	idle     int        // workers parked on work and not yet handed a delivery
 	wantFree int        // the room at which the loop is to be woken (see room)
 
 	lastClaim time.Time // when the loop last claimed; only the loop uses it
 
-	freed chan struct{} // the room the loop waits for was freed (see room), or a waiting lease went away
+	freed chan struct{} // the room the loop waits for was freed (see room)
 	kick  chan struct{} // the reaper returned leases
 }
 
@@ -333,7 +334,7 @@ func (r *run) room() (n int, deferred time.Duration) {
 // free is how many one-shots the limits let the loop claim; the caller
 // holds r.mu.
 func (r *run) free() int {
-	return max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight, r.cfg.MaxHeld-r.held))
+	return max(0, min(r.cfg.Batch, r.cfg.Concurrency-r.inFlight))
 }
 
 // refillAt is the room a dispatcher with deliveries in flight waits for,
@@ -371,7 +372,7 @@ func (r *run) loop(ctx context.Context) {
 		if room > 0 {
 			octx, cancel := r.op()
 			r.lastClaim = time.Now()
-			leases, err := r.q.Claim(octx, room, r.cfg.LeaseFor)
+			leases, err := r.q.Claim(octx, room, r.cfg.LeaseFor, Flow{Parallelism: r.cfg.PerAgent, Rate: r.cfg.PerAgentRate})
 			cancel()
 			// A claim that failed part way still hands over the leases it
 			// took: dropping them would leave those fires leased, undelivered,
@@ -419,7 +420,7 @@ func (r *run) loop(ctx context.Context) {
 	}
 }
 
-// dispatch starts each lease, or queues it behind its agent's deliveries.
+// dispatch starts a delivery of each lease.
 func (r *run) dispatch(leases []Lease) {
 	if len(leases) == 0 {
 		return
@@ -437,13 +438,8 @@ func (r *run) dispatch(leases []Lease) {
 		l := &leases[i]
 		t := &tracked{agent: l.AgentID, id: l.ScheduleID, lease: *l, renewed: renewed}
 		r.track(t)
-		if r.perAgent[l.AgentID] < r.cfg.PerAgent {
-			r.inFlight++
-			r.start(t)
-			continue
-		}
-		r.waiting[l.AgentID] = append(r.waiting[l.AgentID], t)
-		r.held++
+		r.inFlight++
+		r.start(t)
 	}
 }
 
@@ -490,7 +486,6 @@ func (r *run) start(t *tracked) {
 // holds r.mu. Deliveries' contexts derive from ops, which is never
 // cancelled, so that making one registers nothing with a parent.
 func (r *run) begin(t *tracked) {
-	r.perAgent[t.agent]++
 	ctx, cancel := context.WithCancel(r.ops)
 	t.mu.Lock()
 	t.ctx, t.cancel = ctx, cancel
@@ -504,9 +499,7 @@ func (r *run) serve(t *tracked) {
 	w := worker{run: r}
 	defer w.close()
 	for {
-		for t != nil {
-			t = w.handle(t)
-		}
+		w.handle(t)
 		var ok bool
 		if t, ok = <-r.work; !ok {
 			return
@@ -550,9 +543,8 @@ func (w *worker) close() {
 	}
 }
 
-// handle delivers t and settles its outcome, then accounts for it; it returns
-// the agent's next waiting fire, started in t's slot, or nil.
-func (w *worker) handle(t *tracked) *tracked {
+// handle delivers t and settles its outcome, then accounts for it.
+func (w *worker) handle(t *tracked) {
 	t.mu.Lock()
 	ctx, cancel, l := t.ctx, t.cancel, t.lease
 	t.mu.Unlock()
@@ -562,19 +554,18 @@ func (w *worker) handle(t *tracked) *tracked {
 			w.exited(t)
 		}
 	}()
-	out := w.deliver(ctx, l)
+	out := w.deliverOrMiss(ctx, l)
 	returned = true
 	w.settle(w.opCtx(), t.current(), out)
 	cancel()
-	next := w.finish(t)
+	w.finish(t)
 	w.deliveries.Done()
-	return next
 }
 
 // exited settles and accounts for a delivery whose Deliverer ended its
 // goroutine (runtime.Goexit) instead of returning, as for a panic: the fire
-// is retried, the agent's next waiting fire gets a worker of its own, and
-// this worker, which ends with the delivery, is not counted idle.
+// is retried, and this worker, which ends with the delivery, is not counted
+// idle.
 func (w *worker) exited(t *tracked) {
 	w.log.Error("relay: deliverer exited its goroutine", "schedule_id", t.id)
 	w.settle(w.opCtx(), t.current(), Outcome{Kind: Retry, Reason: "deliverer exited without a verdict"})
@@ -583,9 +574,7 @@ func (w *worker) exited(t *tracked) {
 	t.mu.Unlock()
 	cancel()
 	w.mu.Lock()
-	if next := w.release(t); next != nil {
-		w.workers.Go(func() { w.serve(next) })
-	}
+	w.release(t)
 	w.mu.Unlock()
 	w.deliveries.Done()
 }
@@ -602,43 +591,31 @@ func (r *run) deliver(ctx context.Context, l Lease) (out Outcome) {
 	return r.d.Deliver(ctx, l)
 }
 
-// finish accounts for a finished delivery and returns the agent's next
-// waiting fire, begun in the finished delivery's slot for the same worker to
-// run, if any; else the worker is counted idle, to park on work.
-func (r *run) finish(t *tracked) *tracked {
+// finish accounts for a finished delivery; the worker is counted idle, to
+// park on work.
+func (r *run) finish(t *tracked) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	next := r.release(t)
-	if next == nil {
-		r.idle++
-	}
-	return next
+	r.release(t)
+	r.idle++
 }
 
-// release accounts for a finished delivery and returns the agent's next
-// waiting fire, begun in its slot, if any; the caller holds r.mu.
-func (r *run) release(t *tracked) (next *tracked) {
-	agent := t.agent
+// release accounts for a finished delivery; the caller holds r.mu.
+func (r *run) release(t *tracked) {
 	r.untrack(t)
-	r.perAgent[agent]--
-	if q := r.waiting[agent]; len(q) > 0 && !r.draining {
-		next = q[0]
-		q[0] = nil
-		if len(q) == 1 {
-			delete(r.waiting, agent)
-		} else {
-			r.waiting[agent] = q[1:]
-		}
-		r.held--
-		r.begin(next)
-	} else {
-		r.inFlight--
-	}
-	if r.perAgent[agent] == 0 {
-		delete(r.perAgent, agent)
-	}
+	r.inFlight--
 	r.freedRoom()
-	return next
+}
+
+// deliverOrMiss delivers l, unless it is past its misfire grace: then it
+// is dead-lettered without a call, and its agent learns of it as a failed
+// fire.
+func (r *run) deliverOrMiss(ctx context.Context, l Lease) Outcome {
+	if late := r.cfg.Now().Sub(l.FireAt); late > r.cfg.MisfireGrace {
+		return Outcome{Kind: Dead, Reason: fmt.Sprintf("missed its misfire grace: claimed %s after fire_at (grace %s)",
+			late.Round(time.Second), r.cfg.MisfireGrace)}
+	}
+	return r.deliver(ctx, l)
 }
 
 // settle acts on an outcome: ack, nack or kill, with engine calls under ctx.
@@ -673,11 +650,17 @@ func (r *run) settle(ctx context.Context, l Lease, out Outcome) {
 			}
 			break
 		}
-		err = r.q.Nack(ctx, l, delay, out.Reason)
+		if out.AgentDown {
+			hold := r.cfg.Retry.Hold(l.AgentFailures+1, out, r.cfg.Rand)
+			delay = max(delay, hold)
+			err = r.q.Down(ctx, l, delay, hold, out.Reason)
+		} else {
+			err = r.q.Nack(ctx, l, delay, out.Reason)
+		}
 		if err == nil {
 			r.cfg.Metrics.CountRetry(ladderOf(out))
 			r.logFire(ctx, slog.LevelInfo, "relay: fire will be retried", l,
-				"reason", out.Reason, "retry_in", delay.String(), "cold_start", out.ColdStart)
+				"reason", out.Reason, "retry_in", delay.String(), "cold_start", out.ColdStart, "agent_down", out.AgentDown)
 		}
 	}
 	switch {
@@ -738,30 +721,6 @@ func (r *run) logFire(ctx context.Context, level slog.Level, msg string, l Lease
 		"schedule_id", l.ScheduleID, "fire_at", l.FireAt, "attempt", l.Attempt}, args...)...)
 }
 
-// releaseWaiting stops starting waiting fires and returns them to the queue,
-// due at once, for another dispatcher.
-func (r *run) releaseWaiting() {
-	r.mu.Lock()
-	r.draining = true
-	var release []*tracked
-	for agent, q := range r.waiting {
-		release = append(release, q...)
-		delete(r.waiting, agent)
-	}
-	r.held = 0
-	for _, t := range release {
-		r.untrack(t)
-	}
-	r.mu.Unlock()
-	for _, t := range release {
-		ctx, cancel := r.op()
-		if err := r.q.Nack(ctx, t.current(), 0, "released by a stopping dispatcher"); err != nil && !errors.Is(err, ErrLeaseLost) {
-			r.log.Error("relay: releasing a waiting fire failed", "schedule_id", t.id, "err", err)
-		}
-		cancel()
-	}
-}
-
 // maintain extends the leases this dispatcher holds before they lapse and
 // runs the reaper, until ctx ends.
 func (r *run) maintain(ctx context.Context) {
@@ -820,37 +779,13 @@ func (r *run) extend(age time.Duration) {
 	}
 }
 
-// lost forgets a lease another holder or a cancel took: a delivery is
-// cancelled, a waiting fire dropped.
+// lost cancels the delivery of a lease another holder or a cancel took.
 func (r *run) lost(t *tracked) {
 	r.log.Info("relay: lease lost", "schedule_id", t.id, "agent_id", t.agent)
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	t.mu.Lock()
 	cancel := t.cancel
 	t.mu.Unlock()
 	if cancel != nil {
 		cancel() // the delivery's settle then meets ErrLeaseLost
-		return
 	}
-	q := r.waiting[t.agent]
-	found := false
-	for i, w := range q {
-		if w == t {
-			q = append(q[:i], q[i+1:]...)
-			r.held--
-			r.untrack(t)
-			found = true
-			break
-		}
-	}
-	if !found {
-		return
-	}
-	if len(q) == 0 {
-		delete(r.waiting, t.agent)
-	} else {
-		r.waiting[t.agent] = q
-	}
-	signal(r.freed)
 }

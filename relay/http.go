@@ -63,7 +63,7 @@ type HTTPDelivererConfig struct {
 //	200 with anything else                                 → Retry
 //	401 (NAS refused the signature)                        → Retry after UnauthorizedDelay, logged as an error
 //	408, 425, 429, 5xx, timeouts, network errors            → Retry, honouring Retry-After
-//	503 agent_unavailable (the agent is waking up)          → Retry, cold start
+//	503 agent_unavailable (the agent is not answering)      → Retry, cold start, agent down (probing)
 //	3xx                                                    → Retry (redirects are not followed)
 //	other 4xx                                              → Dead
 //
@@ -275,8 +275,9 @@ func AnswerOutcome(r contract.RelayResponse) Outcome {
 }
 
 // ErrorOutcome maps an error answer of NAS's relay route (its Status, Code,
-// Description and RetryAfter) to an Outcome: 503 agent_unavailable and a
-// 502 for a refused connection are cold-start retries; 408, 425, 429, 5xx
+// Description and RetryAfter) to an Outcome: 503 agent_unavailable (the
+// agent is not answering) and a 502 for a refused connection are
+// cold-start retries of an agent that is down; 408, 425, 429, 5xx
 // and 3xx are retries honouring RetryAfter, and so is 401 (the caller adds
 // its own floor); any other status is Dead.
 func ErrorOutcome(e *contract.Error) Outcome {
@@ -287,10 +288,11 @@ func ErrorOutcome(e *contract.Error) Outcome {
 	case status == http.StatusUnauthorized:
 		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason}
 	case status == http.StatusServiceUnavailable && e.Code == contract.CodeAgentUnavailable:
-		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true}
+		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true, AgentDown: true}
 	case status == http.StatusBadGateway && e.Code == contract.CodeAgentUnavailable &&
 		strings.Contains(strings.ToLower(e.Description), "connection refused"):
-		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true}
+		// An older NAS answered 502 for a refused connection.
+		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true, AgentDown: true}
 	case status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests,
 		status >= 500, status >= 300 && status < 400:
 		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason}

@@ -48,6 +48,11 @@ type Outcome struct {
 	// ColdStart, for Retry, marks a failure that looks like an agent waking
 	// up (connection refused, 503): the first retries come fast.
 	ColdStart bool
+	// AgentDown, for Retry, says the agent is not answering (refused,
+	// timed out, unreachable, waking: 503, 425, 429): the dispatcher then
+	// holds all of the agent's fires for a while and probes it with one
+	// fire at a time (Queue.Down) instead of retrying each of them.
+	AgentDown bool
 	// Record, for Done, is the fire's last-fire record, which the
 	// dispatcher writes with the ack: in the same script call on a queue
 	// that is an AckRecorder, else (when the queue keeps LastFires) just

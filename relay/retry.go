@@ -106,6 +106,29 @@ func (p RetryPolicy) Next(l Lease, o Outcome, now time.Time, rnd func(n int64) i
 	return delay, true
 }
 
+// Hold returns how long an agent that n deliveries in a row found not
+// answering is left alone before the next probe: the cold-start delays for
+// the first failures, then the normal ladder, never shorter than o's
+// RetryAfter (which then holds for the agent as a whole). Unlike Next it
+// never gives up: the fires' own attempts and age decide that. p must have
+// its defaults set.
+func (p RetryPolicy) Hold(n int, o Outcome, rnd func(n int64) int64) time.Duration {
+	n = max(n, 1)
+	step := n
+	var d time.Duration
+	if len(p.ColdStart) > 0 {
+		if n <= len(p.ColdStart) {
+			c := p.ColdStart[n-1]
+			d = backoff.Between(c, c+c/5, rnd)
+		}
+		step = n - len(p.ColdStart)
+	}
+	if d == 0 {
+		d = p.ladder(rnd).Delay(step)
+	}
+	return max(d, o.RetryAfter)
+}
+
 // ladder is the normal ladder of p as a backoff schedule drawn with rnd.
 func (p RetryPolicy) ladder(rnd func(n int64) int64) backoff.Policy {
 	return backoff.Policy{Base: p.Base, Max: p.MaxDelay, Jitter: backoff.JitterAboveBase, Rand: rnd}

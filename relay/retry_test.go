@@ -91,7 +91,8 @@ func TestDispatcherConfigValidation(t *testing.T) {
 		{DispatcherConfig{Batch: -1}, "Batch"},
 		{DispatcherConfig{Concurrency: -1}, "Concurrency"},
 		{DispatcherConfig{PerAgent: -2}, "PerAgent"},
-		{DispatcherConfig{MaxHeld: -1}, "MaxHeld"},
+		{DispatcherConfig{PerAgentRate: -1}, "PerAgentRate"},
+		{DispatcherConfig{MisfireGrace: -time.Second}, "MisfireGrace"},
 		{DispatcherConfig{LeaseFor: time.Millisecond}, "LeaseFor"},
 		{DispatcherConfig{Retry: RetryPolicy{MaxAttempts: -1}}, "Retry.MaxAttempts"},
 	} {

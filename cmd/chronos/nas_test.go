@@ -197,7 +197,7 @@ func nasOperatorServer(t *testing.T) (url, scheduleID string, eng *memory.Engine
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases, err := eng.Claim(ctx, 1, time.Minute)
+	leases, err := eng.Claim(ctx, 1, time.Minute, relay.Flow{})
 	if err != nil || len(leases) != 1 {
 		t.Fatalf("claim %v", err)
 	}

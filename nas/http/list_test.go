@@ -236,7 +236,7 @@ func (b *bundle) kill(token, job, spelt, reason string) string {
 	b.t.Helper()
 	sch, _ := b.provisionSpelt(token, job, spelt)
 	ctx := context.Background()
-	leases, err := b.engine.Claim(ctx, 100, time.Minute)
+	leases, err := b.engine.Claim(ctx, 100, time.Minute, relay.Flow{})
 	if err != nil || len(leases) != 1 || leases[0].ScheduleID != sch {
 		b.t.Fatalf("claim of %s: %v, %+v", job, err, leases)
 	}

@@ -19,7 +19,7 @@ func (b *bundle) deadLetter(t *testing.T, job string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases, err := b.engine.Claim(ctx, 10, time.Minute)
+	leases, err := b.engine.Claim(ctx, 10, time.Minute, relay.Flow{})
 	if err != nil || len(leases) != 1 {
 		t.Fatalf("claim: %v %d", err, len(leases))
 	}

@@ -38,7 +38,7 @@ func (p *twoPaths) lease(t *testing.T, job string) relay.Lease {
 	}
 	var got relay.Lease
 	eventually(t, 5*time.Second, func() bool {
-		ls, err := p.engine.Claim(ctx, 100, time.Minute)
+		ls, err := p.engine.Claim(ctx, 100, time.Minute, relay.Flow{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,17 +25,17 @@ func Example() {
 	fmt.Println("armed", res.OneShot.ScheduleID, "changed:", res.Changed)
 
 	wait, _, _ := e.NextDue(ctx)
-	early, _ := e.Claim(ctx, 10, 30*time.Second)
+	early, _ := e.Claim(ctx, 10, 30*time.Second, relay.Flow{})
 	fmt.Println("due in", wait, "claimed early:", len(early))
 
 	clock.Advance(time.Minute)
-	leases, _ := e.Claim(ctx, 10, 30*time.Second)
+	leases, _ := e.Claim(ctx, 10, 30*time.Second, relay.Flow{})
 	l := leases[0]
 	fmt.Println("claimed", l.JobID, "attempt", l.Attempt)
 
 	_ = e.Nack(ctx, l, 5*time.Second, "agent waking up")
 	clock.Advance(5 * time.Second)
-	leases, _ = e.Claim(ctx, 10, 30*time.Second)
+	leases, _ = e.Claim(ctx, 10, 30*time.Second, relay.Flow{})
 	fmt.Println("retried attempt", leases[0].Attempt, "after:", leases[0].LastError)
 
 	_ = e.Ack(ctx, leases[0])

@@ -37,6 +37,7 @@ func (h *dueHeap) Pop() any {
 
 func (h *dueHeap) push(ent *entry)   { heap.Push(h, ent) }
 func (h *dueHeap) remove(ent *entry) { heap.Remove(h, ent.dueIdx) }
+func (h *dueHeap) fix(ent *entry)    { heap.Fix(h, ent.dueIdx) }
 
 // countDue counts the entries due at nowMs in the subtree at i, visiting
 // only those (a parent is never due later than its children).

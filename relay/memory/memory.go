@@ -36,8 +36,9 @@ type entry struct {
 	seq     uint64 // arm order, breaks ties between equal due times
 	token   int64  // fencing token of the current lease; 0 when armed
 	untilMs int64  // lease expiry in milliseconds, when leased
-	dueIdx  int    // index in the due heap, or -1
+	dueIdx  int    // index in the due heap or its agent's held heap, or -1
 	leasIdx int    // index in the lease heap, or -1
+	held    bool   // dueIdx is in its agent's held heap (flow control)
 }
 
 // deadEntry is one dead letter.
@@ -82,6 +83,11 @@ type Engine struct {
 	// and instances what is known of each instance; see lastfire.go.
 	lastFires map[string]map[string]*lastFireRecord
 	instances map[string]*relay.InstanceInfo
+
+	// agents holds each agent's flow state (see flow.go), phases counts
+	// the spreading phases handed out.
+	agents map[string]*agentState
+	phases uint64
 }
 
 var _ relay.Engine = (*Engine)(nil)
@@ -102,6 +108,7 @@ func New(opts Options) *Engine {
 		failed:   make(map[string][]failedRef),
 		stopped:  make(map[string]bool),
 		seen:     make(map[string]int64),
+		agents:   make(map[string]*agentState),
 	}
 }
 
@@ -142,6 +149,14 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 		return relay.ArmResult{}, errors.New("memory: arm: empty schedule id")
 	case req.FireAt.IsZero():
 		return relay.ArmResult{}, errors.New("memory: arm: zero fire_at")
+	case req.Flex < 0 || req.Flex > relay.MaxFlex:
+		return relay.ArmResult{}, fmt.Errorf("memory: arm: flexible window %s is not within 0 and %s", req.Flex, relay.MaxFlex)
+	case !req.DueAt.IsZero() && (req.DueAt.Before(req.FireAt) || req.DueAt.After(req.FireAt.Add(req.Flex))):
+		return relay.ArmResult{}, fmt.Errorf("memory: arm: due %s is outside the window of fire_at %s", req.DueAt, req.FireAt)
+	}
+	dueAt := req.DueAt
+	if dueAt.IsZero() {
+		dueAt = req.FireAt
 	}
 	if err := e.lock(ctx); err != nil {
 		return relay.ArmResult{}, fmt.Errorf("memory: arm: %w", err)
@@ -150,7 +165,7 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 
 	k := key{req.AgentID, req.JobID}
 	old := e.rows[k]
-	if old != nil && old.shot.FireAt.Equal(req.FireAt) {
+	if old != nil && old.shot.FireAt.Equal(req.FireAt) && old.shot.Flex == req.Flex {
 		// The same fire: keep its schedule id, but follow an agent that
 		// moved its callback URL or instance, or wrote the instant anew.
 		old.shot.FireAtSpelling = req.FireAtSpelling
@@ -184,11 +199,12 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 			FireAt:         req.FireAt,
 			FireAtSpelling: req.FireAtSpelling,
 			CallbackURL:    req.CallbackURL,
+			Flex:           req.Flex,
 			State:          relay.StateArmed,
-			DueAt:          req.FireAt,
+			DueAt:          dueAt,
 			CreatedAt:      now,
 		},
-		dueMs:   ceilMs(req.FireAt),
+		dueMs:   ceilMs(dueAt),
 		seq:     e.seq,
 		dueIdx:  -1,
 		leasIdx: -1,
@@ -212,6 +228,9 @@ func (e *Engine) insert(ent *entry) {
 	i, _ := slices.BinarySearch(jobs, k.job)
 	e.jobs[k.agent] = slices.Insert(jobs, i, k.job)
 	e.due.push(ent)
+	if ent.shot.Flex > 0 {
+		e.agent(k.agent).flexAdd(ent)
+	}
 }
 
 // remove deletes an entry from every index and heap.
@@ -228,13 +247,30 @@ func (e *Engine) remove(ent *entry) {
 	} else {
 		e.jobs[k.agent] = jobs
 	}
-	if ent.dueIdx >= 0 {
-		e.due.remove(ent)
-	}
+	e.unqueue(ent)
 	if ent.leasIdx >= 0 {
 		e.leases.remove(ent)
+		e.endLease(ent)
+	}
+	if ent.shot.Flex > 0 {
+		if a := e.agents[k.agent]; a != nil {
+			delete(a.flex, ent)
+		}
 	}
 	ent.token = 0
+}
+
+// unqueue takes an armed entry off the due heap or its agent's held heap.
+func (e *Engine) unqueue(ent *entry) {
+	if ent.dueIdx < 0 {
+		return
+	}
+	if ent.held {
+		e.agents[ent.shot.AgentID].held.remove(ent)
+		ent.held = false
+		return
+	}
+	e.due.remove(ent)
 }
 
 // Cancel implements relay.Armed.
@@ -363,51 +399,23 @@ func (e *Engine) expiry(keep time.Duration) func(failedRef) bool {
 	return func(f failedRef) bool { return f.at.Before(cutoff) }
 }
 
-// Claim implements relay.Queue. Entries come out in due order, ties in arm
-// order; each claim takes a fresh fencing token from an engine-wide counter,
-// so a token is never handed out twice, not even after a replay resets the
-// attempt counter.
-func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
-	if max <= 0 {
-		return nil, nil
-	}
-	if leaseFor <= 0 {
-		return nil, fmt.Errorf("memory: claim: lease duration %s is not positive", leaseFor)
-	}
-	if err := e.lock(ctx); err != nil {
-		return nil, fmt.Errorf("memory: claim: %w", err)
-	}
-	defer e.mu.Unlock()
-	now := e.now()
-	nowMs := now.UnixMilli()
-	until := now.Add(leaseFor)
-	var out []relay.Lease
-	claimed := time.Now()
-	for len(out) < max && len(e.due) > 0 && e.due[0].dueMs <= nowMs {
-		ent := e.due[0]
-		e.due.remove(ent)
-		e.tokens++
-		ent.token = e.tokens
-		ent.untilMs = ceilMs(until)
-		ent.shot.Attempt++
-		ent.shot.State = relay.StateLeased
-		e.leases.push(ent)
-		out = append(out, relay.Lease{OneShot: ent.shot, Token: ent.token, Until: until,
-			ClaimedAt: claimed, InstanceStopped: e.stopped[ent.shot.InstanceID]})
-	}
-	return out, nil
-}
-
 // NextDue implements relay.Queue.
 func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	if err := e.lock(ctx); err != nil {
 		return 0, false, fmt.Errorf("memory: next due: %w", err)
 	}
 	defer e.mu.Unlock()
-	if len(e.due) == 0 {
+	next, ok := int64(0), false
+	if len(e.due) > 0 {
+		next, ok = e.due[0].dueMs, true
+	}
+	if g, gated := e.nextGate(); gated && (!ok || g < next) {
+		next, ok = g, true
+	}
+	if !ok {
 		return 0, false, nil
 	}
-	wait := time.UnixMilli(e.due[0].dueMs).Sub(e.now())
+	wait := time.UnixMilli(next).Sub(e.now())
 	return max(wait, 0), true, nil
 }
 
@@ -440,6 +448,7 @@ func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Durati
 	until := e.now().Add(leaseFor)
 	ent.untilMs = ceilMs(until)
 	e.leases.fix(ent)
+	ent.shot.State = relay.StateLeased
 	return relay.Lease{OneShot: ent.shot, Token: ent.token, Until: until}, nil
 }
 
@@ -453,6 +462,7 @@ func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
 	if err != nil {
 		return fmt.Errorf("memory: ack %s: %w", l.ScheduleID, err)
 	}
+	e.agent(l.AgentID).answered()
 	e.remove(ent)
 	return nil
 }
@@ -467,7 +477,14 @@ func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, r
 	if err != nil {
 		return fmt.Errorf("memory: nack %s: %w", l.ScheduleID, err)
 	}
+	e.requeue(ent, delay, reason)
+	return nil
+}
+
+// requeue returns a leased entry to armed, due after delay.
+func (e *Engine) requeue(ent *entry, delay time.Duration, reason string) {
 	e.leases.remove(ent)
+	e.endLease(ent)
 	ent.token = 0
 	ent.shot.State = relay.StateArmed
 	ent.shot.DueAt = e.now().Add(max(delay, 0))
@@ -475,7 +492,6 @@ func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, r
 	ent.dueMs = ceilMs(ent.shot.DueAt)
 	e.due.push(ent)
 	e.signal()
-	return nil
 }
 
 // Kill implements relay.Queue.
@@ -522,6 +538,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 	for len(e.leases) > 0 && e.leases[0].untilMs <= nowMs {
 		ent := e.leases[0]
 		e.leases.remove(ent)
+		e.endLease(ent)
 		ent.token = 0
 		ent.shot.State = relay.StateArmed
 		ent.shot.DueAt = now
@@ -530,7 +547,8 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 		e.due.push(ent)
 		n++
 	}
-	if n > 0 {
+	// The safety net: every agent with held fires and room gets them back.
+	if e.releaseAll() || n > 0 {
 		e.signal()
 	}
 	return n, nil
@@ -735,12 +753,19 @@ func (e *Engine) Stats(ctx context.Context) (relay.Stats, error) {
 		return relay.Stats{}, fmt.Errorf("memory: stats: %w", err)
 	}
 	defer e.mu.Unlock()
-	return relay.Stats{
+	st := relay.Stats{
 		Armed:      int64(len(e.rows)),
 		Due:        int64(e.due.countDue(0, e.now().UnixMilli())),
 		Leased:     int64(len(e.leases)),
 		DeadLetter: int64(len(e.dead)),
-	}, nil
+	}
+	for _, a := range e.agents {
+		st.Held += int64(len(a.held))
+		if a.probing {
+			st.Probing++
+		}
+	}
+	return st, nil
 }
 
 // Close implements relay.Engine: later calls fail with ErrClosed.

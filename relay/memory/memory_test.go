@@ -67,7 +67,7 @@ func TestReplayDropsFireOfJobArmedAndDeliveredSince(t *testing.T) {
 	}
 	claim := func() relay.Lease {
 		t.Helper()
-		ls, err := e.Claim(ctx, 1, time.Minute)
+		ls, err := e.Claim(ctx, 1, time.Minute, relay.Flow{})
 		if err != nil || len(ls) != 1 {
 			t.Fatalf("claim: %v, %d leases", err, len(ls))
 		}
@@ -128,7 +128,7 @@ func TestClosedAndCancelled(t *testing.T) {
 	e, _ := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.Claim(ctx, 1, time.Minute); !errors.Is(err, context.Canceled) {
+	if _, err := e.Claim(ctx, 1, time.Minute, relay.Flow{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("claim with a cancelled context: %v", err)
 	}
 	if err := e.Close(); err != nil {

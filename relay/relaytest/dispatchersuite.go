@@ -53,7 +53,7 @@ var dispatcherTests = []engineTest{
 	{"ExtendsWaitingLeases", testDispatchExtendsWaitingLeases},
 	{"ShutdownDrains", testDispatchShutdownDrains},
 	{"DrainTimeoutReturnsFire", testDispatchDrainTimeoutReturnsFire},
-	{"ShutdownReleasesWaitingFires", testDispatchShutdownReleasesWaitingFires},
+	{"HeldFiresWaitInStore", testDispatchHeldFiresWaitInStore},
 	{"CancelsDeliveryWhenLeaseLost", testDispatchCancelsDeliveryWhenLeaseLost},
 	{"KeepsLeasesOfAFailedClaim", testDispatchKeepsLeasesOfAFailedClaim},
 	{"BacksOffAfterStoreErrors", testDispatchBacksOffAfterStoreErrors},
@@ -446,8 +446,9 @@ func testDispatchExtendsSlowDelivery(t *testing.T, e relay.Engine) {
 
 func testDispatchExtendsWaitingLeases(t *testing.T, e relay.Engine) {
 	// One at a time to one agent, each call longer than half a lease: the
-	// last fire waits several leases long for its turn. If its lease lapsed
-	// while it waited, it would be handed out, and delivered, twice.
+	// last fire waits several leases long for its turn, held in the store.
+	// Were it leased while it waited, and its lease lapsed, it would be
+	// handed out, and delivered, twice.
 	// Leases of 300ms are renewed every 75ms: generous enough that a loaded
 	// machine does not lapse one by stalling the renewal.
 	slow := Delivered
@@ -466,10 +467,10 @@ func testDispatchExtendsWaitingLeases(t *testing.T, e relay.Engine) {
 			t.Errorf("%s delivered %d times", id, n)
 		}
 	}
-	// PerAgent bounds each dispatcher's own deliveries: two dispatchers may
-	// call the agent once each at the same time, never more.
-	if most, _ := b.route.MaxActive("a1"); len(perID) != 8 || most > 2 {
-		t.Fatalf("%d fires delivered, %d at once; want 8, at most 1 per dispatcher", len(perID), most)
+	// PerAgent bounds the agent's deliveries in the store: two dispatchers
+	// together call it once at a time, never more.
+	if most, _ := b.route.MaxActive("a1"); len(perID) != 8 || most > 1 {
+		t.Fatalf("%d fires delivered, %d at once; want 8, one at a time over both dispatchers", len(perID), most)
 	}
 }
 
@@ -509,7 +510,10 @@ func testDispatchDrainTimeoutReturnsFire(t *testing.T, e relay.Engine) {
 	}
 }
 
-func testDispatchShutdownReleasesWaitingFires(t *testing.T, e relay.Engine) {
+func testDispatchHeldFiresWaitInStore(t *testing.T, e relay.Engine) {
+	// Fires beyond the agent's parallelism are held in the store, not
+	// leased by the dispatcher: stopping it leaves them armed, and a new
+	// dispatcher delivers them.
 	gate := make(chan struct{})
 	gated := Delivered
 	gated.Gate = gate
@@ -518,25 +522,28 @@ func testDispatchShutdownReleasesWaitingFires(t *testing.T, e relay.Engine) {
 	for i := range 3 {
 		armAt(t, e, "a1", fmt.Sprintf("j%d", i), at)
 	}
-	eventually(t, 5*time.Second, "one delivery in flight, two waiting", func() bool {
+	eventually(t, 5*time.Second, "one delivery in flight, two held in the store", func() bool {
 		s, err := e.Stats(ctxT(t))
-		return err == nil && s.Leased == 3 && b.route.InFlight() == 1
+		return err == nil && s.Leased == 1 && s.Held == 2 && b.route.InFlight() == 1
 	})
 	stopped := make(chan struct{})
 	go func() {
 		b.stop()
 		close(stopped)
 	}()
-	eventually(t, 5*time.Second, "waiting fires released", func() bool {
-		s, err := e.Stats(ctxT(t))
-		return err == nil && s.Leased == 1 && s.Due == 2
-	})
 	gate <- struct{}{}
 	<-stopped
 	if n := len(b.route.Calls()); n != 1 {
-		t.Fatalf("%d calls during shutdown, want only the one in flight", n)
+		t.Fatalf("%d calls, want only the one in flight", n)
 	}
-	equal(t, stats(t, e), relay.Stats{Armed: 2, Due: 2}, "stats after shutdown (the two waiting fires armed and due)")
+	s := stats(t, e)
+	if s.Armed != 2 || s.Leased != 0 || s.Held+s.Due != 2 {
+		t.Fatalf("stats after shutdown %+v: want the two other fires armed, held or due, none leased", s)
+	}
+	next := startDispatch(t, e, always(Delivered), relay.DispatcherConfig{PerAgent: 1}, 1)
+	next.route.Wait(t, 2, 10*time.Second)
+	drained(t, e)
+	next.stop()
 }
 
 func testDispatchCancelsDeliveryWhenLeaseLost(t *testing.T, e relay.Engine) {
@@ -563,8 +570,8 @@ type failingClaims struct {
 	armed atomic.Bool
 }
 
-func (q *failingClaims) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
-	ls, err := q.Queue.Claim(ctx, max, leaseFor)
+func (q *failingClaims) Claim(ctx context.Context, max int, leaseFor time.Duration, flow relay.Flow) ([]relay.Lease, error) {
+	ls, err := q.Queue.Claim(ctx, max, leaseFor, flow)
 	if err == nil && len(ls) > 0 && q.armed.CompareAndSwap(true, false) {
 		err = errors.New("claim failed part way")
 	}
@@ -596,7 +603,7 @@ type brokenClaims struct {
 	at []time.Time
 }
 
-func (q *brokenClaims) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
+func (q *brokenClaims) Claim(ctx context.Context, max int, leaseFor time.Duration, flow relay.Flow) ([]relay.Lease, error) {
 	q.mu.Lock()
 	q.at = append(q.at, time.Now())
 	n := len(q.at)
@@ -604,7 +611,7 @@ func (q *brokenClaims) Claim(ctx context.Context, max int, leaseFor time.Duratio
 	if n <= q.fail {
 		return nil, errors.New("store down")
 	}
-	return q.Queue.Claim(ctx, max, leaseFor)
+	return q.Queue.Claim(ctx, max, leaseFor, flow)
 }
 
 // testDispatchBacksOffAfterStoreErrors: claims that fail are repeated on

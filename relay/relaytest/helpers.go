@@ -92,7 +92,7 @@ func arm(t *testing.T, e relay.Engine, agent, job string, fireAt time.Time) rela
 // claim claims up to max with a lease of leaseFor.
 func claim(t *testing.T, e relay.Engine, max int, leaseFor time.Duration) []relay.Lease {
 	t.Helper()
-	ls, err := e.Claim(ctxT(t), max, leaseFor)
+	ls, err := e.Claim(ctxT(t), max, leaseFor, relay.Flow{})
 	noErr(t, err, "claim")
 	return ls
 }

@@ -1040,7 +1040,7 @@ func testConcurrentClaims(t *testing.T, e relay.Engine) {
 	for range workers {
 		wg.Go(func() {
 			for {
-				ls, err := e.Claim(ctx, 7, time.Minute)
+				ls, err := e.Claim(ctx, 7, time.Minute, relay.Flow{})
 				if err != nil {
 					errs <- err
 					return

@@ -28,9 +28,10 @@ const (
 	CodeUnauthenticated      = "unauthenticated"         // 401: missing or malformed credentials
 	CodeInvalidToken         = "invalid_token"           // 401: a token that fails verification
 	CodeInvalidSignature     = "invalid_signature"       // 401: a relay call with a forged, stale or altered signature
-	CodeInvalidClient        = "invalid_client"          // 403: a well-formed token that is not a provisioned agent
+	CodeInvalidClient        = "invalid_client"          // 403: a well-formed token that is not a provisioned agent, or an agent the operator disabled
 	CodeForbidden            = "forbidden"               // 403: not allowed
 	CodeNotFound             = "not_found"               // 404: no such route or resource
+	CodeConflict             = "conflict"                // 409: the resource's state forbids it now (an operator enabling an agent the agents file disables)
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405
 	CodeRateLimited          = "rate_limited"            // 429: too many calls; see Retry-After
 	CodeTooEarly             = "too_early"               // 425: the agent's fire endpoint: the slot is further ahead of its clock than the allowed skew; see Retry-After
@@ -82,6 +83,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound
+	case CodeConflict:
+		return http.StatusConflict
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case CodeBodyTooLarge:

@@ -35,6 +35,7 @@ func TestErrorStatusByCode(t *testing.T) {
 		contract.CodeInvalidClient:        403,
 		contract.CodeForbidden:            403,
 		contract.CodeNotFound:             404,
+		contract.CodeConflict:             409,
 		contract.CodeMethodNotAllowed:     405,
 		contract.CodeRateLimited:          429,
 		contract.CodeUnavailable:          503,

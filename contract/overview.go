@@ -16,6 +16,14 @@ type OperatorOverview struct {
 	Agents []AgentArmedCount `json:"agents"`
 	// AgentsTruncated is true when more agents hold fires than listed.
 	AgentsTruncated bool `json:"agents_truncated"`
+	// AgentFlows is the flow control of each agent that has a policy of
+	// its own (from the agents file or the operator's disable), a fire held
+	// back, a lease in flight or a probe, in id order (all NAS processes
+	// together).
+	AgentFlows []AgentFlowState `json:"agent_flows"`
+	// AgentFlowsTruncated is true when more agents have a flow state than
+	// listed.
+	AgentFlowsTruncated bool `json:"agent_flows_truncated"`
 	// FireLag summarises the delay between fire_at and delivery, as seen by
 	// this NAS process since it started.
 	FireLag FireLagSummary `json:"fire_lag"`
@@ -34,6 +42,41 @@ type StoreGauges struct {
 	DueBacklog int64 `json:"due_backlog"`
 	Leased     int64 `json:"leased"`
 	DeadLetter int64 `json:"dead_letter"`
+	// Held counts due fires held back by flow control
+	// (chronos_relay_held_fires).
+	Held int64 `json:"held"`
+	// Probing counts agents probed because they did not answer
+	// (chronos_relay_probing_agents).
+	Probing int64 `json:"probing"`
+}
+
+// AgentFlowState is one agent's flow control as the store has it.
+type AgentFlowState struct {
+	AgentID string `json:"agent_id"`
+	// InFlight counts the agent's deliveries in flight (unexpired leases).
+	InFlight int `json:"in_flight"`
+	// Held counts its due fires held back.
+	Held int `json:"held"`
+	// Probing says a delivery found it not answering and none was
+	// delivered since: its fires go out one at a time.
+	Probing bool `json:"probing"`
+	// Failures counts the deliveries in a row that found it not answering.
+	Failures int `json:"failures"`
+	// GateUntil, when set, is when its next fire may go out (a hold after
+	// it did not answer, or its rate).
+	GateUntil *Time `json:"gate_until"`
+	// Parallelism is the most deliveries in flight it gets (its own, else
+	// relay.per_agent.parallelism).
+	Parallelism int `json:"parallelism"`
+	// Rate is the most deliveries per second it gets (its own, else
+	// relay.per_agent.rate); 0: unlimited.
+	Rate float64 `json:"rate"`
+	// Disabled says its fires are held and its calls refused (the kill
+	// switch).
+	Disabled bool `json:"disabled"`
+	// DisabledByFile says the agents file disables it: only the file can
+	// enable it again.
+	DisabledByFile bool `json:"disabled_by_file"`
 }
 
 // AgentArmedCount is one agent and how many fires it holds armed.

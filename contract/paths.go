@@ -20,8 +20,12 @@ const (
 	PathOperatorInstanceStop  = "/api/operator/instances/{instance_id}/stop"
 	PathOperatorInstanceStart = "/api/operator/instances/{instance_id}/start"
 	PathOperatorAgentCancel   = "/api/operator/agents/{agent_id}/cancel-all"
-	PathOperatorDLQ           = "/api/operator/dlq"
-	PathOperatorDLQReplay     = "/api/operator/dlq/replay"
+	// PathOperatorAgentDisable and PathOperatorAgentEnable are the kill
+	// switch of one agent.
+	PathOperatorAgentDisable = "/api/operator/agents/{agent_id}/disable"
+	PathOperatorAgentEnable  = "/api/operator/agents/{agent_id}/enable"
+	PathOperatorDLQ          = "/api/operator/dlq"
+	PathOperatorDLQReplay    = "/api/operator/dlq/replay"
 )
 
 // Header names used on the wire.

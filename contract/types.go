@@ -196,6 +196,15 @@ type InstanceStateResponse struct {
 	Stopped    bool   `json:"stopped"`
 }
 
+// AgentStateResponse answers the operator's disable/enable of an agent (the
+// kill switch): while an agent is disabled NAS holds every fire of it in the
+// store (none is delivered, none is lost) and answers its API calls 403
+// invalid_client.
+type AgentStateResponse struct {
+	AgentID  string `json:"agent_id"`
+	Disabled bool   `json:"disabled"`
+}
+
 // CancelAllResponse answers the operator's cancel-all for one agent.
 type CancelAllResponse struct {
 	AgentID   string `json:"agent_id"`

@@ -18,9 +18,13 @@ import (
 )
 
 // checkArm validates one arm request and returns the normalised callback.
-func (s *Service) checkArm(jobID string, fireAt contract.Time, callback, dedupKey string, now time.Time) (string, *contract.Error) {
+func (s *Service) checkArm(jobID string, fireAt contract.Time, callback, dedupKey string, flexSeconds int64, now time.Time) (string, *contract.Error) {
 	if e := checkJobID(jobID); e != nil {
 		return "", e
+	}
+	if flexSeconds < 0 || flexSeconds > contract.MaxFlexSeconds {
+		return "", contract.BadRequest(contract.CodeInvalidRequest,
+			"flex_seconds must be an integer from 0 to %d, not %d", contract.MaxFlexSeconds, flexSeconds)
 	}
 	if fireAt.IsZero() {
 		return "", contract.BadRequest(contract.CodeInvalidFireAt, "fire_at is required")
@@ -54,18 +58,39 @@ func newScheduleID() string {
 	return "sch_" + hex.EncodeToString(b[:])
 }
 
-// Provision arms (upserts) the one-shot of id's job. The same fire_at again
-// returns the same schedule id and writes nothing.
+// armRequest is the relay arm of one checked job of id: with a flexible
+// window, the fire is first due at the agent's phase inside it
+// (relay.FlexDue), so that the fires of many agents spread over their
+// windows while each agent's own fires stay together.
+func (s *Service) armRequest(ctx context.Context, id Identity, jobID string, fireAt contract.Time, callback string, flexSeconds int64) (relay.ArmRequest, error) {
+	req := relay.ArmRequest{
+		AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: jobID,
+		FireAt: fireAt.Time, FireAtSpelling: fireAt.Spelling(), CallbackURL: callback,
+		ScheduleID: newScheduleID(), MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
+	}
+	if flexSeconds > 0 {
+		phase, err := s.agentPhase(ctx, id.AgentID)
+		if err != nil {
+			return relay.ArmRequest{}, err
+		}
+		req.Flex = time.Duration(flexSeconds) * time.Second
+		req.DueAt = relay.FlexDue(req.FireAt, req.Flex, phase)
+	}
+	return req, nil
+}
+
+// Provision arms (upserts) the one-shot of id's job. The same fire_at (and
+// flex_seconds) again returns the same schedule id and writes nothing.
 func (s *Service) Provision(ctx context.Context, id Identity, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
-	cb, e := s.checkArm(req.JobID, req.FireAt, req.AgentCallbackURL, req.DedupKey, s.now())
+	cb, e := s.checkArm(req.JobID, req.FireAt, req.AgentCallbackURL, req.DedupKey, req.FlexSeconds, s.now())
 	if e != nil {
 		return contract.ProvisionResponse{}, e
 	}
-	res, err := s.engine.Arm(ctx, relay.ArmRequest{
-		AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: req.JobID,
-		FireAt: req.FireAt.Time, FireAtSpelling: req.FireAt.Spelling(), CallbackURL: cb,
-		ScheduleID: newScheduleID(), MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
-	})
+	arm, err := s.armRequest(ctx, id, req.JobID, req.FireAt, cb, req.FlexSeconds)
+	if err != nil {
+		return contract.ProvisionResponse{}, fmt.Errorf("provision: %w", err)
+	}
+	res, err := s.engine.Arm(ctx, arm)
 	if err != nil {
 		return contract.ProvisionResponse{}, s.engineErr("provision", err)
 	}
@@ -204,7 +229,8 @@ func (s *Service) AckFailedFires(ctx context.Context, id Identity, req contract.
 }
 
 func armedJob(o relay.OneShot) contract.ArmedJob {
-	return contract.ArmedJob{JobID: o.JobID, FireAt: fireAt(o), ScheduleID: o.ScheduleID, AgentCallbackURL: o.CallbackURL}
+	return contract.ArmedJob{JobID: o.JobID, FireAt: fireAt(o), ScheduleID: o.ScheduleID, AgentCallbackURL: o.CallbackURL,
+		FlexSeconds: int64(o.Flex / time.Second)}
 }
 
 // PutArmed makes id's armed set equal to req: it validates every entry first
@@ -221,8 +247,9 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 	}
 	desired := make(map[string]contract.DesiredArm, len(req.Armed))
 	callbacks := make(map[string]string, len(req.Armed))
+	flex := false
 	for i, d := range req.Armed {
-		cb, e := s.checkArm(d.JobID, d.FireAt, d.AgentCallbackURL, d.DedupKey, now)
+		cb, e := s.checkArm(d.JobID, d.FireAt, d.AgentCallbackURL, d.DedupKey, d.FlexSeconds, now)
 		if e != nil {
 			e.Description = fmt.Sprintf("armed[%d]: %s", i, e.Description)
 			return contract.PutArmedResponse{}, e
@@ -232,6 +259,14 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 		}
 		desired[d.JobID] = d
 		callbacks[d.JobID] = cb
+		flex = flex || d.FlexSeconds > 0
+	}
+	if flex {
+		// Read before anything is written: a phase the store cannot give
+		// fails the call with nothing changed.
+		if _, err := s.agentPhase(ctx, id.AgentID); err != nil {
+			return contract.PutArmedResponse{}, fmt.Errorf("put armed: %w", err)
+		}
 	}
 	items, err := s.listAll(ctx, id.AgentID, "")
 	if err != nil {
@@ -261,11 +296,11 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 	sort.Strings(jobIDs)
 	for _, jobID := range jobIDs {
 		d := desired[jobID]
-		res, err := s.engine.Arm(ctx, relay.ArmRequest{
-			AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: jobID,
-			FireAt: d.FireAt.Time, FireAtSpelling: d.FireAt.Spelling(), CallbackURL: callbacks[jobID],
-			ScheduleID: newScheduleID(), MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
-		})
+		arm, err := s.armRequest(ctx, id, jobID, d.FireAt, callbacks[jobID], d.FlexSeconds)
+		if err != nil {
+			return contract.PutArmedResponse{}, fmt.Errorf("put armed: %w", err)
+		}
+		res, err := s.engine.Arm(ctx, arm)
 		if err != nil {
 			return contract.PutArmedResponse{}, s.engineErr("put armed: arm", err)
 		}

@@ -14,7 +14,9 @@ import (
 
 // Authorize identifies the agent of an Authorization header and takes one
 // token of its rate limit. Errors are *contract.Error: 401 unauthenticated
-// (missing or malformed header), 401 invalid_token, 403 invalid_client, 429
+// (missing or malformed header), 401 invalid_token, 403 invalid_client (not
+// a provisioned agent, or one the operator or the agents file disabled:
+// known from memory, never from a store read that could fail), 429
 // rate_limited with RetryAfter.
 func (s *Service) Authorize(ctx context.Context, authorization string) (Identity, error) {
 	token, ok := contract.BearerToken(authorization)
@@ -27,6 +29,9 @@ func (s *Service) Authorize(ctx context.Context, authorization string) (Identity
 		return Identity{}, contract.Errorf(http.StatusForbidden, contract.CodeInvalidClient, "the token is not a provisioned agent")
 	case err != nil:
 		return Identity{}, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "the token could not be verified")
+	}
+	if s.AgentDisabled(id.AgentID) {
+		return Identity{}, errAgentDisabled()
 	}
 	if allowed, wait := s.limiter.Allow(id.AgentID, s.now()); !allowed {
 		e := contract.Errorf(http.StatusTooManyRequests, contract.CodeRateLimited, "too many calls; retry later")

@@ -378,13 +378,17 @@ func isTimeout(err error) bool {
 //	2xx                                   delivered (duplicate and gone too)
 //	401, 403                              refused: retried on the ladder for at most
 //	                                      relay.retry.max_auth_attempts attempts, then dead letter
-//	503                                   retry, cold start (the agent is waking)
-//	5xx, 408, 425, 429                    retry, honouring Retry-After
+//	503                                   retry, cold start (the agent is waking); agent down
+//	408, 425, 429                         retry, honouring Retry-After; agent down
+//	other 5xx                             retry, honouring Retry-After
 //	3xx                                   rejected: redirects are not followed
 //	400, 404, 410, 422, other 4xx, 1xx    rejected: dead letter at once
 //
-// A call that got no answer is classified by the caller: connection errors
-// and timeouts retry, an address the SSRF guard refused is rejected.
+// A call that got no answer is classified by the caller: connection errors,
+// timeouts and names that do not resolve retry (agent down), an address the
+// SSRF guard refused is rejected. "Agent down" retries are answered 503
+// agent_unavailable on the relay route (the relay holds the agent's fires
+// and probes it, see relay.Queue.Down); the other retries 502.
 func ClassifyAnswer(status int, retryAfter string, body []byte) FireResult {
 	r := FireResult{HTTPStatus: status, RetryAfter: parseRetryAfter(retryAfter)}
 	if status >= 200 && status < 300 {

@@ -3,6 +3,7 @@ package nas
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -133,6 +134,27 @@ type RelayConfig struct {
 	// Retry bounds how long dispatchers retry a fire that fails before it
 	// goes to the dead letter.
 	Retry RetryConfig `yaml:"retry"`
+	// PerAgent bounds what one agent gets of the dispatchers, over every
+	// NAS and relay process sharing the store; an agent's own entry in the
+	// agents file overrides it.
+	PerAgent PerAgentConfig `yaml:"per_agent"`
+	// MisfireGrace is how late after its fire_at a fire may still be
+	// delivered: a fire held back longer (its agent disabled, or not
+	// answering) is dead-lettered instead when it is claimed, so its agent
+	// learns of it as a failed fire. Default: relay.retry.max_age.
+	MisfireGrace time.Duration `yaml:"misfire_grace"`
+}
+
+// PerAgentConfig is the dispatchers' flow control per agent (see
+// relay.Flow): how many of one agent's fires are in flight at once and how
+// fast they go out.
+type PerAgentConfig struct {
+	// Parallelism bounds the deliveries in flight to one agent, at least 1.
+	// Default 4.
+	Parallelism *int `yaml:"parallelism"`
+	// Rate bounds the deliveries per second to one agent, a positive
+	// number (0.5: one every two seconds). Default: unset, unlimited.
+	Rate *float64 `yaml:"rate"`
 }
 
 // RetryConfig is the dispatchers' retry ladder: exponential backoff with
@@ -156,6 +178,28 @@ type RetryConfig struct {
 	// relay route, so it holds whichever process dispatches; MaxAttempts still
 	// caps it. Default 4.
 	MaxAuthAttempts int `yaml:"max_auth_attempts"`
+}
+
+// Dispatch returns the settings every dispatcher of NAS and of `chronos
+// relay` runs with: the retry ladder, the per-agent flow control and the
+// misfire grace (after WithDefaults). The caller adds its own logger,
+// metrics and tuning.
+func (r RelayConfig) Dispatch() relay.DispatcherConfig {
+	d := relay.DispatcherConfig{Retry: r.Retry.Policy(), MisfireGrace: r.MisfireGrace}
+	if r.PerAgent.Parallelism != nil {
+		d.PerAgent = *r.PerAgent.Parallelism
+	}
+	if r.PerAgent.Rate != nil {
+		d.PerAgentRate = *r.PerAgent.Rate
+	}
+	return d
+}
+
+// Flow is the default flow control of an agent whose own policy leaves a
+// field unset: relay.per_agent.*.
+func (r RelayConfig) Flow() relay.Flow {
+	d := r.Dispatch()
+	return relay.Flow{Parallelism: d.PerAgent, Rate: d.PerAgentRate}
 }
 
 // Policy returns the relay retry policy these settings describe; unset
@@ -213,6 +257,9 @@ const (
 	DefaultMaxAuthAttempts      = 4
 	DefaultSessionClaim         = "sid"
 	DefaultUnarmedAfter         = 10 * time.Minute
+	// DefaultPerAgentParallelism is the default of
+	// relay.per_agent.parallelism.
+	DefaultPerAgentParallelism = 4
 )
 
 // WithDefaults returns a copy of c with every unset key at its default.
@@ -238,6 +285,13 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Relay.Retry.MaxAuthAttempts == 0 {
 		c.Relay.Retry.MaxAuthAttempts = DefaultMaxAuthAttempts
+	}
+	if c.Relay.PerAgent.Parallelism == nil {
+		n := DefaultPerAgentParallelism
+		c.Relay.PerAgent.Parallelism = &n
+	}
+	if c.Relay.MisfireGrace == 0 && c.Relay.Retry.MaxAge > 0 {
+		c.Relay.MisfireGrace = c.Relay.Retry.MaxAge
 	}
 	if c.AgentJWT.SessionClaim == "" {
 		c.AgentJWT.SessionClaim = DefaultSessionClaim
@@ -425,6 +479,15 @@ func (r RelayConfig) validate(p *problems) {
 	}
 	if r.NASURL != "" && !isHTTPURL(r.NASURL) {
 		p.add("relay.nas_url: %q is not an absolute http(s) URL", r.NASURL)
+	}
+	if n := r.PerAgent.Parallelism; n != nil && *n < 1 {
+		p.add("relay.per_agent.parallelism: %d must be at least 1 (the deliveries in flight to one agent)", *n)
+	}
+	if v := r.PerAgent.Rate; v != nil && !(*v > 0 && !math.IsInf(*v, 0)) {
+		p.add("relay.per_agent.rate: %v must be a positive number of deliveries per second (leave it unset for no limit)", *v)
+	}
+	if r.MisfireGrace < 0 {
+		p.add("relay.misfire_grace: %s must not be negative", r.MisfireGrace)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -46,11 +47,43 @@ var (
 // session claim (agent_jwt.session_claim) equals it authenticate as the
 // entry: a hosted agent's token names a session, not an instance. At least
 // one of the two is required.
+//
+// Parallelism, Rate and Disabled are the agent's own flow control (see
+// relay.AgentPolicy), which NAS writes to the store on load and on every
+// reload: Parallelism (at least 1) and Rate (deliveries per second, above 0)
+// override relay.per_agent.*, and Disabled holds every fire of the agent and
+// refuses its calls until the entry no longer says so. Entries of one agent
+// (one per instance) that set a field must agree on it.
 type AgentEntry struct {
-	AgentID     string `yaml:"agent_id"`
-	InstanceID  string `yaml:"instance_id"`
-	TokenSHA256 string `yaml:"token_sha256"`
-	SessionID   string `yaml:"session_id"`
+	AgentID     string   `yaml:"agent_id"`
+	InstanceID  string   `yaml:"instance_id"`
+	TokenSHA256 string   `yaml:"token_sha256"`
+	SessionID   string   `yaml:"session_id"`
+	Parallelism *int     `yaml:"parallelism"`
+	Rate        *float64 `yaml:"rate"`
+	Disabled    bool     `yaml:"disabled"`
+}
+
+// FilePolicy is what the agents file says of one agent's flow control: a
+// nil field leaves the store's value as it is.
+type FilePolicy struct {
+	// Parallelism, when set, bounds the agent's deliveries in flight.
+	Parallelism *int
+	// Rate, when set, bounds the agent's deliveries per second.
+	Rate *float64
+	// Disabled forces the agent disabled.
+	Disabled bool
+}
+
+// AgentPolicySource is the part of a verifier that sets agents' flow
+// control: the agents file. NAS finds it in the verifier it is given
+// (directly, or inside a MultiVerifier or the session resolver of a
+// JWTAgents) and applies it to the store.
+type AgentPolicySource interface {
+	// AgentPolicies returns the policy of every agent the source lists (one
+	// with no field set too) and a generation that changes whenever the
+	// source was loaded again. The map must not be modified.
+	AgentPolicies() (map[string]FilePolicy, uint64)
 }
 
 // maxSessionID bounds a session_id.
@@ -111,8 +144,50 @@ func checkAgents(entries []AgentEntry) error {
 			}
 			sessions[e.SessionID] = true
 		}
+		if err := checkPolicyFields(e); err != nil {
+			return fmt.Errorf("entry %d (%s): %w", i, e.AgentID, err)
+		}
+	}
+	_, err := agentPolicies(entries)
+	return err
+}
+
+// checkPolicyFields checks an entry's flow-control fields.
+func checkPolicyFields(e AgentEntry) error {
+	if e.Parallelism != nil && *e.Parallelism < 1 {
+		return fmt.Errorf("parallelism %d must be at least 1 (leave it out for relay.per_agent.parallelism)", *e.Parallelism)
+	}
+	if e.Rate != nil && !(*e.Rate > 0 && !math.IsInf(*e.Rate, 0)) {
+		return fmt.Errorf("rate %v must be a positive number of deliveries per second (leave it out for relay.per_agent.rate)", *e.Rate)
 	}
 	return nil
+}
+
+// agentPolicies gathers the flow control of each agent of checked entries;
+// entries of one agent that set a field to different values are an error.
+func agentPolicies(entries []AgentEntry) (map[string]FilePolicy, error) {
+	out := make(map[string]FilePolicy, len(entries))
+	for i, e := range entries {
+		p, seen := out[e.AgentID]
+		if e.Parallelism != nil {
+			if p.Parallelism != nil && *p.Parallelism != *e.Parallelism {
+				return nil, fmt.Errorf("entry %d (%s): parallelism %d differs from %d in another entry of the agent", i, e.AgentID, *e.Parallelism, *p.Parallelism)
+			}
+			p.Parallelism = e.Parallelism
+		}
+		if e.Rate != nil {
+			if p.Rate != nil && *p.Rate != *e.Rate {
+				return nil, fmt.Errorf("entry %d (%s): rate %v differs from %v in another entry of the agent", i, e.AgentID, *e.Rate, *p.Rate)
+			}
+			p.Rate = e.Rate
+		}
+		if seen && e.Disabled != p.Disabled {
+			return nil, fmt.Errorf("entry %d (%s): disabled differs between the entries of the agent", i, e.AgentID)
+		}
+		p.Disabled = e.Disabled
+		out[e.AgentID] = p
+	}
+	return out, nil
 }
 
 // SessionResolver maps the session id of a hosted agent's access token to
@@ -134,6 +209,8 @@ type AgentsFile struct {
 	mu        sync.Mutex
 	entries   []agentHash
 	sessions  map[string]Identity
+	policies  map[string]FilePolicy
+	gen       uint64 // counts the loads
 	stamp     string
 	lastCheck time.Time
 }
@@ -144,8 +221,9 @@ type agentHash struct {
 }
 
 var (
-	_ AgentVerifier   = (*AgentsFile)(nil)
-	_ SessionResolver = (*AgentsFile)(nil)
+	_ AgentVerifier     = (*AgentsFile)(nil)
+	_ SessionResolver   = (*AgentsFile)(nil)
+	_ AgentPolicySource = (*AgentsFile)(nil)
 )
 
 // OpenAgentsFile loads path; checkEvery bounds how often it is re-checked.
@@ -163,8 +241,9 @@ func NewStaticAgents(entries []AgentEntry) (*AgentsFile, error) {
 	if err := checkAgents(entries); err != nil {
 		return nil, fmt.Errorf("agents: %w", err)
 	}
-	f := &AgentsFile{}
+	f := &AgentsFile{gen: 1}
 	f.entries, f.sessions = indexAgents(entries)
+	f.policies, _ = agentPolicies(entries)
 	return f, nil
 }
 
@@ -219,7 +298,13 @@ func (f *AgentsFile) reload(now time.Time) error {
 	if err != nil {
 		return err
 	}
+	policies, err := agentPolicies(entries)
+	if err != nil {
+		return fmt.Errorf("agents file: %w", err)
+	}
 	f.entries, f.sessions = indexAgents(entries)
+	f.policies = policies
+	f.gen++
 	f.stamp = stamp
 	return nil
 }
@@ -231,6 +316,15 @@ func (f *AgentsFile) current() ([]agentHash, map[string]Identity) {
 	defer f.mu.Unlock()
 	_ = f.reloadIfDue(time.Now())
 	return f.entries, f.sessions
+}
+
+// AgentPolicies implements AgentPolicySource: the flow control of every
+// agent the file lists, after a reload check, and the number of loads so far.
+func (f *AgentsFile) AgentPolicies() (map[string]FilePolicy, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.reloadIfDue(time.Now())
+	return f.policies, f.gen
 }
 
 // ResolveSession implements SessionResolver.

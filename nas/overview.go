@@ -48,12 +48,16 @@ func (s *Service) Overview(ctx context.Context) (contract.OperatorOverview, erro
 		return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
 	}
 	ov := contract.OperatorOverview{
-		GeneratedAt:      contract.NewTime(s.now().UTC()),
-		Store:            contract.StoreGauges{Armed: st.Armed, DueBacklog: st.Due, Leased: st.Leased, DeadLetter: st.DeadLetter},
+		GeneratedAt: contract.NewTime(s.now().UTC()),
+		Store: contract.StoreGauges{Armed: st.Armed, DueBacklog: st.Due, Leased: st.Leased, DeadLetter: st.DeadLetter,
+			Held: st.Held, Probing: st.Probing},
 		Agents:           []contract.AgentArmedCount{},
 		StoppedInstances: []contract.StoppedInstance{},
 		FireLag:          s.metrics.fireLagSummary(),
 		Deliveries:       s.metrics.deliveriesByOutcome(),
+	}
+	if ov.AgentFlows, ov.AgentFlowsTruncated, err = s.agentFlows(ctx); err != nil {
+		return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
 	}
 	c, ok := s.engine.(relay.Census)
 	if !ok {
@@ -72,6 +76,54 @@ func (s *Service) Overview(ctx context.Context) (contract.OperatorOverview, erro
 	ov.StoppedInstances = append(ov.StoppedInstances, s.census.stopped...)
 	ov.AgentsTruncated, ov.StoppedTruncated = s.census.agentsMore, s.census.stoppedMore
 	return ov, nil
+}
+
+// agentFlows reads every agent's flow state (relay.Flows.AgentFlows), with
+// the defaults filled in and the agents the agents file disables, at most
+// overviewMax of them in id order; it reports whether there were more.
+func (s *Service) agentFlows(ctx context.Context) ([]contract.AgentFlowState, bool, error) {
+	flows, err := s.engine.AgentFlows(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	byFile := map[string]bool{}
+	if s.flow.source != nil {
+		policies, _ := s.flow.source.AgentPolicies()
+		for a, p := range policies {
+			if p.Disabled {
+				byFile[a] = true
+			}
+		}
+	}
+	seen := make(map[string]bool, len(flows))
+	defaults := s.cfg.Relay.Flow()
+	out := make([]contract.AgentFlowState, 0, len(flows)+len(byFile))
+	for _, f := range flows {
+		seen[f.AgentID] = true
+		p := f.Policy.Effective(defaults)
+		st := contract.AgentFlowState{
+			AgentID: f.AgentID, InFlight: f.InFlight, Held: f.Held, Probing: f.Probing, Failures: f.Failures,
+			Parallelism: p.Parallelism, Rate: p.Rate, Disabled: p.Disabled || byFile[f.AgentID], DisabledByFile: byFile[f.AgentID],
+		}
+		if f.GateUntil.After(s.now()) {
+			t := contract.NewTime(f.GateUntil.UTC())
+			st.GateUntil = &t
+		}
+		out = append(out, st)
+	}
+	for a := range byFile {
+		if !seen[a] {
+			// Not written to the store yet (it did not answer): shown as
+			// the file says.
+			p := relay.AgentPolicy{}.Effective(defaults)
+			out = append(out, contract.AgentFlowState{AgentID: a, Parallelism: p.Parallelism, Rate: p.Rate, Disabled: true, DisabledByFile: true})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].AgentID < out[j].AgentID })
+	if len(out) > overviewMax {
+		return out[:overviewMax], true, nil
+	}
+	return out, false, nil
 }
 
 // invalidateCensus makes the next overview read the census afresh: an

@@ -30,10 +30,12 @@ const deliveryTTL = 2*contract.WebhookTolerance + time.Minute
 
 // Relay handles one signed relay call: body is the exact request body. A
 // forged, stale or altered call is a 401 and changes nothing. The answer is
-// a 200 RelayResponse (final for the relay) or a 502/503 *contract.Error
-// with RetryAfter (retry); ClassifyAnswer says which the agent's answer is,
-// and a refused fire token is retried until the call's attempt reaches
-// relay.retry.max_auth_attempts.
+// a 200 RelayResponse (final for the relay) or a *contract.Error with
+// RetryAfter (retry): 503 agent_unavailable when the agent is not answering
+// (see agentDown: the relay then holds its fires and probes it), 502
+// agent_unavailable when it answered another 5xx or refused the fire token.
+// ClassifyAnswer says which the agent's answer is, and a refused fire token
+// is retried until the call's attempt reaches relay.retry.max_auth_attempts.
 func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contract.RelayResponse, error) {
 	now := s.now()
 	req, err := s.relayRequest(ctx, h, body, now)
@@ -208,13 +210,28 @@ func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, r
 		s.metrics.countDelivery(deliveryRetry)
 		s.logFire(ctx, req, slog.LevelWarn, "fire not taken; relay retries", "reason", res.Reason, "status", res.HTTPStatus, "cold_start", res.ColdStart)
 		status := http.StatusBadGateway
-		if res.ColdStart || res.HTTPStatus == http.StatusTooManyRequests {
+		if agentDown(res) {
 			status = http.StatusServiceUnavailable
 		}
 		e := contract.Errorf(status, contract.CodeAgentUnavailable, "%s", res.Reason)
 		e.RetryAfter = res.RetryAfter
 		return contract.RelayResponse{}, e
 	}
+}
+
+// agentDown reports whether a retried fire found its agent not answering
+// (the relay's "agent down": it holds the agent's fires and probes it): no
+// answer at all (connection refused, timeout, unreachable, a callback host
+// that does not resolve), or an answer that says the agent cannot take fires
+// now (503 waking or overloaded, 408, 425, 429). The relay route answers
+// those 503 agent_unavailable; an agent that answered another 5xx, or
+// refused the fire token, is up: 502.
+func agentDown(res FireResult) bool {
+	switch res.HTTPStatus {
+	case 0, http.StatusServiceUnavailable, http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return res.ColdStart
 }
 
 // deliveredReason is the last-fire reason of a delivered fire: "agent

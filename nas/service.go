@@ -62,6 +62,7 @@ type Service struct {
 	operator []byte
 	heal     selfHeal
 	census   censusCache // the overview's agents and stopped instances
+	flow     flowState   // the agents' flow control and kill switch
 }
 
 // New builds a Service. Config must validate after WithDefaults, except that
@@ -127,6 +128,7 @@ func New(opts Options) (*Service, error) {
 	s.minter = &Minter{Keys: opts.Keys, Issuer: cfg.PublicURL, TTL: cfg.FireTokenTTL}
 	s.metrics = newMetrics(opts.Engine)
 	s.initSelfHeal()
+	s.initFlow()
 	return s, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent/provider"
+	"github.com/chronoscron/chronos/nas/operator"
 )
 
 // Environment variables the agent commands read besides the config keys.
@@ -16,10 +17,14 @@ const (
 )
 
 func newAgentCmd() *cobra.Command {
-	return groupCmd("agent", "Run and inspect the agent sidecar; cancel an agent's fires at NAS",
+	return groupCmd("agent", "Run and inspect the agent sidecar; cancel, disable or enable an agent's fires at NAS",
 		newAgentServeCmd(),
 		newAgentStatusCmd(),
 		newAgentCancelAllCmd(),
+		newAgentStateCmd("disable", "Disable an agent at NAS: its fires are held and its calls refused until it is enabled",
+			(*operator.Client).DisableAgent),
+		newAgentStateCmd("enable", "Enable a disabled agent at NAS: its held fires go out",
+			(*operator.Client).EnableAgent),
 	)
 }
 

@@ -109,7 +109,8 @@ and POST each, signed, to the relay route of NAS.
 
 It reads the same config file (and CHRONOS_NAS_* variables) as chronos nas and
 uses its store (a redis:// URL: the memory store lives inside one process),
-relay.secrets, relay.nas_url and relay.dispatchers. With --listen it serves
+relay.secrets, relay.nas_url, relay.dispatchers, relay.retry,
+relay.per_agent (parallelism, rate) and relay.misfire_grace. With --listen it serves
 /healthz, /readyz and /metrics there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {

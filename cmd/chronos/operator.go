@@ -157,6 +157,27 @@ agent arms with; NAS is found as chronos dlq finds it (--nas-url and
 	}, "the instance's state")
 }
 
+func newAgentStateCmd(verb, short string, call func(*operator.Client, context.Context, string) (contract.AgentStateResponse, error)) *cobra.Command {
+	var f operatorFlags
+	return f.register(&cobra.Command{
+		Use: verb + " AGENT_ID", Short: short, Args: cobra.ExactArgs(1),
+		Long: short + `. It is idempotent and reaches every NAS process sharing the
+store within 2 seconds. While an agent is disabled NAS keeps its armed fires
+(none is delivered, none is lost) and answers its calls 403 invalid_client;
+once it is enabled they go out, and those more than relay.misfire_grace late
+are dead-lettered (the agent sees them as failed fires). An agent the agents
+file disables (disabled: true) is enabled only by removing that line. NAS is
+found as chronos dlq finds it (--nas-url and --operator-token, else --config
+nas.yaml, else the environment).`,
+		Example: "  chronos agent " + verb + " billing --config /etc/chronos/nas.yaml\n  chronos agent " + verb + " billing --json",
+		RunE: operatorRun(&f, "agent "+verb, func(ctx context.Context, oc *operator.Client, args []string) (contract.AgentStateResponse, error) {
+			return call(oc, ctx, args[0])
+		}, func(r contract.AgentStateResponse) func(io.Writer) error {
+			return cmdline.Textf("%s", operator.AgentLine(r))
+		}),
+	}, "the agent's state")
+}
+
 func newAgentCancelAllCmd() *cobra.Command {
 	var f operatorFlags
 	return f.register(&cobra.Command{

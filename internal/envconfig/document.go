@@ -72,6 +72,10 @@ func valueNode(f Field) (*yaml.Node, error) {
 		if x != nil {
 			v = *x
 		}
+	case *float64:
+		if x != nil {
+			v = *x
+		}
 	}
 	val := &yaml.Node{}
 	if err := val.Encode(v); err != nil {

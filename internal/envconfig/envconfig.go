@@ -127,9 +127,9 @@ func Unknown(cfg any, prefix string, environ []string, allowed ...string) []stri
 }
 
 // Set parses s into v: a type that implements encoding.TextUnmarshaler
-// (through its pointer), a string, bool, int, *int, float64, time.Duration
-// (a Go duration string) or []string (comma separated, empty items
-// dropped). s is trimmed of surrounding white space.
+// (through its pointer), a string, bool, int, *int, float64, *float64,
+// time.Duration (a Go duration string) or []string (comma separated, empty
+// items dropped). s is trimmed of surrounding white space.
 func Set(v reflect.Value, s string) error {
 	s = strings.TrimSpace(s)
 	if v.CanAddr() {
@@ -154,6 +154,13 @@ func Set(v reflect.Value, s string) error {
 			return err
 		}
 		v.Set(reflect.ValueOf(&n))
+		return nil
+	case *float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		v.Set(reflect.ValueOf(&f))
 		return nil
 	}
 	return setScalar(v, s)

@@ -49,6 +49,22 @@ func (s *Server) startInstance(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, resp)
 }
 
+func (s *Server) disableAgent(c echo.Context) error {
+	resp, err := s.svc.DisableAgent(c.Request().Context(), c.Param("agent_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) enableAgent(c echo.Context) error {
+	resp, err := s.svc.EnableAgent(c.Request().Context(), c.Param("agent_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
 func (s *Server) cancelAll(c echo.Context) error {
 	resp, err := s.svc.CancelAgent(c.Request().Context(), c.Param("agent_id"))
 	if err != nil {

@@ -182,6 +182,8 @@ func (s *Server) internalRoutes(e *echo.Echo) {
 		e.POST(echoPath(contract.PathOperatorInstanceStop), s.operator(s.stopInstance))
 		e.POST(echoPath(contract.PathOperatorInstanceStart), s.operator(s.startInstance))
 		e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll))
+		e.POST(echoPath(contract.PathOperatorAgentDisable), s.operator(s.disableAgent))
+		e.POST(echoPath(contract.PathOperatorAgentEnable), s.operator(s.enableAgent))
 		e.GET(contract.PathOperatorDLQ, s.operator(s.listDead))
 		e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay))
 		e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed))

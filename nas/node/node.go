@@ -184,10 +184,10 @@ func (n *Node) startDispatchers(ctx context.Context, g *group) {
 		log = n.log
 	}
 	for range *n.cfg.Relay.Dispatchers {
-		d := relay.NewDispatcher(n.engine, deliverer, relay.DispatcherConfig{
-			Logger: log, Metrics: n.svc.Metrics().Relay(), Retry: n.cfg.Relay.Retry.Policy(),
-			Concurrency: n.dispatch.Concurrency, DrainTimeout: n.dispatch.DrainTimeout,
-		})
+		dc := n.cfg.Relay.Dispatch()
+		dc.Logger, dc.Metrics = log, n.svc.Metrics().Relay()
+		dc.Concurrency, dc.DrainTimeout = n.dispatch.Concurrency, n.dispatch.DrainTimeout
+		d := relay.NewDispatcher(n.engine, deliverer, dc)
 		g.goErr(func() error { return d.Run(ctx) })
 	}
 }

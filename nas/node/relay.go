@@ -24,7 +24,8 @@ import (
 // RelayOptions configure a dispatchers-only relay process.
 type RelayOptions struct {
 	// Config is NAS's configuration: the relay uses its store, relay.secrets,
-	// relay.nas_url, relay.dispatchers and relay.retry.
+	// relay.nas_url, relay.dispatchers, relay.retry, relay.per_agent and
+	// relay.misfire_grace.
 	Config nas.Config
 	// Logger receives the relay's logs.
 	Logger *slog.Logger
@@ -79,7 +80,9 @@ func RunRelay(ctx context.Context, o RelayOptions) error {
 	}
 	log.Info("relay started", "store", StoreKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
 	for range *cfg.Relay.Dispatchers {
-		d := relay.NewDispatcher(engine, deliverer, relay.DispatcherConfig{Logger: log, Metrics: metrics, LeaseFor: o.Lease, Retry: cfg.Relay.Retry.Policy()})
+		dc := cfg.Relay.Dispatch()
+		dc.Logger, dc.Metrics, dc.LeaseFor = log, metrics, o.Lease
+		d := relay.NewDispatcher(engine, deliverer, dc)
 		g.goErr(func() error { return d.Run(ctx) })
 	}
 	systemd.Ready(ctx, log, storeAlive(engine))

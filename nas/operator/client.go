@@ -1,5 +1,6 @@
 // Package operator is a client of NAS's operator routes: stopping and
-// starting an agent instance, cancelling every job of an agent, the dead
+// starting an agent instance, disabling and enabling an agent, cancelling
+// every job of an agent, the dead
 // letter (list, replay) and the jobs left without an armed fire. It also
 // finds NAS the way the operator commands do: flags, then NAS's config file,
 // then the environment, and renders the answers as the commands print them.
@@ -163,6 +164,26 @@ func (c *Client) StartInstance(ctx context.Context, instanceID string) (contract
 func (c *Client) instanceState(ctx context.Context, route, instanceID string) (contract.InstanceStateResponse, error) {
 	var resp contract.InstanceStateResponse
 	err := c.call(ctx, http.MethodPost, pathWith(route, "{instance_id}", instanceID), nil, &resp)
+	return resp, err
+}
+
+// DisableAgent disables an agent at NAS (the kill switch): its fires are
+// held, none delivered and none lost, and its calls refused, until
+// EnableAgent.
+func (c *Client) DisableAgent(ctx context.Context, agentID string) (contract.AgentStateResponse, error) {
+	return c.agentState(ctx, contract.PathOperatorAgentDisable, agentID)
+}
+
+// EnableAgent enables a disabled agent again: its held fires go out (those
+// past relay.misfire_grace to the dead letter). NAS refuses it (409
+// conflict) for an agent the agents file disables.
+func (c *Client) EnableAgent(ctx context.Context, agentID string) (contract.AgentStateResponse, error) {
+	return c.agentState(ctx, contract.PathOperatorAgentEnable, agentID)
+}
+
+func (c *Client) agentState(ctx context.Context, route, agentID string) (contract.AgentStateResponse, error) {
+	var resp contract.AgentStateResponse
+	err := c.call(ctx, http.MethodPost, pathWith(route, "{agent_id}", agentID), nil, &resp)
 	return resp, err
 }
 

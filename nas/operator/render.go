@@ -52,3 +52,12 @@ func InstanceLine(r contract.InstanceStateResponse) string {
 	}
 	return fmt.Sprintf("instance %s started: its agent is asked to reconcile", termtext.Escape(r.InstanceID, termtext.EscapeNewlines))
 }
+
+// AgentLine says in one line what the agent's state now is.
+func AgentLine(r contract.AgentStateResponse) string {
+	id := termtext.Escape(r.AgentID, termtext.EscapeNewlines)
+	if r.Disabled {
+		return fmt.Sprintf("agent %s disabled: NAS holds its fires and refuses its calls until it is enabled", id)
+	}
+	return fmt.Sprintf("agent %s enabled: its held fires go out (those past relay.misfire_grace as failed fires)", id)
+}

@@ -20,8 +20,12 @@ var (
 	descDue    = prometheus.NewDesc("chronos_relay_due_backlog", "Armed one-shots already due (backlog).", nil, nil)
 	descLeased = prometheus.NewDesc("chronos_relay_leased", "One-shots currently leased by a dispatcher.", nil, nil)
 	descDead   = prometheus.NewDesc("chronos_relay_dead_letter", "Fires in the dead letter.", nil, nil)
-	descUp     = prometheus.NewDesc("chronos_relay_store_up", "1 when the relay store answered the last scrape.", nil, nil)
-	descLost   = prometheus.NewDesc("chronos_relay_store_lost",
+	descHeld   = prometheus.NewDesc("chronos_relay_held_fires",
+		"Due one-shots held back by flow control: their agent is at its parallelism or rate, probed, or disabled.", nil, nil)
+	descProbing = prometheus.NewDesc("chronos_relay_probing_agents",
+		"Agents whose fires go out one at a time because a delivery found them not answering.", nil, nil)
+	descUp   = prometheus.NewDesc("chronos_relay_store_up", "1 when the relay store answered the last scrape.", nil, nil)
+	descLost = prometheus.NewDesc("chronos_relay_store_lost",
 		"1 while a loss of the relay store's data (its epoch marker gone: Redis restarted without persistence, flushed) is reported; armed fires may be gone until agents arm them again.", nil, nil)
 )
 
@@ -41,7 +45,7 @@ func NewStore(engine relay.Engine) *Store {
 
 // Describe implements prometheus.Collector.
 func (s *Store) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descArmed, descDue, descLeased, descDead, descUp, descLost} {
+	for _, d := range []*prometheus.Desc{descArmed, descDue, descLeased, descDead, descHeld, descProbing, descUp, descLost} {
 		ch <- d
 	}
 }
@@ -63,6 +67,8 @@ func (s *Store) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDue, prometheus.GaugeValue, float64(st.Due))
 	ch <- prometheus.MustNewConstMetric(descLeased, prometheus.GaugeValue, float64(st.Leased))
 	ch <- prometheus.MustNewConstMetric(descDead, prometheus.GaugeValue, float64(st.DeadLetter))
+	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(st.Held))
+	ch <- prometheus.MustNewConstMetric(descProbing, prometheus.GaugeValue, float64(st.Probing))
 	lost := 0.0
 	if s.epoch != nil {
 		es, err := s.epoch.CheckEpoch(ctx)

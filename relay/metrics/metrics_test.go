@@ -67,6 +67,7 @@ func TestStoreAndDispatch(t *testing.T) {
 	want := map[string]float64{
 		"chronos_relay_armed": 0, "chronos_relay_due_backlog": 0, "chronos_relay_leased": 0,
 		"chronos_relay_dead_letter": 0, "chronos_relay_store_up": 1, "chronos_relay_store_lost": 0,
+		"chronos_relay_held_fires": 0, "chronos_relay_probing_agents": 0,
 		"chronos_relay_dispatch_lag_seconds":       1,
 		"chronos_relay_outcomes_total{kind=done}":  0,
 		"chronos_relay_outcomes_total{kind=retry}": 1,

@@ -157,7 +157,14 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 	nowMs := now.UnixMilli()
 	until := now.Add(leaseFor)
 	untilMs := ceilMs(until)
-	e.releaseAll() // agents whose gate passed
+	// Agents whose gate passed, or whose room grew, get their held fires
+	// back first, by this claim's flow.
+	for _, a := range e.agents {
+		if len(a.held) > 0 {
+			a.ep = a.policy.Effective(flow).Parallelism
+			e.release(a, nowMs)
+		}
+	}
 	var out []relay.Lease
 	claimed := time.Now()
 	for len(out) < max && len(e.due) > 0 && e.due[0].dueMs <= nowMs {
@@ -213,7 +220,7 @@ func (e *Engine) Down(ctx context.Context, l relay.Lease, delay, hold time.Durat
 	a := e.agent(l.AgentID)
 	a.probing = true
 	a.failures = max(a.failures, l.AgentFailures+1)
-	a.gateMs = max(a.gateMs, ceilMs(e.now().Add(max(hold, 0))))
+	a.gateMs = max(a.gateMs, e.now().Add(max(hold, 0)).UnixMilli())
 	e.requeue(ent, delay, reason)
 	return nil
 }
@@ -232,9 +239,9 @@ func (e *Engine) SetAgentPolicy(ctx context.Context, agentID string, p relay.Age
 	defer e.mu.Unlock()
 	a := e.agent(agentID)
 	a.policy = p
-	if p.Parallelism > 0 {
-		a.ep = p.Parallelism
-	}
+	// Without a parallelism of its own the agent takes the next claim's
+	// default: every held fire goes back for that claim to judge.
+	a.ep = p.Parallelism
 	if e.release(a, e.now().UnixMilli()) {
 		e.signal()
 	}

@@ -28,6 +28,7 @@ func RunDispatcherSuite(t *testing.T, f Factory) {
 		t.Fatal("relaytest: Factory.New is required")
 	}
 	runEach(t, f, dispatcherTests)
+	runEach(t, f, flowDispatcherTests)
 	if f.Peer == nil {
 		return
 	}
@@ -70,6 +71,7 @@ var peerTests = []struct {
 }{
 	{"NackWakesDispatcher", testPeerNackWakesDispatcher},
 	{"ReplayWakesDispatcher", testPeerReplayWakesDispatcher},
+	{"ParallelismAcrossProcesses", testPeerParallelismAcrossProcesses},
 }
 
 // quiet discards logs.

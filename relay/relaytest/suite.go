@@ -33,8 +33,16 @@ func RunEngineSuite(t *testing.T, f Factory) {
 	}
 	runEach(t, f, realTests)
 	runEach(t, f, lastFireTests)
+	runEach(t, f, flowTests)
 	if f.NewWithClock == nil {
 		return
+	}
+	for _, tc := range flowClockTests {
+		t.Run("clock/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := NewClock(clockEpoch)
+			tc.run(t, f.NewWithClock(t, c), c)
+		})
 	}
 	for _, tc := range clockTests {
 		t.Run("clock/"+tc.name, func(t *testing.T) {

@@ -11,12 +11,13 @@ import (
 	"github.com/chronoscron/chronos/agent/store"
 )
 
-// JobPatch changes a job's definition; nil fields are kept.
+// JobPatch changes a job's definition; nil fields are kept. A Flex of 0
+// removes the job's flexible window.
 type JobPatch struct {
 	Name, Schedule, Timezone              *string
 	Repeat                                *int
 	Payload                               *runner.Payload
-	Timeout, Grace                        *time.Duration
+	Timeout, Grace, Flex                  *time.Duration
 	Misfire, Overlap, Window, OnInterrupt *string
 	Retry                                 *Retry
 	// Notify changes the notification policy as it is when the edit is
@@ -27,7 +28,7 @@ type JobPatch struct {
 // specOf returns the spec that defines j.
 func specOf(j *Job) JobSpec {
 	return JobSpec{ID: j.ID, Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Repeat: j.Repeat.Times,
-		Payload: j.Payload, Timeout: j.Timeout.Std(), Misfire: string(j.Misfire), Grace: j.Grace.Std(),
+		Payload: j.Payload, Timeout: j.Timeout.Std(), Misfire: string(j.Misfire), Grace: j.Grace.Std(), Flex: j.Flex.Std(),
 		Overlap: string(j.Overlap), Window: string(j.Window), OnInterrupt: string(j.OnInterrupt), Retry: j.Retry,
 		Paused: !j.Enabled, PausedReason: j.PausedReason, Notify: j.Policy,
 		JobKind: j.JobKind, Workflow: j.Clone().Workflow, Fanout: j.Clone().Fanout}
@@ -65,6 +66,9 @@ func (p JobPatch) apply(s *JobSpec) error {
 	}
 	if p.Grace != nil {
 		s.Grace = *p.Grace
+	}
+	if p.Flex != nil {
+		s.Flex = *p.Flex
 	}
 	if p.Retry != nil {
 		s.Retry = *p.Retry

@@ -81,6 +81,10 @@ type Desired struct {
 	JobID string
 	// FireAt is the slot to arm: the job's next_run_at.
 	FireAt time.Time
+	// Flex is the job's flexible window when FireAt is its next_run_at
+	// (not for the wake of a pending run): NAS may deliver the fire up to
+	// Flex after FireAt. 0: none.
+	Flex time.Duration
 }
 
 // errDraining refuses new claims while Close runs.
@@ -141,6 +145,9 @@ type startReq struct {
 // early. A slot equal to the wake time of a pending run (see Desired)
 // starts that run instead. A slot delivered after later slots have passed
 // too is decided with them by the job's misfire policy, as CatchUp does.
+// A job with a flexible window (Job.Flex) takes its slot's fire anywhere in
+// [slot, slot + Flex] as on time: it runs as that slot, and misfire skip's
+// grace counts from the window's end (see Tolerance).
 // Every outcome but FireBusy and FireTooEarly is in the ledger.
 func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigger Trigger) (FireResult, error) {
 	if trigger == "" {
@@ -191,9 +198,14 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 			res, err = rt.fireOverdue(st, j, sched, slot, p)
 			return err
 		}
-		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == MisfireSkip && late > Grace(j, sched) {
+		// A fire inside the job's flexible window is on time: the grace
+		// counts from the window's end.
+		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == MisfireSkip && late > Tolerance(j, sched) {
 			runID := missedRunID(j.ID, slot)
 			reason := fmt.Sprintf("misfire skip: fired %s late, beyond the grace of %s", late.Round(time.Millisecond), Grace(j, sched))
+			if j.Flex > 0 {
+				reason += fmt.Sprintf(" after the flexible window of %s", j.Flex.Std())
+			}
 			rt.endRun(j, rt.entry(j, now, mark{runID, ledger.StateMissed, slot, trigger, reason}), p)
 			res = FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: reason}
 			rt.advance(j, sched, slot, now, notRun)
@@ -794,7 +806,7 @@ type overdue struct {
 	slots  []time.Time // the overdue slots, oldest first, at most maxEnumerate
 	more   bool        // more were overdue than listed
 	latest time.Time
-	onTime bool // the latest slot is within the grace
+	onTime bool // the latest slot is within the grace (Tolerance: after the flexible window)
 	grace  time.Duration
 	runs   int
 }
@@ -802,7 +814,7 @@ type overdue struct {
 // misfire applies j's misfire policy to its overdue slots. The caller holds
 // the store lock.
 func (rt *Runtime) misfire(st *store.State, j *Job, sched *schedule.Schedule, now time.Time, p *plan) error {
-	o := &overdue{rt: rt, st: st, j: j, sched: sched, now: now, p: p, slots: []time.Time{*j.NextRunAt}, grace: Grace(j, sched)}
+	o := &overdue{rt: rt, st: st, j: j, sched: sched, now: now, p: p, slots: []time.Time{*j.NextRunAt}, grace: Tolerance(j, sched)}
 	for {
 		n, ok := sched.Next(o.slots[len(o.slots)-1])
 		if !ok || n.After(now) {

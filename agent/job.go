@@ -12,6 +12,7 @@ import (
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
 	"github.com/chronoscron/chronos/agent/store"
+	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/backoff"
 )
 
@@ -87,6 +88,10 @@ type JobSpec struct {
 	// Grace is how late a slot may still run as scheduled (0: see the Grace
 	// function).
 	Grace time.Duration
+	// Flex is the flexible window: the slot's fire may be delivered up to
+	// Flex after it and still runs as the slot (0: none). Whole seconds, at
+	// most MaxFlex, and shorter than the schedule's period.
+	Flex time.Duration
 	// Overlap is skip (default), queue_one, allow or replace.
 	Overlap string
 	// Window is the idempotency window: none (default), hourly, daily or
@@ -132,6 +137,7 @@ func newJob(spec JobSpec, now time.Time, env jobEnv) (*Job, *schedule.Schedule, 
 		Payload:      spec.Payload,
 		Timeout:      store.Duration(spec.Timeout),
 		Grace:        store.Duration(spec.Grace),
+		Flex:         store.Duration(spec.Flex),
 		Retry:        spec.Retry,
 		Policy:       spec.Notify,
 		CreatedAt:    now.UTC().Truncate(time.Second),
@@ -171,6 +177,11 @@ func newJob(spec JobSpec, now time.Time, env jobEnv) (*Job, *schedule.Schedule, 
 		return nil, nil, invalid(err)
 	}
 	j.Kind = string(sched.Kind())
+	if p := sched.Period(); j.Flex > 0 && p > 0 && j.Flex.Std() >= p {
+		// A window reaching the next slot would have NAS deliver a slot
+		// after its successor has come: it would be judged overdue.
+		return nil, nil, bad("flex %s must be shorter than the schedule's period of %s", j.Flex.Std(), p)
+	}
 	if j.Timezone != "" && sched.Location().String() != j.Timezone {
 		// The job's zone also sets its idempotency windows: one job, one zone.
 		return nil, nil, bad("time zone %q conflicts with the schedule's own zone %q; give one of them", j.Timezone, sched.Location().String())
@@ -227,6 +238,9 @@ func setPolicies(j *Job, spec JobSpec) error {
 	if spec.Grace < 0 {
 		return bad("grace %s must not be negative", spec.Grace)
 	}
+	if err := CheckFlex(spec.Flex); err != nil {
+		return invalid(err)
+	}
 	var err error
 	if j.Misfire, err = store.ParseMisfire(spec.Misfire); err != nil {
 		return invalid(err)
@@ -281,6 +295,32 @@ func parseSchedule(j *Job, defLoc *time.Location) (*schedule.Schedule, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// MaxFlex is the widest flexible window a job may have: one day, NAS's
+// contract.MaxFlexSeconds.
+const MaxFlex = contract.MaxFlexSeconds * time.Second
+
+// CheckFlex checks a flexible window: 0 (none) or whole seconds up to
+// MaxFlex.
+func CheckFlex(d time.Duration) error {
+	switch {
+	case d < 0:
+		return fmt.Errorf("flex %s must not be negative", d)
+	case d > MaxFlex:
+		return fmt.Errorf("flex %s is longer than the most of %s", d, MaxFlex)
+	case d%time.Second != 0:
+		return fmt.Errorf("flex %s must be whole seconds", d)
+	}
+	return nil
+}
+
+// Tolerance returns how late a fire for a slot of job j (schedule s) may
+// come and still count as on time: the end of j's flexible window plus its
+// misfire grace (see Grace). It is what misfire skip, the catch-up of
+// overdue slots and the backstop measure a slot's lateness against.
+func Tolerance(j *Job, s *schedule.Schedule) time.Duration {
+	return j.Flex.Std() + Grace(j, s)
 }
 
 // Grace returns the misfire grace window of a job with schedule s: the job's

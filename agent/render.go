@@ -39,11 +39,15 @@ func (v *JobView) WriteDetail(w io.Writer) error {
 }
 
 // WriteSaved writes, for a person, what was saved: job v (verb is "added"
-// or "edited"), how its schedule was understood, its notify targets and its
-// next fires (next), or that it is paused.
+// or "edited"), how its schedule was understood, its flexible window if it
+// has one, its notify targets and its next fires (next), or that it is
+// paused.
 func WriteSaved(w io.Writer, verb string, v JobView, next []time.Time) error {
 	esc := func(s string) string { return termtext.Escape(s, termtext.EscapeNewlines) }
 	fmt.Fprintf(w, "%s job %s\nschedule: %s\n", verb, esc(v.ID), esc(v.Describe))
+	if v.Flex > 0 {
+		fmt.Fprintf(w, "flex: %s\n", DescribeFlex(&v.Job))
+	}
 	for _, t := range v.Policy.Targets {
 		fmt.Fprintf(w, "notify: %s\n", esc(t.Spec()))
 	}

@@ -143,7 +143,9 @@ type Overdue struct {
 	JobID string
 	// Slot is the job's next_run_at.
 	Slot time.Time
-	// Late is how long ago the slot was; Grace is the job's misfire grace.
+	// Late is how long ago the slot was; Grace is how late its fire may
+	// still come: the job's misfire grace, after its flexible window when
+	// it has one (see Tolerance).
 	Late, Grace time.Duration
 }
 
@@ -174,7 +176,7 @@ func (rt *Runtime) Backstop(ctx context.Context, decide func(o Overdue) (cause s
 				rt.log.Error("job schedule unreadable", "job_id", j.ID, "error", err)
 				continue
 			}
-			cause, ok := decide(Overdue{JobID: j.ID, Slot: *j.NextRunAt, Late: now.Sub(*j.NextRunAt), Grace: Grace(j, sched)})
+			cause, ok := decide(Overdue{JobID: j.ID, Slot: *j.NextRunAt, Late: now.Sub(*j.NextRunAt), Grace: Tolerance(j, sched)})
 			if !ok {
 				continue
 			}
@@ -213,7 +215,8 @@ func (rt *Runtime) Backstop(ctx context.Context, decide func(o Overdue) (cause s
 }
 
 // BackstopAt returns the earliest instant at which an enabled job's
-// next_run_at will be overdue by more than its grace (it may have passed);
+// next_run_at will be overdue by more than its grace, counted from the end
+// of its flexible window (see Tolerance; the instant may have passed);
 // false when no job has a next slot. A reconciler wakes then to see whether
 // the slot's fire came.
 func (rt *Runtime) BackstopAt(ctx context.Context) (time.Time, bool, error) {
@@ -229,7 +232,7 @@ func (rt *Runtime) BackstopAt(ctx context.Context) (time.Time, bool, error) {
 			if err != nil {
 				continue
 			}
-			at := j.NextRunAt.Add(Grace(j, sched))
+			at := j.NextRunAt.Add(Tolerance(j, sched))
 			if !found || at.Before(best) {
 				best, found = at, true
 			}

@@ -24,16 +24,17 @@ func (rt *Runtime) Desired(ctx context.Context) ([]Desired, error) {
 				continue
 			}
 			var at time.Time
+			var flex time.Duration
 			if j.FinishedAt == nil && j.NextRunAt != nil && j.NextRunAt.After(now) {
-				at = *j.NextRunAt
+				at, flex = *j.NextRunAt, j.Flex.Std()
 			}
 			for _, q := range j.Pending {
 				if q.NotBefore.After(now) && (at.IsZero() || q.NotBefore.Before(at)) {
-					at = q.NotBefore
+					at, flex = q.NotBefore, 0
 				}
 			}
 			if !at.IsZero() {
-				out = append(out, Desired{JobID: j.ID, FireAt: at})
+				out = append(out, Desired{JobID: j.ID, FireAt: at, Flex: flex})
 			}
 		}
 		return nil

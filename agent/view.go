@@ -91,6 +91,15 @@ func DescribePolicies(j *Job) string {
 	return fmt.Sprintf("misfire %s, overlap %s, window %s, on interrupt %s", j.Misfire, j.Overlap, j.Window, j.OnInterrupt)
 }
 
+// DescribeFlex says in words what j's flexible window allows; "none" when
+// it has none.
+func DescribeFlex(j *Job) string {
+	if j.Flex <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%s: each slot's fire may come up to %s after it", j.Flex.Std(), j.Flex.Std())
+}
+
 func shellQuote(s string) string {
 	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`;&|<>*?()[]{}") {
 		return s
@@ -137,6 +146,9 @@ func (v *JobView) Details() [][2]string {
 	}
 	rows = append(rows, [][2]string{{"timezone", dash(j.Timezone)}, {"state", state}, {"repeat", repeat},
 		{"payload", DescribePayload(j.Payload)}, {"timeout", timeout}, {"policies", DescribePolicies(j)}}...)
+	if j.Flex > 0 {
+		rows = append(rows, [2]string{"flex", DescribeFlex(j)})
+	}
 	rows = append(rows, KindDetails(j)...)
 	if j.OnInterrupt == InterruptRetry {
 		rows = append(rows, [2]string{"retry", fmt.Sprintf("%d attempts, backoff %s up to %s", j.Retry.MaxAttempts, j.Retry.Backoff.Std(), j.Retry.MaxBackoff.Std())})

@@ -36,6 +36,7 @@ type File struct {
 	HTTP        *HTTP             `yaml:"http"`
 	Timeout     string            `yaml:"timeout"`
 	Grace       string            `yaml:"grace"`
+	Flex        string            `yaml:"flex"`
 	Repeat      int               `yaml:"repeat"`
 	Misfire     string            `yaml:"misfire"`
 	Overlap     string            `yaml:"overlap"`
@@ -141,7 +142,7 @@ func (f *File) Spec() (agent.JobSpec, error) {
 	for _, d := range []struct {
 		key, in string
 		out     *time.Duration
-	}{{"timeout", f.Timeout, &s.Timeout}, {"grace", f.Grace, &s.Grace}, {"per_item_timeout", f.PerItemTimeout, &perItem},
+	}{{"timeout", f.Timeout, &s.Timeout}, {"grace", f.Grace, &s.Grace}, {"flex", f.Flex, &s.Flex}, {"per_item_timeout", f.PerItemTimeout, &perItem},
 		{"retry.backoff", retry.Backoff, &backoff}, {"retry.max_backoff", retry.MaxBackoff, &maxBackoff}} {
 		if d.in == "" {
 			continue
@@ -149,6 +150,9 @@ func (f *File) Spec() (agent.JobSpec, error) {
 		if *d.out, err = time.ParseDuration(d.in); err != nil {
 			return s, fmt.Errorf("%s %q is not a duration (90s, 30m, 24h)", d.key, d.in)
 		}
+	}
+	if err := agent.CheckFlex(s.Flex); err != nil {
+		return s, err
 	}
 	s.Retry = agent.Retry{MaxAttempts: retry.MaxAttempts, Backoff: store.Duration(backoff), MaxBackoff: store.Duration(maxBackoff)}
 	return s, f.kind(&s, perItem)

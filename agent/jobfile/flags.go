@@ -23,6 +23,7 @@ type Flags struct {
 	spec                                          agent.JobSpec
 	pay                                           agent.PayloadSpec
 	timeout, grace, retryBackoff, retryMaxBackoff time.Duration
+	flex                                          time.Duration
 	retryAttempts                                 int
 	notify                                        notify.Change
 	notifyAfter, renotifyEvery                    int
@@ -38,6 +39,7 @@ func (o *Flags) Register(f *pflag.FlagSet) {
 	f.IntVar(&o.spec.Repeat, "repeat", 0, "stop after this many runs (0: no limit)")
 	f.StringVar(&o.spec.Misfire, "misfire", "", "overdue slots: run_once (default), skip, run_all")
 	f.DurationVar(&o.grace, "grace", 0, "how late a slot may run before it counts as missed (default half the period, within 2m..2h)")
+	f.DurationVar(&o.flex, "flex", 0, "flexible window: the fire may come up to this long after the slot and runs as it (whole seconds, at most 24h; 0: none)")
 	f.StringVar(&o.spec.Overlap, "overlap", "", "a slot while a run is live: skip (default), queue_one, allow, replace")
 	f.StringVar(&o.spec.Window, "window", "", "idempotency window: none (default), hourly, daily, weekly")
 	f.StringVar(&o.spec.OnInterrupt, "on-interrupt", "", "the owner died mid-run: record (default), retry")
@@ -98,7 +100,10 @@ func (o *Flags) Spec(f *pflag.FlagSet, args []string, dash int) (agent.JobSpec, 
 	if err != nil {
 		return spec, err
 	}
-	spec.Payload, spec.Timeout, spec.Grace = *p, o.timeout, o.grace
+	if err := agent.CheckFlex(o.flex); err != nil {
+		return spec, fmt.Errorf("jobs add: --%w", err)
+	}
+	spec.Payload, spec.Timeout, spec.Grace, spec.Flex = *p, o.timeout, o.grace, o.flex
 	if changedAny(f, "retry-attempts", "retry-backoff", "retry-max-backoff") && spec.OnInterrupt != string(agent.InterruptRetry) && o.kind.Kind != agent.JobKindFanout {
 		return spec, errors.New("jobs add: --retry-* flags need --on-interrupt retry (or --kind fanout: each child's attempts)")
 	}
@@ -116,9 +121,14 @@ func (o *Flags) Spec(f *pflag.FlagSet, args []string, dash int) (agent.JobSpec, 
 func (o *Flags) Patch(f *pflag.FlagSet, args []string, dash int) (agent.JobPatch, error) {
 	p := agent.JobPatch{Name: ifSet(f, "name", &o.spec.Name), Schedule: ifSet(f, "schedule", &o.spec.Schedule),
 		Timezone: ifSet(f, "tz", &o.spec.Timezone), Repeat: ifSet(f, "repeat", &o.spec.Repeat),
-		Timeout: ifSet(f, "timeout", &o.timeout), Grace: ifSet(f, "grace", &o.grace),
+		Timeout: ifSet(f, "timeout", &o.timeout), Grace: ifSet(f, "grace", &o.grace), Flex: ifSet(f, "flex", &o.flex),
 		Misfire: ifSet(f, "misfire", &o.spec.Misfire), Overlap: ifSet(f, "overlap", &o.spec.Overlap),
 		Window: ifSet(f, "window", &o.spec.Window), OnInterrupt: ifSet(f, "on-interrupt", &o.spec.OnInterrupt)}
+	if p.Flex != nil {
+		if err := agent.CheckFlex(*p.Flex); err != nil {
+			return p, fmt.Errorf("jobs edit: --%w", err)
+		}
+	}
 	var err error
 	if p.Payload, err = o.payload(f, "edit", args, dash); err != nil {
 		return p, err

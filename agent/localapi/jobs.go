@@ -40,6 +40,9 @@ type JobSpec struct {
 	Paused       bool           `json:"paused,omitempty"`
 	PausedReason string         `json:"paused_reason,omitempty"`
 	Notify       *notify.Policy `json:"notify,omitempty"`
+	// Flex is the flexible window ("10m"; whole seconds, at most 24h),
+	// as jobs.json keeps it; absent: none.
+	Flex store.Duration `json:"flex,omitempty"`
 	// JobKind is plain (default), workflow or fanout, with its settings
 	// in Workflow or Fanout.
 	JobKind  string          `json:"job_kind,omitempty"`
@@ -50,7 +53,7 @@ type JobSpec struct {
 // SpecOf is the wire form of s.
 func SpecOf(s agent.JobSpec) JobSpec {
 	w := JobSpec{ID: s.ID, Name: s.Name, Schedule: s.Schedule, Timezone: s.Timezone, Repeat: s.Repeat,
-		Payload: s.Payload, Timeout: store.Duration(s.Timeout), Grace: store.Duration(s.Grace), Misfire: s.Misfire,
+		Payload: s.Payload, Timeout: store.Duration(s.Timeout), Grace: store.Duration(s.Grace), Flex: store.Duration(s.Flex), Misfire: s.Misfire,
 		Overlap: s.Overlap, Window: s.Window, OnInterrupt: s.OnInterrupt, Paused: s.Paused, PausedReason: s.PausedReason,
 		JobKind: s.JobKind, Workflow: s.Workflow, Fanout: s.Fanout}
 	if s.Retry != (agent.Retry{}) {
@@ -67,7 +70,7 @@ func SpecOf(s agent.JobSpec) JobSpec {
 // Spec is the runtime's form of w.
 func (w JobSpec) Spec() agent.JobSpec {
 	s := agent.JobSpec{ID: w.ID, Name: w.Name, Schedule: w.Schedule, Timezone: w.Timezone, Repeat: w.Repeat,
-		Payload: w.Payload, Timeout: time.Duration(w.Timeout), Grace: time.Duration(w.Grace), Misfire: w.Misfire,
+		Payload: w.Payload, Timeout: time.Duration(w.Timeout), Grace: time.Duration(w.Grace), Flex: time.Duration(w.Flex), Misfire: w.Misfire,
 		Overlap: w.Overlap, Window: w.Window, OnInterrupt: w.OnInterrupt, Paused: w.Paused, PausedReason: w.PausedReason,
 		JobKind: w.JobKind, Workflow: w.Workflow, Fanout: w.Fanout}
 	if w.Retry != nil {
@@ -98,6 +101,8 @@ type JobPatch struct {
 	NotifySpecs   []string        `json:"notify_specs,omitempty"`
 	NotifyAfter   *int            `json:"notify_after,omitempty"`
 	RenotifyEvery *int            `json:"renotify_every,omitempty"`
+	// Flex sets the flexible window ("0s" removes it).
+	Flex *store.Duration `json:"flex,omitempty"`
 }
 
 // Patch is the runtime's form of w.
@@ -111,6 +116,10 @@ func (w JobPatch) Patch() agent.JobPatch {
 	if w.Grace != nil {
 		d := time.Duration(*w.Grace)
 		p.Grace = &d
+	}
+	if w.Flex != nil {
+		d := time.Duration(*w.Flex)
+		p.Flex = &d
 	}
 	ch := notify.Change{Specs: w.NotifySpecs, NotifyAfter: w.NotifyAfter, RenotifyEvery: w.RenotifyEvery}
 	if !ch.Empty() {

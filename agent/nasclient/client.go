@@ -208,14 +208,29 @@ func typed(e *APIError) error {
 }
 
 // Provision arms (or re-arms) the one one-shot of req.JobID at req.FireAt.
-// An empty DedupKey is filled in as job_id:fire_at.
+// An empty DedupKey is filled in as job_id:fire_at. A FlexSeconds (the
+// fire's flexible window, 0 to contract.MaxFlexSeconds) is sent as
+// flex_seconds; 0 sends no such key, so a fire without a window is asked
+// for exactly as by a client that knows none.
 func (c *Client) Provision(ctx context.Context, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
+	if err := checkFlex(req.JobID, req.FlexSeconds); err != nil {
+		return contract.ProvisionResponse{}, fmt.Errorf("nasclient: provision: %w", err)
+	}
 	if req.DedupKey == "" {
 		req.DedupKey = DedupKey(req.JobID, req.FireAt.Time)
 	}
 	var out contract.ProvisionResponse
 	err := c.call(ctx, request{op: "provision", method: http.MethodPost, path: contract.PathProvision, in: req, out: &out})
 	return out, err
+}
+
+// checkFlex refuses a flexible window NAS would refuse: outside 0 to
+// contract.MaxFlexSeconds.
+func checkFlex(jobID string, flex int64) error {
+	if flex < 0 || flex > contract.MaxFlexSeconds {
+		return fmt.Errorf("job %s: flex_seconds %d must be 0 to %d", jobID, flex, contract.MaxFlexSeconds)
+	}
+	return nil
 }
 
 // DedupKey returns the dedup_key NAS expects for a provision: job_id:fire_at,
@@ -323,9 +338,13 @@ func (c *Client) AckFailedFires(ctx context.Context, scheduleIDs []string) (int,
 
 // PutArmed replaces the whole armed set with req: NAS arms what is missing or
 // changed and cancels what is not listed. Empty dedup keys are filled in.
+// Each arm's FlexSeconds is sent as in Provision (omitted when 0).
 func (c *Client) PutArmed(ctx context.Context, req contract.PutArmedRequest) (contract.PutArmedResponse, error) {
 	arms := make([]contract.DesiredArm, len(req.Armed))
 	for i, a := range req.Armed {
+		if err := checkFlex(a.JobID, a.FlexSeconds); err != nil {
+			return contract.PutArmedResponse{}, fmt.Errorf("nasclient: put armed: %w", err)
+		}
 		if a.DedupKey == "" {
 			a.DedupKey = DedupKey(a.JobID, a.FireAt.Time)
 		}

@@ -242,8 +242,8 @@ func (r *Reconciler) backoff(failures int) time.Duration {
 
 // Plan is what a reconcile does, computed from the two sides.
 type Plan struct {
-	// Provision holds desired arms NAS lacks or holds at another time or
-	// callback URL.
+	// Provision holds desired arms NAS lacks or holds at another time,
+	// callback URL or flexible window.
 	Provision []Arm `json:"provision"`
 	// Cancel holds arms NAS holds that the agent does not want.
 	Cancel []Arm `json:"cancel"`
@@ -276,11 +276,54 @@ func Waiting(jobs []agent.Job, now time.Time) map[string]time.Time {
 
 func sameURL(a, b string) bool { return strings.TrimRight(a, "/") == strings.TrimRight(b, "/") }
 
+// flexSeconds is a flexible window in the contract's whole seconds.
+func flexSeconds(d time.Duration) int64 { return int64(d / time.Second) }
+
+// heldFlex returns the flexible window NAS holds for armed fire a, and
+// whether that is known: NAS's flex_seconds when it lists one, else the
+// window the agent last provisioned for the same fire (prev, by job id).
+// A fire NAS lists without flex_seconds that the agent has no record of is
+// unknown: NAS may not list windows at all.
+func heldFlex(a contract.ArmedJob, prev map[string]Arm) (int64, bool) {
+	if a.FlexSeconds != 0 {
+		return a.FlexSeconds, true
+	}
+	if k, ok := prev[a.JobID]; ok && k.FireAt.Equal(a.FireAt.Time) {
+		return k.FlexSeconds, true
+	}
+	return 0, false
+}
+
+// flexDiffers reports whether armed fire a is known to hold another
+// flexible window than want (seconds); an unknown window does not differ,
+// so a NAS that does not list windows never causes a provision loop.
+func flexDiffers(want int64, a contract.ArmedJob, prev map[string]Arm) bool {
+	have, ok := heldFlex(a, prev)
+	return ok && have != want
+}
+
 // ComputePlan compares desired (future fires), waiting (jobs whose slot has
 // come, by job id) and armed (NAS's list) for callback at now. Desired
-// fires not after now are never armed.
+// fires not after now are never armed. A fire NAS lists without
+// flex_seconds is taken to hold the flexible window desired: a NAS that
+// does not list the window back cannot say it differs (see
+// ComputePlanKnown).
 func ComputePlan(desired []agent.Desired, waiting map[string]time.Time, armed []contract.ArmedJob, callback string, now time.Time) Plan {
+	return ComputePlanKnown(desired, waiting, armed, nil, callback, now)
+}
+
+// ComputePlanKnown is ComputePlan with what the agent last provisioned
+// (known: the state's armed set): for a fire NAS lists without
+// flex_seconds at the instant known holds for its job, the window known
+// records is taken as the one NAS holds, so a change of a job's window is
+// provisioned even at a NAS that does not list windows, and a NAS that
+// does not list them causes no provision after that.
+func ComputePlanKnown(desired []agent.Desired, waiting map[string]time.Time, armed []contract.ArmedJob, known []Arm, callback string, now time.Time) Plan {
 	var p Plan
+	prev := make(map[string]Arm, len(known))
+	for _, a := range known {
+		prev[a.JobID] = a
+	}
 	byJob := make(map[string]contract.ArmedJob, len(armed))
 	for _, a := range armed {
 		byJob[a.JobID] = a
@@ -291,8 +334,8 @@ func ComputePlan(desired []agent.Desired, waiting map[string]time.Time, armed []
 			continue
 		}
 		want[d.JobID] = true
-		arm := Arm{JobID: d.JobID, FireAt: d.FireAt.UTC(), CallbackURL: callback}
-		if a, ok := byJob[d.JobID]; ok && a.FireAt.Equal(d.FireAt) && sameURL(a.AgentCallbackURL, callback) {
+		arm := Arm{JobID: d.JobID, FireAt: d.FireAt.UTC(), CallbackURL: callback, FlexSeconds: flexSeconds(d.Flex)}
+		if a, ok := byJob[d.JobID]; ok && a.FireAt.Equal(d.FireAt) && sameURL(a.AgentCallbackURL, callback) && !flexDiffers(arm.FlexSeconds, a, prev) {
 			arm.ScheduleID = a.ScheduleID
 			p.Unchanged = append(p.Unchanged, arm)
 			continue
@@ -332,10 +375,15 @@ type observation struct {
 	slots   []agent.Desired
 	waiting map[string]time.Time
 	plan    Plan
+	// known is the armed set the state recorded before (see
+	// ComputePlanKnown).
+	known []Arm
 }
 
-func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing) (observation, error) {
-	o := observation{now: r.cfg.Now(), listing: listing}
+// observe compares listing with the agent's jobs; known is the armed set
+// as the state last recorded it (see ComputePlanKnown).
+func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing, known []Arm) (observation, error) {
+	o := observation{now: r.cfg.Now(), listing: listing, known: known}
 	jobs, err := r.cfg.Source.Jobs(ctx)
 	if err != nil {
 		return o, fmt.Errorf("provider: jobs: %w", err)
@@ -347,7 +395,7 @@ func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing) (ob
 	o.slots = o.desired
 	o.desired = r.withinHorizon(o.desired, o.now)
 	o.waiting = Waiting(jobs, o.now)
-	o.plan = ComputePlan(o.desired, o.waiting, listing.Armed, r.cfg.CallbackURL, o.now)
+	o.plan = ComputePlanKnown(o.desired, o.waiting, listing.Armed, known, r.cfg.CallbackURL, o.now)
 	return o, nil
 }
 
@@ -457,7 +505,7 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 	}
 	r.ackFailedFires(ctx, r.recordFailedFires(ctx, st, res, listing.FailedFires, fail), fail)
 
-	o, err := r.observe(ctx, listing)
+	o, err := r.observe(ctx, listing, st.Armed)
 	if err != nil {
 		fail("observe", "", err)
 		return nil, nil
@@ -468,7 +516,7 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 	if h, ok := r.healer(); ok {
 		if r.heal(ctx, h, &o, res, fail) {
 			r.inSync.Store(false)
-			if o, err = r.observe(ctx, listing); err != nil {
+			if o, err = r.observe(ctx, listing, st.Armed); err != nil {
 				fail("observe", "", err)
 				return nil, nil
 			}
@@ -478,7 +526,7 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 			fail("catch up", "", err)
 		} else {
 			res.CaughtUp = true
-			if o, err = r.observe(ctx, listing); err != nil {
+			if o, err = r.observe(ctx, listing, st.Armed); err != nil {
 				fail("observe", "", err)
 				return nil, nil
 			}
@@ -490,9 +538,16 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 // apply provisions and cancels per o's plan and returns the armed set
 // after the changes.
 func (r *Reconciler) apply(ctx context.Context, listing nasclient.Listing, o observation, res *Result, fail func(op, jobID string, err error)) []Arm {
+	prev := make(map[string]Arm, len(o.known))
+	for _, a := range o.known {
+		prev[a.JobID] = a
+	}
 	armed := map[string]Arm{}
 	for _, a := range listing.Armed {
-		armed[a.JobID] = Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL}
+		// The window NAS holds as far as it is known: a NAS that does not
+		// list windows keeps the one last provisioned on record.
+		flex, _ := heldFlex(a, prev)
+		armed[a.JobID] = Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL, FlexSeconds: flex}
 	}
 	slots := map[string]time.Time{}
 	for _, d := range o.slots {
@@ -625,7 +680,7 @@ func desiredArms(desired []agent.Desired, now time.Time, callback string) []Arm 
 	out := make([]Arm, 0, len(desired))
 	for _, d := range desired {
 		if d.FireAt.After(now) {
-			out = append(out, Arm{JobID: d.JobID, FireAt: d.FireAt.UTC(), CallbackURL: callback})
+			out = append(out, Arm{JobID: d.JobID, FireAt: d.FireAt.UTC(), CallbackURL: callback, FlexSeconds: flexSeconds(d.Flex)})
 		}
 	}
 	return out
@@ -675,7 +730,13 @@ func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 			r.cfg.Logger.Warn("acknowledging failed fires failed; the next reconcile does it again", "error", err)
 		})
 	}
-	o, err := r.observe(ctx, listing)
+	var known []Arm
+	if r.cfg.Home != "" {
+		if st, err := ReadState(r.cfg.Home); err == nil {
+			known = st.Armed
+		}
+	}
+	o, err := r.observe(ctx, listing, known)
 	if err != nil {
 		return Observation{}, err
 	}
@@ -683,7 +744,7 @@ func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 	out.Desired = desiredArms(o.desired, o.now, r.cfg.CallbackURL)
 	out.Armed = make([]Arm, 0, len(listing.Armed))
 	for _, a := range listing.Armed {
-		out.Armed = append(out.Armed, Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL})
+		out.Armed = append(out.Armed, Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL, FlexSeconds: a.FlexSeconds})
 	}
 	slices.SortFunc(out.Armed, func(a, b Arm) int { return strings.Compare(a.JobID, b.JobID) })
 	return out, nil

@@ -103,12 +103,16 @@ func RefreshPoint(slot, now time.Time, horizon time.Duration) time.Time {
 }
 
 // withinHorizon maps every desired fire beyond the horizon to its refresh
-// point.
+// point, which has no flexible window: it is no slot, and its fire only
+// arms again.
 func (r *Reconciler) withinHorizon(desired []agent.Desired, now time.Time) []agent.Desired {
 	h := r.Horizon()
 	out := make([]agent.Desired, len(desired))
 	for i, d := range desired {
-		out[i] = agent.Desired{JobID: d.JobID, FireAt: RefreshPoint(d.FireAt, now, h)}
+		out[i] = agent.Desired{JobID: d.JobID, FireAt: RefreshPoint(d.FireAt, now, h), Flex: d.Flex}
+		if !out[i].FireAt.Equal(d.FireAt) {
+			out[i].Flex = 0
+		}
 	}
 	return out
 }
@@ -119,14 +123,18 @@ func tooFar(err error) bool {
 	return errors.As(err, &ue) && ue.Code == contract.CodeFireAtTooFar
 }
 
-// provisionWithinHorizon provisions p, and while NAS refuses it as too far
-// ahead, halves the horizon (for good: later arms use it too) and provisions
-// the refresh point of slot, the job's real next slot, under it.
+// provisionWithinHorizon provisions p (with its flexible window, if any),
+// and while NAS refuses it as too far ahead, halves the horizon (for good:
+// later arms use it too) and provisions the refresh point of slot, the
+// job's real next slot, under it (without a window).
 func (r *Reconciler) provisionWithinHorizon(ctx context.Context, p *Arm, slot time.Time) (contract.ProvisionResponse, error) {
 	req := func() contract.ProvisionRequest {
+		if !p.FireAt.Equal(slot) {
+			p.FlexSeconds = 0 // a refresh point
+		}
 		return contract.ProvisionRequest{
 			JobID: p.JobID, FireAt: contract.NewTime(p.FireAt), AgentCallbackURL: r.cfg.CallbackURL,
-			DedupKey: nasclient.DedupKey(p.JobID, p.FireAt),
+			DedupKey: nasclient.DedupKey(p.JobID, p.FireAt), FlexSeconds: p.FlexSeconds,
 		}
 	}
 	out, err := r.cfg.NAS.Provision(ctx, req())

@@ -34,6 +34,10 @@ type Arm struct {
 	FireAt      time.Time `json:"fire_at"`
 	ScheduleID  string    `json:"schedule_id,omitempty"`
 	CallbackURL string    `json:"callback_url,omitempty"`
+	// FlexSeconds is the fire's flexible window (contract's flex_seconds);
+	// 0: none. In the state's armed set it is the window last provisioned
+	// for the fire, kept when NAS does not list flex_seconds back.
+	FlexSeconds int64 `json:"flex_seconds,omitempty"`
 }
 
 // Result is the outcome of one reconcile.

@@ -264,6 +264,11 @@ type Job struct {
 	Window       Window         `json:"window"`
 	OnInterrupt  OnInterrupt    `json:"on_interrupt"`
 	Retry        Retry          `json:"retry"`
+	// Flex is the job's flexible window: a fire for a slot may be
+	// delivered anywhere in [slot, slot + Flex] and runs as that slot.
+	// NAS spreads such fires inside their windows. 0 (left out of the
+	// file): none, the fire comes at the slot.
+	Flex Duration `json:"flex,omitempty"`
 	// JobKind is the job kind (JobKindPlain, JobKindWorkflow,
 	// JobKindFanout), with its settings in Workflow or Fanout.
 	JobKind  string    `json:"job_kind,omitempty"`

@@ -200,6 +200,7 @@ function renderJobPage() {
     ["payload", j.payload && j.payload.shell ? (j.payload.shell.command || (j.payload.shell.argv || []).join(" ")) : (j.payload && j.payload.http ? j.payload.http.url : "-")],
     ["policies", "misfire " + j.misfire + ", overlap " + j.overlap + ", window " + j.window + ", on interrupt " + j.on_interrupt],
     ["job kind", kindOf(j)]];
+  if (j.flex) rows.push(["flex", j.flex + ": each slot's fire may come up to " + j.flex + " after it"]);
   if (j.workflow) {
     const w = j.workflow;
     rows.push(["workflow", "window " + (w.window || "-") + ", on missing " + (w.on_missing || "skip") + ", on dep fail " + (w.on_dep_fail || "skip")]);

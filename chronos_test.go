@@ -199,6 +199,7 @@ var goTypes = map[string]struct {
 	"HealthResponse":         {reflect.TypeFor[contract.HealthResponse](), false},
 	"InstanceStateResponse":  {reflect.TypeFor[contract.InstanceStateResponse](), false},
 	"CancelAllResponse":      {reflect.TypeFor[contract.CancelAllResponse](), false},
+	"AgentStateResponse":     {reflect.TypeFor[contract.AgentStateResponse](), false},
 	"DeadLetter":             {reflect.TypeFor[contract.DeadLetter](), false},
 	"DLQListResponse":        {reflect.TypeFor[contract.DLQListResponse](), false},
 	"DLQReplayRequest":       {reflect.TypeFor[contract.DLQReplayRequest](), false},
@@ -211,6 +212,7 @@ var goTypes = map[string]struct {
 
 	// The operator dashboard's routes.
 	"OperatorOverview":        {reflect.TypeFor[contract.OperatorOverview](), false},
+	"AgentFlowState":          {reflect.TypeFor[contract.AgentFlowState](), false},
 	"OperatorSessionRequest":  {reflect.TypeFor[contract.OperatorSessionRequest](), false},
 	"OperatorSessionResponse": {reflect.TypeFor[contract.OperatorSessionResponse](), false},
 }

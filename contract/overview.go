@@ -64,7 +64,7 @@ type AgentFlowState struct {
 	Failures int `json:"failures"`
 	// GateUntil, when set, is when its next fire may go out (a hold after
 	// it did not answer, or its rate).
-	GateUntil *Time `json:"gate_until"`
+	GateUntil *Time `json:"gate_until,omitempty"`
 	// Parallelism is the most deliveries in flight it gets (its own, else
 	// relay.per_agent.parallelism).
 	Parallelism int `json:"parallelism"`

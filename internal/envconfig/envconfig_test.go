@@ -176,3 +176,35 @@ func TestApplyUsesTextUnmarshaler(t *testing.T) {
 		t.Fatalf("bad value: %v", err)
 	}
 }
+
+// TestOptionalFloat: a *float64 is nil until set, set from the variable
+// (0 too, which a plain float64 could not tell from unset), and printed
+// as its value or null.
+func TestOptionalFloat(t *testing.T) {
+	t.Parallel()
+	type opt struct {
+		Rate *float64 `yaml:"rate"`
+	}
+	var o opt
+	if err := envconfig.Apply(&o, "APP_", lookup(nil)); err != nil || o.Rate != nil {
+		t.Fatalf("unset: %v %v", o.Rate, err)
+	}
+	for in, want := range map[string]float64{"0": 0, " 2.5 ": 2.5, "-1": -1} {
+		var o opt
+		if err := envconfig.Apply(&o, "APP_", lookup(map[string]string{"APP_RATE": in})); err != nil || o.Rate == nil || *o.Rate != want {
+			t.Errorf("%q: %v %v", in, o.Rate, err)
+		}
+	}
+	if err := envconfig.Apply(&opt{}, "APP_", lookup(map[string]string{"APP_RATE": "fast"})); err == nil || !strings.Contains(err.Error(), "APP_RATE (rate)") {
+		t.Errorf("a bad value: %v", err)
+	}
+	for _, tt := range []struct {
+		rate *float64
+		want string
+	}{{nil, "rate: null # APP_RATE\n"}, {new(3.5), "rate: 3.5 # APP_RATE\n"}} {
+		out, err := envconfig.Document(&opt{Rate: tt.rate}, "APP_")
+		if err != nil || string(out) != tt.want {
+			t.Errorf("document %q %v, want %q", out, err, tt.want)
+		}
+	}
+}

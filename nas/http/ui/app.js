@@ -65,17 +65,55 @@ function seconds(v) {
   return v.toFixed(v < 10 ? 2 : 1) + " s";
 }
 
+// flowState says in words what holds an agent's fires, if anything.
+function flowState(f) {
+  if (f.disabled_by_file) return "disabled (agents file)";
+  if (f.disabled) return "disabled";
+  if (f.probing) return "probing (" + f.failures + " not answered)";
+  if (f.gate_until) return "waiting until " + when(f.gate_until);
+  if (f.held > 0) return "at its limit";
+  return "delivering";
+}
+
+// agentButton is the kill switch of one agent: Disable, or Enable for a
+// disabled one (not offered when the agents file disables it).
+function agentButton(agentID, flow) {
+  const td = document.createElement("td");
+  if (flow && flow.disabled_by_file) return td;
+  const disabled = !!(flow && flow.disabled);
+  const btn = document.createElement("button");
+  btn.type = "button";
+  btn.textContent = disabled ? "Enable" : "Disable";
+  btn.dataset.test = disabled ? "enable-agent" : "disable-agent";
+  btn.dataset.agentId = agentID;
+  btn.addEventListener("click", () => setAgent(btn, agentID, disabled ? "enable" : "disable"));
+  td.appendChild(btn);
+  return td;
+}
+
 function renderOverview(o) {
   $("g-armed").textContent = o.store.armed;
   $("g-due").textContent = o.store.due_backlog;
   $("g-leased").textContent = o.store.leased;
   $("g-dead").textContent = o.store.dead_letter;
+  $("g-held").textContent = o.store.held;
+  $("g-probing").textContent = o.store.probing;
   const lag = o.fire_lag;
   $("g-lag").textContent = lag.count === 0 ? "no deliveries yet"
     : [lag.p50_seconds, lag.p90_seconds, lag.p99_seconds].map(seconds).join(" / ");
-  fill($("agents"), o.agents.map((a) => [cell(a.agent_id, "mono"), cell(String(a.armed), "num")]),
-    "No agent holds an armed fire.", 2);
+  const flows = new Map(o.agent_flows.map((f) => [f.agent_id, f]));
+  fill($("agents"), o.agents.map((a) => [cell(a.agent_id, "mono"), cell(String(a.armed), "num"),
+    agentButton(a.agent_id, flows.get(a.agent_id))]),
+  "No agent holds an armed fire.", 3);
   $("agents-more").hidden = !o.agents_truncated;
+  fill($("flows"), o.agent_flows.map((f) => [cell(f.agent_id, "mono"), cell(flowState(f), f.disabled ? "reason" : ""),
+    cell(String(f.in_flight), "num"), cell(String(f.held), "num"), cell(String(f.parallelism), "num"),
+    cell(f.rate > 0 ? String(f.rate) : "unlimited", "num"), agentButton(f.agent_id, f)]),
+  "Every agent delivers freely: none is held back, probed or disabled.", 7);
+  $("flows").querySelectorAll("tr").forEach((tr, i) => {
+    if (o.agent_flows[i]) tr.dataset.test = "agent-flow";
+  });
+  $("flows-more").hidden = !o.agent_flows_truncated;
   const outcomes = Object.keys(o.deliveries).sort();
   fill($("deliveries"), outcomes.map((k) => [cell(k, "outcome-" + k), cell(String(o.deliveries[k]), "num")]),
     "No deliveries yet.", 2);
@@ -119,6 +157,24 @@ async function replay(btn, scheduleID) {
     });
     if (r.status === 401) throw new Unauthorized();
     if (!r.ok) throw new Error("replay: " + r.status + " " + (await errorText(r)));
+    await refresh();
+  } catch (e) {
+    btn.disabled = false;
+    handle(e);
+  }
+}
+
+// setAgent disables or enables an agent (verb "disable" or "enable").
+async function setAgent(btn, agentID, verb) {
+  btn.disabled = true;
+  try {
+    const r = await fetch("/api/operator/agents/" + encodeURIComponent(agentID) + "/" + verb, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    if (r.status === 401) throw new Unauthorized();
+    if (!r.ok) throw new Error(verb + " " + agentID + ": " + r.status + " " + (await errorText(r)));
     await refresh();
   } catch (e) {
     btn.disabled = false;

@@ -24,11 +24,14 @@ started with --config records its config there, or $CHRONOS_AGENT_CONFIG names i
 The payload is either a command after "--" (one argument runs with "sh -c", several run
 directly) or an HTTP request (--http-url and the other --http-* flags).
 --notify KIND:DEST[@EVENT,...] (webhook:URL, file:/ABS/PATH or command:LINE) tells a target
-what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered, partial or all).`,
+what the runs did (EVENTs: succeeded, failed, missed, interrupted, recovered, partial or all).
+--flex DURATION gives the job a flexible window: NAS may deliver each slot's fire anywhere
+up to DURATION after the slot (it spreads such fires), and the run counts as the slot's.`,
 		Example: `  chronos jobs add --schedule 'every 2s' -- 'date >> /tmp/ticks'
   chronos jobs add --schedule 'weekdays at 9am' --tz Europe/Paris --window daily -- /usr/local/bin/brief
   chronos jobs add --schedule 'daily at 3am' --notify webhook:https://hooks.example.com/x --notify-after 2 -- /usr/local/bin/backup
   chronos jobs add --schedule '*/5 * * * *' --http-url https://example.org/hook --http-method POST
+  chronos jobs add --schedule 'daily at 2am' --flex 30m -- /usr/local/bin/report
   chronos jobs add --id digest --schedule 'daily at 2:30pm' --kind workflow --depends-on scan,sweep --window 24h -- /opt/jobs/digest.sh
   chronos jobs add --id scan --schedule 'daily at 6am' --kind fanout --inputs-from file:///etc/targets.txt --concurrency 4 \
       --partial-tolerance 0.1 --reducer 'merge /var/lib/scans' --reducer-run-on any_success -- 'scan "$FANOUT_ITEM"'
@@ -86,6 +89,7 @@ edit. A new command after "--" or a new --http-url replaces the payload (give --
 and the --http-* flags with it). Any --notify replaces the job's notify targets (--notify
 none removes them). Bad input changes nothing.`,
 		Example: `  chronos jobs edit backup --schedule 'daily at 3am'
+  chronos jobs edit backup --flex 15m
   chronos jobs edit backup --window daily -- /usr/local/bin/backup --full`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

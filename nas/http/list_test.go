@@ -12,6 +12,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
+	"github.com/chronoscron/chronos/relay"
 	"github.com/chronoscron/chronos/relay/memory"
 )
 

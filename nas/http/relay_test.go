@@ -49,6 +49,23 @@ func TestNASRelay(t *testing.T) {
 			want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "7", fired: true}},
 		{name: "agent 429 retries", answer: answer(429, `{"error":"rate_limited"}`, "3"),
 			want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "3", fired: true}},
+		{name: "agent 425 is down: 503", answer: answer(425, `{"error":"too_early"}`, "4"),
+			want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "4", fired: true}},
+		{name: "agent 408 is down: 503", answer: answer(408, ``, ""),
+			want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "0", fired: true}},
+		{name: "agent timing out is down: 503", answer: func(w http.ResponseWriter) {
+			time.Sleep(2500 * time.Millisecond) // past delivery_timeout (2s)
+			answer(202, `{"status":"accepted"}`, "")(w)
+		}, want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "0", fired: true}},
+		{name: "callback host that does not resolve is down: 503", prepare: func(t *testing.T, b *bundle, sch string, fireAt time.Time) request {
+			p := b.provisionBody("job-dns", fireAt)
+			p.AgentCallbackURL = "http://agent.does-not-exist.invalid"
+			rec := b.do(b.public, request{method: "POST", path: contract.PathProvision, token: tokenA, body: p})
+			resp := decodeBody[contract.ProvisionResponse](t, rec)
+			return b.signedRelay("d-1", time.Now(), relayBody(t, agentA, "job-dns", resp.ScheduleID, fireAt, 1))
+		}, want: want{status: 503, code: contract.CodeAgentUnavailable, retryAfter: "0"}},
+		{name: "agent refusing the token answered: 502", answer: answer(401, `{"error":"invalid_token"}`, ""),
+			want: want{status: 502, code: contract.CodeAgentUnavailable, retryAfter: "0", fired: true}},
 		{name: "agent 500 retries", answer: answer(500, `oops`, ""),
 			want: want{status: 502, code: contract.CodeAgentUnavailable, retryAfter: "0", fired: true}},
 		{name: "agent 502 retries with its Retry-After", answer: answer(502, `bad gateway`, "9"),

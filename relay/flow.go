@@ -137,14 +137,21 @@ func VanDerCorput(n uint64) float64 {
 }
 
 // FlexDue returns when a fire with a flexible window is due: fireAt plus
-// phase times flex, in whole milliseconds, never past the window's end.
+// phase times the window less its slack, in whole milliseconds. The slack,
+// the window's last tenth (at most FlexSlack), is left for the delivery
+// itself and a retry, so that a fire spread to the end of its window still
+// reaches its agent inside it.
 func FlexDue(fireAt time.Time, flex time.Duration, phase float64) time.Time {
 	if flex <= 0 || phase <= 0 {
 		return fireAt
 	}
-	off := time.Duration(phase * float64(flex)).Truncate(time.Millisecond)
-	return fireAt.Add(min(off, flex))
+	span := flex - min(flex/10, FlexSlack)
+	off := time.Duration(min(phase, 1) * float64(span)).Truncate(time.Millisecond)
+	return fireAt.Add(off)
 }
+
+// FlexSlack bounds the end of a flexible window that FlexDue keeps free.
+const FlexSlack = 30 * time.Second
 
 // MaxFlex is the widest flexible window a fire may have.
 const MaxFlex = 24 * time.Hour

@@ -40,6 +40,11 @@ per armed one-shot (redis stores), CPU per fire of this process (and of Redis),
 and the verified and failed counts. It exits 1 if any fire is lost or any
 token fails verification.
 
+--slow and --waking add neighbours to a burst: fires of one agent that
+answers after --slow-answer, and of one that answers 503 with a Retry-After
+for --waking-for; the burst's own agents' lags are then printed apart
+("others"), to show whether the neighbours held them up.
+
 Fire tokens are signed with --alg, by default ES256 as a NAS with no
 signing_alg signs; --alg EdDSA measures the cheaper signature (and
 verification) an EdDSA deployment gets.`,
@@ -58,6 +63,11 @@ verification) an EdDSA deployment gets.`,
 	f.IntVar(&b.o.ArmWorkers, "arm-workers", 8, "parallel arming calls")
 	f.DurationVar(&b.o.Timeout, "timeout", 0, "give up waiting for deliveries after this (default: at + duration + 1m + 1s per 1000 fires)")
 	f.StringVar(&b.o.Alg, "alg", nas.DefaultSigningAlg, "fire-token algorithm: ES256, EdDSA or RS256")
+	f.IntVar(&b.o.Neighbours.Slow, "slow", 0, "add this many fires of a slow agent, due with the burst")
+	f.DurationVar(&b.o.Neighbours.SlowAnswer, "slow-answer", time.Second, "how long the slow agent takes to answer")
+	f.IntVar(&b.o.Neighbours.Waking, "waking", 0, "add this many fires of a waking agent (503 with Retry-After), due with the burst")
+	f.DurationVar(&b.o.Neighbours.WakingFor, "waking-for", 10*time.Second, "how long after fire_at the waking agent answers 503")
+	f.DurationVar(&b.o.Neighbours.RetryAfter, "waking-retry-after", 5*time.Second, "the Retry-After of the waking agent's 503s")
 	f.BoolVar(&b.asJSON, "json", false, "print the result as JSON")
 	f.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.StringVar(&b.memProfile, "memprofile", "", "write an allocation profile of the run to this file")

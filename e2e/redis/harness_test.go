@@ -353,18 +353,36 @@ type sink struct {
 	failed   atomic.Int64
 	early    atomic.Int64 // fires that arrived before their fire_at
 
+	// behave, when set, decides per request how an agent answers before
+	// its fire is verified: after a delay, or refused with a status.
+	behave func(agent string, now time.Time) behaviour
+
 	mu        sync.Mutex
 	verifiers map[string]*fireauth.JWTVerifier
-	arrivals  map[string]int // slot → arrivals
-	accepted  map[string]int // slot → 202 answers
+	arrivals  map[string]int           // slot → arrivals
+	accepted  map[string]int           // slot → 202 answers
+	lags      map[string]time.Duration // slot → lag of its first arrival after fire_at
+	firstAt   map[string]time.Time     // slot → its first arrival
+	requests  map[string]int           // agent → requests, refused ones included
+	refused   map[string]int           // agent → requests refused by behave
 	changed   chan struct{}
+}
+
+// behaviour is how an agent answers one request: Refuse, when set, is the
+// status it answers at once (with RetryAfter); else it answers normally
+// after Delay.
+type behaviour struct {
+	Delay      time.Duration
+	Refuse     int
+	RetryAfter string
 }
 
 // startSink serves agents' fire endpoints at {url}/a/{agent}/api/cron/fire.
 func startSink(t *testing.T, jwks []byte) *sink {
 	t.Helper()
 	s := &sink{t: t, jwks: jwks, verifiers: map[string]*fireauth.JWTVerifier{},
-		arrivals: map[string]int{}, accepted: map[string]int{}, changed: make(chan struct{}, 1)}
+		arrivals: map[string]int{}, accepted: map[string]int{}, lags: map[string]time.Duration{},
+		firstAt: map[string]time.Time{}, requests: map[string]int{}, refused: map[string]int{}, changed: make(chan struct{}, 1)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("sink listen: %v", err)
@@ -396,6 +414,29 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, "body", http.StatusBadRequest)
 		return
+	}
+	s.mu.Lock()
+	s.requests[agent]++
+	s.mu.Unlock()
+	if s.behave != nil {
+		b := s.behave(agent, now)
+		if b.Refuse != 0 {
+			s.mu.Lock()
+			s.refused[agent]++
+			s.mu.Unlock()
+			if b.RetryAfter != "" {
+				w.Header().Set(contract.HeaderRetryAfter, b.RetryAfter)
+			}
+			w.WriteHeader(b.Refuse)
+			return
+		}
+		if b.Delay > 0 {
+			select {
+			case <-time.After(b.Delay): // the agent doing its work
+			case <-r.Context().Done():
+				return
+			}
+		}
 	}
 	var f contract.FireRequest
 	if err := json.Unmarshal(body, &f); err != nil {
@@ -432,6 +473,8 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	first := s.accepted[key] == 0
 	if first {
 		s.accepted[key]++
+		s.lags[key] = now.Sub(f.FireAt.Time)
+		s.firstAt[key] = now
 	}
 	s.mu.Unlock()
 	select {

@@ -34,6 +34,7 @@ type Options struct {
 	ArmWorkers  int           // parallel arming calls
 	Timeout     time.Duration // give up waiting for deliveries after this
 	Alg         string        // fire-token signing algorithm ("": NAS's default)
+	Neighbours  Neighbours    // a slow and a waking agent added to a burst
 }
 
 // Validate checks o and fills what follows from it: with a Rate, N is rate ×
@@ -48,6 +49,12 @@ func (o *Options) Validate() error {
 	if o.N < 1 || o.Agents < 1 || o.Dispatchers < 1 || o.Concurrency < 1 || o.ArmWorkers < 1 {
 		return errors.New("--n, --agents, --dispatchers, --concurrency and --arm-workers must be at least 1")
 	}
+	if err := o.Neighbours.validate(); err != nil {
+		return err
+	}
+	if o.Neighbours.fires() > 0 && o.Rate > 0 {
+		return errors.New("--slow and --waking go with a burst, not with --rate")
+	}
 	switch o.Alg {
 	case "":
 		o.Alg = nas.DefaultSigningAlg
@@ -56,7 +63,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--alg %q is not ES256, EdDSA or RS256", o.Alg)
 	}
 	if o.Timeout == 0 {
-		o.Timeout = o.At + o.Duration + time.Minute + time.Duration(o.N/1000)*time.Second
+		o.Timeout = o.At + o.Duration + time.Minute + time.Duration(o.N/1000)*time.Second +
+			o.Neighbours.WakingFor + time.Duration(o.Neighbours.Slow)*o.Neighbours.SlowAnswer/4
 	}
 	return nil
 }
@@ -87,6 +95,9 @@ type Result struct {
 	Duplicates     int64   `json:"duplicates"`
 	Lost           int     `json:"lost"`
 	LeftInStore    int64   `json:"left_in_store"`
+	// Neighbours, in a run with a slow or waking agent, holds the lags of
+	// the burst's own agents apart from theirs.
+	Neighbours *NeighbourResult `json:"neighbours,omitempty"`
 }
 
 // Run performs one run of validated options. A non-nil result comes back
@@ -127,6 +138,9 @@ func (r *rig) arm(ctx context.Context, o Options, res *Result) (first, armed tim
 	}
 	start := time.Now()
 	first = start.Add(o.At)
+	if nb := r.sink.nb; nb != nil {
+		nb.startAt(first)
+	}
 	if err := armAll(ctx, r.engine, o, first, r.sinkURLs); err != nil {
 		return first, armed, err
 	}
@@ -158,8 +172,11 @@ func (r *rig) measure(ctx context.Context, o Options, res *Result, first, armed 
 		res.RedisCPUFireUs = (redisCPU(ctx, r.redis) - rcpu0) * 1e6 / float64(o.N)
 	}
 	lags, last := r.sink.results()
+	if nb := r.sink.nb; nb != nil {
+		res.Neighbours = nb.result(r.sink.othersLags())
+	}
 	res.Delivered = len(lags)
-	res.Lost = o.N - len(lags)
+	res.Lost = o.N + o.Neighbours.fires() - len(lags)
 	res.Verified = r.sink.verified.Load()
 	res.Failed = r.sink.failed.Load()
 	res.Duplicates = r.sink.duplicates.Load()

@@ -65,3 +65,44 @@ func TestOptionsAndParsers(t *testing.T) {
 		t.Error("ParseOffset -1s passed")
 	}
 }
+
+// TestNeighboursDoNotHoldUpOthers runs a burst beside a slow agent (each
+// answer takes a second) and a waking one (503 with Retry-After for two
+// seconds): the burst's own agents get their fires within a second, the
+// waking agent is probed, not called once per fire per retry, and every
+// fire arrives once.
+func TestNeighboursDoNotHoldUpOthers(t *testing.T) {
+	t.Parallel()
+	o := relaybench.Options{Store: "memory", N: 200, At: 300 * time.Millisecond, Agents: 5, Dispatchers: 1, Concurrency: 64, ArmWorkers: 4, Alg: "EdDSA",
+		Neighbours: relaybench.Neighbours{Slow: 40, SlowAnswer: time.Second, Waking: 100, WakingFor: 2 * time.Second, RetryAfter: time.Second}}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := relaybench.Run(ctx, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := res.Neighbours
+	if res.Lost != 0 || res.Duplicates != 0 || res.Delivered != 340 || nb == nil || nb.Slow == nil || nb.Waking == nil {
+		t.Fatalf("result %+v", res)
+	}
+	if nb.Others.Fires != 200 || nb.Others.MaxMs > 1000 {
+		t.Fatalf("others %+v: want all 200 within 1s of fire_at", nb.Others)
+	}
+	if nb.Slow.Fires != 40 || nb.Waking.Fires != 100 {
+		t.Fatalf("neighbours slow %+v, waking %+v: want every fire", nb.Slow, nb.Waking)
+	}
+	// Its parallelism at first, then a probe at most every Retry-After.
+	if nb.WakingRefused > 4+4 {
+		t.Fatalf("the waking agent was called %d times while it woke; want its parallelism and a probe per second", nb.WakingRefused)
+	}
+	var out bytes.Buffer
+	res.WriteText(&out)
+	for _, want := range []string{"others:", "slow:", "waking:", "answered 503"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report %q lacks %q", out.String(), want)
+		}
+	}
+}

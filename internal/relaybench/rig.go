@@ -58,7 +58,13 @@ func newRig(ctx context.Context, o Options, log *slog.Logger) (r *rig, err error
 	if err != nil {
 		return r, err
 	}
-	return r, r.startSink(n.URL(), jwks, o.N, log)
+	if err := r.startSink(n.URL(), jwks, o.N+o.Neighbours.fires(), log); err != nil {
+		return r, err
+	}
+	if o.Neighbours.fires() > 0 {
+		r.sink.nb = &neighbourhood{n: o.Neighbours, lags: map[string][]time.Duration{}}
+	}
+	return r, nil
 }
 
 // startNAS builds NAS on ln around engine, with the run's dispatchers.
@@ -164,7 +170,22 @@ func armAll(ctx context.Context, engine relay.Engine, o Options, first time.Time
 	}
 	wg.Wait()
 	close(errc)
-	return <-errc
+	if err := <-errc; err != nil {
+		return err
+	}
+	for _, nb := range o.Neighbours.agents() {
+		for i := range nb.fires {
+			_, err := engine.Arm(ctx, relay.ArmRequest{
+				AgentID: nb.name, InstanceID: instanceOf(nb.name), JobID: fmt.Sprintf("job-%07d", i),
+				FireAt: first, CallbackURL: sinkURLs[0] + "/agents/" + nb.name,
+				ScheduleID: fmt.Sprintf("sch_%s%s%07d", run, nb.name, i),
+			})
+			if err != nil {
+				return fmt.Errorf("bench relay: arm: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // fetchJWKS reads NAS's key set, as an agent would.

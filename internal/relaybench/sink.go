@@ -32,9 +32,11 @@ type sink struct {
 	log    *slog.Logger
 
 	verifiers sync.Map // agent name → *fireauth.JWTVerifier
+	nb        *neighbourhood // the run's neighbours, or nil
 
-	mu    sync.Mutex
-	first map[string]time.Duration // schedule id → lag of its first arrival
+	mu         sync.Mutex
+	first      map[string]time.Duration // schedule id → lag of its first arrival
+	neighbours map[string]bool          // schedule ids of the neighbours' fires
 	last  time.Time                // of the latest first arrival
 
 	verified   atomic.Int64 // tokens that verified
@@ -110,6 +112,9 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "body", http.StatusBadRequest)
 		return
 	}
+	if s.nb != nil && s.nb.hold(w, r, agent, now) {
+		return
+	}
 	body := buf.Bytes()
 	var fire contract.FireRequest
 	if err := json.Unmarshal(body, &fire); err != nil || fire.JobID == "" {
@@ -129,18 +134,24 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.verified.Add(1)
-	s.arrived(w, fire, now)
+	s.arrived(w, agent, fire, now)
 }
 
 // arrived records a verified fire and answers it: accepted the first time
 // its schedule id arrives, duplicate after.
-func (s *sink) arrived(w http.ResponseWriter, fire contract.FireRequest, now time.Time) {
+func (s *sink) arrived(w http.ResponseWriter, agent string, fire contract.FireRequest, now time.Time) {
 	lag := now.Sub(fire.FireAt.Time)
 	s.mu.Lock()
 	_, seen := s.first[fire.ScheduleID]
 	if !seen {
 		s.first[fire.ScheduleID] = lag
 		s.last = now
+		if s.nb != nil && s.nb.record(agent, lag) {
+			if s.neighbours == nil {
+				s.neighbours = map[string]bool{}
+			}
+			s.neighbours[fire.ScheduleID] = true
+		}
 	}
 	n := int64(len(s.first))
 	s.mu.Unlock()
@@ -220,6 +231,20 @@ func (s *sink) results() ([]time.Duration, time.Time) {
 		lags = append(lags, l)
 	}
 	return lags, s.last
+}
+
+// othersLags returns the lags of the first arrivals of every fire but the
+// neighbours'.
+func (s *sink) othersLags() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lags := make([]time.Duration, 0, len(s.first))
+	for id, l := range s.first {
+		if !s.neighbours[id] {
+			lags = append(lags, l)
+		}
+	}
+	return lags
 }
 
 // close releases the verifiers.

@@ -16,6 +16,9 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "arm:    %.0f/s (%.2fs)%s\n", r.ArmRate, r.ArmSeconds, late)
 	fmt.Fprintf(w, "drain:  %.0f fires/s (%.2fs)\n", r.DrainRate, r.DrainSeconds)
 	fmt.Fprintf(w, "lag:    p50 %.1fms  p99 %.1fms  max %.1fms after fire_at\n", r.LagP50Ms, r.LagP99Ms, r.LagMaxMs)
+	if r.Neighbours != nil {
+		r.Neighbours.writeText(w)
+	}
 	switch {
 	case r.BytesPerArmed > 0:
 		fmt.Fprintf(w, "redis:  %.0f bytes per armed one-shot, %.0fµs Redis CPU per fire\n", r.BytesPerArmed, r.RedisCPUFireUs)

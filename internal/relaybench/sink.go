@@ -31,13 +31,13 @@ type sink struct {
 	want   int64
 	log    *slog.Logger
 
-	verifiers sync.Map // agent name → *fireauth.JWTVerifier
+	verifiers sync.Map       // agent name → *fireauth.JWTVerifier
 	nb        *neighbourhood // the run's neighbours, or nil
 
 	mu         sync.Mutex
 	first      map[string]time.Duration // schedule id → lag of its first arrival
 	neighbours map[string]bool          // schedule ids of the neighbours' fires
-	last  time.Time                // of the latest first arrival
+	last       time.Time                // of the latest first arrival
 
 	verified   atomic.Int64 // tokens that verified
 	failed     atomic.Int64 // tokens that did not

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,14 +25,24 @@ import (
 // the test can provision quickly) and waits until it is ready.
 func (c *cluster) startDefaultNAS(name string, args ...string) (*proc, string) {
 	c.t.Helper()
+	return c.startNASWith(name, "", args...)
+}
+
+// startNASWith is startDefaultNAS with extra, YAML lines that go at the
+// top of the config (as "operator_token_file: f\nrelay:\n  misfire_grace: 3s").
+func (c *cluster) startNASWith(name, extra string, args ...string) (*proc, string) {
+	c.t.Helper()
 	addr := freeAddr(c.t)
 	url := "http://" + addr
+	relay := "relay:\n"
+	if i := strings.Index(extra, relay); i >= 0 {
+		extra, relay = extra[:i], extra[i:]
+	}
 	writeFile(c.t, c.dir, name+".yaml", fmt.Sprintf(`listen: %s
 public_url: %s
 store: %q
 signing_keys_dir: keys
-relay:
-  secrets_file: relay-secrets
+`+extra+relay+`  secrets_file: relay-secrets
 agents_file: agents.yaml
 allow_private_callbacks: true
 log_level: warn

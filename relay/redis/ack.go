@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/chronoscron/chronos/relay"
@@ -14,68 +15,124 @@ import (
 // may carry its fire's last-fire record, written whether or not the lease
 // still holds (the fire reached the agent either way).
 //
-// KEYS[1] lease, KEYS[2] the shard's last fire index, then for ack i:
-// KEYS[1+2i] rows of its agent, KEYS[2+2i] last fires of its agent
-// ARGV[1] now (unused), then for ack i the 7 values from ARGV[7i-5]:
+// KEYS[1] lease, KEYS[2] the shard's last fire index, KEYS[3] due,
+// KEYS[4] held agents, KEYS[5] gated agents, KEYS[6] probing agents, then
+// for agent j: KEYS[2+5j] rows, KEYS[3+5j] last fires, KEYS[4+5j] flow
+// record, KEYS[5+5j] in flight, KEYS[6+5j] held
+// ARGV[1] now, ARGV[2] wake channel, ARGV[3] agent count na, ARGV[3+j]
+// agent j, then for each ack the 8 values from ARGV[4+na+8i]: its agent j,
 // job, member, schedule id, token, the packed record (see lastfire.go; ""
 // for none), its outcome ms and the row as the claim left it ("" when not
 // known)
 //
 // A row that is still, byte for byte, the one the claim left is held by
 // the lease without unpacking it; any other is fenced as usual. The leases
-// go in one ZREM and the index entries in one ZADD.
+// go in one ZREM and the index entries in one ZADD. Then, per agent, its
+// acked leases leave its in-flight zset; an agent that was probing stops
+// (answering again: its failures and its Down hold go too), and one with
+// held fires gets those its room now allows back (both cost a look only in
+// a shard where some agent probes or holds fires).
 //
-// Returns {1 | 0 (lease lost), ...}, one per ack.
+// Returns {1 | 0 (lease lost), ..., released}: one per ack, then how many
+// held fires went back to the queue (announced on the wake channel).
 var scriptAckMany = script(`
-local out, gone, index = {}, {}, {}
-for i = 1, (#KEYS - 2) / 2 do
-  local b = 7 * i - 5
-  local job, m = ARGV[b], ARGV[b + 1]
-  local rows = KEYS[1 + 2 * i]
-  local v = redis.call('HGET', rows, job)
-  local r = v and v == ARGV[b + 6]
-  if not r then r = fenced(v, ARGV[b + 2], tonumber(ARGV[b + 3])) end
+local na = tonumber(ARGV[3])
+local out, gone, index, acked = {}, {}, {}, {}
+local i = 0
+for b = 4 + na, #ARGV, 8 do
+  i = i + 1
+  local j = tonumber(ARGV[b])
+  local job, m = ARGV[b + 1], ARGV[b + 2]
+  local k = 5 * j + 1
+  local v = redis.call('HGET', KEYS[k + 1], job)
+  local r = v and v == ARGV[b + 7]
+  if not r then r = fenced(v, ARGV[b + 3], tonumber(ARGV[b + 4])) end
   if r then
-    redis.call('HDEL', rows, job)
+    redis.call('HDEL', KEYS[k + 1], job)
     gone[#gone + 1] = m
+    local a = acked[j]
+    if not a then
+      a = {}
+      acked[j] = a
+    end
+    a[#a + 1] = job
     out[i] = 1
   else
     out[i] = 0
   end
-  if ARGV[b + 4] ~= '' then
-    redis.call('HSET', KEYS[2 + 2 * i], job, ARGV[b + 4])
-    index[#index + 1] = ARGV[b + 5]
+  if ARGV[b + 5] ~= '' then
+    redis.call('HSET', KEYS[k + 2], job, ARGV[b + 5])
+    index[#index + 1] = ARGV[b + 6]
     index[#index + 1] = m
   end
 end
 if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
 if #index > 0 then chunked('ZADD', KEYS[2], index, 1) end
+local rel, now = 0, nil
+if #gone > 0 then
+  local anyHeld = redis.call('SCARD', KEYS[4]) > 0
+  local anyProbe = redis.call('SCARD', KEYS[6]) > 0
+  for j = 1, na do
+    local jobs = acked[j]
+    if jobs then
+      local k, agent = 5 * j + 1, ARGV[3 + j]
+      chunked('ZREM', KEYS[k + 4], jobs, 1)
+      if anyProbe and redis.call('SREM', KEYS[6], agent) == 1 then
+        redis.call('HDEL', KEYS[k + 3], 'probe', 'fails', 'gate')
+        redis.call('ZREM', KEYS[5], agent)
+      end
+      if anyHeld and redis.call('SISMEMBER', KEYS[4], agent) == 1 then
+        now = now or clock(ARGV[1])
+        rel = rel + release(now, agent, KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[3], KEYS[4], KEYS[5])
+      end
+    end
+  end
+end
+if rel > 0 then redis.call('PUBLISH', ARGV[2], now) end
+out[i + 1] = rel
 return out
 `)
 
-// scriptNack returns a leased one-shot to armed, due after a delay.
+// scriptNack returns a leased one-shot to armed, due after a delay; as
+// Down, it also starts (or keeps) the agent's probe and holds its fires.
+// The lease ends, so the agent's held fires get the room it frees.
 //
-// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
+// record, KEYS[5] in flight, KEYS[6] held, KEYS[7] held agents, KEYS[8]
+// gated agents, KEYS[9] probing agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
-// ARGV[6] delay ms, ARGV[7] reason, ARGV[8] wake channel
+// ARGV[6] delay ms, ARGV[7] reason, ARGV[8] wake channel, ARGV[9] agent,
+// ARGV[10] hold ms ("" for a nack), ARGV[11] the agent's failures
 //
-// Returns 1, 2 when the one-shot became the earliest of its shard (announced
-// on the wake channel: a dispatcher may be waiting for a later time), or 0
-// when the lease is lost.
+// Returns 1, 2 when the one-shot became the earliest of its shard or held
+// fires came back (announced on the wake channel: a dispatcher may be
+// waiting for a later time), or 0 when the lease is lost.
 var scriptNack = script(`
 local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
 if not r then return 0 end
 -- Rounded up: a retry is never due before the full delay has passed.
-local due = clockUp(ARGV[1]) + tonumber(ARGV[6])
+local at = clockUp(ARGV[1]) + tonumber(ARGV[6])
+local now = clock(ARGV[1])
+local agent, job, m = ARGV[9], ARGV[2], ARGV[3]
 r[7] = 0
-r[8] = due - r[3]
+r[8] = at - r[3]
 r[10] = ARGV[7]
-redis.call('HSET', KEYS[1], ARGV[2], cmsgpack.pack(r))
-redis.call('ZREM', KEYS[3], ARGV[3])
-redis.call('ZADD', KEYS[2], due, ARGV[3])
+redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
+redis.call('ZREM', KEYS[3], m)
+redis.call('ZREM', KEYS[5], job)
+redis.call('ZADD', KEYS[2], at, m)
+if ARGV[10] ~= '' then
+  local f = redis.call('HMGET', KEYS[4], 'gate', 'fails')
+  local gate = math.max(tonumber(f[1]) or 0, now + tonumber(ARGV[10]))
+  local fails = math.max(tonumber(f[2]) or 0, tonumber(ARGV[11]))
+  redis.call('HSET', KEYS[4], 'probe', '1', 'gate', gate, 'fails', fails)
+  redis.call('SADD', KEYS[9], agent)
+  redis.call('ZADD', KEYS[8], gate, agent)
+end
+local rel = release(now, agent, KEYS[4], KEYS[5], KEYS[6], KEYS[2], KEYS[7], KEYS[8])
 local first = redis.call('ZRANGE', KEYS[2], 0, 0)
-if first[1] == ARGV[3] then
-  redis.call('PUBLISH', ARGV[8], due)
+if first[1] == m or rel > 0 then
+  redis.call('PUBLISH', ARGV[8], at)
   return 2
 end
 return 1
@@ -83,14 +140,18 @@ return 1
 
 // scriptKill moves a leased one-shot to the dead letter and the agent's
 // failed-fire feed (at its end, also when it was there before a replay, and
-// after every entry of the same millisecond).
+// after every entry of the same millisecond). The lease ends, so the
+// agent's held fires get the room it frees.
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] dead,
-// KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of the agent
+// KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of
+// the agent, KEYS[8] flow record, KEYS[9] in flight, KEYS[10] held,
+// KEYS[11] held agents, KEYS[12] gated agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
-// ARGV[6] reason, ARGV[7] agent, ARGV[8] feed length cap
+// ARGV[6] reason, ARGV[7] agent, ARGV[8] feed length cap, ARGV[9] wake channel
 //
-// Returns 1, or 0 when the lease is lost.
+// Returns 1, 2 when held fires came back (announced on the wake channel),
+// or 0 when the lease is lost.
 var scriptKill = script(`
 local now = clock(ARGV[1])
 local sid = ARGV[4]
@@ -99,7 +160,8 @@ if not r then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('ZREM', KEYS[3], ARGV[3])
-local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], ARGV[6], ARGV[6], now, r[11]}
+redis.call('ZREM', KEYS[9], ARGV[2])
+local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], ARGV[6], ARGV[6], now, r[11], r[12]}
 redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
 redis.call('ZADD', KEYS[5], now, sid)
 redis.call('ZADD', KEYS[6], now, sid)
@@ -110,6 +172,10 @@ local top = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')
 if top[2] and tonumber(top[2]) >= at then at = tonumber(top[2]) + 0.001 end
 redis.call('ZADD', KEYS[7], at, sid)
 redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -tonumber(ARGV[8]) - 1)
+if release(now, ARGV[7], KEYS[8], KEYS[9], KEYS[10], KEYS[2], KEYS[11], KEYS[12]) > 0 then
+  redis.call('PUBLISH', ARGV[9], now)
+  return 2
+end
 return 1
 `)
 
@@ -158,14 +224,19 @@ func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
 	for i, s := range shards {
 		calls[i] = e.ackCall(s, parts[i])
 	}
+	released := false
 	e.runEach(ctx, scriptAckMany, calls, func(i int, res any, err error) {
 		part := parts[i]
 		var acks []any
 		if err == nil {
 			acks, err = array(res)
-			if err == nil && len(acks) != len(part) {
+			if err == nil && len(acks) != len(part)+1 {
 				err = fmt.Errorf("%w: %d results for %d acks", errReply, len(acks), len(part))
 			}
+		}
+		if err == nil {
+			n, _ := integer(acks[len(part)])
+			released = released || n > 0
 		}
 		for j, r := range part {
 			if err != nil {
@@ -175,19 +246,35 @@ func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
 			r.done <- fencedResult("ack", r.v.l, acks[j], nil)
 		}
 	})
+	if released {
+		e.notify() // this process's dispatchers need not wait for the echo
+	}
 }
 
 // ackCall is the scriptAckMany call of shard s's acks.
 func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
-	keys := make([]string, 2, 2+2*len(part))
-	keys[0], keys[1] = e.k.lease(s), e.k.lastFireIndex(s)
-	args := make([]any, 1, 1+7*len(part))
-	args[0] = e.nowArg()
+	agentOf := make(map[string]int, 4) // agent → its index j, from 1
+	var agents []string
+	for _, r := range part {
+		if a := r.v.l.AgentID; agentOf[a] == 0 {
+			agents = append(agents, a)
+			agentOf[a] = len(agents)
+		}
+	}
+	keys := make([]string, 6, 6+5*len(agents))
+	keys[0], keys[1], keys[2] = e.k.lease(s), e.k.lastFireIndex(s), e.k.due(s)
+	keys[3], keys[4], keys[5] = e.k.held(s), e.k.gated(s), e.k.probing(s)
+	args := make([]any, 3, 3+len(agents)+8*len(part))
+	args[0], args[1], args[2] = e.nowArg(), e.k.wake(), len(agents)
+	for _, a := range agents {
+		fk := e.k.flowKeys(s, a)
+		keys = append(keys, e.k.rows(s, a), e.k.lastFires(s, a), fk[0], fk[1], fk[2])
+		args = append(args, a)
+	}
 	var packed []byte // the records and rows, back to back
 	for _, r := range part {
 		l, f := r.v.l, r.v.rec
-		keys = append(keys, e.k.rows(s, l.AgentID), e.k.lastFires(s, l.AgentID))
-		args = append(args, l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
+		args = append(args, agentOf[l.AgentID], l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token)
 		if f == nil {
 			args = append(args, "", 0)
 		} else {
@@ -207,10 +294,25 @@ func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
 // process, waiting for a later time learns of it: a retry comes at its step
 // of the ladder, not at a dispatcher's next recheck.
 func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, reason string) error {
+	return e.nack(ctx, "nack", l, delay, reason, "")
+}
+
+// Down implements relay.Queue: Nack, and one script also starts the
+// agent's probe, holds its fires until hold has passed and counts its
+// failure.
+func (e *Engine) Down(ctx context.Context, l relay.Lease, delay, hold time.Duration, reason string) error {
+	return e.nack(ctx, "down", l, delay, reason, strconv.FormatInt(durMs(max(hold, 0)), 10))
+}
+
+// nack runs scriptNack for Nack (hold "") or Down (hold in ms).
+func (e *Engine) nack(ctx context.Context, op string, l relay.Lease, delay time.Duration, reason, hold string) error {
 	s := e.k.shardOf(l.AgentID)
-	v, err := e.run(ctx, scriptNack, []string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s)},
-		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason, e.k.wake())
-	if err := fencedResult("nack", l, v, err); err != nil {
+	fk := e.k.flowKeys(s, l.AgentID)
+	v, err := e.run(ctx, scriptNack,
+		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.held(s), e.k.gated(s), e.k.probing(s)},
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason, e.k.wake(),
+		l.AgentID, hold, max(l.AgentFailures, 0)+1)
+	if err := fencedResult(op, l, v, err); err != nil {
 		return err
 	}
 	if n, _ := integer(v); n == 2 {
@@ -222,11 +324,19 @@ func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, r
 // Kill implements relay.Queue.
 func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
 	s := e.k.shardOf(l.AgentID)
+	fk := e.k.flowKeys(s, l.AgentID)
 	v, err := e.run(ctx, scriptKill,
 		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), e.k.dead(s),
-			e.k.deadByTime(s), e.k.deadOfAgent(s, l.AgentID), e.k.failed(s, l.AgentID)},
-		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, reason, l.AgentID, relay.FailedFeedCap)
-	return fencedResult("kill", l, v, err)
+			e.k.deadByTime(s), e.k.deadOfAgent(s, l.AgentID), e.k.failed(s, l.AgentID),
+			fk[0], fk[1], fk[2], e.k.held(s), e.k.gated(s)},
+		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, reason, l.AgentID, relay.FailedFeedCap, e.k.wake())
+	if err := fencedResult("kill", l, v, err); err != nil {
+		return err
+	}
+	if n, _ := integer(v); n == 2 {
+		e.notify()
+	}
+	return nil
 }
 
 // fencedResult maps the 1/0 reply of a fenced script.

@@ -8,70 +8,106 @@ import (
 	"github.com/chronoscron/chronos/relay"
 )
 
-// scriptArm upserts the one-shot of (agent, job) and its due entry.
+// scriptArm upserts the one-shot of (agent, job) and its due entry. A
+// one-shot it replaces loses its lease (its agent's held fires get the room
+// it frees) or its place among its agent's held fires.
 //
-// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
+// record, KEYS[5] in flight, KEYS[6] held, KEYS[7] flexible fires,
+// KEYS[8] held agents, KEYS[9] gated agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
 // ARGV[5] instance id, ARGV[6] fire_at ms, ARGV[7] fire_at ns remainder,
 // ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel,
-// ARGV[11] fire_at spelling ("" = canonical)
+// ARGV[11] fire_at spelling ("" = canonical), ARGV[12] due ms,
+// ARGV[13] flexible window ms, ARGV[14] agent
 //
-// Returns {1 changed | 0 same fire_at | -1 over quota, replaced schedule id, row...}.
+// Returns {1 changed | 0 same fire_at and window | -1 over quota, replaced
+// schedule id, row...}.
 var scriptArm = script(`
 local now = clock(ARGV[1])
-local job, m = ARGV[2], ARGV[3]
+local job, m, agent = ARGV[2], ARGV[3], ARGV[14]
 local fms, fns = tonumber(ARGV[6]), tonumber(ARGV[7])
+local flex = tonumber(ARGV[13])
 local spelling = nil
 if ARGV[11] ~= '' then spelling = ARGV[11] end
 local old = redis.call('HGET', KEYS[1], job)
 local replaced = ''
+local freed = 0
 if old then
   local r = cmsgpack.unpack(old)
-  if r[3] == fms and r[4] == fns then
+  if r[3] == fms and r[4] == fns and (r[12] or 0) == flex then
     -- The same fire: keep its schedule id, but follow an agent that moved
     -- its callback URL or instance, or wrote the instant anew.
-    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) or r[11] ~= spelling then
+    local was = r[11]
+    if was == '' then was = nil end
+    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) or was ~= spelling then
       if ARGV[8] ~= '' then r[5] = ARGV[8] end
       if ARGV[5] ~= '' then r[2] = ARGV[5] end
       r[11] = spelling
-      redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
+      redis.call('HSET', KEYS[1], job, cmsgpack.pack(tidy(r)))
     end
     return {0, '', unpack(r)}
   end
   replaced = r[1]
+  freed = redis.call('ZREM', KEYS[5], job) + redis.call('ZREM', KEYS[6], job)
 else
   local quota = tonumber(ARGV[9])
   if quota > 0 and redis.call('HLEN', KEYS[1]) >= quota then
     return {-1, ''}
   end
 end
-local score = fms
-if fns > 0 then score = fms + 1 end
-local r = {ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, '', spelling}
+local score = tonumber(ARGV[12])
+local r = tidy({ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, '', spelling, flex})
 redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
 redis.call('ZREM', KEYS[3], m)
+if flex > 0 then
+  local fire = fms
+  if fns > 0 then fire = fms + 1 end
+  redis.call('ZADD', KEYS[7], fire, job)
+  redis.call('HSET', KEYS[4], 'fx', '1')
+elseif old then
+  redis.call('ZREM', KEYS[7], job)
+end
 redis.call('ZADD', KEYS[2], score, m)
+local rel = 0
+if freed > 0 then rel = release(now, agent, KEYS[4], KEYS[5], KEYS[6], KEYS[2], KEYS[8], KEYS[9]) end
 local first = redis.call('ZRANGE', KEYS[2], 0, 0)
-if first[1] == m then redis.call('PUBLISH', ARGV[10], score) end
+if first[1] == m or rel > 0 then redis.call('PUBLISH', ARGV[10], score) end
 return {1, replaced, unpack(r)}
 `)
 
-// scriptCancel removes the one-shot of (agent, job) and its due or lease entry.
+// scriptCancel removes the one-shot of (agent, job) and its due or lease
+// entry, or its place among its agent's held fires. A lease it ends gives
+// the agent's held fires the room it frees.
 //
-// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
-// ARGV[1] now (unused), ARGV[2] job, ARGV[3] member
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
+// record, KEYS[5] in flight, KEYS[6] held, KEYS[7] flexible fires,
+// KEYS[8] held agents, KEYS[9] gated agents
+// ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] agent, ARGV[5] wake channel
 //
 // Returns 1 if there was one, else 0.
 var scriptCancel = script(`
-local n = redis.call('HDEL', KEYS[1], ARGV[2])
+local job = ARGV[2]
+local n = redis.call('HDEL', KEYS[1], job)
 redis.call('ZREM', KEYS[2], ARGV[3])
 redis.call('ZREM', KEYS[3], ARGV[3])
+redis.call('ZREM', KEYS[7], job)
+if redis.call('ZREM', KEYS[5], job) + redis.call('ZREM', KEYS[6], job) > 0 then
+  local now = clock(ARGV[1])
+  if release(now, ARGV[4], KEYS[4], KEYS[5], KEYS[6], KEYS[2], KEYS[8], KEYS[9]) > 0 then
+    redis.call('PUBLISH', ARGV[5], now)
+  end
+end
 return n
 `)
 
-// scriptCancelAgent removes every one-shot of an agent.
+// scriptCancelAgent removes every one-shot of an agent, its in-flight
+// leases, held and flexible fires; its flow record (policy, probe, phase)
+// stays.
 //
-// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] in
+// flight, KEYS[5] held, KEYS[6] flexible fires, KEYS[7] held agents,
+// KEYS[8] gated agents
 // ARGV[1] now (unused), ARGV[2] agent
 //
 // Returns how many there were.
@@ -83,7 +119,9 @@ for _, job in ipairs(jobs) do
   redis.call('ZREM', KEYS[2], m)
   redis.call('ZREM', KEYS[3], m)
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6])
+redis.call('SREM', KEYS[7], agent)
+redis.call('ZREM', KEYS[8], agent)
 return #jobs
 `)
 
@@ -98,10 +136,27 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	if req.FireAt.UnixNano() < 0 {
 		return relay.ArmResult{}, fmt.Errorf("redis: arm: fire_at %s before 1970", req.FireAt)
 	}
+	if req.Flex < 0 || req.Flex > relay.MaxFlex {
+		return relay.ArmResult{}, fmt.Errorf("redis: arm: flexible window %s is not within 0 and %s", req.Flex, relay.MaxFlex)
+	}
+	due := req.FireAt
+	if !req.DueAt.IsZero() {
+		if req.DueAt.Before(req.FireAt) || req.DueAt.After(req.FireAt.Add(req.Flex)) {
+			return relay.ArmResult{}, fmt.Errorf("redis: arm: due %s is outside the window of fire_at %s (flex %s)", req.DueAt, req.FireAt, req.Flex)
+		}
+		due = req.DueAt
+	}
+	dueMs := due.UnixMilli()
+	if due.Nanosecond()%1e6 != 0 {
+		dueMs++ // rounded up: never claimable early
+	}
+	fk := e.k.flowKeys(s, req.AgentID)
 	v, err := e.run(ctx, scriptArm,
-		[]string{e.k.rows(s, req.AgentID), e.k.due(s), e.k.lease(s)},
+		[]string{e.k.rows(s, req.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.flexOf(s, req.AgentID),
+			e.k.held(s), e.k.gated(s)},
 		e.nowArg(), req.JobID, member(req.AgentID, req.JobID), req.ScheduleID,
-		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake(), req.FireAtSpelling)
+		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake(), req.FireAtSpelling,
+		dueMs, durMs(req.Flex), req.AgentID)
 	if err != nil {
 		return relay.ArmResult{}, fmt.Errorf("redis: arm: %w", err)
 	}
@@ -133,9 +188,11 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 // Cancel implements relay.Armed.
 func (e *Engine) Cancel(ctx context.Context, agentID, jobID string) (bool, error) {
 	s := e.k.shardOf(agentID)
+	fk := e.k.flowKeys(s, agentID)
 	v, err := e.run(ctx, scriptCancel,
-		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s)},
-		e.nowArg(), jobID, member(agentID, jobID))
+		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.flexOf(s, agentID),
+			e.k.held(s), e.k.gated(s)},
+		e.nowArg(), jobID, member(agentID, jobID), agentID, e.k.wake())
 	if err != nil {
 		return false, fmt.Errorf("redis: cancel: %w", err)
 	}
@@ -149,7 +206,9 @@ func (e *Engine) Cancel(ctx context.Context, agentID, jobID string) (bool, error
 // CancelAgent implements relay.Control.
 func (e *Engine) CancelAgent(ctx context.Context, agentID string) (int, error) {
 	s := e.k.shardOf(agentID)
-	v, err := e.run(ctx, scriptCancelAgent, []string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s)},
+	v, err := e.run(ctx, scriptCancelAgent,
+		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s), e.k.inFlight(s, agentID), e.k.heldOf(s, agentID),
+			e.k.flexOf(s, agentID), e.k.held(s), e.k.gated(s)},
 		e.nowArg(), agentID)
 	if err != nil {
 		return 0, fmt.Errorf("redis: cancel agent: %w", err)

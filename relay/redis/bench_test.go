@@ -67,7 +67,7 @@ func BenchmarkClaimAck(b *testing.B) {
 	b.ResetTimer()
 	done := 0
 	for done < b.N {
-		ls, err := e.Claim(ctx, 64, time.Minute)
+		ls, err := e.Claim(ctx, 64, time.Minute, relay.Flow{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func BenchmarkClaimAckConcurrent(b *testing.B) {
 	done := 0
 	errs := make(chan error, 64)
 	for done < b.N {
-		ls, err := e.Claim(ctx, 64, time.Minute)
+		ls, err := e.Claim(ctx, 64, time.Minute, relay.Flow{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,7 +2,9 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/chronoscron/chronos/relay"
@@ -16,92 +18,235 @@ const peekFactor = 2
 // all taken by other dispatchers in between.
 const claimTries = 4
 
+// claimWork bounds how often a claim reads a shard at all: a claim whose
+// candidates were held back by flow control reads on past them (asking for
+// more each time, up to maxPeek), so that an agent with a long backlog at
+// the head of the queue hides others' due fires for a few claims at most.
+const claimWork = 16
+
+// maxPeek bounds the candidates of one claim script.
+const maxPeek = 4096
+
+// gatedPeek bounds the agents whose gate passed that one claim returns to
+// the queue.
+const gatedPeek = 64
+
 // reapBatch is how many expired leases one reap step handles.
 const reapBatch = 256
 
-// scriptPeek lists due candidates without changing anything; the claim or
-// reap that follows re-checks each one.
+// scriptPeek lists expired leases without changing anything; the reap that
+// follows re-checks each one.
 //
-// KEYS[1] due or lease zset
-// ARGV[1] now, ARGV[2] count, ARGV[3] "due" (score <= now) or "expired" (score < now)
+// KEYS[1] lease zset
+// ARGV[1] now, ARGV[2] count
 //
 // Returns up to count members in score order.
 var scriptPeek = script(`
 local now = clock(ARGV[1])
-local max = now
-if ARGV[3] == 'expired' then max = '(' .. now end
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max, 'LIMIT', 0, tonumber(ARGV[2]))
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[2]))
 `)
 
-// scriptClaim leases the candidates that are still due: ZMSCORE reads the
-// candidates' due times (as many at a time as leases are still wanted, so
-// an uncontended claim reads no more), one ZREM takes the due ones off,
-// one INCRBY hands out the batch's fencing tokens (in candidate order) and
-// one ZADD enters the leases.
+// scriptPeekDue lists a claim's candidates without changing anything: due
+// entries, and agents whose gate has passed (their held fires may go out);
+// the claim that follows re-checks each one.
+//
+// KEYS[1] due, KEYS[2] gated
+// ARGV[1] now, ARGV[2] count, ARGV[3] count of gated agents
+//
+// Returns {{member...}, {agent...}}, each in score order.
+var scriptPeekDue = script(`
+local now = clock(ARGV[1])
+return {redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2])),
+  redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))}
+`)
+
+// scriptClaim leases the candidates that are still due, under flow
+// control (see flow.go): ZMSCORE reads the candidates' due times (about as
+// many at a time as leases are still wanted, so an uncontended claim reads
+// little more), one ZREM takes the due ones off, one INCRBY hands out the
+// batch's fencing tokens (in candidate order) and one ZADD enters the
+// leases.
+//
+// First, agents whose gate passed get the held fires their room allows back
+// in the queue (release()); their candidates in this claim are held, so
+// that those older fires go first. Each agent is read once per claim, when
+// it is first met: its policy, over the claim's flow, gives its room
+// (nothing while disabled or before its gate; 1 while probing; its
+// parallelism less its unexpired leases, counting those the claim takes).
+// A candidate of an agent without room is held: moved to the agent's held
+// zset with its due time. A lease under a rate moves the agent's rate slot
+// on. Then, for each agent: its leases enter its in-flight zset, its fires
+// whose flexible window has opened are made due now (when it got a lease),
+// and an agent with new held fires joins the held set (and the gated zset
+// while its gate has not passed).
 //
 // KEYS[1] due, KEYS[2] lease, KEYS[3] token counter, KEYS[4] the shard's
-// stopped instances, KEYS[4+i] rows of the agent of candidate i
-// ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[3+i] member of candidate i
+// stopped instances, KEYS[5] held agents, KEYS[6] gated agents, then for
+// agent j: KEYS[2+5j] rows, KEYS[3+5j] flow record, KEYS[4+5j] in flight,
+// KEYS[5+5j] held, KEYS[6+5j] flexible fires
+// ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[4] the flow's
+// parallelism, ARGV[5] the flow's rate, ARGV[6] agent count na, ARGV[7] the
+// count ng of the first agents, those whose gate passed, ARGV[7+j] agent j,
+// ARGV[8+na...] candidate members
 //
-// Returns {lease until ms, {i - 1, instance stopped (0|1), packed row}...}
-// flattened, in candidate order: everything a delivery needs (the caller
-// knows each candidate's member), so that a fire costs no read of its own.
+// Returns {lease until ms, held, made due now (released or pulled forward),
+// {agent j, job, instance stopped (0|1), packed row, agent failures}...}
+// flattened, leases in candidate order: everything a delivery needs, so
+// that a fire costs no read of its own.
 var scriptClaim = script(`
 local now = clock(ARGV[1])
 local untilms = now + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
-local gone, taken, jobs, rows, seen = {}, {}, {}, {}, {}
-local from, n = 1, #ARGV - 3
--- Read the due times of as many candidates as leases are still wanted: the
--- rest are read only when others took some of these.
+local fpar, frate = tonumber(ARGV[4]), tonumber(ARGV[5])
+local na, ng = tonumber(ARGV[6]), tonumber(ARGV[7])
+local due = KEYS[1]
+local byId, ags, order = {}, {}, {}
+for j = 1, na do byId[ARGV[7 + j]] = j end
+local taken, gone = {}, {}
+local held, moved = 0, 0
+local function room(a)
+  if a.dis or a.gate > now or a.released then return 0 end
+  local p = a.par
+  if a.probe then p = 1 end
+  if p <= 0 then return 1 end
+  return p - a.inflight
+end
+local function load(j)
+  local a = ags[j]
+  if a then return a end
+  local b = 1 + 5 * j
+  a = {j = j, id = ARGV[7 + j], rows = KEYS[b + 1], ag = KEYS[b + 2], fl = KEYS[b + 3], hd = KEYS[b + 4],
+    fx = KEYS[b + 5], leases = {}, holds = {}}
+  ags[j] = a
+  order[#order + 1] = a
+  local f = redis.call('HMGET', a.ag, 'par', 'rate', 'dis', 'ep', 'gate', 'tat', 'probe', 'fails', 'fx')
+  a.par = tonumber(f[1]) or 0
+  if a.par <= 0 then a.par = fpar end
+  a.rate = tonumber(f[2]) or 0
+  if a.rate <= 0 then a.rate = frate end
+  a.dis = f[3] == '1'
+  if (tonumber(f[4]) or 0) ~= a.par then redis.call('HSET', a.ag, 'ep', a.par) end
+  a.gate = tonumber(f[5]) or 0
+  a.tat = tonumber(f[6]) or 0
+  if a.rate > 0 then a.gate = math.max(a.gate, math.ceil(a.tat)) end
+  a.probe = f[7] == '1'
+  a.fails = tonumber(f[8]) or 0
+  a.flex = f[9] == '1'
+  a.inflight = 0
+  if a.par > 0 or a.probe then a.inflight = redis.call('ZCOUNT', a.fl, '(' .. now, '+inf') end
+  return a
+end
+local function pull(a)
+  local pre = #a.id .. ':' .. a.id
+  local n = 0
+  for _, job in ipairs(redis.call('ZRANGEBYSCORE', a.fx, '-inf', now)) do
+    local m = pre .. job
+    local s = redis.call('ZSCORE', due, m)
+    if not s then
+      redis.call('ZREM', a.fx, job)
+    elseif tonumber(s) > now then
+      redis.call('ZADD', due, now, m)
+      local v = redis.call('HGET', a.rows, job)
+      if v then
+        local r = cmsgpack.unpack(v)
+        r[8] = now - r[3]
+        redis.call('HSET', a.rows, job, cmsgpack.pack(r))
+      end
+      n = n + 1
+    end
+  end
+  if redis.call('EXISTS', a.fx) == 0 then redis.call('HDEL', a.ag, 'fx') end
+  return n
+end
+for j = 1, ng do
+  local a = load(j)
+  local n = release(now, a.id, a.ag, a.fl, a.hd, due, KEYS[5], KEYS[6])
+  if n > 0 then
+    a.released = true
+    moved = moved + n
+  end
+end
+local seen = {}
+local from, n = 8 + na, #ARGV
 while from <= n and #taken < max do
-  local to = math.min(n, from + max - #taken - 1, from + 999)
-  local scores = redis.call('ZMSCORE', KEYS[1], unpack(ARGV, from + 3, to + 3))
+  local to = math.min(n, from + math.max(max - #taken, 32) - 1, from + 999)
+  local scores = redis.call('ZMSCORE', due, unpack(ARGV, from, to))
   for k = 1, #scores do
-    local i, s = from + k - 1, scores[k]
-    local m = ARGV[i + 3]
+    if #taken >= max then break end
+    local m, s = ARGV[from + k - 1], scores[k]
     if s and tonumber(s) <= now and not seen[m] then
       seen[m] = true
       gone[#gone + 1] = m
-      local _, job = split(m)
-      local v = redis.call('HGET', KEYS[i + 4], job)
+      local agent, job = split(m)
+      local a = load(byId[agent])
+      local v = redis.call('HGET', a.rows, job)
       if v then
-        taken[#taken + 1] = i
-        jobs[#jobs + 1] = job
-        rows[#rows + 1] = cmsgpack.unpack(v)
+        if room(a) > 0 then
+          taken[#taken + 1] = {a, job, cmsgpack.unpack(v)}
+          a.inflight = a.inflight + 1
+          if a.rate > 0 then
+            a.tat = math.max(a.tat, now) + 1000 / a.rate
+            a.gate = math.max(a.gate, math.ceil(a.tat))
+            a.tatSet = true
+          end
+        else
+          a.holds[#a.holds + 1] = s
+          a.holds[#a.holds + 1] = job
+          held = held + 1
+        end
       end
     end
   end
   from = to + 1
 end
-if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
-local out = {untilms}
+if #gone > 0 then chunked('ZREM', due, gone, 1) end
+local out = {untilms, held, 0}
 local count = #taken
-if count == 0 then return out end
-local anyStopped = redis.call('SCARD', KEYS[4]) > 0
-local tok = redis.call('INCRBY', KEYS[3], count) - count
-local leases = {}
-for j = 1, count do
-  local i, r = taken[j], rows[j]
-  r[6] = r[6] + 1
-  r[7] = tok + j
-  local p = cmsgpack.pack(r)
-  redis.call('HSET', KEYS[i + 4], jobs[j], p)
-  leases[2 * j - 1] = untilms
-  leases[2 * j] = ARGV[i + 3]
-  local st = 0
-  if anyStopped then st = redis.call('SISMEMBER', KEYS[4], r[2]) end
-  out[3 * j - 1] = i - 1
-  out[3 * j] = st
-  out[3 * j + 1] = p
+if count > 0 then
+  local anyStopped = redis.call('SCARD', KEYS[4]) > 0
+  local tok = redis.call('INCRBY', KEYS[3], count) - count
+  local leases = {}
+  for i = 1, count do
+    local a, job, r = taken[i][1], taken[i][2], taken[i][3]
+    r[6] = r[6] + 1
+    r[7] = tok + i
+    local p = cmsgpack.pack(r)
+    redis.call('HSET', a.rows, job, p)
+    leases[2 * i - 1] = untilms
+    leases[2 * i] = #a.id .. ':' .. a.id .. job
+    a.leases[#a.leases + 1] = untilms
+    a.leases[#a.leases + 1] = job
+    local st = 0
+    if anyStopped then st = redis.call('SISMEMBER', KEYS[4], r[2]) end
+    local o = #out
+    out[o + 1] = a.j
+    out[o + 2] = job
+    out[o + 3] = st
+    out[o + 4] = p
+    out[o + 5] = a.fails
+  end
+  chunked('ZADD', KEYS[2], leases, 1)
 end
-chunked('ZADD', KEYS[2], leases, 1)
+for _, a in ipairs(order) do
+  if a.tatSet then redis.call('HSET', a.ag, 'tat', string.format('%.3f', a.tat)) end
+  if #a.leases > 0 then
+    chunked('ZADD', a.fl, a.leases, 1)
+    if a.flex then moved = moved + pull(a) end
+  end
+  if #a.holds > 0 then
+    chunked('ZADD', a.hd, a.holds, 1)
+    redis.call('SADD', KEYS[5], a.id)
+    if not a.dis and a.gate > now then redis.call('ZADD', KEYS[6], a.gate, a.id) end
+  end
+end
+out[3] = moved
 return out
 `)
 
-// scriptHead reads the earliest due entry of a shard and Redis's clock.
+// scriptHead reads the earliest due time of a shard and Redis's clock: the
+// earliest due entry, or the earliest gate of an agent with held fires.
 //
-// KEYS[1] due
+// KEYS[1] due, KEYS[2] gated
 // ARGV[1] now (unused)
 //
 // Returns {earliest due ms or -1, Redis time s, Redis time µs}.
@@ -110,12 +255,14 @@ local t = redis.call('TIME')
 local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local s = -1
 if h[2] then s = tonumber(h[2]) end
+local g = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if g[2] and (s < 0 or tonumber(g[2]) < s) then s = tonumber(g[2]) end
 return {s, tonumber(t[1]), tonumber(t[2])}
 `)
 
 // scriptExtend renews a lease.
 //
-// KEYS[1] rows of the agent, KEYS[2] lease
+// KEYS[1] rows of the agent, KEYS[2] lease, KEYS[3] in flight of the agent
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
 // ARGV[5] token, ARGV[6] lease ms
 //
@@ -126,56 +273,78 @@ local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]
 if not r then return {} end
 local untilms = now + tonumber(ARGV[6])
 redis.call('ZADD', KEYS[2], untilms, ARGV[3])
+redis.call('ZADD', KEYS[3], untilms, ARGV[2])
 return {untilms, unpack(r)}
 `)
 
-// scriptReap returns the candidates whose lease has expired to armed, due now.
+// scriptReap returns the candidates whose lease has expired to armed, due
+// now, and releases their agents' held fires.
 //
-// KEYS[1] lease, KEYS[2] due, KEYS[2+i] rows of the agent of candidate i
-// ARGV[1] now, ARGV[2] wake channel, ARGV[2+i] member of candidate i
+// KEYS[1] lease, KEYS[2] due, KEYS[3] held agents, KEYS[4] gated agents,
+// then for agent j: KEYS[1+4j] rows, KEYS[2+4j] flow record, KEYS[3+4j] in
+// flight, KEYS[4+4j] held
+// ARGV[1] now, ARGV[2] wake channel, ARGV[3] agent count na, ARGV[3+j]
+// agent j, ARGV[4+na...] candidate members
 //
-// Returns how many were returned; when any was, they are announced on the
+// Returns {returned, released}; when any was, they are announced on the
 // wake channel (they are due now).
 var scriptReap = script(`
 local now = clock(ARGV[1])
-local n = 0
-for i = 3, #ARGV do
+local na = tonumber(ARGV[3])
+local byId, touched = {}, {}
+for j = 1, na do byId[ARGV[3 + j]] = j end
+local n, rel = 0, 0
+for i = 4 + na, #ARGV do
   local m = ARGV[i]
   local s = redis.call('ZSCORE', KEYS[1], m)
   if s and tonumber(s) < now then
     redis.call('ZREM', KEYS[1], m)
     local agent, job = split(m)
-    local v = redis.call('HGET', KEYS[i], job)
+    local j = byId[agent]
+    local b = 4 * j
+    redis.call('ZREM', KEYS[b + 3], job)
+    touched[j] = true
+    local v = redis.call('HGET', KEYS[b + 1], job)
     if v then
       local r = cmsgpack.unpack(v)
       r[7] = 0
       r[8] = now - r[3]
-      redis.call('HSET', KEYS[i], job, cmsgpack.pack(r))
+      redis.call('HSET', KEYS[b + 1], job, cmsgpack.pack(r))
       redis.call('ZADD', KEYS[2], now, m)
       n = n + 1
     end
   end
 end
-if n > 0 then redis.call('PUBLISH', ARGV[2], now) end
-return n
+for j = 1, na do
+  if touched[j] then
+    local b = 4 * j
+    rel = rel + release(now, ARGV[3 + j], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[2], KEYS[3], KEYS[4])
+  end
+end
+if n + rel > 0 then redis.call('PUBLISH', ARGV[2], now) end
+return {n, rel}
 `)
 
 // Claim implements relay.Queue. One pipelined read finds the due heads of
-// every shard; then the shards with due one-shots are claimed round-robin,
-// starting at a different shard on every call, until there are max leases.
-// Leases of one shard come in due order. When a step fails part way, the
-// leases already taken are returned with the error.
+// every shard; then the shards with due one-shots (or agents whose gate
+// passed) are claimed round-robin, starting at a different shard on every
+// call, until there are max leases. Leases of one shard come in due order,
+// but for an agent's held fires, which go before its due ones. When a step
+// fails part way, the leases already taken are returned with the error.
 //
 // The read asks the first shard of the call for as many candidates as the
 // claim may use, the others for a share of that: a burst is usually served
 // by the first shard, and a shard whose share was not enough is read again.
-func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]relay.Lease, error) {
+func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flow relay.Flow) ([]relay.Lease, error) {
 	if max <= 0 {
 		return nil, nil
 	}
+	if err := (relay.AgentPolicy{Parallelism: flow.Parallelism, Rate: flow.Rate}).Check(); err != nil {
+		return nil, fmt.Errorf("redis: claim: flow: %w", err)
+	}
 	leaseMs := durMs(leaseFor)
 	start := int(e.rr.Add(1))
-	full := max * peekFactor
+	full := min(max*peekFactor, maxPeek)
 	share := (full + e.k.shards - 1) / e.k.shards
 	asked := func(s int) int {
 		if s == start%e.k.shards {
@@ -187,9 +356,9 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 	if e.k.shards > 1 {
 		now := e.nowArg()
 		var err error
-		heads, err = e.runShards(ctx, scriptPeek,
-			func(s int) []string { return []string{e.k.due(s)} },
-			func(s int) []any { return []any{now, asked(s), "due"} })
+		heads, err = e.runShards(ctx, scriptPeekDue,
+			func(s int) []string { return []string{e.k.due(s), e.k.gated(s)} },
+			func(s int) []any { return []any{now, asked(s), gatedPeek} })
 		if err != nil {
 			return nil, fmt.Errorf("redis: claim: %w", err)
 		}
@@ -197,18 +366,17 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 	var out []relay.Lease
 	for i := range e.k.shards {
 		s := (start + i) % e.k.shards
-		var cands []any
+		h := shardHead{asked: asked(s)}
 		if heads != nil {
-			c, err := array(heads[s])
-			if err != nil {
+			var err error
+			if h.cands, h.gated, err = decodePeek(heads[s]); err != nil {
 				return out, fmt.Errorf("redis: claim: %w", err)
 			}
-			if len(c) == 0 {
+			if len(h.cands) == 0 && len(h.gated) == 0 {
 				continue
 			}
-			cands = c
 		}
-		got, err := e.claimFrom(ctx, s, max-len(out), leaseMs, shardHead{cands, asked(s)})
+		got, err := e.claimFrom(ctx, s, max-len(out), leaseMs, flow, h)
 		out = append(out, got...)
 		if err != nil {
 			return out, err // with the leases taken so far: they are the caller's
@@ -220,111 +388,185 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration) ([]
 	return out, nil
 }
 
+// decodePeek reads scriptPeekDue's {{member...}, {agent...}}; a shard with
+// neither has empty (not nil) candidates.
+func decodePeek(v any) (cands, gated []any, err error) {
+	a, err := array(v)
+	if err != nil || len(a) != 2 {
+		return nil, nil, fmt.Errorf("%w: peek of a claim", errReply)
+	}
+	if cands, err = array(a[0]); err != nil {
+		return nil, nil, err
+	}
+	if gated, err = array(a[1]); err != nil {
+		return nil, nil, err
+	}
+	if cands == nil {
+		cands = []any{}
+	}
+	return cands, gated, nil
+}
+
 // shardHead is what a claim read of a shard's due head: the candidates
-// (nil: not read) and how many it asked for.
+// (nil: not read), how many it asked for, and the agents whose gate passed.
 type shardHead struct {
 	cands []any
 	asked int
+	gated []any
 }
 
 // claimFrom leases up to want of shard s's due one-shots, starting with
-// its head h, and reading the shard again while others took what it saw.
-func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, h shardHead) ([]relay.Lease, error) {
-	cands, asked := h.cands, h.asked
+// its head h, and reading the shard again while others took what it saw,
+// or while flow control held back what it saw of a head that holds more.
+func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, flow relay.Flow, h shardHead) ([]relay.Lease, error) {
+	cands, asked, gated := h.cands, h.asked, h.gated
 	var out []relay.Lease
-	for try := 0; try < claimTries && len(out) < want; try++ {
+	grow, busy := 0, 0
+	for try := 0; try < claimWork && len(out) < want; try++ {
 		n := want - len(out)
-		if len(cands) == asked && asked < n*peekFactor {
+		ask := min(max(n*peekFactor, grow), maxPeek)
+		if len(cands) == asked && asked < ask {
 			cands = nil // the head saw less than this claim may take of a shard that holds more
 		}
-		if cands == nil || len(cands) > n*peekFactor {
-			cands, asked = cands[:min(len(cands), n*peekFactor)], n*peekFactor
+		if cands == nil || len(cands) > ask {
+			cands, asked = cands[:min(len(cands), ask)], ask
 		}
 		if len(cands) == 0 {
 			cands = nil
 		}
-		got, peeked, err := e.claimShard(ctx, s, n, leaseMs, cands)
-		cands = nil // later tries read the shard again
+		got, r, err := e.claimShard(ctx, s, n, ask, leaseMs, flow, cands, gated)
+		cands, gated = nil, nil // later tries read the shard again
 		out = append(out, got...)
 		if err != nil {
 			return out, err
 		}
-		// Stop on this shard when it has nothing due, or when the claim
-		// got what it looked at (what is left is not due yet).
-		if peeked == 0 || len(got) > 0 && peeked < asked {
-			break
+		switch {
+		case r.peeked == 0 && r.pulled == 0:
+			return out, nil // nothing due
+		case r.peeked < asked && r.pulled == 0 && (len(got) > 0 || r.held > 0):
+			return out, nil // it saw all that was due
+		case len(got) == 0 && r.held == 0 && r.pulled == 0:
+			if busy++; busy >= claimTries {
+				return out, nil // others keep taking what it sees
+			}
+		}
+		if r.held > 0 {
+			grow = min(ask*4, maxPeek) // read on past an agent without room
 		}
 	}
 	return out, nil
 }
 
-// claimShard leases up to want of shard s's due candidates: cands when
-// given (already peeked), else a fresh peek of want*peekFactor at the
-// shard's due head. It returns the leases and how many candidates it saw.
-func (e *Engine) claimShard(ctx context.Context, s, want int, leaseMs int64, cands []any) ([]relay.Lease, int, error) {
+// claimResult is what one claim script did besides its leases.
+type claimResult struct {
+	peeked int // candidates it was given
+	held   int // candidates it held back
+	// pulled counts the fires it made due now: held fires of agents whose
+	// gate passed, and fires whose flexible window opened.
+	pulled int
+}
+
+// claimShard leases up to want of shard s's due candidates under flow:
+// cands and the agents gated whose gate passed when given (already
+// peeked), else a fresh peek of up to peek entries at the shard's due head.
+func (e *Engine) claimShard(ctx context.Context, s, want, peek int, leaseMs int64, flow relay.Flow, cands, gated []any) ([]relay.Lease, claimResult, error) {
 	now := e.nowArg()
 	if cands == nil {
-		v, err := e.run(ctx, scriptPeek, []string{e.k.due(s)}, now, want*peekFactor, "due")
+		v, err := e.run(ctx, scriptPeekDue, []string{e.k.due(s), e.k.gated(s)}, now, min(peek, maxPeek), gatedPeek)
 		if err != nil {
-			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+			return nil, claimResult{}, fmt.Errorf("redis: claim: %w", err)
 		}
-		if cands, err = array(v); err != nil {
-			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+		if cands, gated, err = decodePeek(v); err != nil {
+			return nil, claimResult{}, fmt.Errorf("redis: claim: %w", err)
 		}
 	}
-	if len(cands) == 0 {
-		return nil, 0, nil
+	if len(cands) == 0 && len(gated) == 0 {
+		return nil, claimResult{}, nil
 	}
-	keys := make([]string, 4, 4+len(cands))
-	keys[0], keys[1], keys[2], keys[3] = e.k.due(s), e.k.lease(s), e.k.token(s), e.k.shardStopped(s)
-	args := make([]any, 3, 3+len(cands))
-	args[0], args[1], args[2] = now, leaseMs, want
-	members := make([]string, 0, len(cands))
+	agents := make([]string, 0, len(gated)+len(cands))
+	index := make(map[string]bool, len(gated)+len(cands))
+	for _, g := range gated {
+		a, err := str(g)
+		if err != nil {
+			return nil, claimResult{}, fmt.Errorf("redis: claim: %w", err)
+		}
+		index[a] = true
+		agents = append(agents, a)
+	}
+	members := make([]any, 0, len(cands))
 	for _, c := range cands {
 		m, err := str(c)
 		if err != nil {
-			return nil, 0, fmt.Errorf("redis: claim: %w", err)
+			return nil, claimResult{}, fmt.Errorf("redis: claim: %w", err)
 		}
 		agent, _, ok := splitMember(m)
 		if !ok {
-			return nil, 0, fmt.Errorf("redis: claim: malformed due entry %q", m)
+			return nil, claimResult{}, fmt.Errorf("redis: claim: malformed due entry %q", m)
 		}
-		keys = append(keys, e.k.rows(s, agent))
-		args = append(args, m)
+		if !index[agent] {
+			index[agent] = true
+			agents = append(agents, agent)
+		}
 		members = append(members, m)
 	}
+	keys := make([]string, 6, 6+5*len(agents))
+	keys[0], keys[1], keys[2], keys[3] = e.k.due(s), e.k.lease(s), e.k.token(s), e.k.shardStopped(s)
+	keys[4], keys[5] = e.k.held(s), e.k.gated(s)
+	args := make([]any, 7, 7+len(agents)+len(members))
+	args[0], args[1], args[2], args[3], args[4], args[5], args[6] = now, leaseMs, want,
+		max(flow.Parallelism, 0), rateArg(flow.Rate), len(agents), len(gated)
+	for _, a := range agents {
+		fk := e.k.flowKeys(s, a)
+		keys = append(keys, e.k.rows(s, a), fk[0], fk[1], fk[2], e.k.flexOf(s, a))
+		args = append(args, a)
+	}
+	args = append(args, members...)
 	v, err := e.run(ctx, scriptClaim, keys, args...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("redis: claim: %w", err)
+		return nil, claimResult{peeked: len(cands)}, fmt.Errorf("redis: claim: %w", err)
 	}
-	out, err := decodeClaimed(v, members, time.Now())
+	out, r, err := decodeClaimed(v, agents, time.Now())
+	r.peeked = len(cands)
 	if err != nil {
 		err = fmt.Errorf("redis: claim: %w", err)
 	}
-	return out, len(cands), err
+	return out, r, err
 }
 
-// decodeClaimed reads a claim's {until ms, {candidate index, stopped,
-// packed row}...} of the candidates members. Every lease in the reply is
-// taken now: it hands over each one that decodes, even when another does
-// not (that one lapses and the reaper returns it), with the error.
-func decodeClaimed(v any, members []string, claimed time.Time) ([]relay.Lease, error) {
+// rateArg is a rate as the scripts take it ("0" for none).
+func rateArg(rate float64) string {
+	if rate <= 0 {
+		return "0"
+	}
+	return strconv.FormatFloat(rate, 'g', -1, 64)
+}
+
+// decodeClaimed reads a claim's {until ms, held, pulled, {agent index,
+// job, stopped, packed row, failures}...} of the agents. Every lease in the
+// reply is taken now: it hands over each one that decodes, even when
+// another does not (that one lapses and the reaper returns it), with the
+// error.
+func decodeClaimed(v any, agents []string, claimed time.Time) ([]relay.Lease, claimResult, error) {
+	var r claimResult
 	f, err := array(v)
 	if err != nil {
-		return nil, err
+		return nil, r, err
 	}
-	if len(f) < 1 || (len(f)-1)%3 != 0 {
-		return nil, fmt.Errorf("%w: claim reply of %d fields", errReply, len(f))
+	if len(f) < 3 || (len(f)-3)%5 != 0 {
+		return nil, r, fmt.Errorf("%w: claim reply of %d fields", errReply, len(f))
 	}
-	untilMs, err := integer(f[0])
-	if err != nil {
-		return nil, err
+	untilMs, err1 := integer(f[0])
+	held, err2 := integer(f[1])
+	pulled, err3 := integer(f[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, r, err
 	}
+	r.held, r.pulled = int(held), int(pulled)
 	until := ms(untilMs)
-	out := make([]relay.Lease, 0, (len(f)-1)/3)
+	out := make([]relay.Lease, 0, (len(f)-3)/5)
 	var bad error
-	for i := 1; i < len(f); i += 3 {
-		l, err := decodeClaimedLease(f[i], f[i+1], f[i+2], members)
+	for i := 3; i < len(f); i += 5 {
+		l, err := decodeClaimedLease(f[i:i+5], agents)
 		if err != nil {
 			bad = err
 			continue
@@ -332,38 +574,37 @@ func decodeClaimed(v any, members []string, claimed time.Time) ([]relay.Lease, e
 		l.Until, l.ClaimedAt = until, claimed
 		out = append(out, l)
 	}
-	return out, bad
+	return out, r, bad
 }
 
 // decodeClaimedLease reads one lease of a claim reply: the index of its
-// candidate in members, whether its instance is stopped and its packed row.
-func decodeClaimedLease(idxV, stoppedV, packedV any, members []string) (relay.Lease, error) {
-	idx, err := integer(idxV)
+// agent in agents (from 1), its job, whether its instance is stopped, its
+// packed row and its agent's failures.
+func decodeClaimedLease(f []any, agents []string) (relay.Lease, error) {
+	idx, err := integer(f[0])
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	if idx < 0 || idx >= int64(len(members)) {
-		return relay.Lease{}, fmt.Errorf("%w: claimed candidate %d of %d", errReply, idx, len(members))
+	if idx < 1 || idx > int64(len(agents)) {
+		return relay.Lease{}, fmt.Errorf("%w: claimed agent %d of %d", errReply, idx, len(agents))
 	}
-	agent, job, _ := splitMember(members[idx])
-	stopped, err := integer(stoppedV)
+	job, err1 := str(f[1])
+	stopped, err2 := integer(f[2])
+	packed, err3 := str(f[3])
+	fails, err4 := integer(f[4])
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return relay.Lease{}, err
+	}
+	o, tok, err := decodePackedRow(agents[idx-1], job, packed)
 	if err != nil {
 		return relay.Lease{}, err
 	}
-	packed, err := str(packedV)
-	if err != nil {
-		return relay.Lease{}, err
-	}
-	o, tok, err := decodePackedRow(agent, job, packed)
-	if err != nil {
-		return relay.Lease{}, err
-	}
-	return relay.Lease{OneShot: o, Token: tok, InstanceStopped: stopped == 1}, nil
+	return relay.Lease{OneShot: o, Token: tok, InstanceStopped: stopped == 1, AgentFailures: int(fails)}, nil
 }
 
 // decodeLeaseFields reads a lease from its agent, job, until ms and row.
 func decodeLeaseFields(agentV, jobV, untilV any, row []any) (relay.Lease, error) {
-	if len(row) != rowFields && len(row) != rowFields+1 {
+	if !goodRowLen(len(row)) {
 		return relay.Lease{}, fmt.Errorf("%w: lease row of %d fields", errReply, len(row))
 	}
 	agent, err := str(agentV)
@@ -389,12 +630,13 @@ func decodeLeaseFields(agentV, jobV, untilV any, row []any) (relay.Lease, error)
 	return relay.Lease{OneShot: o, Token: tok, Until: ms(until)}, nil
 }
 
-// NextDue implements relay.Queue: the earliest due entry over all shards
-// (read in one pipeline), judged by Redis's clock.
+// NextDue implements relay.Queue: the earliest due entry or gate of an
+// agent with held fires over all shards (read in one pipeline), judged by
+// Redis's clock.
 func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	now := e.nowArg()
 	replies, err := e.runShards(ctx, scriptHead,
-		func(s int) []string { return []string{e.k.due(s)} },
+		func(s int) []string { return []string{e.k.due(s), e.k.gated(s)} },
 		func(int) []any { return []any{now} })
 	if err != nil {
 		return 0, false, fmt.Errorf("redis: next due: %w", err)
@@ -429,7 +671,7 @@ func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 // Extend implements relay.Queue.
 func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Duration) (relay.Lease, error) {
 	s := e.k.shardOf(l.AgentID)
-	v, err := e.run(ctx, scriptExtend, []string{e.k.rows(s, l.AgentID), e.k.lease(s)},
+	v, err := e.run(ctx, scriptExtend, []string{e.k.rows(s, l.AgentID), e.k.lease(s), e.k.inFlight(s, l.AgentID)},
 		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(leaseFor))
 	if err != nil {
 		return relay.Lease{}, fmt.Errorf("redis: extend: %w", err)
@@ -449,13 +691,15 @@ func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Durati
 }
 
 // Reap implements relay.Queue: expired leases (by Redis's clock) go back to
-// armed, due now, announced on the wake channel.
+// armed, due now, announced on the wake channel. Then, as a safety net,
+// every agent with held fires gets back those its room allows (see
+// releaseHeld).
 func (e *Engine) Reap(ctx context.Context) (int, error) {
-	total := 0
+	total, released := 0, 0
 	for s := range e.k.shards {
 		for {
 			now := e.nowArg()
-			v, err := e.run(ctx, scriptPeek, []string{e.k.lease(s)}, now, reapBatch, "expired")
+			v, err := e.run(ctx, scriptPeek, []string{e.k.lease(s)}, now, reapBatch)
 			if err != nil {
 				return total, fmt.Errorf("redis: reap: %w", err)
 			}
@@ -466,36 +710,70 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 			if len(cands) == 0 {
 				break
 			}
-			keys := []string{e.k.lease(s), e.k.due(s)}
-			args := []any{now, e.k.wake()}
-			for _, c := range cands {
-				m, err := str(c)
-				if err != nil {
-					return total, fmt.Errorf("redis: reap: %w", err)
-				}
-				agent, _, ok := splitMember(m)
-				if !ok {
-					return total, fmt.Errorf("redis: reap: malformed lease entry %q", m)
-				}
-				keys = append(keys, e.k.rows(s, agent))
-				args = append(args, m)
-			}
-			v, err = e.run(ctx, scriptReap, keys, args...)
+			n, rel, err := e.reapShard(ctx, s, now, cands)
+			total += n
+			released += rel
 			if err != nil {
-				return total, fmt.Errorf("redis: reap: %w", err)
+				return total, err
 			}
-			n, err := integer(v)
-			if err != nil {
-				return total, fmt.Errorf("redis: reap: %w", err)
-			}
-			total += int(n)
 			if len(cands) < reapBatch {
 				break
 			}
 		}
+		rel, err := e.releaseHeld(ctx, s)
+		released += rel
+		if err != nil {
+			return total, fmt.Errorf("redis: reap: %w", err)
+		}
 	}
-	if total > 0 {
+	if total > 0 || released > 0 {
 		e.notify()
 	}
 	return total, nil
+}
+
+// reapShard runs scriptReap on expired lease candidates of shard s; it
+// returns how many it returned to armed and how many held fires it
+// released.
+func (e *Engine) reapShard(ctx context.Context, s int, now string, cands []any) (int, int, error) {
+	var agents []string
+	seen := make(map[string]bool)
+	members := make([]any, 0, len(cands))
+	for _, c := range cands {
+		m, err := str(c)
+		if err != nil {
+			return 0, 0, fmt.Errorf("redis: reap: %w", err)
+		}
+		agent, _, ok := splitMember(m)
+		if !ok {
+			return 0, 0, fmt.Errorf("redis: reap: malformed lease entry %q", m)
+		}
+		if !seen[agent] {
+			seen[agent] = true
+			agents = append(agents, agent)
+		}
+		members = append(members, m)
+	}
+	keys := []string{e.k.lease(s), e.k.due(s), e.k.held(s), e.k.gated(s)}
+	args := []any{now, e.k.wake(), len(agents)}
+	for _, a := range agents {
+		fk := e.k.flowKeys(s, a)
+		keys = append(keys, e.k.rows(s, a), fk[0], fk[1], fk[2])
+		args = append(args, a)
+	}
+	args = append(args, members...)
+	v, err := e.run(ctx, scriptReap, keys, args...)
+	if err != nil {
+		return 0, 0, fmt.Errorf("redis: reap: %w", err)
+	}
+	a, err := array(v)
+	if err != nil || len(a) != 2 {
+		return 0, 0, fmt.Errorf("redis: reap: %w", errReply)
+	}
+	n, err1 := integer(a[0])
+	rel, err2 := integer(a[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("redis: reap: %w", err)
+	}
+	return int(n), int(rel), nil
 }

@@ -37,7 +37,7 @@ redis.call('HSET', KEYS[1], 'bad', cmsgpack.pack(r))
 return 1`, []string{rows}).Err(); err != nil {
 		t.Fatalf("corrupt the row: %v", err)
 	}
-	ls, err := e.Claim(ctx, 10, time.Minute)
+	ls, err := e.Claim(ctx, 10, time.Minute, relay.Flow{})
 	if err == nil {
 		t.Fatal("claim of an unreadable row succeeded")
 	}
@@ -90,7 +90,7 @@ redis.call('HSET', KEYS[1], 'bad', cmsgpack.pack(r))
 return 1`, []string{rows}).Err(); err != nil {
 		t.Fatalf("corrupt the row: %v", err)
 	}
-	ls, err := e.Claim(ctx, 100, time.Minute)
+	ls, err := e.Claim(ctx, 100, time.Minute, relay.Flow{})
 	if err == nil {
 		t.Fatal("claim of an unreadable row succeeded")
 	}
@@ -143,7 +143,7 @@ func TestClaimOfThousandsInOneCall(t *testing.T) {
 			t.Fatalf("arm: %v", err)
 		}
 	}
-	ls, err := e.Claim(ctx, n, time.Minute)
+	ls, err := e.Claim(ctx, n, time.Minute, relay.Flow{})
 	if err != nil || len(ls) != n {
 		t.Fatalf("claim: %d leases, %v; want %d", len(ls), err, n)
 	}

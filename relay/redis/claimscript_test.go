@@ -33,13 +33,13 @@ func TestClaimReadsPastCandidatesOthersTook(t *testing.T) {
 		cands = append(cands, member("a", job))
 	}
 	// Another claim took j0 and j1.
-	taken, _, err := e.claimShard(ctx, 0, 2, 60000, cands[:2])
+	taken, _, err := e.claimShard(ctx, 0, 2, 4, 60000, relay.Flow{}, cands[:2], nil)
 	if err != nil || len(taken) != 2 {
 		t.Fatalf("first claim: %d, %v", len(taken), err)
 	}
-	got, peeked, err := e.claimShard(ctx, 0, 3, 60000, cands)
-	if err != nil || peeked != len(cands) {
-		t.Fatalf("claim: %v, %d peeked", err, peeked)
+	got, r, err := e.claimShard(ctx, 0, 3, 6, 60000, relay.Flow{}, cands, nil)
+	if err != nil || r.peeked != len(cands) {
+		t.Fatalf("claim: %v, %d peeked", err, r.peeked)
 	}
 	var jobs []string
 	for _, l := range got {
@@ -65,7 +65,7 @@ func TestClaimLeasesACandidateGivenTwiceOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := member("a", "j")
-	got, _, err := e.claimShard(ctx, 0, 2, 60000, []any{m, m})
+	got, _, err := e.claimShard(ctx, 0, 2, 4, 60000, relay.Flow{}, []any{m, m}, nil)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim: %d leases, %v; want 1", len(got), err)
 	}

@@ -9,9 +9,17 @@
 // slot and every script touches one slot only. An agent's one-shots all live
 // in the shard hash(agent_id) % shards:
 //
-//	{chronos:P:S}:a:<agent>   hash   job id → packed one-shot (armed row + attempt, token, due, last error, the agent's fire_at spelling)
-//	{chronos:P:S}:due         zset   member(agent, job) → due time, ms (armed one-shots only)
+//	{chronos:P:S}:a:<agent>   hash   job id → packed one-shot (armed row + attempt, token, due, last error, the agent's fire_at spelling, flexible window)
+//	{chronos:P:S}:due         zset   member(agent, job) → due time, ms (armed one-shots not held back)
 //	{chronos:P:S}:lease       zset   member(agent, job) → lease expiry, ms (leased one-shots only)
+//	{chronos:P:S}:ag:<agent>  hash   the agent's flow record: policy (par, rate, dis), parallelism applied (ep), Down hold (gate), rate slot (tat), probe (probe, fails), phase, fx flag
+//	{chronos:P:S}:fl:<agent>  zset   job id → lease expiry, ms (the agent's leases in flight)
+//	{chronos:P:S}:hd:<agent>  zset   job id → due time, ms (the agent's due fires held back by flow control)
+//	{chronos:P:S}:fx:<agent>  zset   job id → fire_at, ms (the agent's armed fires with a flexible window)
+//	{chronos:P:S}:held        set    agents with held fires
+//	{chronos:P:S}:gated       zset   agent → gate, ms (agents with held fires whose Down hold or rate slot has not passed)
+//	{chronos:P:S}:probing     set    probing agents (a Down delivery, no ack since)
+//	{chronos:P:S}:pol         set    agents with a policy of their own
 //	{chronos:P:S}:tok         string last fencing token handed out in the shard
 //	{chronos:P:S}:dead        hash   schedule id → packed dead letter
 //	{chronos:P:S}:dz          zset   schedule id → failed at, ms (every dead letter)
@@ -23,10 +31,11 @@
 //	{chronos:P:ctl}:shards    string the shard count the data was written with
 //	{chronos:P:ctl}:epoch     string the epoch marker (see Lost data below)
 //	{chronos:P:ctl}:lost      string the report of a lost store, "<found at ms> <gone|replaced>", expiring with the report
+//	{chronos:P:ctl}:phase     string the count of spreading phases handed out (AgentPhase)
 //
-// A one-shot is in exactly one of due and lease; its row and its entry there
-// are written together by one Lua script, so there is never a row without its
-// fire or the reverse. Every state transition is one script, kept in the
+// A one-shot is in exactly one of due, lease and its agent's held fires; its
+// row and its entry there are written together by one Lua script, so there
+// is never a row without its fire or the reverse. Every state transition is one script, kept in the
 // file of its family with the Go that calls it; each declares every key it
 // touches in KEYS. Reads of one key (Get is one
 // HGET, decoded in Go) and the first-delivery record (one SET NX GET with a
@@ -42,13 +51,24 @@
 // sub-millisecond fraction is rounded up, so it is never claimable early.
 // The exact fire_at is kept (milliseconds plus the nanosecond remainder).
 //
+// # Flow control
+//
+// A claim holds back, in the store, the due fires of an agent without room
+// (see relay.Flow and flow.go): they leave the due zset for the agent's held
+// zset, keeping their due times, and come back, in due order and at the
+// head of the queue, as room frees. Per-agent state lives in the agent's
+// shard, so every script still touches one slot; the shard's held set,
+// gated zset, probing set and policy set name the agents that have any, so
+// that a transition looks further only when some agent has any.
+//
 // # Wake-ups
 //
 // A transition that makes an entry due earlier than dispatchers may be
 // waiting for (an arm or a nack that makes it the earliest of its shard, a
-// replay, a reap) publishes on the Pub/Sub channel chronos:<prefix>:wake in
-// the same script; every engine of the prefix, in every process, subscribes
-// and wakes its dispatchers, which then ask for the next due time. A dropped
+// replay, a reap, held fires released) publishes on the Pub/Sub channel
+// chronos:<prefix>:wake in the same script; every engine of the prefix, in
+// every process, subscribes and wakes its dispatchers, which then ask for
+// the next due time. A dropped
 // subscription reconnects by itself and wakes them once it is back, so an
 // announcement lost meanwhile costs nothing; the dispatchers' periodic
 // recheck is the last net.
@@ -88,7 +108,8 @@
 //
 //	arm.go       Arm, Cancel, CancelAgent
 //	claim.go     Claim, NextDue, Extend, Reap (leases)
-//	ack.go       Ack (group-committed), Nack (retry), Kill (dead-letter)
+//	ack.go       Ack (group-committed), Nack (retry), Down (probe), Kill (dead-letter)
+//	flow.go      SetAgentPolicy, AgentFlow, AgentFlows, AgentPhase (flow control)
 //	dead.go      ListDead, Replay, ReplayAgent (the operator's dead letter)
 //	failed.go    ListFailed, AckFailed (an agent's failed-fire feed)
 //	lookup.go    Get, List, Stats

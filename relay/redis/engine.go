@@ -75,6 +75,8 @@ type Engine struct {
 	closeMu  sync.Mutex
 	isClosed bool
 
+	phases sync.Map // agent id → its spreading phase (float64), once read
+
 	epochSem chan struct{} // held by the check under way
 	epoch    string        // the epoch marker this engine knows; "" before the first check
 	reported time.Time     // when the loss last logged was found; zero when none is reported

@@ -38,7 +38,7 @@ func TestGroupCommitsAcrossShardsAfterScriptFlush(t *testing.T) {
 	}
 	var leases []relay.Lease
 	for len(leases) < n {
-		ls, err := e.Claim(ctx, n, time.Minute)
+		ls, err := e.Claim(ctx, n, time.Minute, relay.Flow{})
 		if err != nil || len(ls) == 0 {
 			t.Fatalf("claim: %d, %v with %d of %d claimed", len(ls), err, len(leases), n)
 		}

@@ -102,3 +102,41 @@ func (k keys) lastFireIndex(shard int) string { return k.tags[shard] + ":lfz" }
 // instance is the hash of what is known of one agent instance: stopped_at,
 // started_at (ms) and callback.
 func (k keys) instance(id string) string { return k.control() + ":inst:" + id }
+
+// agent is the hash of agent's flow record: its policy (par, rate, dis),
+// the parallelism its last claim applied (ep), its gate and rate slot
+// (gate, tat, ms), its probe (probe, fails) and its spreading phase.
+func (k keys) agent(shard int, agent string) string { return k.tags[shard] + ":ag:" + agent }
+
+// inFlight is the zset of agent's leases, job id → lease expiry (ms).
+func (k keys) inFlight(shard int, agent string) string { return k.tags[shard] + ":fl:" + agent }
+
+// heldOf is the zset of agent's due fires held back by flow control, job
+// id → due time (ms).
+func (k keys) heldOf(shard int, agent string) string { return k.tags[shard] + ":hd:" + agent }
+
+// flexOf is the zset of agent's armed fires with a flexible window, job id
+// → fire_at (ms).
+func (k keys) flexOf(shard int, agent string) string { return k.tags[shard] + ":fx:" + agent }
+
+// held is the shard's set of agents with held fires.
+func (k keys) held(shard int) string { return k.tags[shard] + ":held" }
+
+// gated is the shard's zset of agents with held fires whose gate (a Down
+// hold or their rate's next slot) has not passed, by that time (ms).
+func (k keys) gated(shard int) string { return k.tags[shard] + ":gated" }
+
+// probing is the shard's set of probing agents.
+func (k keys) probing(shard int) string { return k.tags[shard] + ":probing" }
+
+// policies is the shard's set of agents with a policy of their own.
+func (k keys) policies(shard int) string { return k.tags[shard] + ":pol" }
+
+// phase is the counter of the spreading phases handed out.
+func (k keys) phase() string { return k.control() + ":phase" }
+
+// flowKeys are the keys release needs of one agent, in the order the
+// scripts take them: its flow record, in-flight leases and held fires.
+func (k keys) flowKeys(shard int, agent string) [3]string {
+	return [3]string{k.agent(shard, agent), k.inFlight(shard, agent), k.heldOf(shard, agent)}
+}

@@ -32,7 +32,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		}
 	}
 	<-w
-	ls, err := e.Claim(ctx, 20, time.Minute)
+	ls, err := e.Claim(ctx, 20, time.Minute, relay.Flow{})
 	if err != nil || len(ls) != 20 {
 		t.Fatalf("claim: %d, %v", len(ls), err)
 	}

@@ -35,14 +35,17 @@ return out
 
 // scriptStats counts a shard's entries.
 //
-// KEYS[1] due, KEYS[2] lease, KEYS[3] dead by time
+// KEYS[1] due, KEYS[2] lease, KEYS[3] dead by time, KEYS[4] held agents,
+// KEYS[5] probing agents
 // ARGV[1] now
 //
-// Returns {armed entries, due entries, leased entries, dead letters}.
+// Returns {armed entries, due entries, leased entries, dead letters,
+// probing agents, {agent with held fires...}}.
 var scriptStats = script(`
 local now = clock(ARGV[1])
 return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[1], '-inf', now),
-  redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3])}
+  redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3]), redis.call('SCARD', KEYS[5]),
+  redis.call('SMEMBERS', KEYS[4])}
 `)
 
 // Get implements relay.Armed. It reads the row with one HGET and decodes it
@@ -118,19 +121,27 @@ func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([
 	return items, next, nil
 }
 
-// Stats implements the gauges of relay.Engine, summed over the shards.
+// Stats implements the gauges of relay.Engine, summed over the shards: one
+// pipeline counts every shard's entries, and, when some agents have held
+// fires, another counts those.
 func (e *Engine) Stats(ctx context.Context) (relay.Stats, error) {
+	now := e.nowArg()
+	replies, err := e.runShards(ctx, scriptStats,
+		func(s int) []string {
+			return []string{e.k.due(s), e.k.lease(s), e.k.deadByTime(s), e.k.held(s), e.k.probing(s)}
+		},
+		func(int) []any { return []any{now} })
+	if err != nil {
+		return relay.Stats{}, fmt.Errorf("redis: stats: %w", err)
+	}
 	var st relay.Stats
-	for s := range e.k.shards {
-		v, err := e.run(ctx, scriptStats, []string{e.k.due(s), e.k.lease(s), e.k.deadByTime(s)}, e.nowArg())
-		if err != nil {
-			return relay.Stats{}, fmt.Errorf("redis: stats: %w", err)
-		}
+	var heldKeys []string
+	for s, v := range replies {
 		a, err := array(v)
-		if err != nil || len(a) != 4 {
+		if err != nil || len(a) != 6 {
 			return relay.Stats{}, fmt.Errorf("redis: stats: %w", errReply)
 		}
-		var n [4]int64
+		var n [5]int64
 		for i := range n {
 			if n[i], err = integer(a[i]); err != nil {
 				return relay.Stats{}, fmt.Errorf("redis: stats: %w", err)
@@ -140,6 +151,37 @@ func (e *Engine) Stats(ctx context.Context) (relay.Stats, error) {
 		st.Due += n[1]
 		st.Leased += n[2]
 		st.DeadLetter += n[3]
+		st.Probing += n[4]
+		agents, err := array(a[5])
+		if err != nil {
+			return relay.Stats{}, fmt.Errorf("redis: stats: %w", err)
+		}
+		for _, x := range agents {
+			agent, err := str(x)
+			if err != nil {
+				return relay.Stats{}, fmt.Errorf("redis: stats: %w", err)
+			}
+			heldKeys = append(heldKeys, e.k.heldOf(s, agent))
+		}
+	}
+	if len(heldKeys) > 0 {
+		cmds := make([]*goredis.IntCmd, len(heldKeys))
+		err := e.retry(ctx, func(ctx context.Context) error {
+			_, err := e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for i, k := range heldKeys {
+					cmds[i] = p.ZCard(ctx, k)
+				}
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			return relay.Stats{}, fmt.Errorf("redis: stats: held fires: %w", err)
+		}
+		for _, c := range cmds {
+			st.Held += c.Val()
+		}
+		st.Armed += st.Held // held fires are armed rows in neither zset
 	}
 	return st, nil
 }

@@ -210,8 +210,12 @@ func packLeasedRow(b []byte, l relay.Lease) []byte {
 		return b
 	}
 	fms := l.FireAt.UnixMilli()
+	flex := durMs(l.Flex)
 	n := byte(rowFields)
-	if l.FireAtSpelling != "" {
+	switch {
+	case flex > 0:
+		n += 2
+	case l.FireAtSpelling != "":
 		n++
 	}
 	b = append(b, 0x90|n)
@@ -225,8 +229,11 @@ func packLeasedRow(b []byte, l relay.Lease) []byte {
 	b = packInt(b, l.DueAt.UnixMilli()-fms)
 	b = packInt(b, fms-l.CreatedAt.UnixMilli())
 	b = packStr(b, l.LastError)
-	if l.FireAtSpelling != "" {
+	if n > rowFields {
 		b = packStr(b, l.FireAtSpelling)
+	}
+	if flex > 0 {
+		b = packInt(b, flex)
 	}
 	return b
 }

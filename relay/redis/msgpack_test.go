@@ -205,7 +205,7 @@ func TestPackLeasedRowMatchesClaimedRow(t *testing.T) {
 // claimOnly claims the one due lease.
 func claimOnly(ctx context.Context, t *testing.T, e *Engine) relay.Lease {
 	t.Helper()
-	ls, err := e.Claim(ctx, 10, time.Minute)
+	ls, err := e.Claim(ctx, 10, time.Minute, relay.Flow{})
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("claim: %d leases, %v; want 1", len(ls), err)
 	}

@@ -45,7 +45,7 @@ func TestStoppedRedisFailsCallsInTime(t *testing.T) {
 		ctx  context.Context
 	}{
 		{"arm under a call timeout", func() error { _, err := arm(bounded, "s-1"); return err }, bounded},
-		{"claim under a call timeout", func() error { _, err := e.Claim(bounded, 10, time.Minute); return err }, bounded},
+		{"claim under a call timeout", func() error { _, err := e.Claim(bounded, 10, time.Minute, relay.Flow{}); return err }, bounded},
 		{"next due under a call timeout", func() error { _, _, err := e.NextDue(bounded); return err }, bounded},
 		{"get under a deadline", func() error { _, err := e.Get(deadline, "a1", "job"); return err }, deadline},
 	} {

@@ -61,7 +61,7 @@ func TestKeysShardedUnderHashTags(t *testing.T) {
 	}
 	claimed := 0
 	for {
-		ls, err := e.Claim(ctx, 50, time.Minute)
+		ls, err := e.Claim(ctx, 50, time.Minute, relay.Flow{})
 		if err != nil {
 			t.Fatalf("claim: %v", err)
 		}
@@ -153,7 +153,7 @@ func TestConcurrentTransitionsKeepRowsAndEntriesTogether(t *testing.T) {
 		})
 		wg.Go(func() {
 			for i := range rounds {
-				ls, err := e.Claim(ctx, 3, time.Minute)
+				ls, err := e.Claim(ctx, 3, time.Minute, relay.Flow{})
 				if err != nil {
 					errs <- err
 					return
@@ -281,7 +281,7 @@ func TestRestartWithAOFKeepsAcknowledgedArms(t *testing.T) {
 	// While Redis is down a claim waits and retries rather than failing.
 	claimed := make(chan error, 1)
 	go func() {
-		_, err := e.Claim(ctx, 10, time.Minute)
+		_, err := e.Claim(ctx, 10, time.Minute, relay.Flow{})
 		claimed <- err
 	}()
 	select { // the engine is retrying against the dead server

@@ -10,8 +10,13 @@ import (
 )
 
 // rowFields is the number of fields of a packed one-shot row; a row whose
-// fire_at the agent spelt in a non-canonical way has one more, the spelling.
+// fire_at the agent spelt in a non-canonical way has one more, the spelling,
+// and a row with a flexible window two more, the spelling ("" when
+// canonical) and the window.
 const rowFields = 10
+
+// rowFieldsMax is the number of fields of the longest row.
+const rowFieldsMax = rowFields + 2
 
 // errReply is a reply of a shape the scripts never produce.
 var errReply = errors.New("redis: unexpected script reply")
@@ -56,14 +61,14 @@ func ms(v int64) time.Time { return time.UnixMilli(v).UTC() }
 // rowValues are the fields of a one-shot row.
 type rowValues struct {
 	strs [5]string // schedule id, instance id, callback, last error, spelling
-	ints [6]int64  // fire ms, fire ns, attempt, token, due - fire, fire - created
+	ints [7]int64  // fire ms, fire ns, attempt, token, due - fire, fire - created, flex ms
 }
 
 // rowStrs and rowInts map the fields of a row to rowValues: field i is
 // strs[rowStrs[i]] when that is not -1, else ints[rowInts[i]].
 var (
-	rowStrs = [rowFields + 1]int{0, 1, -1, -1, 2, -1, -1, -1, -1, 3, 4}
-	rowInts = [rowFields + 1]int{-1, -1, 0, 1, -1, 2, 3, 4, 5, -1, -1}
+	rowStrs = [rowFieldsMax]int{0, 1, -1, -1, 2, -1, -1, -1, -1, 3, 4, -1}
+	rowInts = [rowFieldsMax]int{-1, -1, 0, 1, -1, 2, 3, 4, 5, -1, -1, 6}
 )
 
 // oneShot is the one-shot of (agent, job) the row holds.
@@ -76,6 +81,7 @@ func (v *rowValues) oneShot(agent, job string) relay.OneShot {
 		State:     relay.StateArmed,
 		DueAt:     ms(v.ints[0] + v.ints[4]),
 		CreatedAt: ms(v.ints[0] - v.ints[5]),
+		Flex:      time.Duration(v.ints[6]) * time.Millisecond,
 	}
 	if v.ints[3] != 0 {
 		o.State = relay.StateLeased
@@ -83,10 +89,13 @@ func (v *rowValues) oneShot(agent, job string) relay.OneShot {
 	return o
 }
 
-// decodeRow turns the ten or eleven fields of a packed row into a one-shot
+// goodRowLen reports whether n is the field count of a row.
+func goodRowLen(n int) bool { return n >= rowFields && n <= rowFieldsMax }
+
+// decodeRow turns the ten to twelve fields of a packed row into a one-shot
 // of (agent, job).
 func decodeRow(agent, job string, f []any) (relay.OneShot, error) {
-	if len(f) != rowFields && len(f) != rowFields+1 {
+	if !goodRowLen(len(f)) {
 		return relay.OneShot{}, fmt.Errorf("%w: row of %d fields", errReply, len(f))
 	}
 	var (
@@ -114,7 +123,7 @@ func decodePackedRow(agent, job, packed string) (relay.OneShot, int64, error) {
 	if err != nil {
 		return relay.OneShot{}, 0, err
 	}
-	if n != rowFields && n != rowFields+1 {
+	if !goodRowLen(n) {
 		return relay.OneShot{}, 0, fmt.Errorf("%w: row of %d fields", errReply, n)
 	}
 	var v rowValues
@@ -148,13 +157,13 @@ func rowToken(f []any) (int64, error) {
 }
 
 // decodeDead turns a packed dead letter {agent, job, row fields 1 to 10,
-// reason, failed ms, [spelling]}.
+// reason, failed ms, [spelling], [flexible window ms]}.
 func decodeDead(v any) (relay.DeadLetter, error) {
 	f, err := array(v)
 	if err != nil {
 		return relay.DeadLetter{}, err
 	}
-	if len(f) != rowFields+4 && len(f) != rowFields+5 {
+	if len(f) < rowFields+4 || len(f) > rowFields+6 {
 		return relay.DeadLetter{}, fmt.Errorf("%w: dead letter of %d fields", errReply, len(f))
 	}
 	agent, err := str(f[0])
@@ -183,6 +192,13 @@ func decodeDead(v any) (relay.DeadLetter, error) {
 		if d.FireAtSpelling, err = str(f[rowFields+4]); err != nil {
 			return d, err
 		}
+	}
+	if len(f) > rowFields+5 {
+		flex, err := integer(f[rowFields+5])
+		if err != nil {
+			return d, err
+		}
+		d.Flex = time.Duration(flex) * time.Millisecond
 	}
 	return d, nil
 }

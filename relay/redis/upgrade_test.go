@@ -23,7 +23,7 @@ func TestFailedFeedListMovesToZset(t *testing.T) {
 		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", JobID: job, FireAt: clock, ScheduleID: "sch-" + job}); err != nil {
 			t.Fatal(err)
 		}
-		ls, err := e.Claim(ctx, 1, time.Minute)
+		ls, err := e.Claim(ctx, 1, time.Minute, relay.Flow{})
 		if err != nil || len(ls) != 1 {
 			t.Fatalf("claim: %v, %d", err, len(ls))
 		}
@@ -99,7 +99,7 @@ func TestStoppedInstancesCopiedToShardsOnOpen(t *testing.T) {
 			t.Fatalf("shard %d's copy lacks the stopped instance: %v %v", s, ok, err)
 		}
 	}
-	ls, err := e.Claim(ctx, 10, time.Minute)
+	ls, err := e.Claim(ctx, 10, time.Minute, relay.Flow{})
 	if err != nil || len(ls) != 6 {
 		t.Fatalf("claim: %d leases, %v", len(ls), err)
 	}

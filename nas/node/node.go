@@ -146,18 +146,20 @@ func (n *Node) URL() string { return "http://" + n.ln.Addr().String() }
 // RelayURL is the base URL dispatchers deliver to: the relay route.
 func (n *Node) RelayURL() string { return n.cfg.Relay.NASURL }
 
-// Run serves the listeners, runs the dispatchers, the key watcher and the
-// unarmed-job watcher, and tells the service manager the node is ready
-// (with the store check of /readyz keeping its watchdog fed). When ctx ends,
-// or one part fails, it stops every part, waits for them and closes the
-// node; it returns the first failure.
+// Run serves the listeners, runs the dispatchers, the key watcher, the
+// unarmed-job watcher and the agents' flow-control watcher (the agents
+// file's policies, the disabled agents), and tells the service manager the
+// node is ready (with the store check of /readyz keeping its watchdog fed).
+// When ctx ends, or one part fails, it stops every part, waits for them and
+// closes the node; it returns the first failure.
 func (n *Node) Run(ctx context.Context) error {
 	defer n.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	n.log.Info("nas started", "listen", n.ln.Addr().String(), "relay_listen", addrOf(n.relayLn),
 		"public_url", n.cfg.PublicURL, "store", StoreKind(n.cfg.Store), "signing_alg", n.cfg.SigningAlg,
-		"kid", n.keys.Current().Active.KID, "dispatchers", *n.cfg.Relay.Dispatchers)
+		"kid", n.keys.Current().Active.KID, "dispatchers", *n.cfg.Relay.Dispatchers,
+		"per_agent_parallelism", *n.cfg.Relay.PerAgent.Parallelism, "per_agent_rate", n.cfg.Relay.Flow().Rate)
 	g := newGroup(ctx, cancel, n.log, "nas")
 	g.goErr(func() error { return n.srv.Serve(ctx, n.ln) })
 	if n.relayLn != nil {
@@ -165,6 +167,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	g.goDone(func() { watchKeys(ctx, n.keys, n.cfg.KeyCheckInterval, n.log) })
 	g.goDone(func() { n.svc.WatchUnarmed(ctx) })
+	g.goDone(func() { n.svc.WatchAgents(ctx) })
 	n.startDispatchers(ctx, g)
 	systemd.Ready(ctx, n.log, storeAlive(n.engine))
 	return g.wait()

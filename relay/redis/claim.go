@@ -34,16 +34,17 @@ const gatedPeek = 64
 // reapBatch is how many expired leases one reap step handles.
 const reapBatch = 256
 
-// scriptPeek lists expired leases without changing anything; the reap that
-// follows re-checks each one.
+// scriptPeekReap lists expired leases, and the agents with held fires,
+// without changing anything; the reap that follows re-checks each lease.
 //
-// KEYS[1] lease zset
+// KEYS[1] lease, KEYS[2] held agents
 // ARGV[1] now, ARGV[2] count
 //
-// Returns up to count members in score order.
-var scriptPeek = script(`
+// Returns {{member...} (up to count, in score order), {agent...}}.
+var scriptPeekReap = script(`
 local now = clock(ARGV[1])
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[2]))
+return {redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, tonumber(ARGV[2])),
+  redis.call('SMEMBERS', KEYS[2])}
 `)
 
 // scriptPeekDue lists a claim's candidates without changing anything: due
@@ -388,8 +389,8 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 	return out, nil
 }
 
-// decodePeek reads scriptPeekDue's {{member...}, {agent...}}; a shard with
-// neither has empty (not nil) candidates.
+// decodePeek reads scriptPeekDue's or scriptPeekReap's {{member...},
+// {agent...}}; a shard with neither has empty (not nil) candidates.
 func decodePeek(v any) (cands, gated []any, err error) {
 	a, err := array(v)
 	if err != nil || len(a) != 2 {
@@ -697,15 +698,19 @@ func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Durati
 func (e *Engine) Reap(ctx context.Context) (int, error) {
 	total, released := 0, 0
 	for s := range e.k.shards {
-		for {
+		var held []any // agents with held fires, as the first peek found them
+		for first := true; ; first = false {
 			now := e.nowArg()
-			v, err := e.run(ctx, scriptPeek, []string{e.k.lease(s)}, now, reapBatch)
+			v, err := e.run(ctx, scriptPeekReap, []string{e.k.lease(s), e.k.held(s)}, now, reapBatch)
 			if err != nil {
 				return total, fmt.Errorf("redis: reap: %w", err)
 			}
-			cands, err := array(v)
+			cands, agents, err := decodePeek(v)
 			if err != nil {
 				return total, fmt.Errorf("redis: reap: %w", err)
+			}
+			if first {
+				held = agents
 			}
 			if len(cands) == 0 {
 				break
@@ -720,7 +725,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 				break
 			}
 		}
-		rel, err := e.releaseHeld(ctx, s)
+		rel, err := e.releaseHeld(ctx, s, held)
 		released += rel
 		if err != nil {
 			return total, fmt.Errorf("redis: reap: %w", err)

@@ -128,24 +128,18 @@ return redis.call('HGET', KEYS[1], 'phase')
 
 var _ relay.Flows = (*Engine)(nil)
 
-// releaseHeld runs release() for every agent of shard s with held fires:
-// the safety net of Reap. It returns how many fires came back.
-func (e *Engine) releaseHeld(ctx context.Context, s int) (int, error) {
-	var agents []string
-	err := e.retry(ctx, func(ctx context.Context) error {
-		var err error
-		agents, err = e.c.SMembers(ctx, e.k.held(s)).Result()
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("release held fires: %w", err)
-	}
-	slices.Sort(agents)
+// releaseHeld runs release() for agents of shard s with held fires (the
+// safety net of Reap). It returns how many fires came back.
+func (e *Engine) releaseHeld(ctx context.Context, s int, agents []any) (int, error) {
 	total := 0
 	for chunk := range slices.Chunk(agents, releaseBatch) {
 		keys := []string{e.k.due(s), e.k.held(s), e.k.gated(s)}
 		args := []any{e.nowArg(), e.k.wake()}
-		for _, a := range chunk {
+		for _, x := range chunk {
+			a, err := str(x)
+			if err != nil {
+				return total, fmt.Errorf("release held fires: %w", err)
+			}
 			fk := e.k.flowKeys(s, a)
 			keys = append(keys, fk[:]...)
 			args = append(args, a)

@@ -25,16 +25,19 @@ func TestUnpackMatchesLua(t *testing.T) {
 		fireAt   time.Time
 		cb       string
 		spelling string
+		flex     time.Duration
 	}{
-		{"short strings", now.Add(time.Hour), "https://a", ""},
-		{"spelt fire_at", now.Add(time.Hour), "https://a", "2026-12-01T09:00:00+02:00"},
-		{"sub-millisecond fire_at", now.Add(time.Hour + 123456*time.Nanosecond), "https://agent.example.com/cb", ""},
-		{"fire_at in the past (negative difference)", now.Add(-48 * time.Hour), strings.Repeat("x", 40), ""},
-		{"epoch", time.UnixMilli(0), strings.Repeat("y", 300), "1970-01-01T01:00:00+01:00"},
-		{"far future", now.Add(400 * 24 * time.Hour), strings.Repeat("z", 70000), ""},
+		{"short strings", now.Add(time.Hour), "https://a", "", 0},
+		{"spelt fire_at", now.Add(time.Hour), "https://a", "2026-12-01T09:00:00+02:00", 0},
+		{"sub-millisecond fire_at", now.Add(time.Hour + 123456*time.Nanosecond), "https://agent.example.com/cb", "", 0},
+		{"fire_at in the past (negative difference)", now.Add(-48 * time.Hour), strings.Repeat("x", 40), "", 0},
+		{"epoch", time.UnixMilli(0), strings.Repeat("y", 300), "1970-01-01T01:00:00+01:00", 0},
+		{"far future", now.Add(400 * 24 * time.Hour), strings.Repeat("z", 70000), "", 0},
+		{"flexible window", now.Add(time.Hour), "https://a", "", 10 * time.Minute},
+		{"spelt with the widest window", now.Add(time.Hour), "https://a", "2026-12-01T09:00:00+02:00", relay.MaxFlex},
 	} {
 		job := strings.ReplaceAll(tc.name, " ", "-")
-		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: job, FireAt: tc.fireAt,
+		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: job, FireAt: tc.fireAt, Flex: tc.flex,
 			FireAtSpelling: tc.spelling, CallbackURL: tc.cb, ScheduleID: "sch-" + job}); err != nil {
 			t.Fatalf("%s: arm: %v", tc.name, err)
 		}
@@ -64,7 +67,7 @@ func TestUnpackMatchesLua(t *testing.T) {
 			t.Fatalf("%s: decodePackedRow = %+v, %d, %v; want %+v, %d", tc.name, typed, tok, err, want, wantTok)
 		}
 		o, err := e.Get(ctx, "a", job)
-		if err != nil || !o.FireAt.Equal(tc.fireAt) || o.CallbackURL != tc.cb || o.FireAtSpelling != tc.spelling {
+		if err != nil || !o.FireAt.Equal(tc.fireAt) || o.CallbackURL != tc.cb || o.FireAtSpelling != tc.spelling || o.Flex != tc.flex {
 			t.Fatalf("%s: get = %v (fire_at %s), %v", tc.name, o.ScheduleID, o.FireAt, err)
 		}
 	}
@@ -145,15 +148,18 @@ func TestPackLeasedRowMatchesClaimedRow(t *testing.T) {
 		cb       string
 		spelling string
 		retried  bool
+		flex     time.Duration
 	}{
-		{"plain", clock.Add(-time.Minute), "https://a", "", false},
-		{"spelt", clock.Add(-time.Hour), "https://agent.example.com/chronos/fire", "2026-06-01T10:00:00+02:00", false},
-		{"sub-millisecond", clock.Add(-time.Second + 123456*time.Nanosecond), strings.Repeat("c", 300), "", false},
-		{"retried", clock.Add(-time.Minute), "https://a", "", true},
-		{"created later than fire_at", clock.Add(-400 * 24 * time.Hour), "https://a", "", false},
+		{"plain", clock.Add(-time.Minute), "https://a", "", false, 0},
+		{"spelt", clock.Add(-time.Hour), "https://agent.example.com/chronos/fire", "2026-06-01T10:00:00+02:00", false, 0},
+		{"sub-millisecond", clock.Add(-time.Second + 123456*time.Nanosecond), strings.Repeat("c", 300), "", false, 0},
+		{"retried", clock.Add(-time.Minute), "https://a", "", true, 0},
+		{"created later than fire_at", clock.Add(-400 * 24 * time.Hour), "https://a", "", false, 0},
+		{"flexible window", clock.Add(-time.Minute), "https://a", "", false, time.Hour},
+		{"spelt, flexible and retried", clock.Add(-time.Hour), "https://a", "2026-06-01T10:00:00+02:00", true, 90 * time.Minute},
 	} {
 		job := strings.ReplaceAll(tc.name, " ", "-")
-		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: job, FireAt: tc.fireAt,
+		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: job, FireAt: tc.fireAt, Flex: tc.flex,
 			FireAtSpelling: tc.spelling, CallbackURL: tc.cb, ScheduleID: "sch-" + job}); err != nil {
 			t.Fatalf("%s: arm: %v", tc.name, err)
 		}

@@ -96,7 +96,8 @@ func (f *fireRecorder) answer(status int) {
 // real NAS process in headless Chromium, sees the agent with its armed count
 // and a fire the agent refused in the dead letter, replays it with the
 // page's button and sees it leave the dead letter while the agent, now
-// answering 200, gets it.
+// answering 200, gets it; then disables and enables the agent with the
+// page's kill switch.
 func TestOperatorDashboardInABrowser(t *testing.T) {
 	t.Parallel()
 	browser := browsertest.New(t)
@@ -131,7 +132,7 @@ allow_private_callbacks: true
 
 	// The agent arms two jobs: one due in a moment (its fire is answered
 	// 404 and dead-lettered), one in an hour (it stays armed).
-	provision := func(job string, at time.Time) {
+	provisionStatus := func(job string, at time.Time) (int, []byte) {
 		t.Helper()
 		at = at.UTC().Truncate(time.Second)
 		body, _ := json.Marshal(contract.ProvisionRequest{JobID: job, FireAt: contract.NewTime(at), AgentCallbackURL: agentSrv.URL + "/fire",
@@ -145,8 +146,12 @@ allow_private_callbacks: true
 		}
 		answer, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("provision %s: %d %s", job, resp.StatusCode, answer)
+		return resp.StatusCode, answer
+	}
+	provision := func(job string, at time.Time) {
+		t.Helper()
+		if code, answer := provisionStatus(job, at); code != http.StatusOK {
+			t.Fatalf("provision %s: %d %s", job, code, answer)
 		}
 	}
 	provision("hourly.sync", time.Now().Add(time.Hour))
@@ -190,6 +195,21 @@ allow_private_callbacks: true
 	}
 	browser.WaitText(`[data-test="deliveries"]`, "delivered")
 	browser.WaitExact(`[data-test="dead-total"]`, "0")
+
+	// The kill switch: the agent's row has a Disable button; once pressed
+	// the agent shows disabled under flow control and NAS refuses its calls
+	// with 403 invalid_client; Enable serves it again.
+	browser.WaitText(`[data-test="agent-flows"]`, "Every agent delivers freely")
+	browser.Click(`[data-test="disable-agent"]`)
+	browser.WaitText(`[data-test="agent-flow"]`, agentID)
+	browser.WaitText(`[data-test="agent-flow"]`, "disabled")
+	if code, body := provisionStatus("later.job", time.Now().Add(2*time.Hour)); code != http.StatusForbidden || !bytes.Contains(body, []byte(contract.CodeInvalidClient)) {
+		t.Fatalf("a disabled agent's provision: %d %s, want 403 invalid_client", code, body)
+	}
+	browser.Click(`[data-test="enable-agent"]`)
+	browser.WaitGone(`[data-test="agent-flow"]`)
+	browser.WaitVisible(`[data-test="disable-agent"]`)
+	provision("later.job", time.Now().Add(2*time.Hour))
 
 	// Logging out clears the cookie: a fresh load asks for the token again.
 	browser.Click(`[data-test="logout"]`)

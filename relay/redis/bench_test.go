@@ -88,7 +88,19 @@ func atomicAdd(p *int64) int64 { return atomic.AddInt64(p, 1) }
 
 // BenchmarkClaimAckConcurrent is BenchmarkClaimAck with the acks of each
 // batch made concurrently, as dispatchers make them (they group-commit).
-func BenchmarkClaimAckConcurrent(b *testing.B) {
+func BenchmarkClaimAckConcurrent(b *testing.B) { benchClaimAckConcurrent(b, relay.Flow{}) }
+
+// BenchmarkClaimAckConcurrentFlow is BenchmarkClaimAckConcurrent under the
+// dispatchers' default flow control (4 in flight per agent): each claim
+// also reads and writes every agent's flow state, and holds back what goes
+// over.
+func BenchmarkClaimAckConcurrentFlow(b *testing.B) {
+	benchClaimAckConcurrent(b, relay.Flow{Parallelism: 4})
+}
+
+// benchClaimAckConcurrent claims batches of 64 under flow and acks each
+// batch concurrently.
+func benchClaimAckConcurrent(b *testing.B, flow relay.Flow) {
 	e := benchEngine(b)
 	ctx := context.Background()
 	past := time.Now().Add(-time.Second)
@@ -106,7 +118,7 @@ func BenchmarkClaimAckConcurrent(b *testing.B) {
 	done := 0
 	errs := make(chan error, 64)
 	for done < b.N {
-		ls, err := e.Claim(ctx, 64, time.Minute, relay.Flow{})
+		ls, err := e.Claim(ctx, 64, time.Minute, flow)
 		if err != nil {
 			b.Fatal(err)
 		}

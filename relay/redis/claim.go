@@ -180,9 +180,9 @@ while from <= n and #taken < max do
       gone[#gone + 1] = m
       local agent, job = split(m)
       local a = load(byId[agent])
-      local v = redis.call('HGET', a.rows, job)
-      if v then
-        if room(a) > 0 then
+      if room(a) > 0 then
+        local v = redis.call('HGET', a.rows, job)
+        if v then
           taken[#taken + 1] = {a, job, cmsgpack.unpack(v)}
           a.inflight = a.inflight + 1
           if a.rate > 0 then
@@ -190,11 +190,14 @@ while from <= n and #taken < max do
             a.gate = math.max(a.gate, math.ceil(a.tat))
             a.tatSet = true
           end
-        else
-          a.holds[#a.holds + 1] = s
-          a.holds[#a.holds + 1] = job
-          held = held + 1
         end
+      else
+        -- Held without reading its row: a due entry without one (which
+        -- no script leaves) comes back with the others and goes when a
+        -- claim with room meets it.
+        a.holds[#a.holds + 1] = s
+        a.holds[#a.holds + 1] = job
+        held = held + 1
       end
     end
   end
@@ -427,13 +430,18 @@ func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, flow
 		n := want - len(out)
 		ask := min(max(n*peekFactor, grow), maxPeek)
 		if len(cands) == asked && asked < ask {
-			cands = nil // the head saw less than this claim may take of a shard that holds more
+			// The head saw less than this claim may take of a shard that
+			// holds more: read it afresh (gated agents too).
+			cands, gated = nil, nil
 		}
 		if cands == nil || len(cands) > ask {
-			cands, asked = cands[:min(len(cands), ask)], ask
+			asked = ask
+			if cands != nil {
+				cands = cands[:ask]
+			}
 		}
-		if len(cands) == 0 {
-			cands = nil
+		if len(cands) == 0 && len(gated) == 0 {
+			cands = nil // nothing peeked to go on: read the shard
 		}
 		got, r, err := e.claimShard(ctx, s, n, ask, leaseMs, flow, cands, gated)
 		cands, gated = nil, nil // later tries read the shard again

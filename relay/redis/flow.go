@@ -36,11 +36,13 @@ import (
 // with a policy of their own (keys.policies).
 //
 // Held fires go back to the due zset, in due order and with their due
-// times (so they come out first), through the prelude's release(): after
-// any of the agent's leases ends (Ack, Nack, Down, Kill, Cancel, a re-arm,
-// Reap), when a claim finds the agent's gate passed (the gated zset) or
-// meets the agent with room, on SetAgentPolicy, and at every Reap for every
-// agent with held fires (the safety net).
+// times (so they come out first), through the prelude's release(), which
+// moves as many as the agent's room allows: after any of the agent's leases
+// ends (Ack, Nack, Down, Kill, Cancel, a re-arm, Reap), when a claim finds
+// the agent's gate passed (the gated zset), on SetAgentPolicy, and at every
+// Reap for every agent with held fires (the safety net). A fire released
+// while another of the agent's leases is about to end may find no room
+// when claimed: the claim holds it again, in its place.
 
 // releaseBatch is how many agents one release script takes.
 const releaseBatch = 256

@@ -272,8 +272,14 @@ func testFlowProbe(t *testing.T) {
 }
 
 func testFlowDownHold(t *testing.T) {
+	for _, shards := range []int{1, 4} {
+		t.Run(strconv.Itoa(shards)+" shards", func(t *testing.T) { testFlowDownHoldOn(t, shards) })
+	}
+}
+
+func testFlowDownHoldOn(t *testing.T, shards int) {
 	c := newTestClock()
-	e := flowEngine(t, "", 1, c)
+	e := flowEngine(t, "", shards, c)
 	armJobs(t, e, "a", 3, c.Now().Add(-time.Second))
 	flow := relay.Flow{Parallelism: 4}
 	ls := claimFlow(t, e, 1, flow)
@@ -294,7 +300,6 @@ func testFlowDownHold(t *testing.T) {
 	if err != nil || !ok || wait != 5*time.Second {
 		t.Fatalf("next due %s %v %v, want the gate in 5s", wait, ok, err)
 	}
-	// A second Down with a shorter hold keeps the longer one.
 	c.Advance(4999 * time.Millisecond)
 	if got := claimFlow(t, e, 10, flow); len(got) != 0 {
 		t.Fatalf("claim just before the gate: %v", jobsOf(got))

@@ -46,6 +46,17 @@ func TestGroupSyncShares(t *testing.T) {
 			}
 		}()
 	}
+	// Every append writes before any sync ends, so that they all wait at
+	// once even on a loaded machine that starts the goroutines slowly.
+	for {
+		s.mu.Lock()
+		all := s.written >= n
+		s.mu.Unlock()
+		if all {
+			break
+		}
+		time.Sleep(time.Millisecond) // the goroutines' writes, which signal nothing
+	}
 	// Let syncs end one at a time until every append returned.
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -104,8 +104,9 @@ func (k keys) lastFireIndex(shard int) string { return k.tags[shard] + ":lfz" }
 func (k keys) instance(id string) string { return k.control() + ":inst:" + id }
 
 // agent is the hash of agent's flow record: its policy (par, rate, dis),
-// the parallelism its last claim applied (ep), its gate and rate slot
-// (gate, tat, ms), its probe (probe, fails) and its spreading phase.
+// the parallelism its last claim applied (ep), its Down hold and rate slot
+// (gate, tat, ms), its probe (probe, fails), its spreading phase (phase)
+// and whether it may have fires with a flexible window (fx).
 func (k keys) agent(shard int, agent string) string { return k.tags[shard] + ":ag:" + agent }
 
 // inFlight is the zset of agent's leases, job id → lease expiry (ms).

@@ -362,13 +362,15 @@ func testFlowAgentPhaseStable(t *testing.T, e relay.Engine) {
 func testFlowDownHoldsTheAgent(t *testing.T, e relay.Engine, c *Clock) {
 	at := c.Now().Add(-time.Second)
 	armN(t, e, "a1", 3, at)
-	armN(t, e, "a2", 1, at)
 	flow := relay.Flow{Parallelism: 4}
 	ls := flowClaim(t, e, 1, flow)
 	equal(t, len(ls), 1, "first lease")
 	noErr(t, e.Down(ctxT(t), ls[0], 10*time.Second, 5*time.Second, "503 Retry-After: 5"), "down")
+	// Another agent's fire, due with a1's, goes out; a1's are held.
+	armN(t, e, "a2", 1, at)
 	got := perAgent(flowClaim(t, e, 10, flow))
 	equal(t, got[ls[0].AgentID], 0, "leases of the held agent")
+	equal(t, got["a2"], 1, "leases of another agent")
 	wait, ok, err := e.NextDue(ctxT(t))
 	noErr(t, err, "next due")
 	if !ok || wait > 5*time.Second || wait < 4*time.Second {

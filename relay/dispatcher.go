@@ -383,8 +383,11 @@ func (r *run) loop(ctx context.Context) {
 				continue
 			}
 			failures = 0
-			if len(leases) == room {
-				continue // more may be due
+			if len(leases) > 0 {
+				// More may be due: a claim returns fewer than asked when
+				// flow control held some of its candidates back, and asking
+				// for the next due time would only answer "now".
+				continue
 			}
 		}
 		wait := r.cfg.Recheck

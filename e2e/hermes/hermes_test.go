@@ -458,3 +458,39 @@ func TestSessionTokenArmsJobsOfItsInstance(t *testing.T) {
 		t.Errorf("list with an instance_id token: %d %s, want 200", code, body)
 	}
 }
+
+// TestDisabledAgentIsRefusedAsAnUnknownIdentity: an operator disables the
+// agent with `chronos agent disable`; the Hermes client's provision and list
+// then get 403 invalid_client (the answer it treats as "identity rejected"),
+// its armed fire is not delivered while disabled, and after `chronos agent
+// enable` the fire runs and the client's calls are served again.
+func TestDisabledAgentIsRefusedAsAnUnknownIdentity(t *testing.T) {
+	t.Parallel()
+	n := startNAS(t, nasOptions{})
+	h := startHermes(t, n.agentFor(0))
+	job := h.addJob("weekly-report", 3*time.Second, 60, false, 0)
+	n.cli("agent", "disable", agentID, "--config", "nas.yaml")
+	for _, c := range []struct {
+		cmd  string
+		args map[string]any
+	}{
+		{"add_job", map[string]any{"job_id": "another", "in_seconds": 60}},
+		{"list", nil},
+	} {
+		r := h.call(c.cmd, c.args)
+		if r.OK || r.Status != http.StatusForbidden || r.ErrorCode != "invalid_client" {
+			t.Fatalf("%s of a disabled agent: ok %v, NAS status %d %q (%s); want 403 invalid_client", c.cmd, r.OK, r.Status, r.ErrorCode, r.Error)
+		}
+	}
+	// Past its slot while disabled: no fire reaches the agent.
+	time.Sleep(time.Until(instant(t, job.FireAt).Add(2 * time.Second))) // the slot passing is what is waited for
+	if fs := fires(h.snapshot(), "weekly-report"); len(fs) != 0 {
+		t.Fatalf("a disabled agent received %d fires", len(fs))
+	}
+	n.cli("agent", "enable", agentID, "--config", "nas.yaml")
+	h.waitFor("the held fire to run after enable", 20*time.Second, rearmFailed, func(evs []message) (bool, string) {
+		r := count(evs, "run", "weekly-report")
+		return r == 1, fmt.Sprintf("weekly-report ran %d times", r)
+	})
+	h.mustCall("list", nil)
+}

@@ -15,10 +15,10 @@ import (
 // may carry its fire's last-fire record, written whether or not the lease
 // still holds (the fire reached the agent either way).
 //
-// KEYS[1] lease, KEYS[2] the shard's last fire index, KEYS[3] due,
-// KEYS[4] held agents, KEYS[5] gated agents, KEYS[6] probing agents, then
-// for agent j: KEYS[2+5j] rows, KEYS[3+5j] last fires, KEYS[4+5j] flow
-// record, KEYS[5+5j] in flight, KEYS[6+5j] held
+// KEYS[1] lease, KEYS[2] the shard's last fire index, KEYS[3] ready
+// agents, KEYS[4] held agents, KEYS[5] gated agents, KEYS[6] probing
+// agents, then for agent j: KEYS[2+5j] rows, KEYS[3+5j] last fires,
+// KEYS[4+5j] flow record, KEYS[5+5j] in flight, KEYS[6+5j] held
 // ARGV[1] now, ARGV[2] wake channel, ARGV[3] agent count na, ARGV[3+j]
 // agent j, then for each ack the 8 values from ARGV[4+na+8i]: its agent j,
 // job, member, schedule id, token, the packed record (see lastfire.go; ""
@@ -30,11 +30,12 @@ import (
 // go in one ZREM and the index entries in one ZADD. Then, per agent, its
 // acked leases leave its in-flight zset; an agent that was probing stops
 // (answering again: its failures and its Down hold go too), and one with
-// held fires gets those its room now allows back (both cost a look only in
-// a shard where some agent probes or holds fires).
+// held fires is made ready when its room now allows (release(); both cost
+// a look only in a shard where some agent probes or holds fires): the next
+// claim leases them from its held zset.
 //
 // Returns {1 | 0 (lease lost), ..., released}: one per ack, then how many
-// held fires went back to the queue (announced on the wake channel).
+// held fires may go out now (announced on the wake channel).
 var scriptAckMany = script(`
 local na = tonumber(ARGV[3])
 local out, gone, index, acked = {}, {}, {}, {}
@@ -72,6 +73,7 @@ local rel, now = 0, nil
 if #gone > 0 then
   local anyHeld = redis.call('SCARD', KEYS[4]) > 0
   local anyProbe = redis.call('SCARD', KEYS[6]) > 0
+  local b = sets(KEYS[3], KEYS[4], KEYS[5])
   for j = 1, na do
     local jobs = acked[j]
     if jobs then
@@ -79,14 +81,16 @@ if #gone > 0 then
       chunked('ZREM', KEYS[k + 4], jobs, 1)
       if anyProbe and redis.call('SREM', KEYS[6], agent) == 1 then
         redis.call('HDEL', KEYS[k + 3], 'probe', 'fails', 'gate')
-        redis.call('ZREM', KEYS[5], agent)
+        -- Its Down hold is over (a rate slot release() finds puts it back).
+        push(b.ungate, agent)
       end
-      if anyHeld and redis.call('SISMEMBER', KEYS[4], agent) == 1 then
+      if anyHeld then
         now = now or clock(ARGV[1])
-        rel = rel + release(now, agent, KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[3], KEYS[4], KEYS[5])
+        rel = rel + release(now, agent, KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], b)
       end
     end
   end
+  flush(b)
 end
 if rel > 0 then redis.call('PUBLISH', ARGV[2], now) end
 out[i + 1] = rel
@@ -99,13 +103,13 @@ return out
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
 // record, KEYS[5] in flight, KEYS[6] held, KEYS[7] held agents, KEYS[8]
-// gated agents, KEYS[9] probing agents
+// gated agents, KEYS[9] probing agents, KEYS[10] ready agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
 // ARGV[6] delay ms, ARGV[7] reason, ARGV[8] wake channel, ARGV[9] agent,
 // ARGV[10] hold ms ("" for a nack), ARGV[11] the agent's failures
 //
 // Returns 1, 2 when the one-shot became the earliest of its shard or held
-// fires came back (announced on the wake channel: a dispatcher may be
+// fires may go out (announced on the wake channel: a dispatcher may be
 // waiting for a later time), or 0 when the lease is lost.
 var scriptNack = script(`
 local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]))
@@ -129,7 +133,9 @@ if ARGV[10] ~= '' then
   redis.call('SADD', KEYS[9], agent)
   redis.call('ZADD', KEYS[8], gate, agent)
 end
-local rel = release(now, agent, KEYS[4], KEYS[5], KEYS[6], KEYS[2], KEYS[7], KEYS[8])
+local b = sets(KEYS[10], KEYS[7], KEYS[8])
+local rel = release(now, agent, KEYS[4], KEYS[5], KEYS[6], b)
+flush(b)
 local first = redis.call('ZRANGE', KEYS[2], 0, 0)
 if first[1] == m or rel > 0 then
   redis.call('PUBLISH', ARGV[8], at)
@@ -146,11 +152,11 @@ return 1
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] dead,
 // KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of
 // the agent, KEYS[8] flow record, KEYS[9] in flight, KEYS[10] held,
-// KEYS[11] held agents, KEYS[12] gated agents
+// KEYS[11] held agents, KEYS[12] gated agents, KEYS[13] ready agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
 // ARGV[6] reason, ARGV[7] agent, ARGV[8] feed length cap, ARGV[9] wake channel
 //
-// Returns 1, 2 when held fires came back (announced on the wake channel),
+// Returns 1, 2 when held fires may go out (announced on the wake channel),
 // or 0 when the lease is lost.
 var scriptKill = script(`
 local now = clock(ARGV[1])
@@ -172,7 +178,10 @@ local top = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')
 if top[2] and tonumber(top[2]) >= at then at = tonumber(top[2]) + 0.001 end
 redis.call('ZADD', KEYS[7], at, sid)
 redis.call('ZREMRANGEBYRANK', KEYS[7], 0, -tonumber(ARGV[8]) - 1)
-if release(now, ARGV[7], KEYS[8], KEYS[9], KEYS[10], KEYS[2], KEYS[11], KEYS[12]) > 0 then
+local b = sets(KEYS[13], KEYS[11], KEYS[12])
+local rel = release(now, ARGV[7], KEYS[8], KEYS[9], KEYS[10], b)
+flush(b)
+if rel > 0 then
   redis.call('PUBLISH', ARGV[9], now)
   return 2
 end
@@ -262,7 +271,7 @@ func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
 		}
 	}
 	keys := make([]string, 6, 6+5*len(agents))
-	keys[0], keys[1], keys[2] = e.k.lease(s), e.k.lastFireIndex(s), e.k.due(s)
+	keys[0], keys[1], keys[2] = e.k.lease(s), e.k.lastFireIndex(s), e.k.ready(s)
 	keys[3], keys[4], keys[5] = e.k.held(s), e.k.gated(s), e.k.probing(s)
 	args := make([]any, 3, 3+len(agents)+8*len(part))
 	args[0], args[1], args[2] = e.nowArg(), e.k.wake(), len(agents)
@@ -309,7 +318,7 @@ func (e *Engine) nack(ctx context.Context, op string, l relay.Lease, delay time.
 	s := e.k.shardOf(l.AgentID)
 	fk := e.k.flowKeys(s, l.AgentID)
 	v, err := e.run(ctx, scriptNack,
-		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.held(s), e.k.gated(s), e.k.probing(s)},
+		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.held(s), e.k.gated(s), e.k.probing(s), e.k.ready(s)},
 		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason, e.k.wake(),
 		l.AgentID, hold, max(l.AgentFailures, 0)+1)
 	if err := fencedResult(op, l, v, err); err != nil {
@@ -328,7 +337,7 @@ func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
 	v, err := e.run(ctx, scriptKill,
 		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), e.k.dead(s),
 			e.k.deadByTime(s), e.k.deadOfAgent(s, l.AgentID), e.k.failed(s, l.AgentID),
-			fk[0], fk[1], fk[2], e.k.held(s), e.k.gated(s)},
+			fk[0], fk[1], fk[2], e.k.held(s), e.k.gated(s), e.k.ready(s)},
 		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, reason, l.AgentID, relay.FailedFeedCap, e.k.wake())
 	if err := fencedResult("kill", l, v, err); err != nil {
 		return err

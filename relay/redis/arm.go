@@ -14,7 +14,7 @@ import (
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
 // record, KEYS[5] in flight, KEYS[6] held, KEYS[7] flexible fires,
-// KEYS[8] held agents, KEYS[9] gated agents
+// KEYS[8] held agents, KEYS[9] gated agents, KEYS[10] ready agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
 // ARGV[5] instance id, ARGV[6] fire_at ms, ARGV[7] fire_at ns remainder,
 // ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel,
@@ -70,7 +70,11 @@ elseif old then
 end
 redis.call('ZADD', KEYS[2], score, m)
 local rel = 0
-if freed > 0 then rel = release(now, agent, KEYS[4], KEYS[5], KEYS[6], KEYS[2], KEYS[8], KEYS[9]) end
+if freed > 0 then
+  local b = sets(KEYS[10], KEYS[8], KEYS[9])
+  rel = release(now, agent, KEYS[4], KEYS[5], KEYS[6], b)
+  flush(b)
+end
 local first = redis.call('ZRANGE', KEYS[2], 0, 0)
 if first[1] == m or rel > 0 then redis.call('PUBLISH', ARGV[10], score) end
 return {1, replaced, unpack(r)}
@@ -82,7 +86,7 @@ return {1, replaced, unpack(r)}
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
 // record, KEYS[5] in flight, KEYS[6] held, KEYS[7] flexible fires,
-// KEYS[8] held agents, KEYS[9] gated agents
+// KEYS[8] held agents, KEYS[9] gated agents, KEYS[10] ready agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] agent, ARGV[5] wake channel
 //
 // Returns 1 if there was one, else 0.
@@ -94,7 +98,10 @@ redis.call('ZREM', KEYS[3], ARGV[3])
 redis.call('ZREM', KEYS[7], job)
 if redis.call('ZREM', KEYS[5], job) + redis.call('ZREM', KEYS[6], job) > 0 then
   local now = clock(ARGV[1])
-  if release(now, ARGV[4], KEYS[4], KEYS[5], KEYS[6], KEYS[2], KEYS[8], KEYS[9]) > 0 then
+  local b = sets(KEYS[10], KEYS[8], KEYS[9])
+  local rel = release(now, ARGV[4], KEYS[4], KEYS[5], KEYS[6], b)
+  flush(b)
+  if rel > 0 then
     redis.call('PUBLISH', ARGV[5], now)
   end
 end
@@ -107,7 +114,7 @@ return n
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] in
 // flight, KEYS[5] held, KEYS[6] flexible fires, KEYS[7] held agents,
-// KEYS[8] gated agents
+// KEYS[8] gated agents, KEYS[9] ready agents
 // ARGV[1] now (unused), ARGV[2] agent
 //
 // Returns how many there were.
@@ -122,6 +129,7 @@ end
 redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6])
 redis.call('SREM', KEYS[7], agent)
 redis.call('ZREM', KEYS[8], agent)
+redis.call('ZREM', KEYS[9], agent)
 return #jobs
 `)
 
@@ -153,7 +161,7 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	fk := e.k.flowKeys(s, req.AgentID)
 	v, err := e.run(ctx, scriptArm,
 		[]string{e.k.rows(s, req.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.flexOf(s, req.AgentID),
-			e.k.held(s), e.k.gated(s)},
+			e.k.held(s), e.k.gated(s), e.k.ready(s)},
 		e.nowArg(), req.JobID, member(req.AgentID, req.JobID), req.ScheduleID,
 		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake(), req.FireAtSpelling,
 		dueMs, durMs(req.Flex), req.AgentID)
@@ -191,7 +199,7 @@ func (e *Engine) Cancel(ctx context.Context, agentID, jobID string) (bool, error
 	fk := e.k.flowKeys(s, agentID)
 	v, err := e.run(ctx, scriptCancel,
 		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.flexOf(s, agentID),
-			e.k.held(s), e.k.gated(s)},
+			e.k.held(s), e.k.gated(s), e.k.ready(s)},
 		e.nowArg(), jobID, member(agentID, jobID), agentID, e.k.wake())
 	if err != nil {
 		return false, fmt.Errorf("redis: cancel: %w", err)
@@ -208,7 +216,7 @@ func (e *Engine) CancelAgent(ctx context.Context, agentID string) (int, error) {
 	s := e.k.shardOf(agentID)
 	v, err := e.run(ctx, scriptCancelAgent,
 		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s), e.k.inFlight(s, agentID), e.k.heldOf(s, agentID),
-			e.k.flexOf(s, agentID), e.k.held(s), e.k.gated(s)},
+			e.k.flexOf(s, agentID), e.k.held(s), e.k.gated(s), e.k.ready(s)},
 		e.nowArg(), agentID)
 	if err != nil {
 		return 0, fmt.Errorf("redis: cancel agent: %w", err)

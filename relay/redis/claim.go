@@ -27,9 +27,14 @@ const claimWork = 16
 // maxPeek bounds the candidates of one claim script.
 const maxPeek = 4096
 
-// gatedPeek bounds the agents whose gate passed that one claim returns to
-// the queue.
-const gatedPeek = 64
+// maxAgentPeek bounds the agents whose held fires one claim serves.
+const maxAgentPeek = 1024
+
+// agentsFor is how many agents whose held fires may go out (ready, or
+// whose gate passed) a claim of want leases peeks: each gives at least one
+// lease when its room is still there, and a claim that needs more reads
+// again.
+func agentsFor(want int) int { return min(max(want, 1), maxAgentPeek) }
 
 // reapBatch is how many expired leases one reap step handles.
 const reapBatch = 256
@@ -48,51 +53,81 @@ return {redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, ton
 `)
 
 // scriptPeekDue lists a claim's candidates without changing anything: due
-// entries, and agents whose gate has passed (their held fires may go out);
-// the claim that follows re-checks each one.
+// entries, and the agents whose held fires may go out: ready agents (by the
+// due time of their earliest held fire) and agents whose gate has passed.
+// The claim that follows re-checks each one.
 //
-// KEYS[1] due, KEYS[2] gated
-// ARGV[1] now, ARGV[2] count, ARGV[3] count of gated agents
+// KEYS[1] due, KEYS[2] gated, KEYS[3] ready
+// ARGV[1] now, ARGV[2] count, ARGV[3] count of agents
 //
-// Returns {{member...}, {agent...}}, each in score order.
+// Returns {{member...}, {agent...}, more}: the members in score order; up
+// to the count of agents, those whose gate passed (by gate), then ready
+// ones (by the due time of their earliest held fire); more = 1 when there
+// may be more agents than that.
 var scriptPeekDue = script(`
 local now = clock(ARGV[1])
-return {redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2])),
-  redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))}
+local c = tonumber(ARGV[3])
+local agents = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, c)
+local more = 0
+if #agents >= c then
+  more = 1
+else
+  local ready = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, c - #agents)
+  if #ready >= c - #agents then more = 1 end
+  if #agents == 0 then
+    agents = ready
+  else
+    local seen = {}
+    for _, a in ipairs(agents) do seen[a] = true end
+    for _, a in ipairs(ready) do
+      if not seen[a] then agents[#agents + 1] = a end
+    end
+  end
+end
+return {redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2])), agents, more}
 `)
 
-// scriptClaim leases the candidates that are still due, under flow
-// control (see flow.go): ZMSCORE reads the candidates' due times (about as
-// many at a time as leases are still wanted, so an uncontended claim reads
-// little more), one ZREM takes the due ones off, one INCRBY hands out the
-// batch's fencing tokens (in candidate order) and one ZADD enters the
-// leases.
+// scriptClaim leases, under flow control (see flow.go), the held fires of
+// the agents whose room freed, then the candidates that are still due.
 //
-// First, agents whose gate passed get the held fires their room allows back
-// in the queue (release()); their candidates in this claim are held, so
-// that those older fires go first. Each agent is read once per claim, when
-// it is first met: its policy, over the claim's flow, gives its room
-// (nothing while disabled or before its gate; 1 while probing; its
-// parallelism less its unexpired leases, counting those the claim takes).
-// A candidate of an agent without room is held: moved to the agent's held
-// zset with its due time. A lease under a rate moves the agent's rate slot
-// on. Then, for each agent: its leases enter its in-flight zset, its fires
+// Each agent is read once per claim, when it is first met: its policy, over
+// the claim's flow, gives its room (nothing while disabled or before its
+// gate; 1 while probing; its parallelism less its unexpired leases,
+// counting those the claim takes). An agent with room gets its held fires
+// first, leased straight from its held zset, oldest first (one ZPOPMIN of
+// as many as it may take), as far as its room and the claim's max allow:
+// the first agents given (ready agents, whose room freed since their fires
+// were held, and agents whose gate passed) before any candidate, any other
+// when the claim first meets one of its candidates. A candidate of an
+// agent without room, or with held fires still waiting, is held: moved to
+// the agent's held zset with its due time. Held fires and candidates are
+// leased alike: ZMSCORE reads the candidates' due times (about as many at
+// a time as leases are still wanted, so an uncontended claim reads little
+// more), one ZREM takes the due ones off, one INCRBY hands out the batch's
+// fencing tokens (in lease order) and one ZADD enters the leases; a lease
+// under a rate moves the agent's rate slot on.
+//
+// Then, for each agent: its leases enter its in-flight zset, its fires
 // whose flexible window has opened are made due now (when it got a lease),
-// and an agent with new held fires joins the held set (and the gated zset
-// while its gate has not passed).
+// and the shard's sets follow its held fires: an agent left with none
+// leaves the held set and the ready and gated zsets; one with some joins
+// the held set, stays ready when only the claim's max stopped it (with the
+// due time of its earliest), else leaves the ready zset (release() brings
+// it back when room frees) and is in the gated zset while its gate has not
+// passed.
 //
 // KEYS[1] due, KEYS[2] lease, KEYS[3] token counter, KEYS[4] the shard's
-// stopped instances, KEYS[5] held agents, KEYS[6] gated agents, then for
-// agent j: KEYS[2+5j] rows, KEYS[3+5j] flow record, KEYS[4+5j] in flight,
-// KEYS[5+5j] held, KEYS[6+5j] flexible fires
+// stopped instances, KEYS[5] held agents, KEYS[6] gated agents, KEYS[7]
+// ready agents, then for agent j: KEYS[3+5j] rows, KEYS[4+5j] flow record,
+// KEYS[5+5j] in flight, KEYS[6+5j] held, KEYS[7+5j] flexible fires
 // ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[4] the flow's
 // parallelism, ARGV[5] the flow's rate, ARGV[6] agent count na, ARGV[7] the
-// count ng of the first agents, those whose gate passed, ARGV[7+j] agent j,
-// ARGV[8+na...] candidate members
+// count ng of the first agents, those ready or whose gate passed,
+// ARGV[7+j] agent j, ARGV[8+na...] candidate members
 //
-// Returns {lease until ms, held, made due now (released or pulled forward),
+// Returns {lease until ms, held, made due now (pulled forward),
 // {agent j, job, instance stopped (0|1), packed row, agent failures}...}
-// flattened, leases in candidate order: everything a delivery needs, so
+// flattened, leases in the order taken: everything a delivery needs, so
 // that a fire costs no read of its own.
 var scriptClaim = script(`
 local now = clock(ARGV[1])
@@ -100,22 +135,23 @@ local untilms = now + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
 local fpar, frate = tonumber(ARGV[4]), tonumber(ARGV[5])
 local na, ng = tonumber(ARGV[6]), tonumber(ARGV[7])
-local due = KEYS[1]
+local due, heldSet, gated, ready = KEYS[1], KEYS[5], KEYS[6], KEYS[7]
 local byId, ags, order = {}, {}, {}
 for j = 1, na do byId[ARGV[7 + j]] = j end
 local taken, gone = {}, {}
-local held, moved = 0, 0
+local held, anyHeld = 0, nil
+-- room is how many more fires of agent a may be leased (math.huge:
+-- unbounded).
 local function room(a)
-  if a.dis or a.gate > now or a.released then return 0 end
-  local p = a.par
-  if a.probe then p = 1 end
-  if p <= 0 then return 1 end
-  return p - a.inflight
+  if a.dis or a.gate > now then return 0 end
+  if a.probe then return 1 - a.inflight end
+  if a.par <= 0 then return math.huge end
+  return a.par - a.inflight
 end
 local function load(j)
   local a = ags[j]
   if a then return a end
-  local b = 1 + 5 * j
+  local b = 2 + 5 * j
   a = {j = j, id = ARGV[7 + j], rows = KEYS[b + 1], ag = KEYS[b + 2], fl = KEYS[b + 3], hd = KEYS[b + 4],
     fx = KEYS[b + 5], leases = {}, holds = {}}
   ags[j] = a
@@ -129,6 +165,8 @@ local function load(j)
   if (tonumber(f[4]) or 0) ~= a.par then redis.call('HSET', a.ag, 'ep', a.par) end
   a.gate = tonumber(f[5]) or 0
   a.tat = tonumber(f[6]) or 0
+  -- Only an agent with a gate or a rate slot can be in the gated zset.
+  a.mayGate = f[5] or f[6]
   if a.rate > 0 then a.gate = math.max(a.gate, math.ceil(a.tat)) end
   a.probe = f[7] == '1'
   a.fails = tonumber(f[8]) or 0
@@ -136,6 +174,39 @@ local function load(j)
   a.inflight = 0
   if a.par > 0 or a.probe then a.inflight = redis.call('ZCOUNT', a.fl, '(' .. now, '+inf') end
   return a
+end
+local function lease(a, job, v)
+  taken[#taken + 1] = {a, job, cmsgpack.unpack(v)}
+  a.inflight = a.inflight + 1
+  if a.rate > 0 then
+    a.tat = math.max(a.tat, now) + 1000 / a.rate
+    a.gate = math.max(a.gate, math.ceil(a.tat))
+    a.tatSet = true
+  end
+end
+-- serve leases agent a's held fires, oldest first, as far as its room and
+-- the claim's max allow (one under a rate: each lease moves its gate past
+-- now): it pops them (ZPOPMIN) once per claim, and notes whether some
+-- may be left (a.more: it took all it asked for). A held fire without a
+-- row (which no script leaves) just goes.
+local function serve(a)
+  a.checked = true
+  if not a.listed then
+    -- An agent met through its candidates: look only when some agent of
+    -- the shard has held fires.
+    if anyHeld == nil then anyHeld = redis.call('SCARD', heldSet) > 0 end
+    if not anyHeld then return end
+  end
+  local k = math.min(room(a), max - #taken)
+  if a.rate > 0 then k = math.min(k, 1) end
+  if k <= 0 then return end
+  local page = redis.call('ZPOPMIN', a.hd, k)
+  a.had = #page > 0
+  a.more = #page == 2 * k
+  for i = 1, #page, 2 do
+    local v = redis.call('HGET', a.rows, page[i])
+    if v then lease(a, page[i], v) end
+  end
 end
 local function pull(a)
   local pre = #a.id .. ':' .. a.id
@@ -159,13 +230,52 @@ local function pull(a)
   if redis.call('EXISTS', a.fx) == 0 then redis.call('HDEL', a.ag, 'fx') end
   return n
 end
-for j = 1, ng do
-  local a = load(j)
-  local n = release(now, a.id, a.ag, a.fl, a.hd, due, KEYS[5], KEYS[6])
-  if n > 0 then
-    a.released = true
-    moved = moved + n
+-- settle keeps the held set, the ready and the gated zsets (through the
+-- sets st) in step with agent a's held fires, after the claim (its leases
+-- counted).
+local st = sets(ready, heldSet, gated)
+local function settle(a)
+  local nh = #a.holds
+  -- Some are left, or may be (then a later release() finds out).
+  local left = a.more or nh > 0
+  if a.checked and not left then
+    if a.had or a.listed then
+      push(st.unhold, a.id)
+      push(st.unrdy, a.id)
+      if a.listed and a.mayGate then push(st.ungate, a.id) end
+    end
+    return
   end
+  if not left and not a.listed then return end
+  if nh > 0 then push(st.hold, a.id) end
+  if left and room(a) > 0 then
+    -- Only the claim's max stopped it: it stays ready, by its earliest
+    -- held fire left, if any.
+    local h = redis.call('ZRANGE', a.hd, 0, 0, 'WITHSCORES')
+    if h[2] then
+      push(st.rdy, h[2], a.id)
+      if a.listed and a.mayGate then push(st.ungate, a.id) end
+      return
+    end
+    if a.had or a.listed then
+      push(st.unhold, a.id)
+      push(st.unrdy, a.id)
+      if a.listed and a.mayGate then push(st.ungate, a.id) end
+    end
+    return
+  end
+  if a.had or a.listed then push(st.unrdy, a.id) end
+  if not a.dis and a.gate > now then
+    push(st.gate, a.gate, a.id)
+  elseif a.listed and a.mayGate then
+    push(st.ungate, a.id)
+  end
+end
+for j = 1, ng do
+  if #taken >= max then break end
+  local a = load(j)
+  a.listed = true
+  if room(a) > 0 then serve(a) end
 end
 local seen = {}
 local from, n = 8 + na, #ARGV
@@ -177,20 +287,16 @@ while from <= n and #taken < max do
     local m, s = ARGV[from + k - 1], scores[k]
     if s and tonumber(s) <= now and not seen[m] then
       seen[m] = true
-      gone[#gone + 1] = m
       local agent, job = split(m)
       local a = load(byId[agent])
-      if room(a) > 0 then
+      if not a.checked and room(a) > 0 then serve(a) end
+      -- Its held fires may have taken the claim's last places: the
+      -- candidate then stays due.
+      if #taken >= max then break end
+      gone[#gone + 1] = m
+      if not a.more and room(a) > 0 then
         local v = redis.call('HGET', a.rows, job)
-        if v then
-          taken[#taken + 1] = {a, job, cmsgpack.unpack(v)}
-          a.inflight = a.inflight + 1
-          if a.rate > 0 then
-            a.tat = math.max(a.tat, now) + 1000 / a.rate
-            a.gate = math.max(a.gate, math.ceil(a.tat))
-            a.tatSet = true
-          end
-        end
+        if v then lease(a, job, v) end
       else
         -- Held without reading its row: a due entry without one (which
         -- no script leaves) comes back with the others and goes when a
@@ -231,6 +337,7 @@ if count > 0 then
   end
   chunked('ZADD', KEYS[2], leases, 1)
 end
+local moved = 0
 for _, a in ipairs(order) do
   if a.tatSet then redis.call('HSET', a.ag, 'tat', string.format('%.3f', a.tat)) end
   if #a.leases > 0 then
@@ -238,19 +345,27 @@ for _, a in ipairs(order) do
     if a.flex then moved = moved + pull(a) end
   end
   if #a.holds > 0 then
-    chunked('ZADD', a.hd, a.holds, 1)
-    redis.call('SADD', KEYS[5], a.id)
-    if not a.dis and a.gate > now then redis.call('ZADD', KEYS[6], a.gate, a.id) end
+    -- Latest first: each then goes in at the head of the agent's (small,
+    -- listpack) held zset, with no scan past those it already went past.
+    local rev, h = {}, a.holds
+    for i = #h - 1, 1, -2 do
+      rev[#rev + 1] = h[i]
+      rev[#rev + 1] = h[i + 1]
+    end
+    chunked('ZADD', a.hd, rev, 1)
   end
+  settle(a)
 end
+flush(st)
 out[3] = moved
 return out
 `)
 
 // scriptHead reads the earliest due time of a shard and Redis's clock: the
-// earliest due entry, or the earliest gate of an agent with held fires.
+// earliest due entry, the earliest gate of an agent with held fires, or the
+// earliest held fire of a ready agent (due now: it has room).
 //
-// KEYS[1] due, KEYS[2] gated
+// KEYS[1] due, KEYS[2] gated, KEYS[3] ready
 // ARGV[1] now (unused)
 //
 // Returns {earliest due ms or -1, Redis time s, Redis time µs}.
@@ -261,6 +376,8 @@ local s = -1
 if h[2] then s = tonumber(h[2]) end
 local g = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if g[2] and (s < 0 or tonumber(g[2]) < s) then s = tonumber(g[2]) end
+local r = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if r[2] and (s < 0 or tonumber(r[2]) < s) then s = tonumber(r[2]) end
 return {s, tonumber(t[1]), tonumber(t[2])}
 `)
 
@@ -282,16 +399,17 @@ return {untilms, unpack(r)}
 `)
 
 // scriptReap returns the candidates whose lease has expired to armed, due
-// now, and releases their agents' held fires.
+// now, and releases their agents' held fires (release(): an agent with
+// room is made ready).
 //
 // KEYS[1] lease, KEYS[2] due, KEYS[3] held agents, KEYS[4] gated agents,
-// then for agent j: KEYS[1+4j] rows, KEYS[2+4j] flow record, KEYS[3+4j] in
-// flight, KEYS[4+4j] held
+// KEYS[5] ready agents, then for agent j: KEYS[2+4j] rows, KEYS[3+4j] flow
+// record, KEYS[4+4j] in flight, KEYS[5+4j] held
 // ARGV[1] now, ARGV[2] wake channel, ARGV[3] agent count na, ARGV[3+j]
 // agent j, ARGV[4+na...] candidate members
 //
-// Returns {returned, released}; when any was, they are announced on the
-// wake channel (they are due now).
+// Returns {returned, held fires that may go out}; when any, they are
+// announced on the wake channel (they are due now).
 var scriptReap = script(`
 local now = clock(ARGV[1])
 local na = tonumber(ARGV[3])
@@ -305,7 +423,7 @@ for i = 4 + na, #ARGV do
     redis.call('ZREM', KEYS[1], m)
     local agent, job = split(m)
     local j = byId[agent]
-    local b = 4 * j
+    local b = 1 + 4 * j
     redis.call('ZREM', KEYS[b + 3], job)
     touched[j] = true
     local v = redis.call('HGET', KEYS[b + 1], job)
@@ -319,22 +437,25 @@ for i = 4 + na, #ARGV do
     end
   end
 end
+local st = sets(KEYS[5], KEYS[3], KEYS[4])
 for j = 1, na do
   if touched[j] then
-    local b = 4 * j
-    rel = rel + release(now, ARGV[3 + j], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], KEYS[2], KEYS[3], KEYS[4])
+    local b = 1 + 4 * j
+    rel = rel + release(now, ARGV[3 + j], KEYS[b + 2], KEYS[b + 3], KEYS[b + 4], st)
   end
 end
+flush(st)
 if n + rel > 0 then redis.call('PUBLISH', ARGV[2], now) end
 return {n, rel}
 `)
 
 // Claim implements relay.Queue. One pipelined read finds the due heads of
-// every shard; then the shards with due one-shots (or agents whose gate
-// passed) are claimed round-robin, starting at a different shard on every
-// call, until there are max leases. Leases of one shard come in due order,
-// but for an agent's held fires, which go before its due ones. When a step
-// fails part way, the leases already taken are returned with the error.
+// every shard; then the shards with due one-shots (or agents whose held
+// fires may go out) are claimed round-robin, starting at a different shard
+// on every call, until there are max leases. Leases of one shard come in
+// due order, but for agents' held fires, which go before their due ones
+// (and, for ready agents, before any other). When a step fails part way,
+// the leases already taken are returned with the error.
 //
 // The read asks the first shard of the call for as many candidates as the
 // claim may use, the others for a share of that: a burst is usually served
@@ -361,8 +482,8 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 		now := e.nowArg()
 		var err error
 		heads, err = e.runShards(ctx, scriptPeekDue,
-			func(s int) []string { return []string{e.k.due(s), e.k.gated(s)} },
-			func(s int) []any { return []any{now, asked(s), gatedPeek} })
+			func(s int) []string { return []string{e.k.due(s), e.k.gated(s), e.k.ready(s)} },
+			func(s int) []any { return []any{now, asked(s), agentsFor(asked(s) / peekFactor)} })
 		if err != nil {
 			return nil, fmt.Errorf("redis: claim: %w", err)
 		}
@@ -373,10 +494,10 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 		h := shardHead{asked: asked(s)}
 		if heads != nil {
 			var err error
-			if h.cands, h.gated, err = decodePeek(heads[s]); err != nil {
+			if h.cands, h.agents, h.more, err = decodePeek(heads[s]); err != nil {
 				return out, fmt.Errorf("redis: claim: %w", err)
 			}
-			if len(h.cands) == 0 && len(h.gated) == 0 {
+			if len(h.cands) == 0 && len(h.agents) == 0 {
 				continue
 			}
 		}
@@ -392,38 +513,50 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 	return out, nil
 }
 
-// decodePeek reads scriptPeekDue's or scriptPeekReap's {{member...},
-// {agent...}}; a shard with neither has empty (not nil) candidates.
-func decodePeek(v any) (cands, gated []any, err error) {
+// decodePeek reads scriptPeekDue's {{member...}, {agent...}, more} or
+// scriptPeekReap's {{member...}, {agent...}}; a shard with neither has
+// empty (not nil) candidates.
+func decodePeek(v any) (cands, agents []any, more bool, err error) {
 	a, err := array(v)
-	if err != nil || len(a) != 2 {
-		return nil, nil, fmt.Errorf("%w: peek of a claim", errReply)
+	if err != nil || (len(a) != 2 && len(a) != 3) {
+		return nil, nil, false, fmt.Errorf("%w: peek of a claim", errReply)
 	}
 	if cands, err = array(a[0]); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	if gated, err = array(a[1]); err != nil {
-		return nil, nil, err
+	if agents, err = array(a[1]); err != nil {
+		return nil, nil, false, err
+	}
+	if len(a) == 3 {
+		n, err := integer(a[2])
+		if err != nil {
+			return nil, nil, false, err
+		}
+		more = n == 1
 	}
 	if cands == nil {
 		cands = []any{}
 	}
-	return cands, gated, nil
+	return cands, agents, more, nil
 }
 
 // shardHead is what a claim read of a shard's due head: the candidates
-// (nil: not read), how many it asked for, and the agents whose gate passed.
+// (nil: not read), how many it asked for, the agents whose held fires may
+// go out (ready, or whose gate passed) and whether there were more of
+// those than it asked for.
 type shardHead struct {
-	cands []any
-	asked int
-	gated []any
+	cands  []any
+	asked  int
+	agents []any
+	more   bool
 }
 
 // claimFrom leases up to want of shard s's due one-shots, starting with
 // its head h, and reading the shard again while others took what it saw,
-// or while flow control held back what it saw of a head that holds more.
+// while flow control held back what it saw of a head that holds more, or
+// while more agents' held fires may go out than it saw.
 func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, flow relay.Flow, h shardHead) ([]relay.Lease, error) {
-	cands, asked, gated := h.cands, h.asked, h.gated
+	cands, asked, agents, more := h.cands, h.asked, h.agents, h.more
 	var out []relay.Lease
 	grow, busy := 0, 0
 	for try := 0; try < claimWork && len(out) < want; try++ {
@@ -431,8 +564,8 @@ func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, flow
 		ask := min(max(n*peekFactor, grow), maxPeek)
 		if len(cands) == asked && asked < ask {
 			// The head saw less than this claim may take of a shard that
-			// holds more: read it afresh (gated agents too).
-			cands, gated = nil, nil
+			// holds more: read it afresh (agents too).
+			cands, agents = nil, nil
 		}
 		if cands == nil || len(cands) > ask {
 			asked = ask
@@ -440,16 +573,22 @@ func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, flow
 				cands = cands[:ask]
 			}
 		}
-		if len(cands) == 0 && len(gated) == 0 {
+		if len(cands) == 0 && len(agents) == 0 {
 			cands = nil // nothing peeked to go on: read the shard
 		}
-		got, r, err := e.claimShard(ctx, s, n, ask, leaseMs, flow, cands, gated)
-		cands, gated = nil, nil // later tries read the shard again
+		given := cands != nil
+		got, r, err := e.claimShard(ctx, s, n, ask, leaseMs, flow, cands, agents)
+		if given {
+			r.more = more
+		}
+		cands, agents, more = nil, nil, false // later tries read the shard again
 		out = append(out, got...)
 		if err != nil {
 			return out, err
 		}
 		switch {
+		case r.more:
+			// More agents' held fires may go out than it saw: read on.
 		case r.peeked == 0 && r.pulled == 0:
 			return out, nil // nothing due
 		case r.peeked < asked && r.pulled == 0 && (len(got) > 0 || r.held > 0):
@@ -470,38 +609,46 @@ func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, flow
 type claimResult struct {
 	peeked int // candidates it was given
 	held   int // candidates it held back
-	// pulled counts the fires it made due now: held fires of agents whose
-	// gate passed, and fires whose flexible window opened.
+	// pulled counts the fires it made due now: fires whose flexible window
+	// opened.
 	pulled int
+	// more says that more agents' held fires may go out than the peek
+	// returned.
+	more bool
 }
 
-// claimShard leases up to want of shard s's due candidates under flow:
-// cands and the agents gated whose gate passed when given (already
-// peeked), else a fresh peek of up to peek entries at the shard's due head.
-func (e *Engine) claimShard(ctx context.Context, s, want, peek int, leaseMs int64, flow relay.Flow, cands, gated []any) ([]relay.Lease, claimResult, error) {
+// claimShard leases up to want of shard s's held fires of agents (ready,
+// or whose gate passed) and due candidates under flow: cands and agents
+// when given (already peeked), else a fresh peek of up to peek entries at
+// the shard's due head and of its agents.
+func (e *Engine) claimShard(ctx context.Context, s, want, peek int, leaseMs int64, flow relay.Flow, cands, agents []any) ([]relay.Lease, claimResult, error) {
 	now := e.nowArg()
+	var more bool
 	if cands == nil {
-		v, err := e.run(ctx, scriptPeekDue, []string{e.k.due(s), e.k.gated(s)}, now, min(peek, maxPeek), gatedPeek)
+		v, err := e.run(ctx, scriptPeekDue, []string{e.k.due(s), e.k.gated(s), e.k.ready(s)}, now, min(peek, maxPeek), agentsFor(want))
 		if err != nil {
 			return nil, claimResult{}, fmt.Errorf("redis: claim: %w", err)
 		}
-		if cands, gated, err = decodePeek(v); err != nil {
+		if cands, agents, more, err = decodePeek(v); err != nil {
 			return nil, claimResult{}, fmt.Errorf("redis: claim: %w", err)
 		}
 	}
-	if len(cands) == 0 && len(gated) == 0 {
-		return nil, claimResult{}, nil
+	if len(cands) == 0 && len(agents) == 0 {
+		return nil, claimResult{more: more}, nil
 	}
-	agents := make([]string, 0, len(gated)+len(cands))
-	index := make(map[string]bool, len(gated)+len(cands))
-	for _, g := range gated {
+	names := make([]string, 0, len(agents)+len(cands))
+	index := make(map[string]bool, len(agents)+len(cands))
+	for _, g := range agents {
 		a, err := str(g)
 		if err != nil {
 			return nil, claimResult{}, fmt.Errorf("redis: claim: %w", err)
 		}
-		index[a] = true
-		agents = append(agents, a)
+		if !index[a] {
+			index[a] = true
+			names = append(names, a)
+		}
 	}
+	ng := len(names)
 	members := make([]any, 0, len(cands))
 	for _, c := range cands {
 		m, err := str(c)
@@ -514,17 +661,17 @@ func (e *Engine) claimShard(ctx context.Context, s, want, peek int, leaseMs int6
 		}
 		if !index[agent] {
 			index[agent] = true
-			agents = append(agents, agent)
+			names = append(names, agent)
 		}
 		members = append(members, m)
 	}
-	keys := make([]string, 6, 6+5*len(agents))
+	keys := make([]string, 7, 7+5*len(names))
 	keys[0], keys[1], keys[2], keys[3] = e.k.due(s), e.k.lease(s), e.k.token(s), e.k.shardStopped(s)
-	keys[4], keys[5] = e.k.held(s), e.k.gated(s)
-	args := make([]any, 7, 7+len(agents)+len(members))
+	keys[4], keys[5], keys[6] = e.k.held(s), e.k.gated(s), e.k.ready(s)
+	args := make([]any, 7, 7+len(names)+len(members))
 	args[0], args[1], args[2], args[3], args[4], args[5], args[6] = now, leaseMs, want,
-		max(flow.Parallelism, 0), rateArg(flow.Rate), len(agents), len(gated)
-	for _, a := range agents {
+		max(flow.Parallelism, 0), rateArg(flow.Rate), len(names), ng
+	for _, a := range names {
 		fk := e.k.flowKeys(s, a)
 		keys = append(keys, e.k.rows(s, a), fk[0], fk[1], fk[2], e.k.flexOf(s, a))
 		args = append(args, a)
@@ -532,10 +679,10 @@ func (e *Engine) claimShard(ctx context.Context, s, want, peek int, leaseMs int6
 	args = append(args, members...)
 	v, err := e.run(ctx, scriptClaim, keys, args...)
 	if err != nil {
-		return nil, claimResult{peeked: len(cands)}, fmt.Errorf("redis: claim: %w", err)
+		return nil, claimResult{peeked: len(cands), more: more}, fmt.Errorf("redis: claim: %w", err)
 	}
-	out, r, err := decodeClaimed(v, agents, time.Now())
-	r.peeked = len(cands)
+	out, r, err := decodeClaimed(v, names, time.Now())
+	r.peeked, r.more = len(cands), more
 	if err != nil {
 		err = fmt.Errorf("redis: claim: %w", err)
 	}
@@ -639,13 +786,13 @@ func decodeLeaseFields(agentV, jobV, untilV any, row []any) (relay.Lease, error)
 	return relay.Lease{OneShot: o, Token: tok, Until: ms(until)}, nil
 }
 
-// NextDue implements relay.Queue: the earliest due entry or gate of an
-// agent with held fires over all shards (read in one pipeline), judged by
+// NextDue implements relay.Queue: the earliest due entry, gate of an agent
+// with held fires or held fire of a ready agent over all shards (read in one pipeline), judged by
 // Redis's clock.
 func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	now := e.nowArg()
 	replies, err := e.runShards(ctx, scriptHead,
-		func(s int) []string { return []string{e.k.due(s), e.k.gated(s)} },
+		func(s int) []string { return []string{e.k.due(s), e.k.gated(s), e.k.ready(s)} },
 		func(int) []any { return []any{now} })
 	if err != nil {
 		return 0, false, fmt.Errorf("redis: next due: %w", err)
@@ -701,7 +848,7 @@ func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Durati
 
 // Reap implements relay.Queue: expired leases (by Redis's clock) go back to
 // armed, due now, announced on the wake channel. Then, as a safety net,
-// every agent with held fires gets back those its room allows (see
+// every agent with held fires whose room allows is made ready (see
 // releaseHeld).
 func (e *Engine) Reap(ctx context.Context) (int, error) {
 	total, released := 0, 0
@@ -713,7 +860,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 			if err != nil {
 				return total, fmt.Errorf("redis: reap: %w", err)
 			}
-			cands, agents, err := decodePeek(v)
+			cands, agents, _, err := decodePeek(v)
 			if err != nil {
 				return total, fmt.Errorf("redis: reap: %w", err)
 			}
@@ -746,8 +893,8 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 }
 
 // reapShard runs scriptReap on expired lease candidates of shard s; it
-// returns how many it returned to armed and how many held fires it
-// released.
+// returns how many it returned to armed and how many held fires may go out
+// (their agents made ready).
 func (e *Engine) reapShard(ctx context.Context, s int, now string, cands []any) (int, int, error) {
 	var agents []string
 	seen := make(map[string]bool)
@@ -767,7 +914,7 @@ func (e *Engine) reapShard(ctx context.Context, s int, now string, cands []any) 
 		}
 		members = append(members, m)
 	}
-	keys := []string{e.k.lease(s), e.k.due(s), e.k.held(s), e.k.gated(s)}
+	keys := []string{e.k.lease(s), e.k.due(s), e.k.held(s), e.k.gated(s), e.k.ready(s)}
 	args := []any{now, e.k.wake(), len(agents)}
 	for _, a := range agents {
 		fk := e.k.flowKeys(s, a)

@@ -17,6 +17,7 @@
 //	{chronos:P:S}:hd:<agent>  zset   job id → due time, ms (the agent's due fires held back by flow control)
 //	{chronos:P:S}:fx:<agent>  zset   job id → fire_at, ms (the agent's armed fires with a flexible window)
 //	{chronos:P:S}:held        set    agents with held fires
+//	{chronos:P:S}:ready       zset   agent → due time of its earliest held fire, ms (agents with held fires and room for them: claims lease those first)
 //	{chronos:P:S}:gated       zset   agent → gate, ms (agents with held fires whose Down hold or rate slot has not passed)
 //	{chronos:P:S}:probing     set    probing agents (a Down delivery, no ack since)
 //	{chronos:P:S}:pol         set    agents with a policy of their own
@@ -55,20 +56,24 @@
 //
 // A claim holds back, in the store, the due fires of an agent without room
 // (see relay.Flow and flow.go): they leave the due zset for the agent's held
-// zset, keeping their due times, and come back, in due order and at the
-// head of the queue, as room frees. Per-agent state lives in the agent's
-// shard, so every script still touches one slot; the shard's held set,
-// gated zset, probing set and policy set name the agents that have any, so
-// that a transition looks further only when some agent has any.
+// zset, keeping their due times. When room frees, the agent joins the
+// shard's ready zset, and claims lease its held fires straight from its
+// held zset, in due order, before any due entry: a held fire leaves it
+// leased (or cancelled, or re-armed), never back to the due zset to be
+// peeked and claimed again. Per-agent state lives in the
+// agent's shard, so every script still touches one slot; the shard's held
+// set, ready zset, gated zset, probing set and policy set name the agents
+// that have any, so that a transition looks further only when some agent
+// has any.
 //
 // # Wake-ups
 //
 // A transition that makes an entry due earlier than dispatchers may be
 // waiting for (an arm or a nack that makes it the earliest of its shard, a
-// replay, a reap, held fires released) publishes on the Pub/Sub channel
-// chronos:<prefix>:wake in the same script; every engine of the prefix, in
-// every process, subscribes and wakes its dispatchers, which then ask for
-// the next due time. A dropped
+// replay, a reap, an agent with held fires made ready) publishes on the
+// Pub/Sub channel chronos:<prefix>:wake in the same script; every engine of
+// the prefix, in every process, subscribes and wakes its dispatchers, which
+// then ask for the next due time. A dropped
 // subscription reconnects by itself and wakes them once it is back, so an
 // announcement lost meanwhile costs nothing; the dispatchers' periodic
 // recheck is the last net.

@@ -26,57 +26,68 @@ import (
 //     adds, Extend moves, every transition that ends a lease removes; an
 //     expired lease stops counting by itself;
 //   - its held fires (keys.heldOf, job → due time): due fires a claim held
-//     back, still armed rows;
+//     back, still armed rows, which claims lease from there, oldest first;
 //   - its fires with a flexible window (keys.flexOf, job → fire_at), which
 //     a claim that leases one of the agent's fires makes due now once their
 //     window has opened;
 //
 // and the shard keeps the sets of agents with held fires (keys.held), with
-// a gate not yet passed (keys.gated, by gate), probing (keys.probing) and
-// with a policy of their own (keys.policies).
+// held fires and room for them (keys.ready, by the due time of their
+// earliest held fire), with a gate not yet passed (keys.gated, by gate),
+// probing (keys.probing) and with a policy of their own (keys.policies).
 //
-// Held fires go back to the due zset, in due order and with their due
-// times (so they come out first), through the prelude's release(), which
-// moves as many as the agent's room allows: after any of the agent's leases
-// ends (Ack, Nack, Down, Kill, Cancel, a re-arm, Reap), when a claim finds
-// the agent's gate passed (the gated zset), on SetAgentPolicy, and at every
-// Reap for every agent with held fires (the safety net). A fire released
-// while another of the agent's leases is about to end may find no room
-// when claimed: the claim holds it again, in its place.
+// Held fires stay in their agent's held zset until a claim leases them
+// from there. The prelude's release() makes an agent with room ready
+// (and one without room not): after any of the agent's leases ends (Ack,
+// Nack, Down, Kill, Cancel, a re-arm, Reap), on SetAgentPolicy, and at
+// every Reap for every agent with held fires (the safety net). A claim
+// serves the ready agents it peeks, and those whose gate passed, first:
+// each gets as many of its held fires, oldest first, as its room and the
+// claim's max allow; and an agent met through a due candidate gets its
+// held fires before that candidate. So an agent's fires still go out in
+// due order, and a held fire leaves its held zset leased (or cancelled, or
+// re-armed), never back to the due zset to be peeked and claimed again.
+// The claim then keeps the sets
+// in step: an agent left with held fires and no room leaves the ready zset
+// (the end of one of its leases brings it back), one left with none leaves
+// every set.
 
 // releaseBatch is how many agents one release script takes.
 const releaseBatch = 256
 
-// scriptRelease returns the held fires of agents that have room to the
-// queue (see release() in the prelude).
+// scriptRelease makes the agents whose room lets their held fires out
+// ready (see release() in the prelude).
 //
-// KEYS[1] due, KEYS[2] held agents, KEYS[3] gated agents, then for agent j:
-// KEYS[1+3j] flow record, KEYS[2+3j] in flight, KEYS[3+3j] held
+// KEYS[1] ready agents, KEYS[2] held agents, KEYS[3] gated agents, then for
+// agent j: KEYS[1+3j] flow record, KEYS[2+3j] in flight, KEYS[3+3j] held
 // ARGV[1] now, ARGV[2] wake channel, ARGV[2+j] agent j
 //
-// Returns how many fires it released; when any, they are announced on the
-// wake channel.
+// Returns how many held fires may go out; when any, they are announced on
+// the wake channel.
 var scriptRelease = script(`
 local now = clock(ARGV[1])
 local n = 0
+local st = sets(KEYS[1], KEYS[2], KEYS[3])
 for j = 1, #ARGV - 2 do
   local b = 3 * j
-  n = n + release(now, ARGV[2 + j], KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], KEYS[1], KEYS[2], KEYS[3])
+  n = n + release(now, ARGV[2 + j], KEYS[b + 1], KEYS[b + 2], KEYS[b + 3], st)
 end
+flush(st)
 if n > 0 then redis.call('PUBLISH', ARGV[2], now) end
 return n
 `)
 
-// scriptSetPolicy stores an agent's policy and releases the held fires it
-// no longer holds back.
+// scriptSetPolicy stores an agent's policy and makes the agent ready when
+// it no longer holds its held fires back (release()).
 //
-// KEYS[1] flow record, KEYS[2] in flight, KEYS[3] held, KEYS[4] due,
-// KEYS[5] held agents, KEYS[6] gated agents, KEYS[7] agents with a policy
+// KEYS[1] flow record, KEYS[2] in flight, KEYS[3] held, KEYS[4] ready
+// agents, KEYS[5] held agents, KEYS[6] gated agents, KEYS[7] agents with a
+// policy
 // ARGV[1] now, ARGV[2] wake channel, ARGV[3] agent, ARGV[4] parallelism,
 // ARGV[5] rate, ARGV[6] disabled ("1" | "0")
 //
-// Returns how many fires it released; when any, they are announced on the
-// wake channel.
+// Returns how many held fires may go out; when any, they are announced on
+// the wake channel.
 var scriptSetPolicy = script(`
 local now = clock(ARGV[1])
 local agent, par, rate, dis = ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'
@@ -94,7 +105,9 @@ if par > 0 or tonumber(rate) > 0 or dis then
 else
   redis.call('SREM', KEYS[7], agent)
 end
-local n = release(now, agent, KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+local b = sets(KEYS[4], KEYS[5], KEYS[6])
+local n = release(now, agent, KEYS[1], KEYS[2], KEYS[3], b)
+flush(b)
 if n > 0 then redis.call('PUBLISH', ARGV[2], now) end
 return n
 `)
@@ -131,11 +144,11 @@ return redis.call('HGET', KEYS[1], 'phase')
 var _ relay.Flows = (*Engine)(nil)
 
 // releaseHeld runs release() for agents of shard s with held fires (the
-// safety net of Reap). It returns how many fires came back.
+// safety net of Reap). It returns how many held fires may go out.
 func (e *Engine) releaseHeld(ctx context.Context, s int, agents []any) (int, error) {
 	total := 0
 	for chunk := range slices.Chunk(agents, releaseBatch) {
-		keys := []string{e.k.due(s), e.k.held(s), e.k.gated(s)}
+		keys := []string{e.k.ready(s), e.k.held(s), e.k.gated(s)}
 		args := []any{e.nowArg(), e.k.wake()}
 		for _, x := range chunk {
 			a, err := str(x)
@@ -160,8 +173,8 @@ func (e *Engine) releaseHeld(ctx context.Context, s int, agents []any) (int, err
 }
 
 // SetAgentPolicy implements relay.Flows: one script stores the policy in
-// the agent's flow record and returns the held fires it no longer holds
-// back to the queue, announced on the wake channel.
+// the agent's flow record and, when it no longer holds the agent's held
+// fires back, makes the agent ready, announced on the wake channel.
 func (e *Engine) SetAgentPolicy(ctx context.Context, agentID string, p relay.AgentPolicy) error {
 	if agentID == "" {
 		return fmt.Errorf("redis: set agent policy: empty agent id: %w", relay.ErrInvalidPolicy)
@@ -176,7 +189,7 @@ func (e *Engine) SetAgentPolicy(ctx context.Context, agentID string, p relay.Age
 		dis = "1"
 	}
 	v, err := e.run(ctx, scriptSetPolicy,
-		[]string{fk[0], fk[1], fk[2], e.k.due(s), e.k.held(s), e.k.gated(s), e.k.policies(s)},
+		[]string{fk[0], fk[1], fk[2], e.k.ready(s), e.k.held(s), e.k.gated(s), e.k.policies(s)},
 		e.nowArg(), e.k.wake(), agentID, p.Parallelism, rateArg(p.Rate), dis)
 	if err != nil {
 		return fmt.Errorf("redis: set agent policy: %w", err)

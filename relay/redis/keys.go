@@ -127,6 +127,11 @@ func (k keys) held(shard int) string { return k.tags[shard] + ":held" }
 // hold or their rate's next slot) has not passed, by that time (ms).
 func (k keys) gated(shard int) string { return k.tags[shard] + ":gated" }
 
+// ready is the shard's zset of agents whose held fires may go out (they
+// have room and their gate passed), by the due time of their earliest held
+// fire (ms): claims lease those fires straight from the agents' held zsets.
+func (k keys) ready(shard int) string { return k.tags[shard] + ":ready" }
+
 // probing is the shard's set of probing agents.
 func (k keys) probing(shard int) string { return k.tags[shard] + ":probing" }
 

@@ -30,9 +30,11 @@ import (
 // or "" to use Redis's own clock (production): clock() rounds TIME down,
 // clockUp() rounds it up.
 //
-// release() is flow control's way back to the queue (see flow.go): it
-// returns as many of an agent's held fires to the due zset as its room
-// allows. Every script that ends a lease or may give an agent room calls it.
+// release() is flow control's way back to the queue (see flow.go): an agent
+// whose room allows its held fires out joins the shard's ready zset, where
+// claims find it and lease those fires from its held zset, in due order.
+// Every script that ends a lease, removes a held fire or may give an agent
+// room calls it.
 const prelude = `
 local function clock(arg)
   if arg ~= '' then return tonumber(arg) end
@@ -79,51 +81,75 @@ end
 local function gateOf(gate, tat)
   return math.max(tonumber(gate) or 0, math.ceil(tonumber(tat) or 0))
 end
--- release returns up to the room of agent (its record ag, in-flight leases
--- fl, held fires hd) of its held fires to the due zset, lowest due time
--- first, with their due times; the room is 1 while it probes, else the
--- parallelism its last claim applied (0: unbounded), less its unexpired
--- leases. A disabled agent gets none back; one whose gate has not passed
--- none either, and it is kept in the gated zset until then. It keeps the
--- held set and the gated zset in step and returns how many fires it moved.
-local function release(now, agent, ag, fl, hd, due, held, gated)
-  if redis.call('EXISTS', hd) == 0 then
-    redis.call('SREM', held, agent)
-    redis.call('ZREM', gated, agent)
+-- sets gathers a script's changes to the shard's sets of agents (the
+-- ready zset, the held set, the gated zset) and flush() makes them, one
+-- call per set and kind: settling many agents costs a few calls in all.
+-- Removals go first, so an agent both removed from a set and added to it
+-- ends up in it.
+local function sets(ready, held, gated)
+  return {ready = ready, held = held, gated = gated, rdy = {}, unrdy = {}, hold = {}, unhold = {}, gate = {}, ungate = {}}
+end
+local function flush(b)
+  if #b.unrdy > 0 then chunked('ZREM', b.ready, b.unrdy, 1) end
+  if #b.rdy > 0 then chunked('ZADD', b.ready, b.rdy, 1) end
+  if #b.unhold > 0 then chunked('SREM', b.held, b.unhold, 1) end
+  if #b.hold > 0 then chunked('SADD', b.held, b.hold, 1) end
+  if #b.ungate > 0 then chunked('ZREM', b.gated, b.ungate, 1) end
+  if #b.gate > 0 then chunked('ZADD', b.gated, b.gate, 1) end
+end
+local function push(t, x, y)
+  t[#t + 1] = x
+  if y ~= nil then t[#t + 1] = y end
+end
+-- release tells claims whether agent (its record ag, in-flight leases fl,
+-- held fires hd) has room for its held fires: the room is 1 while it
+-- probes, else the parallelism its last claim applied (0: unbounded), less
+-- its unexpired leases. An agent with room joins the shard's ready zset,
+-- by the due time of its earliest held fire, and the next claim leases
+-- those fires straight from hd, oldest first; one without room leaves it
+-- (its next lease to end calls release again). A disabled agent has no
+-- room; nor has one whose gate has not passed, which is kept in the gated
+-- zset until then. It keeps the held set, the gated zset and the ready
+-- zset in step (through the sets b: the caller flushes them) and returns
+-- how many held fires the room lets go out (what callers announce on the
+-- wake channel); it moves no fire.
+local function release(now, agent, ag, fl, hd, b)
+  local head = redis.call('ZRANGE', hd, 0, 0, 'WITHSCORES')
+  if not head[1] then
+    push(b.unhold, agent)
+    push(b.ungate, agent)
+    push(b.unrdy, agent)
     return 0
   end
   local f = redis.call('HMGET', ag, 'dis', 'gate', 'tat', 'probe', 'ep')
   if f[1] == '1' then
-    redis.call('ZREM', gated, agent)
+    push(b.ungate, agent)
+    push(b.unrdy, agent)
     return 0
   end
   local g = gateOf(f[2], f[3])
   if g > now then
-    redis.call('ZADD', gated, g, agent)
+    push(b.gate, g, agent)
+    push(b.unrdy, agent)
     return 0
   end
-  redis.call('ZREM', gated, agent)
+  -- Only an agent with a gate or a rate slot can be in the gated zset.
+  if f[2] or f[3] then push(b.ungate, agent) end
   local room = tonumber(f[5]) or 0
   if f[4] == '1' then room = 1 end
-  local last = -1
   if room > 0 then
     room = room - redis.call('ZCOUNT', fl, '(' .. now, '+inf')
-    if room <= 0 then return 0 end
-    last = room - 1
+    if room <= 0 then
+      push(b.unrdy, agent)
+      return 0
+    end
   end
-  local page = redis.call('ZRANGE', hd, 0, last, 'WITHSCORES')
-  local add, jobs = {}, {}
-  local pre = #agent .. ':' .. agent
-  for i = 1, #page, 2 do
-    jobs[#jobs + 1] = page[i]
-    add[#add + 1] = page[i + 1]
-    add[#add + 1] = pre .. page[i]
-  end
-  if #jobs == 0 then return 0 end
-  chunked('ZADD', due, add, 1)
-  chunked('ZREM', hd, jobs, 1)
-  if redis.call('EXISTS', hd) == 0 then redis.call('SREM', held, agent) end
-  return #jobs
+  push(b.rdy, head[2], agent)
+  -- It holds one at least.
+  if room == 1 then return 1 end
+  local n = redis.call('ZCARD', hd)
+  if room > 0 then n = math.min(n, room) end
+  return n
 end
 `
 

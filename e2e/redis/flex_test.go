@@ -142,10 +142,7 @@ func TestFlexibleWindowsSpreadTheHerd(t *testing.T) {
 		}
 		offsets[f.agent+"/"+f.job] = row.DueAt.Sub(row.FireAt)
 	}
-	if !s.waitSlots(len(fires), time.Duration(window)*time.Second+2*time.Minute) {
-		got, _ := s.counts()
-		t.Fatalf("%d of %d fires arrived", got, len(fires))
-	}
+	s.mustArrive(t, len(fires), time.Duration(window)*time.Second+2*time.Minute)
 	checkDelivered(t, s, plainFires(fires), allAcked(len(fires)))
 
 	s.mu.Lock()

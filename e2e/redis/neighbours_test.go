@@ -102,6 +102,16 @@ func (s *sink) agentLags(agent string) []time.Duration {
 	return lags
 }
 
+// mustArrive waits until n distinct slots arrived, failing the test when
+// within passes first.
+func (s *sink) mustArrive(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	if !s.waitSlots(n, within) {
+		got, _ := s.counts()
+		t.Fatalf("%d of %d fires arrived", got, n)
+	}
+}
+
 // waitAgent waits until n of agent's fires arrived or within passes.
 func (s *sink) waitAgent(agent string, n int, within time.Duration) {
 	deadline := time.NewTimer(within)
@@ -152,10 +162,7 @@ func TestSlowNeighbourDoesNotDelayOthers(t *testing.T) {
 				t.Fatalf("the prompt agent's slowest fire arrived %s after fire_at; want within 1s (lags %v)", worst, lags)
 			}
 			// 500 fires, four at a time, a second each.
-			if !s.waitSlots(len(fires), 200*time.Second) {
-				got, _ := s.counts()
-				t.Fatalf("%d of %d fires arrived", got, len(fires))
-			}
+			s.mustArrive(t, len(fires), 200*time.Second)
 			checkDelivered(t, s, fires, allAcked(len(fires)))
 		})
 	}
@@ -188,10 +195,7 @@ func TestWakingNeighbourDoesNotDelayOthers(t *testing.T) {
 			if len(lags) != 20 || lags[len(lags)-1] > 500*time.Millisecond {
 				t.Fatalf("the prompt agent's fires arrived %v after fire_at; want all 20 within 0.5s", lags)
 			}
-			if !s.waitSlots(len(fires), 90*time.Second) {
-				got, _ := s.counts()
-				t.Fatalf("%d of %d fires arrived", got, len(fires))
-			}
+			s.mustArrive(t, len(fires), 90*time.Second)
 			checkDelivered(t, s, fires, allAcked(len(fires)))
 			// One probe per Retry-After, not a retry of every fire.
 			if _, refused := s.counters(waking); refused > 4+10 {
@@ -222,10 +226,7 @@ func TestWakingAgentIsProbed(t *testing.T) {
 				return behaviour{}
 			}
 			fires := burst(t, c, url, s, map[string]int{agent: 100}, at)
-			if !s.waitSlots(len(fires), 90*time.Second) {
-				got, _ := s.counts()
-				t.Fatalf("%d of %d fires arrived", got, len(fires))
-			}
+			s.mustArrive(t, len(fires), 90*time.Second)
 			checkDelivered(t, s, fires, allAcked(len(fires)))
 			if _, refused := s.counters(agent); refused > 20 {
 				t.Fatalf("the waking agent got %d requests while it answered 503; want at most 20", refused)
@@ -279,10 +280,7 @@ func TestKilledNASLosesNoHeldFire(t *testing.T) {
 	nas.restart()
 	// The fires in flight at the kill come back when their leases (30s)
 	// lapse; the held ones at once.
-	if !s.waitSlots(len(fires), 90*time.Second) {
-		got, _ := s.counts()
-		t.Fatalf("%d of %d fires arrived after NAS was killed", got, len(fires))
-	}
+	s.mustArrive(t, len(fires), 90*time.Second)
 	checkDelivered(t, s, fires, allAcked(len(fires)))
 	waitEmpty(t, e, 30*time.Second)
 }

@@ -234,16 +234,22 @@ end
 -- sets st) in step with agent a's held fires, after the claim (its leases
 -- counted).
 local st = sets(ready, heldSet, gated)
+-- forget takes agent a, which holds no fire any more, out of the held set
+-- and the ready zset (and the gated zset, where it may be), as far as it
+-- can be in them.
+local function forget(a)
+  if a.had or a.listed then
+    push(st.unhold, a.id)
+    push(st.unrdy, a.id)
+    if a.listed and a.mayGate then push(st.ungate, a.id) end
+  end
+end
 local function settle(a)
   local nh = #a.holds
   -- Some are left, or may be (then a later release() finds out).
   local left = a.more or nh > 0
   if a.checked and not left then
-    if a.had or a.listed then
-      push(st.unhold, a.id)
-      push(st.unrdy, a.id)
-      if a.listed and a.mayGate then push(st.ungate, a.id) end
-    end
+    forget(a)
     return
   end
   if not left and not a.listed then return end
@@ -257,11 +263,7 @@ local function settle(a)
       if a.listed and a.mayGate then push(st.ungate, a.id) end
       return
     end
-    if a.had or a.listed then
-      push(st.unhold, a.id)
-      push(st.unrdy, a.id)
-      if a.listed and a.mayGate then push(st.ungate, a.id) end
-    end
+    forget(a)
     return
   end
   if a.had or a.listed then push(st.unrdy, a.id) end

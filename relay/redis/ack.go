@@ -30,12 +30,13 @@ import (
 // go in one ZREM and the index entries in one ZADD. Then, per agent, its
 // acked leases leave its in-flight zset; an agent that was probing stops
 // (answering again: its failures and its Down hold go too), and one with
-// held fires is made ready when its room now allows (release(); both cost
-// a look only in a shard where some agent probes or holds fires): the next
-// claim leases them from its held zset.
+// held fires is made ready (nudge(): the lease that ended gave it room, as
+// a rule, and the claim that meets it checks; both cost a look only in a
+// shard where some agent probes or holds fires): the next claim leases
+// them from its held zset.
 //
 // Returns {1 | 0 (lease lost), ..., released}: one per ack, then how many
-// held fires may go out now (announced on the wake channel).
+// agents with held fires were made ready (announced on the wake channel).
 var scriptAckMany = script(`
 local na = tonumber(ARGV[3])
 local out, gone, index, acked = {}, {}, {}, {}
@@ -69,9 +70,14 @@ for b = 4 + na, #ARGV, 8 do
 end
 if #gone > 0 then chunked('ZREM', KEYS[1], gone, 1) end
 if #index > 0 then chunked('ZADD', KEYS[2], index, 1) end
-local rel, now = 0, nil
+local rel = 0
 if #gone > 0 then
-  local anyHeld = redis.call('SCARD', KEYS[4]) > 0
+  -- Which of the acked agents hold fires: one SMISMEMBER for them all.
+  local names = {}
+  for j = 1, na do
+    if acked[j] then names[#names + 1] = ARGV[3 + j] end
+  end
+  local holds = inSet(KEYS[4], names)
   local anyProbe = redis.call('SCARD', KEYS[6]) > 0
   local b = sets(KEYS[3], KEYS[4], KEYS[5])
   for j = 1, na do
@@ -84,15 +90,12 @@ if #gone > 0 then
         -- Its Down hold is over (a rate slot release() finds puts it back).
         push(b.ungate, agent)
       end
-      if anyHeld then
-        now = now or clock(ARGV[1])
-        rel = rel + release(now, agent, KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], b)
-      end
+      if holds[agent] then rel = rel + nudge(agent, KEYS[k + 5], b) end
     end
   end
   flush(b)
 end
-if rel > 0 then redis.call('PUBLISH', ARGV[2], now) end
+if rel > 0 then redis.call('PUBLISH', ARGV[2], clock(ARGV[1])) end
 out[i + 1] = rel
 return out
 `)

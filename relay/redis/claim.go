@@ -139,7 +139,7 @@ local due, heldSet, gated, ready = KEYS[1], KEYS[5], KEYS[6], KEYS[7]
 local byId, ags, order = {}, {}, {}
 for j = 1, na do byId[ARGV[7 + j]] = j end
 local taken, gone = {}, {}
-local held, anyHeld = 0, nil
+local held, anyHeld = 0, nil -- anyHeld: agent -> true when it holds fires
 -- room is how many more fires of agent a may be leased (math.huge:
 -- unbounded).
 local function room(a)
@@ -192,10 +192,14 @@ end
 local function serve(a)
   a.checked = true
   if not a.listed then
-    -- An agent met through its candidates: look only when some agent of
-    -- the shard has held fires.
-    if anyHeld == nil then anyHeld = redis.call('SCARD', heldSet) > 0 end
-    if not anyHeld then return end
+    -- An agent met through its candidates: look only when it is in the
+    -- held set (one SMISMEMBER asks for every agent of the claim at once).
+    if anyHeld == nil then
+      local names = {}
+      for j = ng + 1, na do names[#names + 1] = ARGV[7 + j] end
+      anyHeld = inSet(heldSet, names)
+    end
+    if not anyHeld[a.id] then return end
   end
   local k = math.min(room(a), max - #taken)
   if a.rate > 0 then k = math.min(k, 1) end

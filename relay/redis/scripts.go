@@ -97,6 +97,20 @@ local function flush(b)
   if #b.ungate > 0 then chunked('ZREM', b.gated, b.ungate, 1) end
   if #b.gate > 0 then chunked('ZADD', b.gated, b.gate, 1) end
 end
+-- inSet tells which of names are members of set: one SMISMEMBER per
+-- thousand names (the most unpack() passes safely); it returns a table of
+-- name -> true for the members.
+local function inSet(set, names)
+  local t = {}
+  for i = 1, #names, 1000 do
+    local to = math.min(i + 999, #names)
+    local in_ = redis.call('SMISMEMBER', set, unpack(names, i, to))
+    for k = i, to do
+      if in_[k - i + 1] == 1 then t[names[k]] = true end
+    end
+  end
+  return t
+end
 local function push(t, x, y)
   t[#t + 1] = x
   if y ~= nil then t[#t + 1] = y end
@@ -113,6 +127,24 @@ end
 -- zset in step (through the sets b: the caller flushes them) and returns
 -- how many held fires the room lets go out (what callers announce on the
 -- wake channel); it moves no fire.
+-- nudge is release() for the hot path of an ack: agent (held fires hd)
+-- has just had a lease end, which gives it room in all but a few cases (a
+-- rate slot or Down hold not passed, a kill switch, leases of a lowered
+-- parallelism), so it joins the ready zset without reading its record or
+-- counting its leases; the claim that meets it there reads both, and an
+-- agent without room after all leaves the ready zset for the gated one
+-- (or for none) then. It returns 1 when the agent holds fires, else 0.
+local function nudge(agent, hd, b)
+  local head = redis.call('ZRANGE', hd, 0, 0, 'WITHSCORES')
+  if not head[1] then
+    push(b.unhold, agent)
+    push(b.ungate, agent)
+    push(b.unrdy, agent)
+    return 0
+  end
+  push(b.rdy, head[2], agent)
+  return 1
+end
 local function release(now, agent, ag, fl, hd, b)
   local head = redis.call('ZRANGE', hd, 0, 0, 'WITHSCORES')
   if not head[1] then

@@ -50,6 +50,16 @@ func TestBadTokensRefusedWhileKeysLoad(t *testing.T) {
 			}
 		})
 	}
+	// A token only early waits for the keys too: once they decide, it is
+	// 425, not refused.
+	for _, c := range fireauthtest.NotYetValid {
+		f := newFire()
+		token, body, err := c.Build(k1, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, v.VerifyFire(context.Background(), token, body, f.Request), http.StatusServiceUnavailable)
+	}
 	f := newFire()
 	good, err := fireauthtest.Mint(k1, f)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"math/big"
 	"reflect"
 	"strings"
@@ -214,7 +215,7 @@ type leanCase struct {
 
 func leanCases(t *testing.T, k *fireauthtest.Key, f fireauthtest.Fire) []leanCase {
 	var cases []leanCase
-	for _, c := range fireauthtest.Rejections {
+	for _, c := range slices.Concat(fireauthtest.Rejections, fireauthtest.NotYetValid) {
 		token, _, err := c.Build(k, f)
 		if err != nil {
 			t.Fatal(err)

@@ -81,11 +81,22 @@ type Config struct {
 	// load (exponential with jitter); defaults 250 ms and 30 s.
 	LoadBackoff, LoadBackoffMax time.Duration
 
-	// Now is the clock; default time.Now. The unknown-kid interval and the
-	// times in Health are judged by it.
+	// Now is the clock; default time.Now. The tokens' time claims, the
+	// unknown-kid interval and the times in Health are judged by it. An
+	// agent passes NAS's clock as it estimates it (clockskew.Estimator.Now),
+	// so a host clock that drifted does not refuse NAS's tokens.
 	Now func() time.Time
+	// Issued, when set, is told the iat of every fire token whose signature
+	// and claims verified but for, at most, not being valid yet: evidence
+	// of NAS's clock (*clockskew.Estimator).
+	Issued IssuedObserver
 	// Logger receives rejections and key set errors; default slog.Default().
 	Logger *slog.Logger
+}
+
+// IssuedObserver takes the iat of a fire token NAS signed.
+type IssuedObserver interface {
+	ObserveIssued(iat time.Time)
 }
 
 func (c Config) withDefaults() Config {
@@ -355,7 +366,10 @@ var (
 
 // VerifyFire checks token for the fire request req whose exact body bytes are
 // body. It returns nil when the fire may proceed, a 401 invalid_token
-// *contract.Error when the token is refused, and a 503 *contract.Error with
+// *contract.Error when the token is refused, a 425 too_early
+// *contract.Error with a retry delay when the token's only fault is that it
+// is not valid yet (its nbf or iat is further ahead of the clock than the
+// leeway; see tooEarly), and a 503 *contract.Error with
 // a retry delay when only the key set can decide and it cannot now: while
 // it is not loaded yet, and when the token names a kid the set lacks (see
 // Config.UnknownKIDInterval). A token that fails any check needing no key
@@ -381,12 +395,15 @@ func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte,
 			return reject(reason)
 		}
 		var e *contract.Error
-		if claims, e = v.verifyUnknownKID(ctx, set, token, req); e != nil {
+		if claims, e = v.verifyUnknownKID(ctx, set, token, body, req); e != nil {
 			return e
 		}
 		err = nil
 	}
 	if err != nil {
+		if e := v.tooEarly(claims, err, body, req); e != nil {
+			return e
+		}
 		reason := parseReason(err)
 		v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason, "error", err)
 		return reject(reason)
@@ -395,7 +412,70 @@ func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte,
 		v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason)
 		return reject(reason)
 	}
+	v.observeIssued(claims)
 	return nil
+}
+
+// observeIssued hands a verified token's iat to Config.Issued.
+func (v *JWTVerifier) observeIssued(c *contract.FireClaims) {
+	if v.cfg.Issued != nil && c.IssuedAt != nil {
+		v.cfg.Issued.ObserveIssued(c.IssuedAt.Time)
+	}
+}
+
+// tooEarly answers a fire token whose signature verified but whose claims
+// failed (err) when its only fault is that it is not valid yet: every other
+// check, those of checkClaims included, passes. It hands the token's iat
+// to Config.Issued first, so that the answer's Retry-After, the time until
+// the token is valid by the clock less the leeway, is computed with what
+// the token taught the clock. It returns nil when the token has another
+// fault.
+func (v *JWTVerifier) tooEarly(claims *contract.FireClaims, err error, body []byte, req contract.FireRequest) *contract.Error {
+	from, ok := v.validFrom(claims, err)
+	if !ok || v.checkClaims(claims, body, req) != "" {
+		return nil
+	}
+	ahead := from.Sub(v.cfg.Now())
+	v.observeIssued(claims)
+	wait := from.Sub(v.cfg.Now().Add(v.cfg.Leeway))
+	e := contract.Errorf(http.StatusTooEarly, contract.CodeTooEarly,
+		"fire token is not valid yet: it is valid from %s ahead of the agent's clock; the allowed skew is %s",
+		ahead.Round(time.Second), v.cfg.Leeway)
+	e.RetryAfter = max(wait, time.Second)
+	v.cfg.Logger.Warn("fireauth: fire token not valid yet", "job_id", req.JobID, "ahead", ahead.Round(time.Millisecond).String(), "retry_after", e.RetryAfter.String())
+	return e
+}
+
+// validFrom reports whether claims, which failed golang-jwt's checks with
+// err, fail only for not being valid yet: nbf or iat later than the clock
+// plus the leeway, and every registered check passing at the later of the
+// two. It returns that instant.
+func (v *JWTVerifier) validFrom(claims jwt.Claims, err error) (time.Time, bool) {
+	if claims == nil || (!errors.Is(err, jwt.ErrTokenNotValidYet) && !errors.Is(err, jwt.ErrTokenUsedBeforeIssued)) {
+		return time.Time{}, false
+	}
+	var from time.Time
+	if iat, _ := claims.GetIssuedAt(); iat != nil {
+		from = iat.Time
+	}
+	if nbf, _ := claims.GetNotBefore(); nbf != nil && nbf.After(from) {
+		from = nbf.Time
+	}
+	if from.IsZero() {
+		return time.Time{}, false
+	}
+	then := jwt.NewValidator(
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(v.cfg.Leeway),
+		jwt.WithIssuer(v.cfg.Issuer),
+		jwt.WithAudience(v.cfg.Audience),
+		jwt.WithTimeFunc(func() time.Time { return from }),
+	)
+	if then.Validate(claims) != nil {
+		return time.Time{}, false
+	}
+	return from, true
 }
 
 // verifyUnknownKID handles a token that passes every check needing no key
@@ -405,13 +485,13 @@ func (v *JWTVerifier) VerifyFire(ctx context.Context, token string, body []byte,
 // start when none may start now and the newest set lacks the kid too, or
 // the fetched set still lacks it; a 401 when the kid is found and the token
 // fails against its key.
-func (v *JWTVerifier) verifyUnknownKID(ctx context.Context, used *keySet, token string, req contract.FireRequest) (*contract.FireClaims, *contract.Error) {
+func (v *JWTVerifier) verifyUnknownKID(ctx context.Context, used *keySet, token string, body []byte, req contract.FireRequest) (*contract.FireClaims, *contract.Error) {
 	call, wait := v.fetchForUnknownKID()
 	if call == nil {
 		// A fetch may have finished since used was read.
 		if cur := v.set.Load(); cur != used {
 			if claims, err := v.parse(ctx, cur, token); !errors.Is(err, errUnknownKID) {
-				return v.verified(claims, err, req)
+				return v.verified(claims, err, body, req)
 			}
 		}
 		// Debug only: this is what a flood of made-up kids produces, and
@@ -434,12 +514,15 @@ func (v *JWTVerifier) verifyUnknownKID(ctx context.Context, used *keySet, token 
 		v.cfg.Logger.Warn("fireauth: unknown kid; not in the key set just fetched", "job_id", req.JobID, "retry_after", wait.String())
 		return nil, unavailable(wait, "the token's kid is not in NAS's key set; retry once it may be fetched again")
 	}
-	return v.verified(claims, err, req)
+	return v.verified(claims, err, body, req)
 }
 
 // verified maps the result of parse for a known kid.
-func (v *JWTVerifier) verified(claims *contract.FireClaims, err error, req contract.FireRequest) (*contract.FireClaims, *contract.Error) {
+func (v *JWTVerifier) verified(claims *contract.FireClaims, err error, body []byte, req contract.FireRequest) (*contract.FireClaims, *contract.Error) {
 	if err != nil {
+		if e := v.tooEarly(claims, err, body, req); e != nil {
+			return nil, e
+		}
 		reason := parseReason(err)
 		v.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", reason, "error", err)
 		return nil, reject(reason)
@@ -514,7 +597,11 @@ func (v *JWTVerifier) refuseUnsigned(token string, body []byte, req contract.Fir
 		return parseReason(errBadTyp)
 	}
 	if err := v.validator.Validate(claims); err != nil {
-		return parseReason(err)
+		// A token only early is left to the signature check: once the
+		// keys decide, it is 425, not refused.
+		if _, early := v.validFrom(claims, err); !early {
+			return parseReason(err)
+		}
 	}
 	return v.checkClaims(claims, body, req)
 }

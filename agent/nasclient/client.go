@@ -68,6 +68,18 @@ type Config struct {
 	UserAgent string
 	// Logger receives retries; default slog.Default().
 	Logger *slog.Logger
+	// Clock, when set, is told the Date header of every NAS answer, with
+	// the host's times its request was sent and its answer received, so the
+	// skew between the two clocks can be estimated (*clockskew.Estimator).
+	Clock DateObserver
+	// Now is the host's clock those times are read from; default time.Now.
+	Now func() time.Time
+}
+
+// DateObserver takes the Date header of a NAS answer to a request sent at
+// local time sent and answered at local time received.
+type DateObserver interface {
+	ObserveDate(sent, received, date time.Time)
 }
 
 // Client calls NAS. It is safe for concurrent use.
@@ -110,6 +122,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -419,7 +434,13 @@ func (c *Client) attempt(ctx context.Context, req request, target string, body [
 	if body != nil {
 		hreq.Header.Set(contract.HeaderContentType, contract.MediaTypeJSON)
 	}
+	sent := c.cfg.Now()
 	resp, err := c.hc.Do(hreq)
+	if err == nil && c.cfg.Clock != nil {
+		if date, derr := http.ParseTime(resp.Header.Get("Date")); derr == nil {
+			c.cfg.Clock.ObserveDate(sent, c.cfg.Now(), date)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
 			return backoff.Permanent(fmt.Errorf("nasclient: %s: %w", op, err))

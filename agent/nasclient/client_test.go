@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -563,5 +564,50 @@ func TestContextEndingDuringTheWaitEndsTheCall(t *testing.T) {
 	}
 	if n := b.calls.Load(); n != 1 {
 		t.Fatalf("%d calls, want 1", n)
+	}
+}
+
+// dates records what a client tells its clock.
+type dates struct {
+	mu  sync.Mutex
+	got []time.Time
+}
+
+func (d *dates) ObserveDate(sent, received, date time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if received.Before(sent) {
+		date = time.Time{}
+	}
+	d.got = append(d.got, date)
+}
+
+// TestAnswersDateIsObserved: every NAS answer's Date header, success or
+// refusal, is handed to the clock with the host's send and receive times.
+func TestAnswersDateIsObserved(t *testing.T) {
+	t.Parallel()
+	nasTime := time.Date(2030, 1, 1, 12, 2, 0, 0, time.UTC)
+	clock := &dates{}
+	b2 := setup(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", nasTime.Add(time.Duration(n)*time.Second).Format(http.TimeFormat))
+		if n == 1 {
+			contract.WriteError(w, contract.Errorf(http.StatusServiceUnavailable, contract.CodeUnavailable, "busy"))
+			return
+		}
+		contract.WriteJSON(w, http.StatusOK, contract.ListResponse{})
+	}, func(c *nasclient.Config) { c.Clock = clock })
+	if _, err := b2.client.ListPage(context.Background(), 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	want := []time.Time{nasTime.Add(time.Second), nasTime.Add(2 * time.Second)}
+	if len(clock.got) != len(want) {
+		t.Fatalf("observed %v, want %v", clock.got, want)
+	}
+	for i := range want {
+		if !clock.got[i].Equal(want[i]) {
+			t.Fatalf("observed %v, want %v", clock.got, want)
+		}
 	}
 }

@@ -206,13 +206,7 @@ var Rejections = []Case{
 	{Name: "expired beyond the leeway", Reason: "expired", Edit: func(t *Token, f Fire) {
 		t.Claims["iat"], t.Claims["nbf"], t.Claims["exp"] = unix(f.Now, -91*time.Second), unix(f.Now, -91*time.Second), unix(f.Now, -31*time.Second)
 	}},
-	{Name: "nbf beyond the leeway", Reason: "not valid yet", Edit: func(t *Token, f Fire) {
-		t.Claims["nbf"], t.Claims["exp"] = unix(f.Now, 31*time.Second), unix(f.Now, 90*time.Second)
-	}},
 	{Name: "iat missing", Reason: "iat is missing", Edit: func(t *Token, _ Fire) { delete(t.Claims, "iat") }},
-	{Name: "iat in the future beyond the leeway", Reason: "issued in the future", Edit: func(t *Token, f Fire) {
-		t.Claims["iat"], t.Claims["nbf"], t.Claims["exp"] = unix(f.Now, 31*time.Second), unix(f.Now, -time.Second), unix(f.Now, 100*time.Second)
-	}},
 	{Name: "lifetime over 120s", Reason: "lifetime", Edit: func(t *Token, f Fire) { t.Claims["exp"] = unix(f.Now, 121*time.Second) }},
 	{Name: "exp before iat", Reason: "exp is not after iat", Edit: func(t *Token, f Fire) {
 		t.Claims["iat"], t.Claims["exp"] = unix(f.Now, 10*time.Second), unix(f.Now, 5*time.Second)
@@ -231,5 +225,22 @@ var Rejections = []Case{
 	{Name: "body altered after signing", Reason: "bh", EditBody: func(body []byte) []byte {
 		// Same request, different bytes: the hash binds the exact bytes.
 		return append(append([]byte(" "), body...), '\n')
+	}},
+}
+
+// NotYetValid are fire tokens whose only fault is that they are not valid
+// yet: nbf or iat further ahead of the verifier's clock than the 30 s
+// leeway, every other check passing. A fire token of these is answered 425
+// too_early with a Retry-After (the fire is retried, not refused); a
+// reconcile token is refused with 401, its description naming Reason.
+var NotYetValid = []Case{
+	{Name: "nbf beyond the leeway", Reason: "not valid yet", Edit: func(t *Token, f Fire) {
+		t.Claims["nbf"], t.Claims["exp"] = unix(f.Now, 31*time.Second), unix(f.Now, 90*time.Second)
+	}},
+	{Name: "iat in the future beyond the leeway", Reason: "issued in the future", Edit: func(t *Token, f Fire) {
+		t.Claims["iat"], t.Claims["nbf"], t.Claims["exp"] = unix(f.Now, 31*time.Second), unix(f.Now, -time.Second), unix(f.Now, 100*time.Second)
+	}},
+	{Name: "iat and nbf 2m ahead", Reason: "not valid yet", Edit: func(t *Token, f Fire) {
+		t.Claims["iat"], t.Claims["nbf"], t.Claims["exp"] = unix(f.Now, 2*time.Minute), unix(f.Now, 2*time.Minute), unix(f.Now, 3*time.Minute)
 	}},
 }

@@ -64,9 +64,10 @@ func (c Case) BuildReconcile(k *Key, r Fire) (token string, body []byte, err err
 	return token, body, err
 }
 
-// ReconcileRejections are the cases of Rejections that apply to a
-// reconcile token (those about a fire's own claims left out), each a 401.
-var ReconcileRejections = slices.DeleteFunc(slices.Clone(Rejections), func(c Case) bool {
+// ReconcileRejections are the cases of Rejections and NotYetValid that
+// apply to a reconcile token (those about a fire's own claims left out),
+// each a 401.
+var ReconcileRejections = slices.DeleteFunc(slices.Concat(Rejections, NotYetValid), func(c Case) bool {
 	switch c.Reason {
 	case "job_id", "fire_at", "schedule_id", "attempt":
 		return true

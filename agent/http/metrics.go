@@ -25,7 +25,7 @@ const (
 	OutcomeDuplicate    = "duplicate"    // 200: the slot was claimed already or has passed
 	OutcomeGone         = "gone"         // 200: no such job
 	OutcomeRefreshed    = "refreshed"    // 200: a refresh point of a far slot; armed again, nothing run
-	OutcomeTooEarly     = "too_early"    // 425: the slot is ahead of the clock beyond the allowed skew
+	OutcomeTooEarly     = "too_early"    // 425: the slot, or the token's nbf/iat, is ahead of the clock beyond the allowed skew
 	OutcomeUnauthorized = "unauthorized" // 401: no token, or a token that fails verification
 	OutcomeUnavailable  = "unavailable"  // 503: keys loading, unknown kid, store busy, draining, job paused
 	OutcomeInvalid      = "invalid"      // 4xx: a malformed request (method, media type, size, body)
@@ -177,6 +177,8 @@ var (
 		"Fetches of NAS's key set by trigger (load, periodic, unknown_kid) and result (ok, failed).", []string{"trigger", "result"}, nil)
 	descStoreWritable = prometheus.NewDesc("chronos_agent_store_writable",
 		"1 when the agent's home (jobs, ledger) can be written, else 0.", nil, nil)
+	descClockSkew = prometheus.NewDesc("chronos_agent_clock_skew_seconds",
+		"NAS's clock minus the host's as the agent estimates it: positive when the host's clock is behind (present with the chronos provider).", nil, nil)
 )
 
 // stateCollector reads what the reconciler, the verifier and the store
@@ -185,7 +187,7 @@ type stateCollector struct{ s *Server }
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range append([]*prometheus.Desc{descReconcileErrors, descInSync, descJWKSAge, descJWKSFetches, descStoreWritable}, chainDescs...) {
+	for _, d := range append([]*prometheus.Desc{descReconcileErrors, descInSync, descJWKSAge, descJWKSFetches, descStoreWritable, descClockSkew}, chainDescs...) {
 		ch <- d
 	}
 }
@@ -219,6 +221,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.cfg.Store != nil {
 		ch <- prometheus.MustNewConstMetric(descStoreWritable, prometheus.GaugeValue, up(s.storeWritable(ctx)))
+	}
+	if s.cfg.ClockSkew != nil {
+		ch <- prometheus.MustNewConstMetric(descClockSkew, prometheus.GaugeValue, s.cfg.ClockSkew.Seconds())
 	}
 }
 

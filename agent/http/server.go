@@ -5,8 +5,9 @@
 // verified against the exact body (FireVerifier), the body is decoded
 // strictly, and the runtime's compare-and-set claim decides the answer:
 // 202 accepted with the run id, 200 duplicate, 200 gone, 425 too_early with
-// Retry-After when the slot is further ahead of the agent's clock than the
-// allowed skew, or 503 with Retry-After when the slot cannot be claimed now
+// Retry-After when the slot, or the token's nbf or iat, is further ahead of
+// the agent's clock than the allowed skew, or 503 with Retry-After when the
+// slot cannot be claimed now
 // (store busy, draining, keys not loaded, a kid not in the key set yet). The
 // run itself happens after the answer. A token that fails verification is
 // 401 and nothing runs; a body without job_id is 400.
@@ -38,9 +39,10 @@ import (
 // FireVerifier decides whether a fire may proceed. token is the bearer
 // token, body the exact request bytes and req their decoded form. It returns
 // nil to let the fire through. A *contract.Error with status 503 (for
-// example while keys are loading) is answered as is, so NAS retries; any
-// other error is answered 401 invalid_token (with the *contract.Error's
-// description when it is one) and nothing runs.
+// example while keys are loading) or 425 (a token only not valid yet) is
+// answered as is, so NAS retries; any other error is answered 401
+// invalid_token (with the *contract.Error's description when it is one)
+// and nothing runs.
 type FireVerifier interface {
 	VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error
 }
@@ -49,6 +51,11 @@ type FireVerifier interface {
 // FireVerifier does for fires; *fireauth.JWTVerifier implements it.
 type ReconcileVerifier interface {
 	VerifyReconcile(ctx context.Context, token string, body []byte) error
+}
+
+// SkewSource reports NAS's clock minus the host's, in seconds.
+type SkewSource interface {
+	Seconds() float64
 }
 
 // Firer claims slots; *agent.Runtime implements it.
@@ -115,6 +122,10 @@ type Config struct {
 	Store StoreProbe
 	// Now is the clock of the readiness and metrics checks; default time.Now.
 	Now func() time.Time
+	// ClockSkew, when set, is the estimate of NAS's clock against the
+	// host's (*clockskew.Estimator); /metrics reports it as
+	// chronos_agent_clock_skew_seconds.
+	ClockSkew SkewSource
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -315,6 +326,12 @@ func (s *Server) verifyFire(w http.ResponseWriter, r *http.Request, log *slog.Lo
 		log.Warn("fire deferred", "reason", ce.Description)
 		contract.WriteError(w, ce)
 		return OutcomeUnavailable, false
+	}
+	if ce != nil && ce.HTTPStatus() == http.StatusTooEarly {
+		log.Warn("fire refused: too early", "reason", ce.Description, "retry_after", ce.RetryAfter.String())
+		ce.RetryAfter = max(ce.RetryAfter, time.Second)
+		contract.WriteError(w, ce)
+		return OutcomeTooEarly, false
 	}
 	desc := "fire token rejected"
 	if ce != nil && ce.Description != "" {

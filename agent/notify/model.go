@@ -108,16 +108,6 @@ func (p Policy) Threshold() int {
 	return p.NotifyAfter
 }
 
-// AddressPolicy decides which addresses webhooks may reach.
-type AddressPolicy struct {
-	// AllowPrivate lets loopback, private, link-local and other
-	// non-public addresses through (a receiver on the same host or LAN).
-	// Unspecified and multicast addresses stay refused.
-	AllowPrivate bool
-	// Allow lists prefixes that are always allowed.
-	Allow []netip.Prefix
-}
-
 // ErrAddressNotAllowed is returned (wrapped) when a webhook URL names or
 // resolves to an address the AddressPolicy refuses.
 var ErrAddressNotAllowed = errors.New("notify: webhook address not allowed")
@@ -131,9 +121,14 @@ type ValidateOptions struct {
 	// Addresses is the policy webhook URLs are checked against.
 	Addresses AddressPolicy
 	// Resolver, when set (net.DefaultResolver), resolves a webhook's host
-	// name and refuses it if any address is refused (a name that does not
-	// resolve now is accepted: the dial-time check still applies).
+	// name, for at most ResolveTimeout, and refuses it if any address is
+	// refused. A name that does not resolve now is accepted (DNS may be
+	// down while a job is added): the check at connection time still
+	// applies, and Unresolved is told.
 	Resolver Resolver
+	// Unresolved, when set, is called for each webhook host name the
+	// Resolver could not resolve, so the caller can warn about it.
+	Unresolved func(host string, err error)
 }
 
 // Resolver looks up a host's addresses; *net.Resolver is one.
@@ -251,38 +246,7 @@ func validateURL(ctx context.Context, raw string, opts ValidateOptions) error {
 	case u.Fragment != "":
 		return fmt.Errorf("%w: url must not contain a fragment", ErrInvalidTarget)
 	}
-	return opts.Addresses.checkHost(ctx, u.Hostname(), opts.Resolver)
-}
-
-// checkHost refuses a literal address or localhost the policy refuses, and,
-// with a resolver, a name resolving to one.
-func (p AddressPolicy) checkHost(ctx context.Context, host string, r Resolver) error {
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if !p.Allowed(ip) {
-			return fmt.Errorf("%w: %s is not a public address", ErrAddressNotAllowed, ip)
-		}
-		return nil
-	}
-	lh := strings.ToLower(strings.TrimSuffix(host, "."))
-	if lh == "localhost" || strings.HasSuffix(lh, ".localhost") {
-		if !p.Allowed(netip.MustParseAddr("127.0.0.1")) {
-			return fmt.Errorf("%w: %s is a loopback name", ErrAddressNotAllowed, host)
-		}
-		return nil
-	}
-	if r == nil {
-		return nil
-	}
-	addrs, err := r.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return nil // not resolvable now; the dial-time check still applies
-	}
-	for _, a := range addrs {
-		if !p.Allowed(a) {
-			return fmt.Errorf("%w: %s resolves to %s", ErrAddressNotAllowed, host, a.Unmap())
-		}
-	}
-	return nil
+	return opts.Addresses.CheckHost(ctx, u.Hostname(), opts.Resolver, opts.Unresolved)
 }
 
 // Clone returns a copy of t that shares no slice with it.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -82,6 +83,7 @@ func (s Senders) Send(ctx context.Context, n Notification) Result {
 // v1. Build it with NewWebhookSender.
 type WebhookSender struct {
 	client *http.Client
+	addrs  AddressPolicy
 	secret Secret
 	now    func() time.Time
 }
@@ -90,7 +92,8 @@ type WebhookSender struct {
 type WebhookOptions struct {
 	// Secret signs every request.
 	Secret Secret
-	// Addresses is the dial-time SSRF policy.
+	// Addresses is the address policy: the URL's host and every address
+	// connected to must pass it.
 	Addresses AddressPolicy
 	// Timeout bounds one request (default 10s).
 	Timeout time.Duration
@@ -106,7 +109,7 @@ func NewWebhookSender(o WebhookOptions) *WebhookSender {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &WebhookSender{client: NewClient(o.Addresses, o.Timeout), secret: o.Secret, now: o.Now}
+	return &WebhookSender{client: NewClient(o.Addresses, o.Timeout), addrs: o.Addresses, secret: o.Secret, now: o.Now}
 }
 
 // maxAnswer caps how much of a receiver's answer is read.
@@ -114,7 +117,9 @@ const maxAnswer = 4 << 10
 
 // Send implements Sender: 2xx is sent; 408, 429, 5xx and network errors
 // retry (honouring Retry-After); a refused address, a redirect and any
-// other status are dead.
+// other status are dead. The URL's host is checked against the address
+// policy as when the target was added (a numeric form is the address it
+// names), then every address connected to is.
 func (w *WebhookSender) Send(ctx context.Context, n Notification) Result {
 	body, err := Encode(n)
 	if err != nil {
@@ -124,6 +129,10 @@ func (w *WebhookSender) Send(ctx context.Context, n Notification) Result {
 	if err != nil {
 		return Result{Outcome: OutcomeDead, Error: fmt.Sprintf("build request: %v", err)}
 	}
+	if err := w.addrs.CheckHost(ctx, req.URL.Hostname(), nil, nil); err != nil {
+		return Result{Outcome: OutcomeDead, Error: err.Error()}
+	}
+	dialCanonical(req)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "chronos-notify/1")
 	req.Header.Set(HeaderID, n.ID)
@@ -141,6 +150,25 @@ func (w *WebhookSender) Send(ctx context.Context, n Notification) Result {
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	return classify(resp.StatusCode, resp.Header.Get("Retry-After"), answer, at)
+}
+
+// dialCanonical points req at the address its host names when the host is
+// a numeric form other than the canonical one (2130706433, 127.1): what
+// was checked is what is dialled, whichever resolver the platform uses.
+func dialCanonical(req *http.Request) {
+	host := req.URL.Hostname()
+	ip, ok, err := ParseHost(host)
+	if err != nil || !ok || ip.String() == host {
+		return
+	}
+	if port := req.URL.Port(); port != "" {
+		req.URL.Host = net.JoinHostPort(ip.String(), port)
+	} else if ip.Is6() {
+		req.URL.Host = "[" + ip.String() + "]"
+	} else {
+		req.URL.Host = ip.String()
+	}
+	req.Host = ""
 }
 
 // classify maps a receiver's answer to an outcome.

@@ -17,8 +17,8 @@ import (
 //
 // KEYS[1] lease, KEYS[2] the shard's last fire index, KEYS[3] ready
 // agents, KEYS[4] held agents, KEYS[5] gated agents, KEYS[6] probing
-// agents, then for agent j: KEYS[2+5j] rows, KEYS[3+5j] last fires,
-// KEYS[4+5j] flow record, KEYS[5+5j] in flight, KEYS[6+5j] held
+// agents, KEYS[7] in-flight counts, then for agent j: KEYS[4+4j] rows,
+// KEYS[5+4j] last fires, KEYS[6+4j] flow record, KEYS[7+4j] held
 // ARGV[1] now, ARGV[2] wake channel, ARGV[3] agent count na, ARGV[3+j]
 // agent j, then for each ack the 8 values from ARGV[4+na+8i]: its agent j,
 // job, member, schedule id, token, the packed record (see lastfire.go; ""
@@ -27,8 +27,9 @@ import (
 //
 // A row that is still, byte for byte, the one the claim left is held by
 // the lease without unpacking it; any other is fenced as usual. The leases
-// go in one ZREM and the index entries in one ZADD. Then, per agent, its
-// acked leases leave its in-flight zset; an agent that was probing stops
+// go in one ZREM and the index entries in one ZADD, and the agents' counts
+// of leases in flight drop (one HMGET and one HSET for them all). Then,
+// per agent: one that was probing stops
 // (answering again: its failures and its Down hold go too), and one with
 // held fires is made ready (nudge(): the lease that ended gave it room, as
 // a rule, and the claim that meets it checks; both cost a look only in a
@@ -45,7 +46,7 @@ for b = 4 + na, #ARGV, 8 do
   i = i + 1
   local j = tonumber(ARGV[b])
   local job, m = ARGV[b + 1], ARGV[b + 2]
-  local k = 5 * j + 1
+  local k = 4 * j + 3
   local v = redis.call('HGET', KEYS[k + 1], job)
   local r = v and v == ARGV[b + 7]
   if not r then r = fenced(v, ARGV[b + 3], tonumber(ARGV[b + 4])) end
@@ -73,24 +74,27 @@ if #index > 0 then chunked('ZADD', KEYS[2], index, 1) end
 local rel = 0
 if #gone > 0 then
   -- Which of the acked agents hold fires: one SMISMEMBER for them all.
-  local names = {}
+  local names, by = {}, {}
   for j = 1, na do
-    if acked[j] then names[#names + 1] = ARGV[3 + j] end
+    if acked[j] then
+      names[#names + 1] = ARGV[3 + j]
+      by[#by + 1] = -#acked[j]
+    end
   end
+  bump(KEYS[7], names, by)
   local holds = inSet(KEYS[4], names)
   local anyProbe = redis.call('SCARD', KEYS[6]) > 0
   local b = sets(KEYS[3], KEYS[4], KEYS[5])
   for j = 1, na do
     local jobs = acked[j]
     if jobs then
-      local k, agent = 5 * j + 1, ARGV[3 + j]
-      chunked('ZREM', KEYS[k + 4], jobs, 1)
+      local k, agent = 4 * j + 3, ARGV[3 + j]
       if anyProbe and redis.call('SREM', KEYS[6], agent) == 1 then
         redis.call('HDEL', KEYS[k + 3], 'probe', 'fails', 'gate')
         -- Its Down hold is over (a rate slot release() finds puts it back).
         push(b.ungate, agent)
       end
-      if holds[agent] then rel = rel + nudge(agent, KEYS[k + 5], b) end
+      if holds[agent] then rel = rel + nudge(agent, KEYS[k + 4], b) end
     end
   end
   flush(b)
@@ -105,8 +109,8 @@ return out
 // The lease ends, so the agent's held fires get the room it frees.
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
-// record, KEYS[5] in flight, KEYS[6] held, KEYS[7] held agents, KEYS[8]
-// gated agents, KEYS[9] probing agents, KEYS[10] ready agents
+// record, KEYS[5] in-flight counts, KEYS[6] held, KEYS[7] held agents,
+// KEYS[8] gated agents, KEYS[9] probing agents, KEYS[10] ready agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
 // ARGV[6] delay ms, ARGV[7] reason, ARGV[8] wake channel, ARGV[9] agent,
 // ARGV[10] hold ms ("" for a nack), ARGV[11] the agent's failures
@@ -125,8 +129,7 @@ r[7] = 0
 r[8] = at - r[3]
 r[10] = ARGV[7]
 redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
-redis.call('ZREM', KEYS[3], m)
-redis.call('ZREM', KEYS[5], job)
+ended(KEYS[5], agent, redis.call('ZREM', KEYS[3], m))
 redis.call('ZADD', KEYS[2], at, m)
 if ARGV[10] ~= '' then
   local f = redis.call('HMGET', KEYS[4], 'gate', 'fails')
@@ -154,7 +157,7 @@ return 1
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] dead,
 // KEYS[5] dead by time, KEYS[6] dead of the agent, KEYS[7] failed feed of
-// the agent, KEYS[8] flow record, KEYS[9] in flight, KEYS[10] held,
+// the agent, KEYS[8] flow record, KEYS[9] in-flight counts, KEYS[10] held,
 // KEYS[11] held agents, KEYS[12] gated agents, KEYS[13] ready agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id, ARGV[5] token,
 // ARGV[6] reason, ARGV[7] agent, ARGV[8] feed length cap, ARGV[9] wake channel
@@ -168,8 +171,7 @@ local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), sid, tonumber(ARGV[5]))
 if not r then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
-redis.call('ZREM', KEYS[3], ARGV[3])
-redis.call('ZREM', KEYS[9], ARGV[2])
+ended(KEYS[9], ARGV[7], redis.call('ZREM', KEYS[3], ARGV[3]))
 local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], ARGV[6], ARGV[6], now, r[11], r[12]}
 redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
 redis.call('ZADD', KEYS[5], now, sid)
@@ -273,14 +275,13 @@ func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
 			agentOf[a] = len(agents)
 		}
 	}
-	keys := make([]string, 6, 6+5*len(agents))
+	keys := make([]string, 7, 7+4*len(agents))
 	keys[0], keys[1], keys[2] = e.k.lease(s), e.k.lastFireIndex(s), e.k.ready(s)
-	keys[3], keys[4], keys[5] = e.k.held(s), e.k.gated(s), e.k.probing(s)
+	keys[3], keys[4], keys[5], keys[6] = e.k.held(s), e.k.gated(s), e.k.probing(s), e.k.inFlight(s)
 	args := make([]any, 3, 3+len(agents)+8*len(part))
 	args[0], args[1], args[2] = e.nowArg(), e.k.wake(), len(agents)
 	for _, a := range agents {
-		fk := e.k.flowKeys(s, a)
-		keys = append(keys, e.k.rows(s, a), e.k.lastFires(s, a), fk[0], fk[1], fk[2])
+		keys = append(keys, e.k.rows(s, a), e.k.lastFires(s, a), e.k.agent(s, a), e.k.heldOf(s, a))
 		args = append(args, a)
 	}
 	var packed []byte // the records and rows, back to back

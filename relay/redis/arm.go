@@ -13,7 +13,7 @@ import (
 // it frees) or its place among its agent's held fires.
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
-// record, KEYS[5] in flight, KEYS[6] held, KEYS[7] flexible fires,
+// record, KEYS[5] in-flight counts, KEYS[6] held, KEYS[7] flexible fires,
 // KEYS[8] held agents, KEYS[9] gated agents, KEYS[10] ready agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
 // ARGV[5] instance id, ARGV[6] fire_at ms, ARGV[7] fire_at ns remainder,
@@ -49,7 +49,9 @@ if old then
     return {0, '', unpack(r)}
   end
   replaced = r[1]
-  freed = redis.call('ZREM', KEYS[5], job) + redis.call('ZREM', KEYS[6], job)
+  local leased = redis.call('ZREM', KEYS[3], m)
+  ended(KEYS[5], agent, leased)
+  freed = leased + redis.call('ZREM', KEYS[6], job)
 else
   local quota = tonumber(ARGV[9])
   if quota > 0 and redis.call('HLEN', KEYS[1]) >= quota then
@@ -59,7 +61,10 @@ end
 local score = tonumber(ARGV[12])
 local r = tidy({ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, '', spelling, flex})
 redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
-redis.call('ZREM', KEYS[3], m)
+if not old then
+  -- No row, no lease (whatever an earlier release may have left).
+  redis.call('ZREM', KEYS[3], m)
+end
 if flex > 0 then
   local fire = fms
   if fns > 0 then fire = fms + 1 end
@@ -85,7 +90,7 @@ return {1, replaced, unpack(r)}
 // the agent's held fires the room it frees.
 //
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
-// record, KEYS[5] in flight, KEYS[6] held, KEYS[7] flexible fires,
+// record, KEYS[5] in-flight counts, KEYS[6] held, KEYS[7] flexible fires,
 // KEYS[8] held agents, KEYS[9] gated agents, KEYS[10] ready agents
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] agent, ARGV[5] wake channel
 //
@@ -94,9 +99,10 @@ var scriptCancel = script(`
 local job = ARGV[2]
 local n = redis.call('HDEL', KEYS[1], job)
 redis.call('ZREM', KEYS[2], ARGV[3])
-redis.call('ZREM', KEYS[3], ARGV[3])
+local leased = redis.call('ZREM', KEYS[3], ARGV[3])
+ended(KEYS[5], ARGV[4], leased)
 redis.call('ZREM', KEYS[7], job)
-if redis.call('ZREM', KEYS[5], job) + redis.call('ZREM', KEYS[6], job) > 0 then
+if leased + redis.call('ZREM', KEYS[6], job) > 0 then
   local now = clock(ARGV[1])
   local b = sets(KEYS[10], KEYS[8], KEYS[9])
   local rel = release(now, ARGV[4], KEYS[4], KEYS[5], KEYS[6], b)
@@ -112,9 +118,10 @@ return n
 // leases, held and flexible fires; its flow record (policy, probe, phase)
 // stays.
 //
-// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] in
-// flight, KEYS[5] held, KEYS[6] flexible fires, KEYS[7] held agents,
-// KEYS[8] gated agents, KEYS[9] ready agents
+// KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] in-flight
+// counts, KEYS[5] held, KEYS[6] flexible fires, KEYS[7] held agents,
+// KEYS[8] gated agents, KEYS[9] ready agents, KEYS[10] where an earlier
+// release kept the agent's in-flight leases
 // ARGV[1] now (unused), ARGV[2] agent
 //
 // Returns how many there were.
@@ -126,7 +133,8 @@ for _, job in ipairs(jobs) do
   redis.call('ZREM', KEYS[2], m)
   redis.call('ZREM', KEYS[3], m)
 end
-redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6])
+redis.call('DEL', KEYS[1], KEYS[5], KEYS[6], KEYS[10])
+redis.call('HDEL', KEYS[4], agent)
 redis.call('SREM', KEYS[7], agent)
 redis.call('ZREM', KEYS[8], agent)
 redis.call('ZREM', KEYS[9], agent)
@@ -215,8 +223,8 @@ func (e *Engine) Cancel(ctx context.Context, agentID, jobID string) (bool, error
 func (e *Engine) CancelAgent(ctx context.Context, agentID string) (int, error) {
 	s := e.k.shardOf(agentID)
 	v, err := e.run(ctx, scriptCancelAgent,
-		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s), e.k.inFlight(s, agentID), e.k.heldOf(s, agentID),
-			e.k.flexOf(s, agentID), e.k.held(s), e.k.gated(s), e.k.ready(s)},
+		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s), e.k.inFlight(s), e.k.heldOf(s, agentID),
+			e.k.flexOf(s, agentID), e.k.held(s), e.k.gated(s), e.k.ready(s), e.k.legacyInFlight(s, agentID)},
 		e.nowArg(), agentID)
 	if err != nil {
 		return 0, fmt.Errorf("redis: cancel agent: %w", err)

@@ -107,8 +107,9 @@ return {redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(A
 // fencing tokens (in lease order) and one ZADD enters the leases; a lease
 // under a rate moves the agent's rate slot on.
 //
-// Then, for each agent: its leases enter its in-flight zset, its fires
-// whose flexible window has opened are made due now (when it got a lease),
+// Then the agents' leases are counted in the shard's in-flight counts (one
+// HMGET and one HSET for them all), and, for each agent: its fires whose
+// flexible window has opened are made due now (when it got a lease),
 // and the shard's sets follow its held fires: an agent left with none
 // leaves the held set and the ready and gated zsets; one with some joins
 // the held set, stays ready when only the claim's max stopped it (with the
@@ -118,8 +119,8 @@ return {redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(A
 //
 // KEYS[1] due, KEYS[2] lease, KEYS[3] token counter, KEYS[4] the shard's
 // stopped instances, KEYS[5] held agents, KEYS[6] gated agents, KEYS[7]
-// ready agents, then for agent j: KEYS[3+5j] rows, KEYS[4+5j] flow record,
-// KEYS[5+5j] in flight, KEYS[6+5j] held, KEYS[7+5j] flexible fires
+// ready agents, KEYS[8] in-flight counts, then for agent j: KEYS[5+4j]
+// rows, KEYS[6+4j] flow record, KEYS[7+4j] held, KEYS[8+4j] flexible fires
 // ARGV[1] now, ARGV[2] lease ms, ARGV[3] max, ARGV[4] the flow's
 // parallelism, ARGV[5] the flow's rate, ARGV[6] agent count na, ARGV[7] the
 // count ng of the first agents, those ready or whose gate passed,
@@ -135,10 +136,13 @@ local untilms = now + tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
 local fpar, frate = tonumber(ARGV[4]), tonumber(ARGV[5])
 local na, ng = tonumber(ARGV[6]), tonumber(ARGV[7])
-local due, heldSet, gated, ready = KEYS[1], KEYS[5], KEYS[6], KEYS[7]
+local due, heldSet, gated, ready, inf = KEYS[1], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local byId, ags, order = {}, {}, {}
 for j = 1, na do byId[ARGV[7 + j]] = j end
 local taken, gone = {}, {}
+-- counts holds every agent's leases in flight, read with one HMGET when
+-- the first agent is loaded.
+local counts = nil
 local held, anyHeld = 0, nil -- anyHeld: agent -> true when it holds fires
 -- room is how many more fires of agent a may be leased (math.huge:
 -- unbounded).
@@ -151,9 +155,9 @@ end
 local function load(j)
   local a = ags[j]
   if a then return a end
-  local b = 2 + 5 * j
-  a = {j = j, id = ARGV[7 + j], rows = KEYS[b + 1], ag = KEYS[b + 2], fl = KEYS[b + 3], hd = KEYS[b + 4],
-    fx = KEYS[b + 5], leases = {}, holds = {}}
+  local b = 4 + 4 * j
+  a = {j = j, id = ARGV[7 + j], rows = KEYS[b + 1], ag = KEYS[b + 2], hd = KEYS[b + 3],
+    fx = KEYS[b + 4], leased = 0, holds = {}}
   ags[j] = a
   order[#order + 1] = a
   local f = redis.call('HMGET', a.ag, 'par', 'rate', 'dis', 'ep', 'gate', 'tat', 'probe', 'fails', 'fx')
@@ -171,8 +175,15 @@ local function load(j)
   a.probe = f[7] == '1'
   a.fails = tonumber(f[8]) or 0
   a.flex = f[9] == '1'
-  a.inflight = 0
-  if a.par > 0 or a.probe then a.inflight = redis.call('ZCOUNT', a.fl, '(' .. now, '+inf') end
+  if not counts then
+    counts = {}
+    for i = 1, na, 1000 do
+      local to = math.min(i + 999, na)
+      local c = redis.call('HMGET', inf, unpack(ARGV, 7 + i, 7 + to))
+      for k = i, to do counts[k] = tonumber(c[k - i + 1]) or 0 end
+    end
+  end
+  a.inflight = counts[j]
   return a
 end
 local function lease(a, job, v)
@@ -330,8 +341,7 @@ if count > 0 then
     redis.call('HSET', a.rows, job, p)
     leases[2 * i - 1] = untilms
     leases[2 * i] = #a.id .. ':' .. a.id .. job
-    a.leases[#a.leases + 1] = untilms
-    a.leases[#a.leases + 1] = job
+    a.leased = a.leased + 1
     local st = 0
     if anyStopped then st = redis.call('SISMEMBER', KEYS[4], r[2]) end
     local o = #out
@@ -344,12 +354,17 @@ if count > 0 then
   chunked('ZADD', KEYS[2], leases, 1)
 end
 local moved = 0
+local names, by = {}, {}
+for _, a in ipairs(order) do
+  if a.leased > 0 then
+    names[#names + 1] = a.id
+    by[#by + 1] = a.leased
+  end
+end
+bump(inf, names, by)
 for _, a in ipairs(order) do
   if a.tatSet then redis.call('HSET', a.ag, 'tat', string.format('%.3f', a.tat)) end
-  if #a.leases > 0 then
-    chunked('ZADD', a.fl, a.leases, 1)
-    if a.flex then moved = moved + pull(a) end
-  end
+  if a.leased > 0 and a.flex then moved = moved + pull(a) end
   if #a.holds > 0 then
     -- Latest first: each then goes in at the head of the agent's (small,
     -- listpack) held zset, with no scan past those it already went past.
@@ -389,7 +404,7 @@ return {s, tonumber(t[1]), tonumber(t[2])}
 
 // scriptExtend renews a lease.
 //
-// KEYS[1] rows of the agent, KEYS[2] lease, KEYS[3] in flight of the agent
+// KEYS[1] rows of the agent, KEYS[2] lease
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
 // ARGV[5] token, ARGV[6] lease ms
 //
@@ -400,7 +415,6 @@ local r = fenced(redis.call('HGET', KEYS[1], ARGV[2]), ARGV[4], tonumber(ARGV[5]
 if not r then return {} end
 local untilms = now + tonumber(ARGV[6])
 redis.call('ZADD', KEYS[2], untilms, ARGV[3])
-redis.call('ZADD', KEYS[3], untilms, ARGV[2])
 return {untilms, unpack(r)}
 `)
 
@@ -410,7 +424,7 @@ return {untilms, unpack(r)}
 //
 // KEYS[1] lease, KEYS[2] due, KEYS[3] held agents, KEYS[4] gated agents,
 // KEYS[5] ready agents, then for agent j: KEYS[2+4j] rows, KEYS[3+4j] flow
-// record, KEYS[4+4j] in flight, KEYS[5+4j] held
+// record, KEYS[4+4j] in-flight counts (the shard's), KEYS[5+4j] held
 // ARGV[1] now, ARGV[2] wake channel, ARGV[3] agent count na, ARGV[3+j]
 // agent j, ARGV[4+na...] candidate members
 //
@@ -419,7 +433,7 @@ return {untilms, unpack(r)}
 var scriptReap = script(`
 local now = clock(ARGV[1])
 local na = tonumber(ARGV[3])
-local byId, touched = {}, {}
+local byId, touched, inf = {}, {}, nil
 for j = 1, na do byId[ARGV[3 + j]] = j end
 local n, rel = 0, 0
 for i = 4 + na, #ARGV do
@@ -430,8 +444,8 @@ for i = 4 + na, #ARGV do
     local agent, job = split(m)
     local j = byId[agent]
     local b = 1 + 4 * j
-    redis.call('ZREM', KEYS[b + 3], job)
-    touched[j] = true
+    inf = KEYS[b + 3]
+    touched[j] = (touched[j] or 0) + 1
     local v = redis.call('HGET', KEYS[b + 1], job)
     if v then
       local r = cmsgpack.unpack(v)
@@ -442,6 +456,16 @@ for i = 4 + na, #ARGV do
       n = n + 1
     end
   end
+end
+if inf then
+  local names, by = {}, {}
+  for j = 1, na do
+    if touched[j] then
+      names[#names + 1] = ARGV[3 + j]
+      by[#by + 1] = -touched[j]
+    end
+  end
+  bump(inf, names, by)
 end
 local st = sets(KEYS[5], KEYS[3], KEYS[4])
 for j = 1, na do
@@ -454,6 +478,51 @@ flush(st)
 if n + rel > 0 then redis.call('PUBLISH', ARGV[2], now) end
 return {n, rel}
 `)
+
+// scriptRecount sets the shard's in-flight counts to what its lease zset
+// holds, agent by agent: the safety net under the scripts that keep them
+// in step (one that took or ended a lease without counting it could
+// otherwise hold an agent's fires back, or let too many out, for good).
+// A lease counts until it ends, also once it expired: Reap ends those.
+//
+// KEYS[1] lease, KEYS[2] in-flight counts
+// ARGV[1] now (unused)
+//
+// Returns how many agents' counts it corrected.
+var scriptRecount = script(`
+local want, order = {}, {}
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local agent = split(m)
+  if not want[agent] then
+    want[agent] = 0
+    order[#order + 1] = agent
+  end
+  want[agent] = want[agent] + 1
+end
+local cur = redis.call('HGETALL', KEYS[2])
+local have = {}
+local fixed, del = 0, {}
+for i = 1, #cur, 2 do
+  local a, n = cur[i], tonumber(cur[i + 1])
+  have[a] = n
+  if not want[a] then
+    del[#del + 1] = a
+  end
+end
+local set = {}
+for _, a in ipairs(order) do
+  if have[a] ~= want[a] then
+    set[#set + 1] = a
+    set[#set + 1] = want[a]
+  end
+end
+if #del > 0 then chunked('HDEL', KEYS[2], del, 1) end
+if #set > 0 then chunked('HSET', KEYS[2], set, 1) end
+return #del + #set / 2
+`)
+
+// recountEvery is how often Reap recounts a shard's in-flight leases.
+const recountEvery = 30 * time.Second
 
 // Claim implements relay.Queue. One pipelined read finds the due heads of
 // every shard; then the shards with due one-shots (or agents whose held
@@ -671,15 +740,14 @@ func (e *Engine) claimShard(ctx context.Context, s, want, peek int, leaseMs int6
 		}
 		members = append(members, m)
 	}
-	keys := make([]string, 7, 7+5*len(names))
+	keys := make([]string, 8, 8+4*len(names))
 	keys[0], keys[1], keys[2], keys[3] = e.k.due(s), e.k.lease(s), e.k.token(s), e.k.shardStopped(s)
-	keys[4], keys[5], keys[6] = e.k.held(s), e.k.gated(s), e.k.ready(s)
+	keys[4], keys[5], keys[6], keys[7] = e.k.held(s), e.k.gated(s), e.k.ready(s), e.k.inFlight(s)
 	args := make([]any, 7, 7+len(names)+len(members))
 	args[0], args[1], args[2], args[3], args[4], args[5], args[6] = now, leaseMs, want,
 		max(flow.Parallelism, 0), rateArg(flow.Rate), len(names), ng
 	for _, a := range names {
-		fk := e.k.flowKeys(s, a)
-		keys = append(keys, e.k.rows(s, a), fk[0], fk[1], fk[2], e.k.flexOf(s, a))
+		keys = append(keys, e.k.rows(s, a), e.k.agent(s, a), e.k.heldOf(s, a), e.k.flexOf(s, a))
 		args = append(args, a)
 	}
 	args = append(args, members...)
@@ -833,7 +901,7 @@ func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 // Extend implements relay.Queue.
 func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Duration) (relay.Lease, error) {
 	s := e.k.shardOf(l.AgentID)
-	v, err := e.run(ctx, scriptExtend, []string{e.k.rows(s, l.AgentID), e.k.lease(s), e.k.inFlight(s, l.AgentID)},
+	v, err := e.run(ctx, scriptExtend, []string{e.k.rows(s, l.AgentID), e.k.lease(s)},
 		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(leaseFor))
 	if err != nil {
 		return relay.Lease{}, fmt.Errorf("redis: extend: %w", err)
@@ -885,6 +953,9 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 			if len(cands) < reapBatch {
 				break
 			}
+		}
+		if err := e.recount(ctx, s); err != nil {
+			return total, fmt.Errorf("redis: reap: %w", err)
 		}
 		rel, err := e.releaseHeld(ctx, s, held)
 		released += rel
@@ -942,4 +1013,25 @@ func (e *Engine) reapShard(ctx context.Context, s int, now string, cands []any) 
 		return 0, 0, fmt.Errorf("redis: reap: %w", err)
 	}
 	return int(n), int(rel), nil
+}
+
+// recount runs scriptRecount on shard s when recountEvery has passed since
+// this engine last did (the first Reap always does): it corrects counts a
+// process killed in an earlier release's middle, or a rolling upgrade,
+// left wrong. A count it corrects is logged: it should not happen.
+func (e *Engine) recount(ctx context.Context, s int) error {
+	now := time.Now()
+	last := &e.recounted[s]
+	if at := last.Load(); at != 0 && now.Sub(time.Unix(0, at)) < recountEvery {
+		return nil
+	}
+	v, err := e.run(ctx, scriptRecount, []string{e.k.lease(s), e.k.inFlight(s)}, e.nowArg())
+	if err != nil {
+		return fmt.Errorf("recount leases in flight: %w", err)
+	}
+	last.Store(now.UnixNano())
+	if n, _ := integer(v); n > 0 {
+		e.log.Warn("redis: corrected the in-flight lease counts of agents", "shard", s, "agents", n)
+	}
+	return nil
 }

@@ -77,6 +77,8 @@ type Engine struct {
 
 	phases sync.Map // agent id → its spreading phase (float64), once read
 
+	recounted []atomic.Int64 // per shard: when Reap last recounted its leases in flight (Unix ns)
+
 	epochSem chan struct{} // held by the check under way
 	epoch    string        // the epoch marker this engine knows; "" before the first check
 	reported time.Time     // when the loss last logged was found; zero when none is reported
@@ -112,12 +114,13 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 		opts.EpochCheck = DefaultEpochCheck
 	}
 	e := &Engine{
-		c:        c,
-		k:        newKeys(opts.Prefix, opts.Shards),
-		opts:     opts,
-		log:      opts.Logger,
-		closed:   make(chan struct{}),
-		epochSem: make(chan struct{}, 1),
+		c:         c,
+		k:         newKeys(opts.Prefix, opts.Shards),
+		opts:      opts,
+		log:       opts.Logger,
+		closed:    make(chan struct{}),
+		epochSem:  make(chan struct{}, 1),
+		recounted: make([]atomic.Int64, opts.Shards),
 	}
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err

@@ -22,9 +22,15 @@ import (
 //     (tat, ms with a fraction), its probe (probe: "1", fails) and its
 //     spreading phase; and the fx flag while it has fires with a flexible
 //     window;
-//   - its in-flight leases (keys.inFlight, job → lease expiry): the claim
-//     adds, Extend moves, every transition that ends a lease removes; an
-//     expired lease stops counting by itself;
+//   - its count of leases in flight, a field of the shard's hash
+//     (keys.inFlight): the claim adds, every transition that ends a lease
+//     (Ack, Nack, Down, Kill, Cancel, a re-arm, Reap) takes away, in the
+//     script that adds or removes the lease, so the count is the agent's
+//     members of the lease zset; an expired lease counts until Reap ends
+//     it, and Reap recounts the hash from the lease zset now and then (the
+//     safety net). One hash per shard, not one key per agent, lets a claim
+//     or an ack batch read and write the counts of all its agents in two
+//     calls;
 //   - its held fires (keys.heldOf, job → due time): due fires a claim held
 //     back, still armed rows, which claims lease from there, oldest first;
 //   - its fires with a flexible window (keys.flexOf, job → fire_at), which
@@ -59,7 +65,8 @@ const releaseBatch = 256
 // ready (see release() in the prelude).
 //
 // KEYS[1] ready agents, KEYS[2] held agents, KEYS[3] gated agents, then for
-// agent j: KEYS[1+3j] flow record, KEYS[2+3j] in flight, KEYS[3+3j] held
+// agent j: KEYS[1+3j] flow record, KEYS[2+3j] in-flight counts (the
+// shard's), KEYS[3+3j] held
 // ARGV[1] now, ARGV[2] wake channel, ARGV[2+j] agent j
 //
 // Returns how many held fires may go out; when any, they are announced on
@@ -80,7 +87,7 @@ return n
 // scriptSetPolicy stores an agent's policy and makes the agent ready when
 // it no longer holds its held fires back (release()).
 //
-// KEYS[1] flow record, KEYS[2] in flight, KEYS[3] held, KEYS[4] ready
+// KEYS[1] flow record, KEYS[2] in-flight counts, KEYS[3] held, KEYS[4] ready
 // agents, KEYS[5] held agents, KEYS[6] gated agents, KEYS[7] agents with a
 // policy
 // ARGV[1] now, ARGV[2] wake channel, ARGV[3] agent, ARGV[4] parallelism,
@@ -114,17 +121,17 @@ return n
 
 // scriptAgentFlow reads an agent's flow state.
 //
-// KEYS[1] flow record, KEYS[2] in flight, KEYS[3] held
-// ARGV[1] now
+// KEYS[1] flow record, KEYS[2] in-flight counts, KEYS[3] held
+// ARGV[1] now, ARGV[2] agent
 //
 // Returns {par, rate, dis, probe, fails, gate, tat ("" for each not set),
-// unexpired leases, held fires, now ms}.
+// leases in flight, held fires, now ms}.
 var scriptAgentFlow = script(`
 local now = clock(ARGV[1])
 local f = redis.call('HMGET', KEYS[1], 'par', 'rate', 'dis', 'probe', 'fails', 'gate', 'tat')
 local out = {}
 for i = 1, 7 do out[i] = f[i] or '' end
-out[8] = redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')
+out[8] = leasesOf(KEYS[2], ARGV[2])
 out[9] = redis.call('ZCARD', KEYS[3])
 out[10] = now
 return out
@@ -218,7 +225,7 @@ func (e *Engine) AgentFlow(ctx context.Context, agentID string) (relay.AgentFlow
 // agentFlowCall is the scriptAgentFlow call of agentID in shard s.
 func (e *Engine) agentFlowCall(s int, agentID string) scriptCall {
 	fk := e.k.flowKeys(s, agentID)
-	return scriptCall{keys: fk[:], args: []any{e.nowArg()}}
+	return scriptCall{keys: fk[:], args: []any{e.nowArg(), agentID}}
 }
 
 // AgentFlows implements relay.Flows: one pipeline reads which agents each

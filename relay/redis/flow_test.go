@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -142,6 +143,7 @@ func TestFlow(t *testing.T) {
 		{"stats count held and probing", testFlowStats},
 		{"reap is the safety net", testFlowReapSafetyNet},
 		{"reap of a lapsed lease gives room", testFlowReapGivesRoom},
+		{"reap recounts the leases in flight", testFlowRecount},
 		{"an agent's backlog hides others for a few claims at most", testFlowBacklogFairness},
 		{"cancels and re-arms leave the hold", testFlowCancel},
 		{"cancel agent keeps the policy", testFlowCancelAgent},
@@ -530,7 +532,10 @@ func testFlowReapSafetyNet(t *testing.T) {
 	}
 	// The lease ends without a release (as a process of an earlier version
 	// would end it): nothing gives the held fires their turn but the reap.
-	if err := e.c.ZRem(flowCtx(t), e.k.inFlight(0, "a"), ls[0].JobID).Err(); err != nil {
+	if err := e.c.ZRem(flowCtx(t), e.k.lease(0), member("a", ls[0].JobID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.HDel(flowCtx(t), e.k.inFlight(0), "a").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if got := claimFlow(t, e, 10, relay.Flow{Parallelism: 1}); len(got) != 0 {
@@ -550,6 +555,62 @@ func testFlowReapSafetyNet(t *testing.T) {
 	}
 }
 
+// testFlowRecount breaks the in-flight counts as a lost update would (one
+// agent counted at its bound with nothing in flight, another at none with
+// two leases, a third that has no lease at all) and checks that Reap puts
+// them right: the first agent's held fires go out, the second's stay held.
+func testFlowRecount(t *testing.T) {
+	e := flowEngine(t, "", 1, nil)
+	at := time.Now().Add(-time.Minute)
+	armJobs(t, e, "stuck", 3, at)
+	armJobs(t, e, "loose", 3, at)
+	flow := relay.Flow{Parallelism: 2}
+	ls := claimFlow(t, e, 10, flow)
+	if n := perAgentLeases(ls); n["stuck"] != 2 || n["loose"] != 2 {
+		t.Fatalf("leases %v, want two per agent", n)
+	}
+	for _, l := range ls {
+		if l.AgentID == "stuck" {
+			if err := e.Ack(flowCtx(t), l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inf := e.k.inFlight(0)
+	if err := e.c.HSet(flowCtx(t), inf, "stuck", 2, "loose", 0, "gone", 7).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimFlow(t, e, 10, flow); len(got) != 0 {
+		t.Fatalf("claim with the counts broken: %v", jobsOf(got))
+	}
+	e.recounted[0].Store(0) // as a process that has not recounted yet
+	if _, err := e.Reap(flowCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := e.c.HGetAll(flowCtx(t), inf).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"loose": "2"}; !maps.Equal(counts, want) {
+		t.Fatalf("counts after the recount %v, want %v", counts, want)
+	}
+	if got := jobsOf(claimFlow(t, e, 10, flow)); !slices.Equal(got, []string{"j02"}) {
+		t.Fatalf("after the recount: %v, want the stuck agent's j02 alone", got)
+	}
+	if f := mustFlow(t, e, "loose"); f.InFlight != 2 || f.Held != 1 {
+		t.Fatalf("loose agent %+v, want 2 in flight, 1 held", f)
+	}
+}
+
+// perAgentLeases counts leases by agent.
+func perAgentLeases(ls []relay.Lease) map[string]int {
+	n := map[string]int{}
+	for _, l := range ls {
+		n[l.AgentID]++
+	}
+	return n
+}
+
 func testFlowReapGivesRoom(t *testing.T) {
 	c := newTestClock()
 	e := flowEngine(t, "", 1, c)
@@ -559,8 +620,10 @@ func testFlowReapGivesRoom(t *testing.T) {
 		t.Fatalf("leases %d", len(ls))
 	}
 	c.Advance(2 * time.Minute)
-	if f := mustFlow(t, e, "a"); f.InFlight != 0 {
-		t.Fatalf("lapsed leases still count: %+v", f)
+	// A lapsed lease counts until the reap ends it: its fire comes back
+	// only then, as the room it held does.
+	if f := mustFlow(t, e, "a"); f.InFlight != 2 {
+		t.Fatalf("lapsed leases before the reap: %+v, want 2 in flight", f)
 	}
 	if n, err := e.Reap(flowCtx(t)); err != nil || n != 2 {
 		t.Fatalf("reap: %d, %v", n, err)
@@ -656,10 +719,13 @@ func testFlowCancelAgent(t *testing.T) {
 	if n, err := e.CancelAgent(flowCtx(t), "a"); err != nil || n != 5 {
 		t.Fatalf("cancel agent: %d, %v", n, err)
 	}
-	for _, k := range []string{e.k.inFlight(0, "a"), e.k.heldOf(0, "a"), e.k.flexOf(0, "a"), e.k.rows(0, "a")} {
+	for _, k := range []string{e.k.heldOf(0, "a"), e.k.flexOf(0, "a"), e.k.rows(0, "a")} {
 		if n, _ := e.c.Exists(flowCtx(t), k).Result(); n != 0 {
 			t.Fatalf("%s is left", k)
 		}
+	}
+	if ok, _ := e.c.HExists(flowCtx(t), e.k.inFlight(0), "a").Result(); ok {
+		t.Fatal("the agent's count of leases in flight is left")
 	}
 	if n, _ := e.c.SCard(flowCtx(t), e.k.held(0)).Result(); n != 0 {
 		t.Fatal("the agent is left in the held set")

@@ -109,8 +109,14 @@ func (k keys) instance(id string) string { return k.control() + ":inst:" + id }
 // and whether it may have fires with a flexible window (fx).
 func (k keys) agent(shard int, agent string) string { return k.tags[shard] + ":ag:" + agent }
 
-// inFlight is the zset of agent's leases, job id → lease expiry (ms).
-func (k keys) inFlight(shard int, agent string) string { return k.tags[shard] + ":fl:" + agent }
+// inFlight is the shard's hash of agents' leases in flight, agent → count.
+// Every script that takes or ends a lease keeps it in step with the lease
+// zset, and Reap recounts it from there now and then (see flow.go).
+func (k keys) inFlight(shard int) string { return k.tags[shard] + ":inf" }
+
+// legacyInFlight is where an earlier release kept one agent's leases (a
+// zset, job id → lease expiry): removed with the agent's fires.
+func (k keys) legacyInFlight(shard int, agent string) string { return k.tags[shard] + ":fl:" + agent }
 
 // heldOf is the zset of agent's due fires held back by flow control, job
 // id → due time (ms).
@@ -142,7 +148,8 @@ func (k keys) policies(shard int) string { return k.tags[shard] + ":pol" }
 func (k keys) phase() string { return k.control() + ":phase" }
 
 // flowKeys are the keys release needs of one agent, in the order the
-// scripts take them: its flow record, in-flight leases and held fires.
+// scripts take them: its flow record, the shard's in-flight counts and the
+// agent's held fires.
 func (k keys) flowKeys(shard int, agent string) [3]string {
-	return [3]string{k.agent(shard, agent), k.inFlight(shard, agent), k.heldOf(shard, agent)}
+	return [3]string{k.agent(shard, agent), k.inFlight(shard), k.heldOf(shard, agent)}
 }

@@ -115,10 +115,41 @@ local function push(t, x, y)
   t[#t + 1] = x
   if y ~= nil then t[#t + 1] = y end
 end
--- release tells claims whether agent (its record ag, in-flight leases fl,
--- held fires hd) has room for its held fires: the room is 1 while it
--- probes, else the parallelism its last claim applied (0: unbounded), less
--- its unexpired leases. An agent with room joins the shard's ready zset,
+-- leasesOf is how many leases agent has in flight (inf: the shard's
+-- in-flight counts).
+local function leasesOf(inf, agent)
+  return tonumber(redis.call('HGET', inf, agent)) or 0
+end
+-- ended counts n leases of agent out of the shard's in-flight counts.
+local function ended(inf, agent, n)
+  if n > 0 and redis.call('HINCRBY', inf, agent, -n) <= 0 then
+    redis.call('HDEL', inf, agent)
+  end
+end
+-- bump changes the in-flight counts of many agents at once: names[i] by
+-- by[i]; one HMGET, one HSET and one HDEL per thousand agents.
+local function bump(inf, names, by)
+  for i = 1, #names, 1000 do
+    local to = math.min(i + 999, #names)
+    local cur = redis.call('HMGET', inf, unpack(names, i, to))
+    local set, del = {}, {}
+    for k = i, to do
+      local n = (tonumber(cur[k - i + 1]) or 0) + by[k]
+      if n > 0 then
+        set[#set + 1] = names[k]
+        set[#set + 1] = n
+      else
+        del[#del + 1] = names[k]
+      end
+    end
+    if #set > 0 then redis.call('HSET', inf, unpack(set)) end
+    if #del > 0 then redis.call('HDEL', inf, unpack(del)) end
+  end
+end
+-- release tells claims whether agent (its record ag, the shard's in-flight
+-- counts inf, its held fires hd) has room for its held fires: the room is
+-- 1 while it probes, else the parallelism its last claim applied (0:
+-- unbounded), less its leases in flight. An agent with room joins the shard's ready zset,
 -- by the due time of its earliest held fire, and the next claim leases
 -- those fires straight from hd, oldest first; one without room leaves it
 -- (its next lease to end calls release again). A disabled agent has no
@@ -145,7 +176,7 @@ local function nudge(agent, hd, b)
   push(b.rdy, head[2], agent)
   return 1
 end
-local function release(now, agent, ag, fl, hd, b)
+local function release(now, agent, ag, inf, hd, b)
   local head = redis.call('ZRANGE', hd, 0, 0, 'WITHSCORES')
   if not head[1] then
     push(b.unhold, agent)
@@ -170,7 +201,7 @@ local function release(now, agent, ag, fl, hd, b)
   local room = tonumber(f[5]) or 0
   if f[4] == '1' then room = 1 end
   if room > 0 then
-    room = room - redis.call('ZCOUNT', fl, '(' .. now, '+inf')
+    room = room - leasesOf(inf, agent)
     if room <= 0 then
       push(b.unrdy, agent)
       return 0

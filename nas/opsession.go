@@ -2,15 +2,21 @@ package nas
 
 // Browser sessions of the operator: a browser cannot send a Bearer header on
 // its own, so the dashboard's login trades the operator token for a cookie
-// value. The value is an expiry and an HMAC of it keyed by the operator
-// token: every NAS process sharing the token accepts it, it reveals nothing
-// of the token, and changing the token ends every session.
+// value. The value is a random session id, an expiry and an HMAC of both
+// keyed by the operator token: every NAS process sharing the token accepts
+// it, it reveals nothing of the token, and changing the token ends every
+// session. A logout lists the session's id as revoked until its expiry (see
+// sessionrevoke.go), which every NAS process sharing the store reads. The
+// login is throttled per client address (see loginthrottle.go).
 
 import (
+	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,52 +28,108 @@ import (
 // OperatorSessionTTL is how long an operator's browser session lasts.
 const OperatorSessionTTL = 12 * time.Hour
 
-// operatorSessionVersion starts every session value.
-const operatorSessionVersion = "v1"
+// operatorSessionVersion starts every session value. Values of the first
+// version carried no id, so a logout could not end them; they are refused.
+const operatorSessionVersion = "v2"
 
-// OperatorLogin checks an operator token typed into the login form and
-// returns the value of a session that expires at the returned time. Errors
-// are *contract.Error: 404 when the operator routes are disabled, 401 for a
-// wrong or empty token.
-func (s *Service) OperatorLogin(token string) (string, time.Time, error) {
+// OperatorLogin checks an operator token typed into the login form, sent
+// from the client address remoteAddr (the TCP peer, host:port), and returns
+// the value of a session that expires at the returned time. Errors are
+// *contract.Error: 404 when the operator routes are disabled, 401 for a
+// wrong or empty token, 429 rate_limited with RetryAfter while remoteAddr
+// (or every address together) has sent too many wrong tokens: the token is
+// then not even compared, so the right one is refused too.
+func (s *Service) OperatorLogin(remoteAddr, token string) (string, time.Time, error) {
 	if !s.HasOperator() {
 		return "", time.Time{}, contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
 	}
-	if token == "" || subtle.ConstantTimeCompare([]byte(token), s.operator) != 1 {
-		s.log.Warn("operator login refused: wrong token")
+	right := token != "" && subtle.ConstantTimeCompare([]byte(token), s.operator) == 1
+	now := s.now()
+	v := s.logins.attempt(loginClient(remoteAddr), now, right)
+	switch {
+	case v.Refused:
+		e := contract.Errorf(http.StatusTooManyRequests, contract.CodeRateLimited,
+			"too many wrong operator tokens; retry in %s", v.RetryAfter.Round(time.Second))
+		e.RetryAfter = v.RetryAfter
+		return "", time.Time{}, e
+	case !right:
 		return "", time.Time{}, contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "wrong operator token")
 	}
-	exp := s.now().Add(OperatorSessionTTL).Truncate(time.Second)
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", time.Time{}, fmt.Errorf("operator session id: %w", err)
+	}
+	id := base64.RawURLEncoding.EncodeToString(raw[:])
+	exp := now.Add(OperatorSessionTTL).Truncate(time.Second)
 	stamp := strconv.FormatInt(exp.Unix(), 10)
-	return operatorSessionVersion + "." + stamp + "." + s.sessionMAC(stamp), exp, nil
+	return operatorSessionVersion + "." + id + "." + stamp + "." + s.sessionMAC(id, stamp), exp, nil
 }
 
 // AuthorizeOperatorSession checks a session value OperatorLogin returned:
 // 404 when the operator routes are disabled, 401 for a value that is
-// malformed, forged (or from another operator token) or expired.
-func (s *Service) AuthorizeOperatorSession(value string) error {
+// malformed, forged (or from another operator token), expired or logged
+// out. An error reading the revocation list wraps relay.ErrUnavailable.
+func (s *Service) AuthorizeOperatorSession(ctx context.Context, value string) error {
 	if !s.HasOperator() {
 		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
 	}
 	refused := contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "the operator session is not valid or has expired; log in again")
-	parts := strings.Split(value, ".")
-	if len(parts) != 3 || parts[0] != operatorSessionVersion {
+	id, _, ok := s.parseSession(value)
+	if !ok {
 		return refused
 	}
-	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || !hmac.Equal([]byte(parts[2]), []byte(s.sessionMAC(parts[1]))) {
-		return refused
+	revoked, err := s.sessions.Revoked(ctx, id)
+	if err != nil {
+		return err
 	}
-	if !s.now().Before(time.Unix(exp, 0)) {
+	if revoked {
 		return refused
 	}
 	return nil
 }
 
-// sessionMAC is the HMAC-SHA256 of a session's expiry stamp, keyed by the
-// operator token.
-func (s *Service) sessionMAC(stamp string) string {
+// OperatorLogout ends the session of value on every NAS process sharing the
+// store: its id is listed as revoked until it would have expired. A value
+// that is not a live session (absent, malformed, forged, expired) changes
+// nothing and is no error. Errors: 404 when the operator routes are
+// disabled; an error writing the revocation list wraps relay.ErrUnavailable.
+func (s *Service) OperatorLogout(ctx context.Context, value string) error {
+	if !s.HasOperator() {
+		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
+	}
+	id, exp, ok := s.parseSession(value)
+	if !ok {
+		return nil
+	}
+	if err := s.sessions.Revoke(ctx, id, exp.Sub(s.now())); err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "operator logged out", "session_expires_at", exp.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// parseSession returns the id and expiry of a session value whose HMAC is
+// right and that has not expired.
+func (s *Service) parseSession(value string) (id string, exp time.Time, ok bool) {
+	parts := strings.Split(value, ".")
+	if len(parts) != 4 || parts[0] != operatorSessionVersion || parts[1] == "" {
+		return "", time.Time{}, false
+	}
+	unix, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || !hmac.Equal([]byte(parts[3]), []byte(s.sessionMAC(parts[1], parts[2]))) {
+		return "", time.Time{}, false
+	}
+	exp = time.Unix(unix, 0)
+	if !s.now().Before(exp) {
+		return "", time.Time{}, false
+	}
+	return parts[1], exp, true
+}
+
+// sessionMAC is the HMAC-SHA256 of a session's id and expiry stamp, keyed
+// by the operator token.
+func (s *Service) sessionMAC(id, stamp string) string {
 	m := hmac.New(sha256.New, s.operator)
-	m.Write([]byte("chronos operator session\x00" + stamp))
+	m.Write([]byte("chronos operator session " + operatorSessionVersion + "\x00" + id + "\x00" + stamp))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }

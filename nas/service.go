@@ -61,8 +61,10 @@ type Service struct {
 	metrics  *Metrics
 	operator []byte
 	heal     selfHeal
-	census   censusCache // the overview's agents and stopped instances
-	flow     flowState   // the agents' flow control and kill switch
+	census   censusCache        // the overview's agents and stopped instances
+	flow     flowState          // the agents' flow control and kill switch
+	sessions sessionRevocations // operator sessions ended by a logout
+	logins   *loginThrottle     // the dashboard login's failures per address
 }
 
 // New builds a Service. Config must validate after WithDefaults, except that
@@ -129,6 +131,8 @@ func New(opts Options) (*Service, error) {
 	s.metrics = newMetrics(opts.Engine)
 	s.initSelfHeal()
 	s.initFlow()
+	s.sessions = newSessionRevocations(opts.Engine, s.now)
+	s.logins = newLoginThrottle(s.log, s.now)
 	return s, nil
 }
 

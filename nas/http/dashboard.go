@@ -94,7 +94,9 @@ func setPageHeaders(h http.Header) {
 
 // login checks the operator token of the dashboard's login form and sets
 // the session cookie: 200 with its expiry, 401 for a wrong token, 403 for a
-// post from another origin.
+// post from another origin, 429 with Retry-After while the client address
+// (the TCP peer: no forwarded header is trusted) is locked out after too
+// many wrong tokens.
 func (s *Server) login(c echo.Context) error {
 	r := c.Request()
 	if !sameOrigin(r) {
@@ -104,7 +106,7 @@ func (s *Server) login(c echo.Context) error {
 	if err := decode(c, 8<<10, &req); err != nil {
 		return err
 	}
-	value, exp, err := s.svc.OperatorLogin(req.Token)
+	value, exp, err := s.svc.OperatorLogin(r.RemoteAddr, req.Token)
 	if err != nil {
 		return err
 	}
@@ -115,12 +117,19 @@ func (s *Server) login(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, contract.OperatorSessionResponse{ExpiresAt: contract.NewTime(exp.UTC())})
 }
 
-// logout clears the session cookie (the value itself stays valid until it
-// expires: it is never stored server-side).
+// logout ends the session of the request's cookie on the server (every NAS
+// process sharing the store then refuses it) and clears the cookie. Without
+// a live session it only clears the cookie; when the store cannot record
+// the end it fails and leaves the cookie, which still works.
 func (s *Server) logout(c echo.Context) error {
 	r := c.Request()
 	if !sameOrigin(r) {
 		return crossOrigin()
+	}
+	if ck, err := r.Cookie(OperatorCookie); err == nil {
+		if err := s.svc.OperatorLogout(r.Context(), ck.Value); err != nil {
+			return err
+		}
 	}
 	c.SetCookie(&http.Cookie{
 		Name: OperatorCookie, Value: "", Path: "/", MaxAge: -1,

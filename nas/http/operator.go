@@ -18,7 +18,7 @@ func (s *Server) operator(h echo.HandlerFunc) echo.HandlerFunc {
 		r := c.Request()
 		authz := r.Header.Get(contract.HeaderAuthorization)
 		if ck, err := r.Cookie(OperatorCookie); authz == "" && err == nil {
-			if err := s.svc.AuthorizeOperatorSession(ck.Value); err != nil {
+			if err := s.svc.AuthorizeOperatorSession(r.Context(), ck.Value); err != nil {
 				return err
 			}
 			if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {

@@ -13,7 +13,7 @@
 //	{chronos:P:S}:due         zset   member(agent, job) → due time, ms (armed one-shots not held back)
 //	{chronos:P:S}:lease       zset   member(agent, job) → lease expiry, ms (leased one-shots only)
 //	{chronos:P:S}:ag:<agent>  hash   the agent's flow record: policy (par, rate, dis), parallelism applied (ep), Down hold (gate), rate slot (tat), probe (probe, fails), phase, fx flag
-//	{chronos:P:S}:fl:<agent>  zset   job id → lease expiry, ms (the agent's leases in flight)
+//	{chronos:P:S}:inf         hash   agent → its leases in flight (its members of lease, recounted from there by Reap)
 //	{chronos:P:S}:hd:<agent>  zset   job id → due time, ms (the agent's due fires held back by flow control)
 //	{chronos:P:S}:fx:<agent>  zset   job id → fire_at, ms (the agent's armed fires with a flexible window)
 //	{chronos:P:S}:held        set    agents with held fires

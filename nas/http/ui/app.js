@@ -201,7 +201,12 @@ async function login(ev) {
       headers: { "Content-Type": "application/json", Accept: "application/json" },
       body: JSON.stringify({ token: $("token").value }),
     });
-    if (r.status === 401) {
+    if (r.status === 401 || r.status === 429) {
+      const wait = r.headers.get("Retry-After");
+      $("login-failed").textContent =
+        r.status === 429
+          ? "Too many wrong tokens from this address; try again in " + (wait || "a few") + " s."
+          : "Wrong operator token.";
       $("login-failed").hidden = false;
       $("token").select();
       return;
@@ -214,11 +219,19 @@ async function login(ev) {
   }
 }
 
+// logout ends the session on the server; when that fails the page stays
+// (the cookie still works) and says why, so the operator can try again.
 async function logout() {
   try {
-    await fetch("/api/operator/session", { method: "DELETE", credentials: "same-origin" });
-  } finally {
+    const r = await fetch("/api/operator/session", {
+      method: "DELETE",
+      credentials: "same-origin",
+      headers: { Accept: "application/json" },
+    });
+    if (!r.ok) throw new Error("log out: " + r.status + " " + (await errorText(r)));
     showLogin();
+  } catch (e) {
+    handle(e);
   }
 }
 

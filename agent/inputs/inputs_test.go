@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -190,6 +191,21 @@ func TestSQL(t *testing.T) {
 			}
 			if err := s.Check(t.Context(), "sql://"+name); err == nil || !strings.Contains(err.Error(), "no query") {
 				t.Fatalf("no query: %v", err)
+			}
+			// Inputs only read: a write is refused when the job is added and
+			// when it would run, and the table keeps its rows.
+			for _, q := range []string{"DELETE FROM targets RETURNING url", "WITH d AS (DELETE FROM targets RETURNING url) SELECT url FROM d",
+				"SELECT url FROM targets; DROP TABLE targets"} {
+				raw := "sql://" + name + "?" + url.QueryEscape(q)
+				if err := s.Check(t.Context(), raw); !errors.Is(err, inputs.ErrInvalid) {
+					t.Errorf("Check(%q) = %v, want ErrInvalid", q, err)
+				}
+				if got, err := s.Resolve(t.Context(), raw); !errors.Is(err, inputs.ErrInvalid) {
+					t.Errorf("Resolve(%q) = %q, %v, want ErrInvalid", q, got, err)
+				}
+			}
+			if n, err := s.Resolve(t.Context(), "sql://"+name+"?SELECT count(*) FROM targets"); err != nil || !slices.Equal(n, []string{"4"}) {
+				t.Fatalf("rows after the refused writes: %q, %v", n, err)
 			}
 		})
 	}

@@ -3,11 +3,14 @@ package inputs
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
+
+	"modernc.org/sqlite"
 )
 
 // SQL drivers a registered DSN may name.
@@ -51,7 +54,11 @@ func ParseDSN(name, value string) (DSN, error) {
 
 // SQLResolver runs sql://NAME?QUERY against the database registered as
 // NAME and takes the first column of each row, as text. The query is the
-// URL's raw query, unescaped; only registered names are reachable.
+// URL's raw query, unescaped; only registered names are reachable, and
+// only to read: the query must be one statement that reads (checked at
+// jobs add and again before it runs), and it runs on a connection that
+// cannot write (SQLite opened read-only with query_only, PostgreSQL in a
+// read-only transaction).
 type SQLResolver struct {
 	DSNs    map[string]DSN
 	Timeout time.Duration
@@ -66,7 +73,36 @@ func sqlQuery(u *url.URL) (string, error) {
 	if q == "" {
 		return "", fmt.Errorf("%w: %s: no query (sql://NAME?SELECT ...)", ErrInvalid, u.Redacted())
 	}
+	if err := checkReadQuery(q); err != nil {
+		return "", fmt.Errorf("%w: sql://%s: %w", ErrInvalid, u.Host, err)
+	}
 	return q, nil
+}
+
+// readOnlySource is d's source opened so that nothing can write through
+// it: SQLite in read-only mode with query_only set (and readsOnly as its
+// authorizer, see query);
+// PostgreSQL's queries run in a read-only transaction instead (see
+// Resolve).
+func readOnlySource(d DSN) string {
+	if d.Driver != DriverSQLite {
+		return d.Source
+	}
+	src, query := d.Source, ""
+	if rest, ok := strings.CutPrefix(src, "file:"); ok {
+		src, query, _ = strings.Cut(rest, "?")
+	} else {
+		// A plain path: escaped as a URI filename needs.
+		src = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(src)
+	}
+	params := []string{"mode=ro", "_query_only=1"}
+	for _, p := range strings.Split(query, "&") {
+		// The caller's own mode (rw, rwc) gives way to ro.
+		if p != "" && !strings.HasPrefix(p, "mode=") && !strings.HasPrefix(p, "_query_only=") {
+			params = append(params, p)
+		}
+	}
+	return "file:" + src + "?" + strings.Join(params, "&")
 }
 
 // Check requires a registered name and a query.
@@ -88,28 +124,51 @@ func (r *SQLResolver) Resolve(ctx context.Context, u *url.URL) ([]string, error)
 	if err != nil {
 		return nil, err
 	}
+	return r.query(ctx, u.Host, d, q)
+}
+
+// query runs q on the database d registered as name, read-only, and takes
+// the first column of each row.
+func (r *SQLResolver) query(ctx context.Context, name string, d DSN, q string) ([]string, error) {
 	timeout := r.Timeout
 	if timeout <= 0 {
 		timeout = FetchTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	db, err := sql.Open(d.Driver, d.Source)
+	db, err := sql.Open(d.Driver, readOnlySource(d))
 	if err != nil {
-		return nil, fmt.Errorf("inputs: sql %s: %w", u.Host, err)
+		return nil, fmt.Errorf("inputs: sql %s: %w", name, err)
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, q)
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("inputs: sql %s: %w", u.Host, err)
+		return nil, fmt.Errorf("inputs: sql %s: %w", name, err)
+	}
+	defer conn.Close()
+	if d.Driver == DriverSQLite {
+		if err := conn.Raw(authorizeReads); err != nil {
+			return nil, fmt.Errorf("inputs: sql %s: %w", name, err)
+		}
+	}
+	// One read-only transaction, never committed: PostgreSQL refuses any
+	// write in it; SQLite's connection is read-only already.
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: d.Driver == DriverPostgres})
+	if err != nil {
+		return nil, fmt.Errorf("inputs: sql %s: %w", name, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("inputs: sql %s: %w", name, err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return nil, fmt.Errorf("inputs: sql %s: %w", u.Host, err)
+		return nil, fmt.Errorf("inputs: sql %s: %w", name, err)
 	}
 	if len(cols) == 0 {
-		return nil, fmt.Errorf("inputs: sql %s: the query returns no column", u.Host)
+		return nil, fmt.Errorf("inputs: sql %s: the query returns no column", name)
 	}
 	var out []string
 	dest := make([]any, len(cols))
@@ -118,7 +177,7 @@ func (r *SQLResolver) Resolve(ctx context.Context, u *url.URL) ([]string, error)
 	}
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("inputs: sql %s: %w", u.Host, err)
+			return nil, fmt.Errorf("inputs: sql %s: %w", name, err)
 		}
 		v := *(dest[0].(*any))
 		var s string
@@ -134,11 +193,34 @@ func (r *SQLResolver) Resolve(ctx context.Context, u *url.URL) ([]string, error)
 			out = append(out, s)
 		}
 		if len(out) > MaxItems {
-			return nil, fmt.Errorf("inputs: sql %s: more than %d rows", u.Host, MaxItems)
+			return nil, fmt.Errorf("inputs: sql %s: more than %d rows", name, MaxItems)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inputs: sql %s: %w", u.Host, err)
+		return nil, fmt.Errorf("inputs: sql %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// authorizeReads installs readsOnly as the authorizer of a SQLite
+// connection (a database/sql Conn.Raw callback).
+func authorizeReads(driverConn any) error {
+	a, ok := driverConn.(sqlite.AuthorizerRegisterer)
+	if !ok {
+		return errors.New("the SQLite driver takes no authorizer")
+	}
+	return a.RegisterAuthorizer(readsOnly)
+}
+
+// readsOnly is the SQLite authorizer of an input's connection, the third
+// lock beside read-only mode and query_only: a statement may read tables,
+// call functions, recurse and run in the transaction the input opens;
+// anything else (ATTACH, which read-only mode does not cover, a PRAGMA,
+// any change) fails to compile.
+func readsOnly(action sqlite.AuthorizerActionCode, _, _, _, _ string) sqlite.AuthorizerReturnCode {
+	switch action {
+	case sqlite.AuthRead, sqlite.AuthSelect, sqlite.AuthFunction, sqlite.AuthRecursive, sqlite.AuthTransaction:
+		return sqlite.AuthorizerOK
+	}
+	return sqlite.AuthorizerDeny
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/activation"
+	"github.com/chronoscron/chronos/agent/clockskew"
 	"github.com/chronoscron/chronos/agent/nasclient"
 	"github.com/chronoscron/chronos/agent/provider"
 )
@@ -20,10 +21,12 @@ const (
 	readyPoll = 20 * time.Millisecond
 )
 
-// newNASClient returns the client of NAS's agent API for ch; maxAttempts 0
+// newNASClient returns the client of NAS's agent API for ch, telling clock
+// the Date of NAS's answers; maxAttempts 0
 // is the client's default.
-func newNASClient(ch provider.ChronosConfig, log *slog.Logger, maxAttempts int) (*nasclient.Client, error) {
-	return nasclient.New(nasclient.Config{PortalURL: ch.PortalURL, AccessToken: ch.AccessToken, MaxAttempts: maxAttempts, Logger: log})
+func newNASClient(ch provider.ChronosConfig, log *slog.Logger, maxAttempts int, clock *clockskew.Estimator) (*nasclient.Client, error) {
+	return nasclient.New(nasclient.Config{PortalURL: ch.PortalURL, AccessToken: ch.AccessToken, MaxAttempts: maxAttempts, Logger: log,
+		Clock: clock, Now: clock.Local})
 }
 
 // saveState records the serving agent in the home's state file, for

@@ -22,6 +22,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/activation"
+	"github.com/chronoscron/chronos/agent/clockskew"
 	"github.com/chronoscron/chronos/agent/fireauth"
 	agenthttp "github.com/chronoscron/chronos/agent/http"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -79,6 +80,10 @@ type Options struct {
 	// PausedSweep is how often the slots that passed while a job was paused
 	// are recorded skipped (reason paused); default DefaultPausedSweep.
 	PausedSweep time.Duration
+	// Now is the host's clock; default time.Now. The agent judges NAS's fire
+	// tokens, fired slots and its schedule by NAS's clock as it estimates
+	// it from this one (see package clockskew).
+	Now func() time.Time
 	// UIListener, when set, serves the local API and dashboard instead of
 	// a new listener on Config.UIListen (even when that is off). Run
 	// closes it.
@@ -120,6 +125,7 @@ type sidecar struct {
 	ln       net.Listener
 	rt       *agent.Runtime
 	verifier *fireauth.JWTVerifier
+	skew     *clockskew.Estimator
 	rec      *provider.Reconciler
 	resync   time.Duration
 	srv      *agenthttp.Server
@@ -137,7 +143,8 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &sidecar{o: o, log: o.Logger, started: time.Now()}
+	s := &sidecar{o: o, log: o.Logger, started: time.Now(),
+		skew: clockskew.New(clockskew.Options{Local: o.Now, Logger: o.Logger.With("component", "clock")})}
 	// Accept connections as early as possible: a woken agent's first fire
 	// is already waiting in the socket's backlog.
 	activated, err := s.listen()
@@ -147,7 +154,7 @@ func Run(ctx context.Context, o Options) error {
 	defer s.ln.Close()
 	s.log.Info("agent starting", "provider", o.Decision.Provider, "why", o.Decision.Why(),
 		"listen", s.ln.Addr().String(), "socket_activated", activated, "home", o.Config.Home, "idle_exit", o.IdleExit.String())
-	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime"), NotifyAddresses: o.Config.NotifyAddresses(), SQL: o.Config.SQLDatabases(), Chains: o.Config.ChainConfig()}); err != nil {
+	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime"), Now: s.skew.Now, NotifyAddresses: o.Config.NotifyAddresses(), NotifyResolver: net.DefaultResolver, SQL: o.Config.SQLDatabases(), Chains: o.Config.ChainConfig()}); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	ui, err := s.startUI()
@@ -197,6 +204,9 @@ func (o Options) prepare() (Options, *time.Location, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = DefaultDrainTimeout
@@ -249,20 +259,20 @@ func (s *sidecar) openProvider() error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	nc, err := newNASClient(ch, s.log.With("component", "nasclient"), 0)
+	nc, err := newNASClient(ch, s.log.With("component", "nasclient"), 0, s.skew)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	rec, err := provider.NewReconciler(provider.ReconcilerConfig{
 		Source: s.rt, NAS: nc, CallbackURL: ch.CallbackURL, Home: s.o.Config.Home, By: "agent", CatchUp: true,
-		ResyncInterval: resync, Logger: s.log.With("component", "reconcile"),
+		ResyncInterval: resync, Logger: s.log.With("component", "reconcile"), Now: s.skew.Now,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	verifier, err := fireauth.New(s.runCtx, fireauth.Config{
 		JWKSURL: ch.NASJWKSURL, Issuer: ch.ExpectedIssuer(), Audience: ch.ExpectedAudience,
-		Logger: s.log.With("component", "fireauth"),
+		Logger: s.log.With("component", "fireauth"), Now: s.skew.Now, Issued: s.skew,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -277,6 +287,7 @@ func (s *sidecar) handler() *agenthttp.Server {
 	hcfg := agenthttp.Config{Firer: s.rt, Logger: s.log.With("component", "http")}
 	if s.rec != nil {
 		hcfg.Sync = s.rec
+		hcfg.ClockSkew = s.skew
 		// Readiness fails once the agent has been out of sync for longer
 		// than the timer that would have healed it.
 		hcfg.ResyncInterval = s.resync

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"math"
 	"net/http"
 	"syscall"
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/clockskew"
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -51,6 +54,10 @@ type Report struct {
 
 	JWKS *JWKSStatus `json:"jwks,omitempty"`
 
+	// ClockSkew is NAS's clock against this host's, measured now from the
+	// Date of NAS's answers (chronos only, when NAS answered).
+	ClockSkew *ClockSkew `json:"clock_skew,omitempty"`
+
 	LastFires []ledger.Run `json:"last_fires"`
 
 	// Chains are the open chains; Breakers the class breakers open now.
@@ -68,6 +75,17 @@ type JWKSStatus struct {
 	Agent     *fireauth.Health `json:"agent,omitempty"`
 }
 
+// ClockSkew is NAS's clock against the host's.
+type ClockSkew struct {
+	// Seconds is NAS's clock minus the host's: positive when the host's
+	// clock is behind. The agent judges fire tokens and slots by NAS's
+	// clock as it estimates it; its /metrics reports the estimate as
+	// chronos_agent_clock_skew_seconds.
+	Seconds float64 `json:"seconds"`
+	// Direction says it in words.
+	Direction string `json:"direction"`
+}
+
 // StatusOptions say what Status looks at.
 type StatusOptions struct {
 	// Config is the agent's config; Home names the home to report on.
@@ -77,6 +95,9 @@ type StatusOptions struct {
 	Decision provider.Decision
 	// Fires is how many recent fires to report (0: none).
 	Fires int
+	// Now is the host's clock, against which NAS's is measured; default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Status reports on the home of o.Config: the provider and why, the serving
@@ -110,7 +131,7 @@ func Status(ctx context.Context, o StatusOptions) (Report, error) {
 		r.Desired = append(r.Desired, provider.Arm{JobID: d.JobID, FireAt: d.FireAt.UTC()})
 	}
 	if o.Decision.Chronos() {
-		if err := r.askNAS(ctx, rt, o.Config, state); err != nil {
+		if err := r.askNAS(ctx, rt, o.Config, state, o.Now); err != nil {
 			return r, err
 		}
 	}
@@ -148,13 +169,14 @@ func (r *Report) readHome(rt *agent.Runtime) provider.State {
 	return state
 }
 
-// askNAS compares the desired fires with what NAS holds and fetches the key
-// set now.
-func (r *Report) askNAS(ctx context.Context, rt *agent.Runtime, cfg provider.Config, state provider.State) error {
+// askNAS compares the desired fires with what NAS holds, measures NAS's
+// clock against now (the host's) and fetches the key set.
+func (r *Report) askNAS(ctx context.Context, rt *agent.Runtime, cfg provider.Config, state provider.State, now func() time.Time) error {
 	ch := cfg.Cron.Chronos
 	callCtx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	nc, err := newNASClient(ch, nil, 2)
+	clock := clockskew.New(clockskew.Options{Local: now, Logger: slog.New(slog.DiscardHandler)})
+	nc, err := newNASClient(ch, nil, 2, clock)
 	if err != nil {
 		return fmt.Errorf("agent status: %w", err)
 	}
@@ -169,6 +191,10 @@ func (r *Report) askNAS(ctx context.Context, rt *agent.Runtime, cfg provider.Con
 		r.Desired = obs.Desired
 		in := obs.Plan.InSync()
 		r.InSync = &in
+	}
+	if clock.Known() {
+		off := clock.Offset()
+		r.ClockSkew = &ClockSkew{Seconds: off.Seconds(), Direction: clockskew.Direction(off)}
 	}
 	r.JWKS = probeJWKS(callCtx, ch.NASJWKSURL)
 	if state.Agent != nil {
@@ -236,6 +262,16 @@ func (r Report) Summary() []Line {
 	}
 	lines = append(lines, Line{"agent", r.agentText()})
 	lines = append(lines, r.JWKS.lines()...)
+	if c := r.ClockSkew; c != nil {
+		text := "in step with NAS's (within a second)"
+		if c.Seconds != 0 {
+			text = fmt.Sprintf("%s by %s", c.Direction, time.Duration(math.Abs(c.Seconds)*float64(time.Second)).Round(time.Second))
+		}
+		if math.Abs(c.Seconds) > clockskew.DefaultWarnAbove.Seconds() {
+			text += "; the agent follows NAS's clock, but fix the host's (NTP)"
+		}
+		lines = append(lines, Line{"clock", text})
+	}
 	switch {
 	case r.NASError != "":
 		lines = append(lines, Line{"nas", "cannot list armed fires: " + r.NASError})

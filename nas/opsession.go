@@ -49,7 +49,7 @@ func (s *Service) OperatorLogin(remoteAddr, token string) (string, time.Time, er
 	switch {
 	case v.Refused:
 		e := contract.Errorf(http.StatusTooManyRequests, contract.CodeRateLimited,
-			"too many wrong operator tokens; retry in %s", v.RetryAfter.Round(time.Second))
+			"too many wrong operator tokens; retry in %ds", int64((v.RetryAfter+time.Second-1)/time.Second))
 		e.RetryAfter = v.RetryAfter
 		return "", time.Time{}, e
 	case !right:

@@ -63,6 +63,7 @@ type Service struct {
 	heal     selfHeal
 	census   censusCache        // the overview's agents and stopped instances
 	flow     flowState          // the agents' flow control and kill switch
+	summary  fireSummary        // the relay route's fires since its last INFO summary
 	sessions sessionRevocations // operator sessions ended by a logout
 	logins   *loginThrottle     // the dashboard login's failures per address
 }
@@ -131,7 +132,7 @@ func New(opts Options) (*Service, error) {
 	s.metrics = newMetrics(opts.Engine)
 	s.initSelfHeal()
 	s.initFlow()
-	s.sessions = newSessionRevocations(opts.Engine, s.now)
+	s.sessions = newSessionRevocations(opts.Engine, cfg.Store, s.log, s.now)
 	s.logins = newLoginThrottle(s.log, s.now)
 	return s, nil
 }

@@ -12,6 +12,7 @@ package nas
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -35,10 +36,16 @@ type redisBacked interface {
 }
 
 // newSessionRevocations returns the revocation list of a Service on engine:
-// in Redis when the engine is on Redis, else in memory, timed by now.
-func newSessionRevocations(engine relay.Engine, now func() time.Time) sessionRevocations {
+// in Redis when the engine is on Redis, else in memory, timed by now. A
+// store configured as Redis whose engine does not show its client keeps
+// the list in memory too, and says so: logouts then hold on this process
+// only.
+func newSessionRevocations(engine relay.Engine, store string, log *slog.Logger, now func() time.Time) sessionRevocations {
 	if r, ok := engine.(redisBacked); ok {
 		return &redisRevocations{c: r.Client(), prefix: "chronos:" + r.Prefix() + ":opsession:revoked:"}
+	}
+	if isRedisURL(store) {
+		log.Warn("operator logouts end sessions on this NAS process only: the store engine does not expose its Redis client")
 	}
 	return &memoryRevocations{now: now, ids: map[string]time.Time{}}
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -95,8 +96,11 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 		return contract.ProvisionResponse{}, s.engineErr("provision", err)
 	}
 	if res.Changed {
-		s.log.InfoContext(ctx, "armed", "agent_id", id.AgentID, "job_id", req.JobID,
-			"schedule_id", res.OneShot.ScheduleID, "fire_at", contract.FormatTime(res.OneShot.FireAt), "replaced", res.Replaced)
+		s.noteSummary(ctx, summaryArmed, 0)
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			s.log.DebugContext(ctx, "armed", "agent_id", id.AgentID, "job_id", req.JobID,
+				"schedule_id", res.OneShot.ScheduleID, "fire_at", contract.FormatTime(res.OneShot.FireAt), "replaced", res.Replaced)
+		}
 	}
 	s.rememberCallback(ctx, id.InstanceID, cb)
 	return contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: fireAt(res.OneShot), Armed: true}, nil

@@ -113,23 +113,23 @@ func (s *Service) logFire(ctx context.Context, req *contract.RelayRequest, level
 // stopped instance. It reports false when the fire is to be delivered.
 func (s *Service) settleWithoutAgent(ctx context.Context, req *contract.RelayRequest, info relay.DeliveryInfo, out *lastFireOut) (contract.RelayResponse, bool) {
 	if !info.First {
-		s.metrics.countDelivery(deliveryDuplicate)
-		s.logFire(ctx, req, slog.LevelInfo, "relay duplicate")
+		s.countFire(ctx, deliveryDuplicate, 0)
+		s.logFire(ctx, req, slog.LevelDebug, "relay duplicate")
 		return contract.RelayResponse{Status: contract.RelayDuplicate}, true
 	}
 	row := info.Row
 	if !info.Found || row.ScheduleID != req.ScheduleID {
-		s.metrics.countDelivery(deliveryDropped)
+		s.countFire(ctx, deliveryDropped, 0)
 		reason := "job is no longer armed"
 		if info.Found {
 			reason = "job was re-armed"
 		}
-		s.logFire(ctx, req, slog.LevelInfo, "fire dropped", "reason", reason)
+		s.logFire(ctx, req, slog.LevelDebug, "fire dropped", "reason", reason)
 		return contract.RelayResponse{Status: contract.RelayDropped, Reason: reason}, true
 	}
 	if info.Stopped {
-		s.metrics.countDelivery(deliveryInstanceStopped)
-		s.logFire(ctx, req, slog.LevelInfo, "fire dropped: instance stopped", "instance_id", row.InstanceID)
+		s.countFire(ctx, deliveryInstanceStopped, 0)
+		s.logFire(ctx, req, slog.LevelDebug, "fire dropped: instance stopped", "instance_id", row.InstanceID)
 		s.noteLastFire(ctx, out, row, relay.LastFireInstanceStopped, "the operator stopped instance "+row.InstanceID)
 		return contract.RelayResponse{Status: contract.RelayInstanceStopped}, true
 	}
@@ -186,9 +186,9 @@ func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, r
 	case OutcomeDelivered:
 		lag := s.now().Sub(row.FireAt)
 		s.metrics.fireLag.Observe(max(lag.Seconds(), 0))
-		s.metrics.countDelivery(deliveryDelivered)
-		if s.log.Enabled(ctx, slog.LevelInfo) { // no boxed attributes for a record not written
-			s.logFire(ctx, req, slog.LevelInfo, "fire delivered", "agent_status", res.AgentStatus, "run_id", res.RunID, "lag_ms", lag.Milliseconds())
+		s.countFire(ctx, deliveryDelivered, lag)
+		if s.log.Enabled(ctx, slog.LevelDebug) { // no boxed attributes for a record not written
+			s.logFire(ctx, req, slog.LevelDebug, "fire delivered", "agent_status", res.AgentStatus, "run_id", res.RunID, "lag_ms", lag.Milliseconds())
 		}
 		resp := contract.RelayResponse{Status: contract.RelayDelivered}
 		switch res.AgentStatus {
@@ -203,11 +203,11 @@ func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, r
 		}
 		return resp, nil
 	case OutcomeRejected:
-		s.metrics.countDelivery(deliveryRejected)
+		s.countFire(ctx, deliveryRejected, 0)
 		s.logFire(ctx, req, slog.LevelWarn, "fire rejected", "reason", res.Reason, "status", res.HTTPStatus)
 		return contract.RelayResponse{Status: contract.RelayRejected, Reason: res.Reason}, nil
 	default:
-		s.metrics.countDelivery(deliveryRetry)
+		s.countFire(ctx, deliveryRetry, 0)
 		s.logFire(ctx, req, slog.LevelWarn, "fire not taken; relay retries", "reason", res.Reason, "status", res.HTTPStatus, "cold_start", res.ColdStart)
 		status := http.StatusBadGateway
 		if agentDown(res) {

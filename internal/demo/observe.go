@@ -63,7 +63,7 @@ outer:
 }
 
 // observeHandler is a slog.Handler that passes every record at or above
-// Info to a narrator, tagged with the side that logged it (nas, relay,
+// Info (NAS's from Debug) to a narrator, tagged with the side that logged it (nas, relay,
 // agent). The agent names the part of it that logs in a "component"
 // attribute (runtime, http, fireauth, ...), which the narrator reads too.
 type observeHandler struct {
@@ -76,7 +76,13 @@ type observeHandler struct {
 var _ slog.Handler = (*observeHandler)(nil)
 
 // Enabled implements slog.Handler.
-func (h *observeHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *observeHandler) Enabled(_ context.Context, l slog.Level) bool {
+	if h.side == "nas" {
+		// NAS logs each arm and fire at Debug (INFO has its summary).
+		return l >= slog.LevelDebug
+	}
+	return l >= slog.LevelInfo
+}
 
 // Handle implements slog.Handler.
 func (h *observeHandler) Handle(_ context.Context, r slog.Record) error {

@@ -405,12 +405,14 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestNASLogKeys pins the stable keys of the JSON log records of a fire:
-// agent_id, job_id, schedule_id, fire_at and attempt.
+// TestNASLogKeys pins the stable keys of the JSON log records of a fire
+// (at DEBUG): agent_id, job_id, schedule_id, fire_at and attempt.
 func TestNASLogKeys(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
-	b := setup(t, func(_ *nas.Config, o *nas.Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	b := setup(t, func(_ *nas.Config, o *nas.Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	fireAt := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 	var sch string
 	b.armAt(t, "job-1", fireAt, &sch)
@@ -435,4 +437,27 @@ func TestNASLogKeys(t *testing.T) {
 		return
 	}
 	t.Fatalf("no fire delivered record in:\n%s", logs.String())
+}
+
+// TestNASInfoLogPerFire arms and relays fires with NAS logging at INFO, as
+// it runs by default: neither an arm nor a delivered fire writes a line of
+// its own (the DEBUG lines carry those; INFO has a summary a minute).
+func TestNASInfoLogPerFire(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	b := setup(t, func(_ *nas.Config, o *nas.Options) { o.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	before := len(logs.String())
+	const fires = 50
+	fireAt := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	for i := range fires {
+		var sch string
+		job := fmt.Sprintf("job-%d", i)
+		b.armAt(t, job, fireAt, &sch)
+		if rec := b.do(b.internal, b.signedRelay(fmt.Sprintf("d-%d", i), time.Now(), relayBody(t, agentA, job, sch, fireAt, 1))); rec.Code != 200 {
+			t.Fatalf("relay: %d %s", rec.Code, rec.Body)
+		}
+	}
+	if n := len(logs.String()) - before; n/fires >= 20 {
+		t.Fatalf("%d bytes of INFO log for %d fires (%d per fire), want under 20 per fire:\n%s", n, fires, n/fires, logs.String()[before:])
+	}
 }

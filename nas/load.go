@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -59,9 +60,15 @@ func LoadConfig(path string, lookup func(string) (string, bool)) (Config, error)
 		if cfg, err = parseConfigFile(data); err != nil {
 			return Config{}, fmt.Errorf("config %s: %w", path, err)
 		}
+		if err := refuseZeros(data); err != nil {
+			return Config{}, fmt.Errorf("config %s: %w", path, err)
+		}
 		cfg.resolvePaths(filepath.Dir(path))
 	}
 	if err := envconfig.Apply(&cfg, EnvPrefix, lookup); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := refuseZeroEnv(lookup); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.readSecretFiles(); err != nil {
@@ -249,4 +256,73 @@ func (c Config) RedactedYAML() ([]byte, error) {
 		return nil, fmt.Errorf("print config: %w", err)
 	}
 	return out, nil
+}
+
+// noZero names the keys whose zero value stands for "unset" (the default
+// then applies) but whose zero, written out, would mean something else:
+// rate_per_second: 0 reads as "no calls at all", not as "20 a second". A
+// zero written for one of them, in the file or the environment, is
+// refused with a message that says so.
+var noZero = []struct {
+	path []string // the key in the YAML file
+	env  string   // its environment variable, after EnvPrefix
+	want string
+}{
+	{[]string{"limits", "rate_per_second"}, "LIMITS_RATE_PER_SECOND", "must be positive (API calls per second of one agent; leave it out for the default 20)"},
+	{[]string{"limits", "burst"}, "LIMITS_BURST", "must be at least 1 (leave it out for the default 100)"},
+}
+
+// refuseZeros reports the noZero keys a config file sets to zero.
+func refuseZeros(data []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil // parseConfigFile judged it
+	}
+	var errs []error
+	for _, k := range noZero {
+		if v := lookupNode(doc.Content[0], k.path); v != nil && isZero(v.Value) {
+			errs = append(errs, fmt.Errorf("%s: %s, not %s", strings.Join(k.path, "."), k.want, v.Value))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// refuseZeroEnv reports the noZero keys the environment sets to zero.
+func refuseZeroEnv(lookup func(string) (string, bool)) error {
+	if lookup == nil {
+		return nil
+	}
+	var errs []error
+	for _, k := range noZero {
+		if v, ok := lookup(EnvPrefix + k.env); ok && isZero(v) {
+			errs = append(errs, fmt.Errorf("%s%s: %s, not %s", EnvPrefix, k.env, k.want, v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lookupNode finds the value of path in a mapping node, or nil.
+func lookupNode(n *yaml.Node, path []string) *yaml.Node {
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// isZero reports whether a scalar reads as the number zero.
+func isZero(v string) bool {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	return err == nil && f == 0
 }

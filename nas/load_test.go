@@ -176,3 +176,43 @@ func TestCheckEnv(t *testing.T) {
 		t.Fatalf("typo: %v", err)
 	}
 }
+
+// TestLoadConfigRefusesZeroLimits: rate_per_second and burst written as 0,
+// in the file or the environment, are refused with a message that names
+// the key and the default; left out, they take the defaults.
+func TestLoadConfigRefusesZeroLimits(t *testing.T) {
+	t.Parallel()
+	base := "public_url: https://nas.example\nagents_file: agents.yaml\noperator_token: " + strings.Repeat("o", 32) + "\nrelay:\n  secrets: [whsec_" + strings.Repeat("A", 32) + "]\n"
+	for _, tc := range []struct {
+		name, yaml string
+		env        map[string]string
+		want       string
+	}{
+		{"rate in the file", "limits:\n  rate_per_second: 0\n", nil, "limits.rate_per_second: must be positive (API calls per second of one agent; leave it out for the default 20), not 0"},
+		{"rate as 0.0", "limits:\n  rate_per_second: 0.0\n", nil, "not 0.0"},
+		{"burst in the file", "limits:\n  burst: 0\n", nil, "limits.burst: must be at least 1 (leave it out for the default 100), not 0"},
+		{"rate in the environment", "", map[string]string{"CHRONOS_NAS_LIMITS_RATE_PER_SECOND": "0"}, "CHRONOS_NAS_LIMITS_RATE_PER_SECOND: must be positive"},
+		{"unset", "", nil, ""},
+		{"set", "limits:\n  rate_per_second: 2.5\n  burst: 3\n", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "nas.yaml")
+			if err := os.WriteFile(path, []byte(base+tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := nas.LoadConfig(path, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("load: %v", err)
+				}
+				if cfg.Limits.RatePerSecond <= 0 || cfg.Limits.Burst < 1 {
+					t.Fatalf("limits %+v", cfg.Limits)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("load: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

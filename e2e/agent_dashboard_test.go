@@ -92,7 +92,10 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 
 	browser.Open(uiURL + "/")
 	browser.WaitVisible(`[data-test="login-form"]`)
-	browser.WaitExact(`[data-test="auth-state"]`, "read-only")
+	browser.WaitExact(`[data-test="auth-state"]`, "locked")
+	if n := browsertest.Eval[int](browser, `document.querySelectorAll('[data-test="job-row"]').length`); n != 0 {
+		t.Fatalf("the dashboard shows %d jobs before the login", n)
+	}
 	browser.Fill(`[data-test="login-token"]`, "not-the-token")
 	browser.Click(`[data-test="login-submit"]`)
 	browser.WaitText(`[data-test="login-error"]`, "not the agent's admin token")

@@ -20,7 +20,9 @@ import (
 
 // Client calls a running agent's local API with its admin token. The
 // commands that change a home use it, when an agent serves the home, so
-// that a run gets the agent's user, environment and directory.
+// that a run gets the agent's user, environment and directory. The jobs it
+// reads, adds and edits are answered with their env values (reveal=env),
+// as the home's files hold them: its caller holds the token.
 type Client struct {
 	base  string
 	token string
@@ -157,31 +159,34 @@ func jobPath(id string, rest ...string) string {
 	return "/api/jobs/" + url.PathEscape(id) + strings.Join(rest, "")
 }
 
+// revealing is the query that asks for env values.
+const revealing = "?" + QueryReveal + "=" + RevealEnv
+
 // Jobs lists the jobs.
 func (c *Client) Jobs(ctx context.Context) ([]JobInfo, error) {
 	var l JobList
-	err := c.do(ctx, http.MethodGet, "/api/jobs", nil, &l)
+	err := c.do(ctx, http.MethodGet, "/api/jobs"+revealing, nil, &l)
 	return l.Jobs, err
 }
 
 // Job returns one job.
 func (c *Client) Job(ctx context.Context, id string) (JobInfo, error) {
 	var j JobInfo
-	err := c.do(ctx, http.MethodGet, jobPath(id), nil, &j)
+	err := c.do(ctx, http.MethodGet, jobPath(id)+revealing, nil, &j)
 	return j, err
 }
 
 // AddJob creates a job from spec.
 func (c *Client) AddJob(ctx context.Context, spec agent.JobSpec) (JobInfo, error) {
 	var j JobInfo
-	err := c.do(ctx, http.MethodPost, "/api/jobs", SpecOf(spec), &j)
+	err := c.do(ctx, http.MethodPost, "/api/jobs"+revealing, SpecOf(spec), &j)
 	return j, err
 }
 
 // EditJob changes a job.
 func (c *Client) EditJob(ctx context.Context, id string, p JobPatch) (JobInfo, error) {
 	var j JobInfo
-	err := c.do(ctx, http.MethodPatch, jobPath(id), p, &j)
+	err := c.do(ctx, http.MethodPatch, jobPath(id)+revealing, p, &j)
 	return j, err
 }
 

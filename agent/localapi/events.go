@@ -25,7 +25,8 @@ const (
 	// chain started, spawned a step, was refused, cooled down or closed, a
 	// step was skipped, or a class's breaker opened, closed or was reset.
 	EventChain = "chain"
-	// EventJob carries a job that was added or changed (a JobInfo).
+	// EventJob carries a job that was added or changed (a JobInfo, its env
+	// values redacted: read the job with reveal=env for them).
 	EventJob = "job"
 	// EventJobRemoved carries {"id": ...} of a job that was removed.
 	EventJobRemoved = "job_removed"
@@ -183,7 +184,9 @@ func (s *Server) follow(ctx context.Context) {
 }
 
 // snapshot reads the jobs and publishes those that differ from known (nil:
-// publish nothing), and the removed ones. It returns the new snapshot.
+// publish nothing), and the removed ones. It returns the new snapshot. A
+// job is compared whole (a change of an env value is published) and
+// published with its env values redacted.
 func (s *Server) snapshot(ctx context.Context, known map[string][]byte) map[string][]byte {
 	jobs, err := s.rt.Jobs(ctx)
 	if err != nil {
@@ -198,7 +201,7 @@ func (s *Server) snapshot(ctx context.Context, known map[string][]byte) map[stri
 		}
 		now[in.ID] = b
 		if known != nil && !bytes.Equal(known[in.ID], b) {
-			s.hub.publish(EventJob, json.RawMessage(b))
+			s.hub.publish(EventJob, redacted(in))
 		}
 	}
 	for id := range known {

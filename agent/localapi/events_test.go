@@ -98,7 +98,12 @@ func TestEventStreamResetsAnUnknownPast(t *testing.T) {
 func TestEventStreamHeartbeat(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{events: localapi.EventOptions{Heartbeat: 20 * time.Millisecond}})
-	resp, err := http.Get(e.base + "/api/events")
+	req, err := http.NewRequest(http.MethodGet, e.base+"/api/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

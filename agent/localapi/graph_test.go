@@ -127,7 +127,7 @@ func TestRunGraphThroughTheAPI(t *testing.T) {
 		{"/api/runs/r-nope/children", http.StatusNotFound},
 		{"/api/runs?parent_run_id=a%5Cb", http.StatusBadRequest},
 	} {
-		code, b, _ := e.call(t, "GET", c.path, "", "")
+		code, b, _ := e.call(t, "GET", c.path, token, "")
 		if code != c.code {
 			t.Errorf("GET %s: %d %s, want %d", c.path, code, b, c.code)
 		}
@@ -246,14 +246,14 @@ func TestChainsThroughTheAPI(t *testing.T) {
 		t.Fatalf("after reset: %+v", bl.Breakers)
 	}
 
-	if code, b, _ := e.bad(t, "GET", "/api/chains?state=bogus", "", ""); code != http.StatusBadRequest {
+	if code, b, _ := e.bad(t, "GET", "/api/chains?state=bogus", token, ""); code != http.StatusBadRequest {
 		t.Errorf("state=bogus: %d %s", code, b)
 	}
 	for _, c := range []struct {
 		method, path, auth string
 		code               int
 	}{
-		{"GET", "/api/chains/nope", "", http.StatusNotFound},
+		{"GET", "/api/chains/nope", token, http.StatusNotFound},
 		{"POST", "/api/chain-breakers/nope/reset", token, http.StatusNotFound},
 	} {
 		code, b, _ := e.call(t, c.method, c.path, c.auth, "")

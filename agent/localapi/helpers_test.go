@@ -31,8 +31,9 @@ type env struct {
 }
 
 type envOptions struct {
-	closedReads bool
-	events      localapi.EventOptions
+	events localapi.EventOptions
+	// hosts are the extra Host names the server accepts.
+	hosts []string
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -42,7 +43,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := localapi.New(localapi.Options{Runtime: rt, Token: token, OpenReads: !o.closedReads, Events: o.events,
+	api, err := localapi.New(localapi.Options{Runtime: rt, Token: token, Hosts: o.hosts, Events: o.events,
 		Status: func(context.Context) (any, error) {
 			return map[string]any{"provider": "builtin", "home": home, "running": true}, nil
 		}})
@@ -159,12 +160,14 @@ type stream struct {
 	events chan sse
 }
 
+// subscribe reads the event stream with the token.
 func (e *env) subscribe(t *testing.T, lastID string) *stream {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, e.base+"/api/events", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}

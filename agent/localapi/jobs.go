@@ -130,7 +130,9 @@ func (w JobPatch) Patch() agent.JobPatch {
 
 // JobInfo is a job as the API answers it: its view (state, schedule as
 // understood), its job kind, its next fires and, for a workflow, what each
-// dependency's latest run in the window was.
+// dependency's latest run in the window was. Unless the caller asks with
+// reveal=env, each value of its shell payload's env is RedactedValue and
+// EnvRedacted is set.
 type JobInfo struct {
 	agent.JobView
 	// JobKind is plain, workflow or fanout (always present, unlike the
@@ -140,6 +142,9 @@ type JobInfo struct {
 	// Dependencies is a workflow's depends_on, each with the state of its
 	// latest finished run within the window ("missing" when none).
 	Dependencies []agent.DepStatus `json:"dependencies,omitempty"`
+	// EnvRedacted says the values of payload.shell.env were replaced by
+	// RedactedValue (the names are kept); reveal=env answers them.
+	EnvRedacted bool `json:"env_redacted,omitempty"`
 }
 
 // PauseRequest is the body of POST /api/jobs/{id}/pause.
@@ -252,14 +257,28 @@ func jobID(c echo.Context) (string, error) {
 	return id, nil
 }
 
+// answer is job j as the API answers it, its env values redacted unless
+// reveal.
+func (s *Server) answer(ctx context.Context, j *agent.Job, reveal bool) JobInfo {
+	in := s.info(ctx, j)
+	if !reveal {
+		in = redacted(in)
+	}
+	return in
+}
+
 func (s *Server) listJobs(c echo.Context) error {
+	reveal, err := revealEnv(c)
+	if err != nil {
+		return err
+	}
 	jobs, err := s.rt.Jobs(c.Request().Context())
 	if err != nil {
 		return jobError(err)
 	}
 	out := JobList{Jobs: make([]JobInfo, 0, len(jobs))}
 	for i := range jobs {
-		out.Jobs = append(out.Jobs, s.info(c.Request().Context(), &jobs[i]))
+		out.Jobs = append(out.Jobs, s.answer(c.Request().Context(), &jobs[i], reveal))
 	}
 	return writeJSON(c, http.StatusOK, out)
 }
@@ -269,23 +288,34 @@ func (s *Server) showJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	reveal, err := revealEnv(c)
+	if err != nil {
+		return err
+	}
 	j, err := s.rt.Job(c.Request().Context(), id)
 	if err != nil {
 		return jobError(err)
 	}
-	return writeJSON(c, http.StatusOK, s.info(c.Request().Context(), &j))
+	return writeJSON(c, http.StatusOK, s.answer(c.Request().Context(), &j, reveal))
 }
 
 func (s *Server) addJob(c echo.Context) error {
+	reveal, err := revealEnv(c)
+	if err != nil {
+		return err
+	}
 	var w JobSpec
 	if err := decode(c, &w); err != nil {
+		return err
+	}
+	if err := checkNoPlaceholder(&w.Payload); err != nil {
 		return err
 	}
 	j, _, err := s.rt.AddJob(c.Request().Context(), w.Spec())
 	if err != nil {
 		return jobError(err)
 	}
-	return writeJSON(c, http.StatusCreated, s.info(c.Request().Context(), &j))
+	return writeJSON(c, http.StatusCreated, s.answer(c.Request().Context(), &j, reveal))
 }
 
 func (s *Server) editJob(c echo.Context) error {
@@ -293,15 +323,22 @@ func (s *Server) editJob(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	reveal, err := revealEnv(c)
+	if err != nil {
+		return err
+	}
 	var w JobPatch
 	if err := decode(c, &w); err != nil {
+		return err
+	}
+	if err := checkNoPlaceholder(w.Payload); err != nil {
 		return err
 	}
 	j, _, err := s.rt.EditJob(c.Request().Context(), id, w.Patch())
 	if err != nil {
 		return jobError(err)
 	}
-	return writeJSON(c, http.StatusOK, s.info(c.Request().Context(), &j))
+	return writeJSON(c, http.StatusOK, s.answer(c.Request().Context(), &j, reveal))
 }
 
 // change answers a change of one job made by do.
@@ -310,11 +347,15 @@ func (s *Server) change(c echo.Context, do func(ctx context.Context, id string) 
 	if err != nil {
 		return err
 	}
+	reveal, err := revealEnv(c)
+	if err != nil {
+		return err
+	}
 	j, err := do(c.Request().Context(), id)
 	if err != nil {
 		return jobError(err)
 	}
-	return writeJSON(c, http.StatusOK, s.info(c.Request().Context(), &j))
+	return writeJSON(c, http.StatusOK, s.answer(c.Request().Context(), &j, reveal))
 }
 
 func (s *Server) pauseJob(c echo.Context) error {

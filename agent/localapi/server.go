@@ -44,9 +44,19 @@ type Options struct {
 	Runtime *agent.Runtime
 	// Token is the admin token every change needs (required).
 	Token string
-	// OpenReads lets requests without the token read (the listener is
-	// loopback only).
+	// OpenReads is kept for older embedders and ignored: every read can
+	// carry secrets or run output, so it needs the token or a session.
+	//
+	// Deprecated: reads always need the admin token or a session.
 	OpenReads bool
+	// Hosts are the names and addresses a request's Host may carry besides
+	// localhost, the loopback addresses and the address the connection
+	// arrived on: the listener's configured host and ui_hosts (the names a
+	// proxy or the hosts file gives it). A request with any other Host is
+	// refused with 421 before it is read, which defeats DNS rebinding.
+	// A port in an entry is ignored; a Unix socket connection is not
+	// checked.
+	Hosts []string
 	// Status reports the agent's status for GET /api/status (required).
 	Status StatusFunc
 	// Logger receives the server's logs (default: discarded).
@@ -69,6 +79,7 @@ type Server struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	sessns map[string]time.Time // session id -> expiry
+	hosts  hostNames
 }
 
 // New builds the server and starts following the runtime's ledger and job
@@ -88,7 +99,7 @@ func New(o Options) (*Server, error) {
 	if o.OutputCap <= 0 {
 		o.OutputCap = DefaultOutputCap
 	}
-	s := &Server{o: o, rt: o.Runtime, log: o.Logger, sessns: map[string]time.Time{}}
+	s := &Server{o: o, rt: o.Runtime, log: o.Logger, sessns: map[string]time.Time{}, hosts: newHostNames(o.Hosts)}
 	s.hub = newHub(o.Events)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -111,7 +122,7 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.headers)
+	e.Pre(s.headers, s.checkHost)
 	e.GET("/", s.dashboard)
 	e.GET("/assets/:name", s.asset)
 	e.GET("/api/session", s.session)
@@ -196,20 +207,38 @@ func unauthenticated(why string) *contract.Error {
 	return contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "%s", why)
 }
 
-// readAuth lets reads through on a loopback listener, else with the token.
+// readAuth needs the token, or a session of the dashboard used from its
+// own origin, for every read: jobs carry their environment, runs their
+// output.
 func (s *Server) readAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		switch s.credentialOf(c.Request()) {
-		case credBearer, credCookie:
+		case credBearer:
+			return next(c)
+		case credCookie:
+			if err := sameSiteRead(c.Request()); err != nil {
+				return err
+			}
 			return next(c)
 		case credBadBearer:
 			return contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "the bearer token is not the agent's admin token")
 		}
-		if s.o.OpenReads {
-			return next(c)
-		}
-		return unauthenticated("this listener is not loopback: reads need the admin token (Authorization: Bearer, or log in)")
+		return unauthenticated("reads need the agent's admin token: Authorization: Bearer <token>, or log in")
 	}
+}
+
+// sameSiteRead refuses a read made with the session cookie by another
+// origin: a foreign Origin, or a Sec-Fetch-Site other than same-origin or
+// none (another port of the same host is the same site to the cookie, not
+// the same origin).
+func sameSiteRead(r *http.Request) *contract.Error {
+	if err := sameOriginLogin(r); err != nil {
+		return err
+	}
+	if sf := r.Header.Get("Sec-Fetch-Site"); sf != "" && sf != "same-origin" && sf != "none" {
+		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "cross-site request refused")
+	}
+	return nil
 }
 
 // writeAuth needs the token for every change; a change authenticated by the
@@ -234,11 +263,8 @@ func (s *Server) writeAuth(next echo.HandlerFunc) echo.HandlerFunc {
 // sameOrigin refuses a request another site made: a foreign Origin, a
 // cross-site Sec-Fetch-Site, or no X-Chronos-UI header.
 func sameOrigin(r *http.Request) *contract.Error {
-	if err := sameOriginLogin(r); err != nil {
+	if err := sameSiteRead(r); err != nil {
 		return err
-	}
-	if sf := r.Header.Get("Sec-Fetch-Site"); sf != "" && sf != "same-origin" && sf != "none" {
-		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "cross-site request refused")
 	}
 	if r.Header.Get(HeaderUI) == "" {
 		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "a change made with the session cookie needs the %s header", HeaderUI)
@@ -252,8 +278,9 @@ type LoginRequest struct {
 }
 
 // SessionInfo answers GET /api/session, POST /api/login and POST
-// /api/logout: whether the caller is authenticated, and whether reads are
-// open without the token.
+// /api/logout: whether the caller is authenticated. ReadsOpen is always
+// false (every read needs the token or a session); it is kept for clients
+// that read it.
 type SessionInfo struct {
 	Authenticated bool `json:"authenticated"`
 	ReadsOpen     bool `json:"reads_open"`
@@ -261,7 +288,7 @@ type SessionInfo struct {
 
 func (s *Server) session(c echo.Context) error {
 	cred := s.credentialOf(c.Request())
-	return writeJSON(c, http.StatusOK, SessionInfo{Authenticated: cred == credBearer || cred == credCookie, ReadsOpen: s.o.OpenReads})
+	return writeJSON(c, http.StatusOK, SessionInfo{Authenticated: cred == credBearer || cred == credCookie})
 }
 
 func (s *Server) login(c echo.Context) error {
@@ -289,7 +316,7 @@ func (s *Server) login(c echo.Context) error {
 	s.mu.Unlock()
 	http.SetCookie(c.Response(), &http.Cookie{Name: SessionCookie, Value: id, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second), Secure: c.Request().TLS != nil})
-	return writeJSON(c, http.StatusOK, SessionInfo{Authenticated: true, ReadsOpen: s.o.OpenReads})
+	return writeJSON(c, http.StatusOK, SessionInfo{Authenticated: true})
 }
 
 // sameOriginLogin refuses a login posted from another site.
@@ -308,7 +335,7 @@ func (s *Server) logout(c echo.Context) error {
 	}
 	http.SetCookie(c.Response(), &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	return writeJSON(c, http.StatusOK, SessionInfo{ReadsOpen: s.o.OpenReads})
+	return writeJSON(c, http.StatusOK, SessionInfo{})
 }
 
 // handleError answers every error with the documented error body.

@@ -84,6 +84,13 @@ type Config struct {
 	// every change made through it. Default: <home>/ui-token, created with
 	// a random token at the first start.
 	UITokenFile string `yaml:"ui_token_file"`
+	// UIHosts are the host names (or addresses) a request to the local API
+	// may carry in its Host header besides the host of ui_listen, localhost,
+	// the loopback addresses and the address it arrived on: the names a
+	// TLS proxy or the hosts file gives the listener. Any other Host is
+	// refused (DNS rebinding). Names only: no scheme, port, path or
+	// wildcard.
+	UIHosts []string `yaml:"ui_hosts"`
 	// Cron selects the provider.
 	Cron CronConfig `yaml:"cron"`
 	// Notify says which addresses the webhooks of job notifications may
@@ -366,8 +373,14 @@ func (c Config) Validate() error {
 }
 
 // ValidateUI checks ui_listen: a host:port, and a loopback one unless
-// ui_token_file names the admin token (Validate checks it too).
+// ui_token_file names the admin token (Validate checks it too); and that
+// each of ui_hosts is a host name or an IP address.
 func (c Config) ValidateUI() error {
+	for _, h := range c.UIHosts {
+		if !validUIHost(h) {
+			return fmt.Errorf("ui_hosts: %q is not a host name or IP address (give names only: no scheme, port, path or wildcard)", h)
+		}
+	}
 	if !c.UIEnabled() {
 		return nil
 	}
@@ -378,6 +391,32 @@ func (c Config) ValidateUI() error {
 		return fmt.Errorf("ui_listen %q is not a loopback address: set ui_token_file to the admin token the local API then requires (or listen on 127.0.0.1)", c.UIListen)
 	}
 	return nil
+}
+
+// validUIHost reports whether h is an IP address (IPv6 with or without
+// brackets) or a DNS name: dot-separated labels of letters, digits and
+// hyphens, none empty or longer than 63, a hyphen at neither end, at most
+// 253 in all; one trailing dot is allowed.
+func validUIHost(h string) bool {
+	if ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")); err == nil {
+		bracketed := strings.HasPrefix(h, "[")
+		return ip.Zone() == "" && bracketed == strings.HasSuffix(h, "]") && (!bracketed || ip.Is6())
+	}
+	name := strings.TrimSuffix(h, ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Decision is which provider the agent uses and why.

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/chronoscron/chronos/agent/localapi"
@@ -45,8 +47,8 @@ func (s *sidecar) startUI() (*localUI, error) {
 			return nil, nil
 		}
 	}
-	loopback := provider.Config{UIListen: ln.Addr().String()}.UILoopback()
-	api, err := localapi.New(localapi.Options{Runtime: s.rt, Token: token, OpenReads: loopback,
+	hosts := uiHosts(cfg, ln.Addr())
+	api, err := localapi.New(localapi.Options{Runtime: s.rt, Token: token, Hosts: hosts,
 		Logger: s.log.With("component", "localapi"), Status: s.status})
 	if err != nil {
 		ln.Close()
@@ -60,8 +62,28 @@ func (s *sidecar) startUI() (*localUI, error) {
 			s.log.Error("local API stopped", "error", err)
 		}
 	}()
-	s.log.Info("local API and dashboard", "url", ui.url, "reads_open", loopback)
+	s.log.Info("local API and dashboard", "url", ui.url, "hosts", hosts)
 	return ui, nil
+}
+
+// uiHosts are the names a request's Host may carry besides localhost and
+// the loopback addresses: the host of ui_listen and of the address
+// listened on (unless it is every interface's), and ui_hosts.
+func uiHosts(cfg provider.Config, addr net.Addr) []string {
+	var hosts []string
+	for _, a := range []string{cfg.UIListen, addr.String()} {
+		host, _, err := net.SplitHostPort(strings.TrimSpace(a))
+		if err != nil || host == "" {
+			continue
+		}
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			continue
+		}
+		if !slices.Contains(hosts, host) {
+			hosts = append(hosts, host)
+		}
+	}
+	return append(hosts, cfg.UIHosts...)
 }
 
 // status is what GET /api/status answers: the report of `chronos agent

@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { jobs: new Map(), auth: false, readsOpen: true, view: "jobs", jobId: null, openRun: null, openChain: null };
+const state = { jobs: new Map(), auth: false, readsOpen: false, view: "jobs", jobId: null, openRun: null, openChain: null };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -62,7 +62,8 @@ function terminal(st) { return st && st !== "claimed" && st !== "running"; }
 
 function showAuth(auth) {
   state.auth = auth;
-  $("#auth-state").textContent = auth ? "authenticated" : "read-only";
+  // Every read needs the token too: without a session nothing is shown.
+  $("#auth-state").textContent = auth ? "authenticated" : "locked";
   $("#logout").hidden = !auth;
   $("#login").hidden = auth;
   document.querySelectorAll("[data-mutates]").forEach((b) => { b.disabled = !auth; });
@@ -95,7 +96,11 @@ $("#login-form").addEventListener("submit", async (ev) => {
 $("#logout").addEventListener("click", async () => {
   await api("POST", "/api/logout").catch(() => {});
   showAuth(false);
-  say("Logged out: changes need the token again.");
+  if (stream) { stream.close(); stream = null; }
+  $("#stream-state").textContent = "off";
+  state.jobs.clear();
+  renderJobs();
+  say("Logged out: log in with the admin token to see the jobs and runs again.");
 });
 
 // Jobs -----------------------------------------------------------------
@@ -541,7 +546,8 @@ window.addEventListener("hashchange", route);
       await loadAll();
       startStream();
     } else {
-      say("This agent's dashboard needs the admin token to read as well.", true);
+      $("#stream-state").textContent = "off";
+      say("Log in with the agent's admin token (the file ui-token in its home, or ui_token_file) to see its jobs and runs.");
     }
   } catch (e) {
     say("The agent does not answer: " + e.message, true);

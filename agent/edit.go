@@ -88,6 +88,13 @@ func (p JobPatch) apply(s *JobSpec) error {
 func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job, *schedule.Schedule, error) {
 	var out Job
 	var sched *schedule.Schedule
+	if patch.Notify != nil {
+		if np, err := patch.Notify.Apply(notify.Policy{}); err == nil {
+			if err := rt.checkNotifyNames(ctx, np); err != nil {
+				return Job{}, nil, err
+			}
+		}
+	}
 	p := &plan{}
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		j := st.Job(id)

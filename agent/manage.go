@@ -20,6 +20,9 @@ func (rt *Runtime) AddJob(ctx context.Context, spec JobSpec) (Job, *schedule.Sch
 	if err != nil {
 		return Job{}, nil, err
 	}
+	if err := rt.checkNotifyNames(ctx, j.Policy); err != nil {
+		return Job{}, nil, err
+	}
 	err = rt.store.Update(ctx, func(st *store.State) error {
 		return st.Add(j)
 	})
@@ -37,6 +40,26 @@ func (rt *Runtime) ValidateJob(spec JobSpec) (Job, *schedule.Schedule, error) {
 		return Job{}, nil, err
 	}
 	return *j, s, nil
+}
+
+// checkNotifyNames checks p's webhook host names as they resolve now, with
+// the runtime's NotifyResolver, against its address policy; the checks
+// that need no lookup are made with the job. It runs outside the store's
+// lock (a lookup may take notify.ResolveTimeout). A refused address wraps
+// ErrInvalidJob and notify.ErrAddressNotAllowed.
+func (rt *Runtime) checkNotifyNames(ctx context.Context, p notify.Policy) error {
+	if rt.cfg.NotifyResolver == nil || len(p.Targets) == 0 {
+		return nil
+	}
+	opts := notify.ValidateOptions{Addresses: rt.cfg.NotifyAddresses, Resolver: rt.cfg.NotifyResolver,
+		Unresolved: func(host string, err error) {
+			rt.log.Warn("notify: a webhook host does not resolve now; it is checked again when a notification is sent",
+				"host", host, "error", err)
+		}}
+	if err := p.Validate(ctx, opts); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
+	}
+	return nil
 }
 
 // jobEnv is what rt builds and checks jobs against.

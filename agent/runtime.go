@@ -61,6 +61,12 @@ type Config struct {
 	// NotifyAddresses says which webhook addresses a job's notify targets
 	// may name; by default only public ones.
 	NotifyAddresses notify.AddressPolicy
+	// NotifyResolver, when set (net.DefaultResolver in a serving agent),
+	// resolves the webhook host names of a job added or edited, so a name
+	// resolving to an address NotifyAddresses refuses is refused then, not
+	// only when a notification is sent. A name that does not resolve then
+	// is accepted with a warning in the log.
+	NotifyResolver notify.Resolver
 	// Notify tunes the notifier RunNotifier runs: Lease, Backoff,
 	// MaxBackoff, GiveUp, Poll and Clock (zero: the notify package's
 	// defaults; the clock defaults to Now). Owner, Log and Observe are the

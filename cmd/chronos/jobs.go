@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -106,17 +107,42 @@ func homeGroup(home *string, g *cobra.Command) *cobra.Command {
 	return g
 }
 
+// notifyResolver resolves webhook host names when targets are checked
+// (tests replace it).
+var notifyResolver notify.Resolver = net.DefaultResolver
+
 // checkNotify checks the targets ch names against the serving agent's
-// address policy and returns the policy ch makes of none.
+// address policy and returns the policy ch makes of none. A webhook host
+// name that does not resolve now is accepted with a warning on stderr.
 func checkNotify(cmd *cobra.Command, t provider.Target, ch notify.Change) (notify.Policy, error) {
 	p, err := ch.Apply(notify.Policy{})
 	if err == nil && len(ch.Specs) > 0 {
-		err = t.Config.CheckNotify(cmd.Context(), p, net.DefaultResolver)
+		r := warningResolver{Resolver: notifyResolver, w: cmd.ErrOrStderr(), verb: cmd.Name()}
+		err = t.Config.CheckNotify(cmd.Context(), p, r)
 	}
 	if err != nil {
 		return p, asUsage(fmt.Errorf("jobs %s: %w", cmd.Name(), err))
 	}
 	return p, nil
+}
+
+// warningResolver is a Resolver that warns on w of a name that does not
+// resolve: the target is kept, and checked again when a notification is
+// sent.
+type warningResolver struct {
+	notify.Resolver
+	w    io.Writer
+	verb string
+}
+
+// LookupNetIP implements notify.Resolver.
+func (r warningResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	addrs, err := r.Resolver.LookupNetIP(ctx, network, host)
+	if err != nil {
+		fmt.Fprintf(r.w, "chronos jobs %s: warning: webhook host %s does not resolve now (%v); it is checked again when a notification is sent\n",
+			r.verb, termSafe(host), err)
+	}
+	return addrs, err
 }
 
 // reach returns the agent serving the home, or else the home's runtime (to close).

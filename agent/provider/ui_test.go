@@ -69,6 +69,52 @@ func TestUIListenNotLoopbackNeedsTokenFile(t *testing.T) {
 	}
 }
 
+// TestUIHosts: ui_hosts takes host names and IP addresses, from the file
+// or the environment (comma separated), and refuses anything else with the
+// key and the entry.
+func TestUIHosts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		hosts []string
+		ok    bool
+	}{
+		{nil, true},
+		{[]string{"chronos.internal", "agent-1.lan.", "LOCALHOST", "192.168.1.4", "::1", "[fd00::8]"}, true},
+		{[]string{"http://chronos.internal"}, false},
+		{[]string{"chronos.internal:8788"}, false},
+		{[]string{"*.example.com"}, false},
+		{[]string{"chronos.internal/ui"}, false},
+		{[]string{""}, false},
+		{[]string{"-bad.example"}, false},
+		{[]string{"a..b"}, false},
+		{[]string{"[127.0.0.1]"}, false},
+		{[]string{"[::1"}, false},
+		{[]string{"fe80::1%eth0"}, false},
+		{[]string{strings.Repeat("a", 64) + ".example"}, false},
+	} {
+		c := provider.Config{Home: "/h", Listen: ":1", UIListen: provider.DefaultUIListen, UIHosts: tc.hosts}
+		err := c.Validate()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "ui_hosts")) {
+			t.Errorf("ui_hosts %q: %v", tc.hosts, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(path, []byte("home: h\nui_hosts: [chronos.internal]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := provider.LoadConfig(path, envMap(nil))
+	if err != nil || len(cfg.UIHosts) != 1 || cfg.UIHosts[0] != "chronos.internal" {
+		t.Fatalf("from the file: %q %v", cfg.UIHosts, err)
+	}
+	cfg, _, err = provider.LoadConfig(path, envMap(map[string]string{"CHRONOS_UI_HOSTS": "a.lan, b.lan"}))
+	if err != nil || strings.Join(cfg.UIHosts, " ") != "a.lan b.lan" {
+		t.Fatalf("from the environment: %q %v", cfg.UIHosts, err)
+	}
+	if _, _, err := provider.LoadConfig(path, envMap(map[string]string{"CHRONOS_UI_HOSTS": "a.lan:80"})); err == nil || !strings.Contains(err.Error(), "ui_hosts") {
+		t.Fatalf("a port in ui_hosts: %v", err)
+	}
+}
+
 func TestServingRecordKeepsTheUI(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()

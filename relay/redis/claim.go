@@ -166,7 +166,7 @@ local function load(j)
   a.rate = tonumber(f[2]) or 0
   if a.rate <= 0 then a.rate = frate end
   a.dis = f[3] == '1'
-  if (tonumber(f[4]) or 0) ~= a.par then redis.call('HSET', a.ag, 'ep', a.par) end
+  a.ep = tonumber(f[4]) or 0
   a.gate = tonumber(f[5]) or 0
   a.tat = tonumber(f[6]) or 0
   -- Only an agent with a gate or a rate slot can be in the gated zset.
@@ -263,6 +263,10 @@ local function settle(a)
   local nh = #a.holds
   -- Some are left, or may be (then a later release() finds out).
   local left = a.more or nh > 0
+  -- release() gives held fires room by the parallelism the last claim
+  -- that left some applied: written only then, so that an agent that
+  -- never waits costs no write (and no record) for it.
+  if left and a.ep ~= a.par then redis.call('HSET', a.ag, 'ep', a.par) end
   if a.checked and not left then
     forget(a)
     return

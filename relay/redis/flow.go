@@ -17,11 +17,11 @@ import (
 // its rows:
 //
 //   - its flow record (keys.agent), a hash of its policy (par, rate, dis:
-//     "1"), the parallelism its last claim applied (ep, which release()
-//     gives room against), its Down hold (gate, ms), its rate's next slot
-//     (tat, ms with a fraction), its probe (probe: "1", fails) and its
-//     spreading phase; and the fx flag while it has fires with a flexible
-//     window;
+//     "1"), the parallelism applied by the last claim that left it held
+//     fires (ep, which release() gives room against), its Down hold (gate,
+//     ms), its rate's next slot (tat, ms with a fraction), its probe
+//     (probe: "1", fails) and its spreading phase; and the fx flag while it
+//     has fires with a flexible window;
 //   - its count of leases in flight, a field of the shard's hash
 //     (keys.inFlight): the claim adds, every transition that ends a lease
 //     (Ack, Nack, Down, Kill, Cancel, a re-arm, Reap) takes away, in the

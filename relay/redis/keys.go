@@ -104,7 +104,7 @@ func (k keys) lastFireIndex(shard int) string { return k.tags[shard] + ":lfz" }
 func (k keys) instance(id string) string { return k.control() + ":inst:" + id }
 
 // agent is the hash of agent's flow record: its policy (par, rate, dis),
-// the parallelism its last claim applied (ep), its Down hold and rate slot
+// the parallelism the last claim that left it held fires applied (ep), its Down hold and rate slot
 // (gate, tat, ms), its probe (probe, fails), its spreading phase (phase)
 // and whether it may have fires with a flexible window (fx).
 func (k keys) agent(shard int, agent string) string { return k.tags[shard] + ":ag:" + agent }

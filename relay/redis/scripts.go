@@ -148,7 +148,7 @@ local function bump(inf, names, by)
 end
 -- release tells claims whether agent (its record ag, the shard's in-flight
 -- counts inf, its held fires hd) has room for its held fires: the room is
--- 1 while it probes, else the parallelism its last claim applied (0:
+-- 1 while it probes, else the parallelism its last claim that held applied (0:
 -- unbounded), less its leases in flight. An agent with room joins the shard's ready zset,
 -- by the due time of its earliest held fire, and the next claim leases
 -- those fires straight from hd, oldest first; one without room leaves it

@@ -65,7 +65,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) {
 		if ce != nil && ce.Description != "" {
 			desc = ce.Description
 		}
-		log.Warn("reconcile request rejected", "status", http.StatusUnauthorized, "error", err)
+		s.rejected.warn(s.cfg.Now(), log, "reconcile request rejected", "status", http.StatusUnauthorized, "error", err)
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 		contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "%s", desc))
 		return

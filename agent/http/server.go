@@ -141,6 +141,7 @@ type Server struct {
 	activity chan struct{}
 
 	sync     syncWatch
+	rejected rejectLog // samples the lines of refused tokens
 	probeMu  sync.Mutex
 	probedAt time.Time
 	probeErr error
@@ -337,7 +338,7 @@ func (s *Server) verifyFire(w http.ResponseWriter, r *http.Request, log *slog.Lo
 	if ce != nil && ce.Description != "" {
 		desc = ce.Description
 	}
-	log.Warn("fire rejected", "status", http.StatusUnauthorized, "error", err)
+	s.rejected.warn(s.cfg.Now(), log, "fire rejected", "status", http.StatusUnauthorized, "error", err)
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	contract.WriteError(w, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "%s", desc))
 	return OutcomeUnauthorized, false

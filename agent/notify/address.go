@@ -169,14 +169,14 @@ func (p AddressPolicy) CheckHost(ctx context.Context, host string, r Resolver, u
 		return err
 	}
 	if ok {
-		why := p.refusal(ip)
+		why, canon := p.refusal(ip), ip.WithZone("").Unmap()
 		switch {
 		case why == "":
 			return nil
-		case strings.EqualFold(host, ip.String()):
+		case strings.EqualFold(host, canon.String()):
 			return fmt.Errorf("%w: %s is not a public address (%s)", ErrAddressNotAllowed, host, why)
 		default:
-			return fmt.Errorf("%w: %s is %s, not a public address (%s)", ErrAddressNotAllowed, host, ip.WithZone("").Unmap(), why)
+			return fmt.Errorf("%w: %s is %s, not a public address (%s)", ErrAddressNotAllowed, host, canon, why)
 		}
 	}
 	lh := strings.ToLower(strings.TrimSuffix(host, "."))

@@ -101,7 +101,7 @@ func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log
 	}
 	fmt.Fprintf(out, "fanout: %d items from %s, concurrency %d\n", len(plan.Items), j.Fanout.InputsFrom, j.Fanout.Concurrency)
 	sum := fanout.Execute(ctx, fanout.Config{
-		Items: plan.Items, Prior: prior, Concurrency: j.Fanout.Concurrency, MaxAttempts: childAttempts(&j),
+		Items: plan.Items, Prior: prior.children, Concurrency: j.Fanout.Concurrency, MaxAttempts: childAttempts(&j),
 		Backoff: func(a int) time.Duration { return retryDelay(j.Retry, a) },
 		Run: func(cctx context.Context, i, attempt int) fanout.Outcome {
 			return rt.runChild(cctx, &j, c, child{index: i, item: plan.Items[i], attempt: attempt})
@@ -117,12 +117,21 @@ func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log
 	}
 	fmt.Fprintln(out, v.Reason)
 	if j.Fanout.Reducer != nil && v.Reduce {
-		if o := rt.runChild(ctx, &j, c, child{index: -1, attempt: 1}); o != fanout.Succeeded {
-			if ctx.Err() != nil {
-				kr := failed(fmt.Errorf("%s; reducer stopped: %w", v.Reason, context.Cause(ctx)))
-				kr.fanout = counts
-				return kr
-			}
+		step := rt.reducerStep(ctx, &j, c, prior.reducer)
+		o := step.outcome
+		if step.run {
+			o = rt.runChild(ctx, &j, c, child{index: -1, attempt: step.attempt})
+		}
+		switch {
+		case step.interrupted != "":
+			v.State, v.Reason = ledger.StateInterrupted, v.Reason+"; "+step.interrupted
+			fmt.Fprintln(out, step.interrupted)
+		case o == fanout.Succeeded:
+		case step.run && ctx.Err() != nil:
+			kr := failed(fmt.Errorf("%s; reducer stopped: %w", v.Reason, context.Cause(ctx)))
+			kr.fanout = counts
+			return kr
+		default:
 			v.State, v.Reason = ledger.StateFailed, v.Reason+"; reducer failed"
 			fmt.Fprintln(out, "reducer failed")
 		}
@@ -159,48 +168,61 @@ func (rt *Runtime) dropPlan(runID string, log *slog.Logger) {
 	}
 }
 
+// resumed is what an earlier life of a fanout parent left: how far each
+// child got, by item index, and its reducer's run when one began.
+type resumed struct {
+	children map[int]fanout.Prior
+	reducer  *ledger.Run
+}
+
 // fanoutPlan returns the plan of parent run c: read back with what its
-// children already did when resuming, else resolved from inputs_from and
-// made durable before any child starts.
-func (rt *Runtime) fanoutPlan(ctx context.Context, j *Job, c Claim, log *slog.Logger) (fanout.Plan, map[int]fanout.Prior, error) {
+// children and reducer already did when resuming, else resolved from
+// inputs_from and made durable before any child starts.
+func (rt *Runtime) fanoutPlan(ctx context.Context, j *Job, c Claim, log *slog.Logger) (fanout.Plan, resumed, error) {
 	plan, found, err := fanout.ReadPlan(rt.cfg.Home, c.RunID)
 	if err != nil {
-		return plan, nil, err
+		return plan, resumed{}, err
 	}
 	if found {
 		prior, err := rt.fanoutPrior(ctx, j, c, plan)
-		log.Info("fanout resumed", "items", len(plan.Items), "finished", len(prior))
+		log.Info("fanout resumed", "items", len(plan.Items), "finished", len(prior.children), "reducer_began", prior.reducer != nil)
 		return plan, prior, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	items, err := rt.inputs.Resolve(rctx, j.Fanout.InputsFrom)
 	if err != nil {
-		return plan, nil, fmt.Errorf("fanout: inputs: %w", err)
+		return plan, resumed{}, fmt.Errorf("fanout: inputs: %w", err)
 	}
 	plan = fanout.Plan{RunID: c.RunID, JobID: j.ID, CreatedAt: rt.now().UTC(), Items: items}
 	if err := fanout.WritePlan(rt.cfg.Home, plan); err != nil {
-		return plan, nil, err
+		return plan, resumed{}, err
 	}
-	return plan, nil, nil
+	return plan, resumed{}, nil
 }
 
 // fanoutPrior reads from the ledger what an earlier life of parent c did
-// to its children. A child left running is killed if anything of it is
-// left, recorded interrupted, and run again under on_interrupt retry while
-// attempts remain; a failed child with attempts left runs again.
-func (rt *Runtime) fanoutPrior(ctx context.Context, j *Job, c Claim, plan fanout.Plan) (map[int]fanout.Prior, error) {
+// to its children and its reducer. A child left running is killed if
+// anything of it is left, recorded interrupted, and run again under
+// on_interrupt retry while attempts remain; a failed child with attempts
+// left runs again. The reducer is settled only when the parent reaches it
+// (see reducerStep).
+func (rt *Runtime) fanoutPrior(ctx context.Context, j *Job, c Claim, plan fanout.Plan) (resumed, error) {
 	runs, err := rt.ledger.Runs(ctx, ledger.Filter{ParentRunID: c.RunID, Since: plan.CreatedAt.Add(-time.Minute)})
 	if err != nil {
-		return nil, fmt.Errorf("fanout: resume: %w", err)
+		return resumed{}, fmt.Errorf("fanout: resume: %w", err)
 	}
 	index := make(map[string]int, len(plan.Items))
 	for i := range plan.Items {
 		index[fanout.ChildRunID(c.RunID, i)] = i
 	}
 	maxA := childAttempts(j)
-	prior := map[int]fanout.Prior{}
+	prior := resumed{children: map[int]fanout.Prior{}}
 	for _, r := range runs {
+		if r.Role == ledger.RoleReducer && r.RunID == fanout.ReducerRunID(c.RunID) {
+			prior.reducer = &r
+			continue
+		}
 		i, ok := index[r.RunID]
 		if !ok || r.Role != ledger.RoleChild {
 			continue
@@ -220,19 +242,60 @@ func (rt *Runtime) fanoutPrior(ctx context.Context, j *Job, c Claim, plan fanout
 			p.Outcome = fanout.Failed
 			p.Final = j.OnInterrupt != InterruptRetry || r.Attempt >= maxAttempts(j)
 		}
-		prior[i] = p
+		prior.children[i] = p
 	}
 	return prior, nil
 }
 
-// interruptChild kills what is left of child run r of a dead parent and
-// records it interrupted.
+// reducer is what a fanout parent does about its reducer once its
+// children ended.
+type reducer struct {
+	// run: the reducer runs, as attempt.
+	run     bool
+	attempt int
+	// outcome is how an earlier run of the reducer ended (run false).
+	outcome fanout.Outcome
+	// interrupted, when set, says why the reducer, cut off in an earlier
+	// life of the parent, does not run again: the parent ends interrupted.
+	interrupted string
+}
+
+// reducerStep decides parent c's reducer from prev, what an earlier life
+// of the parent left of it (nil: it never began, and runs as attempt 1).
+// A reducer that ended is not run again: its outcome stands. One left
+// running is killed if anything of it is left and recorded interrupted;
+// an interrupted reducer runs again, as its next attempt, only under
+// on_interrupt retry while attempts remain.
+func (rt *Runtime) reducerStep(ctx context.Context, j *Job, c Claim, prev *ledger.Run) reducer {
+	if prev == nil {
+		return reducer{run: true, attempt: 1}
+	}
+	switch prev.State {
+	case ledger.StateSucceeded:
+		return reducer{outcome: fanout.Succeeded}
+	case ledger.StateFailed, ledger.StateCancelled:
+		return reducer{outcome: fanout.Failed}
+	}
+	if !prev.State.Terminal() {
+		rt.interruptChild(ctx, j, c, *prev)
+	}
+	switch {
+	case j.OnInterrupt != InterruptRetry:
+		return reducer{interrupted: "reducer interrupted: not run again (on_interrupt record)"}
+	case prev.Attempt >= maxAttempts(j):
+		return reducer{interrupted: fmt.Sprintf("reducer interrupted: no retry left (%d attempts)", prev.Attempt)}
+	}
+	return reducer{run: true, attempt: prev.Attempt + 1}
+}
+
+// interruptChild kills what is left of child or reducer run r of a dead
+// parent and records it interrupted, under the token of its attempt.
 func (rt *Runtime) interruptChild(ctx context.Context, j *Job, c Claim, r ledger.Run) {
 	kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, _ = runner.KillRun(kctx, r.RunID, nil)
 	cancel()
 	e := rt.entry(j, rt.now(), mark{r.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), "interrupted: the parent's owner is gone"})
-	e.Role, e.ParentRunID, e.Item, e.Attempt, e.Token, e.Output = ledger.RoleChild, c.RunID, r.Item, r.Attempt, r.Token, r.Output
+	e.Role, e.ParentRunID, e.Item, e.Attempt, e.Token, e.Output = r.Role, c.RunID, r.Item, r.Attempt, r.Token, r.Output
 	rt.record(e)
 }
 

@@ -3,7 +3,7 @@ package redis
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -12,6 +12,22 @@ import (
 
 	"github.com/chronoscron/chronos/relay"
 )
+
+// nonceBytes is the randomness of a first-delivery nonce. A nonce tells one
+// call from the others made for the same delivery id while its record lives
+// (a relay's retries of one lease, or a replay): 72 bits is plenty, and its
+// 12 base64 characters keep the record's value in Redis's smallest string
+// allocation. Records written with the 24 hex digits of earlier releases
+// read the same way (a nonce is only ever compared with the caller's own),
+// so processes of both releases may share a store.
+const nonceBytes = 9
+
+// newNonce returns a fresh nonce for one first-delivery call.
+func newNonce() string {
+	var b [nonceBytes]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
 
 // scriptFirstDelivery records a delivery id unless it is already recorded
 // and not yet expired by the engine's clock. The record holds the caller's
@@ -41,9 +57,7 @@ func (e *Engine) FirstDelivery(ctx context.Context, deliveryID string, ttl time.
 	if ttl <= 0 {
 		ttl = time.Millisecond
 	}
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	nonce := hex.EncodeToString(b[:])
+	nonce := newNonce()
 	key := e.k.delivery(deliveryID)
 	if e.opts.Now != nil {
 		v, err := e.run(ctx, scriptFirstDelivery, []string{key}, e.nowArg(), durMs(ttl), nonce)
@@ -91,9 +105,7 @@ func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time
 	if ttl <= 0 {
 		ttl = time.Millisecond
 	}
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	nonce := hex.EncodeToString(b[:])
+	nonce := newNonce()
 	key := e.k.delivery(deliveryID)
 	rows := e.k.rows(e.k.shardOf(agentID), agentID)
 	var (

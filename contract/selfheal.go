@@ -83,6 +83,11 @@ const (
 // started the agent's instance again.
 const ReconcileReasonInstanceStarted = "instance_started"
 
+// ReconcileReasonAgentEnabled is the reason NAS gives when an operator
+// enabled the agent again (chronos agent enable): while it was disabled
+// its calls were refused with 403 invalid_client.
+const ReconcileReasonAgentEnabled = "agent_enabled"
+
 // ReconcileRequest is the body NAS POSTs to the agent's /api/cron/reconcile.
 type ReconcileRequest struct {
 	InstanceID string `json:"instance_id"`

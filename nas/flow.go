@@ -304,7 +304,8 @@ func (s *Service) setAgentDisabled(ctx context.Context, agentID string, disabled
 			"NAS knows no agent %s: it is not in the agents file and the store holds nothing of it", agentID)
 	}
 	p := fl.Policy
-	if p.Disabled != disabled {
+	changed := p.Disabled != disabled
+	if changed {
 		p.Disabled = disabled
 		if err := s.engine.SetAgentPolicy(ctx, agentID, p); err != nil {
 			return contract.AgentStateResponse{}, fmt.Errorf("agent state: %w", err)
@@ -313,8 +314,36 @@ func (s *Service) setAgentDisabled(ctx context.Context, agentID string, disabled
 	s.noteDisabled(agentID, disabled)
 	s.invalidateCensus()
 	s.log.InfoContext(ctx, "agent state changed", "agent_id", agentID, "disabled", disabled)
+	if changed && !disabled {
+		s.nudgeAgent(ctx, agentID)
+	}
 	return contract.AgentStateResponse{AgentID: agentID, Disabled: disabled}, nil
 }
+
+// nudgeAgent asks the instances of agentID that hold armed fires to
+// reconcile (in the background, see nudge): an agent enabled again learns
+// it at once, where its calls were refused while it was disabled, instead
+// of at its next resync. An agent with nothing armed is not asked: NAS
+// knows no callback of it to ask.
+func (s *Service) nudgeAgent(ctx context.Context, agentID string) {
+	items, _, err := s.engine.List(ctx, agentID, "", nudgeListLimit)
+	if err != nil {
+		s.log.WarnContext(ctx, "reconcile request not sent: listing the agent's fires failed; it heals on its own resync", "agent_id", agentID, "error", err)
+		return
+	}
+	seen := make(map[string]bool, 1)
+	for _, o := range items {
+		if o.InstanceID == "" || seen[o.InstanceID] {
+			continue
+		}
+		seen[o.InstanceID] = true
+		s.nudge(ctx, o.InstanceID, contract.ReconcileReasonAgentEnabled)
+	}
+}
+
+// nudgeListLimit is how many of an agent's armed fires nudgeAgent reads to
+// find its instances (an agent has one instance, as a rule).
+const nudgeListLimit = 100
 
 // agentKnown reports whether NAS knows agentID: the agents file lists it,
 // or the store holds something of it (a policy or flow state, an armed

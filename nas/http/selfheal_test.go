@@ -334,3 +334,43 @@ func TestNASInstanceStopStartAsksTheAgentToReconcile(t *testing.T) {
 		t.Fatalf("instance after start: %+v", in)
 	}
 }
+
+// TestNASEnableAsksTheAgentToReconcile: enabling a disabled agent sends a
+// verified reconcile request (reason agent_enabled) to the callback of its
+// instance, once; disabling it, or enabling an agent that is not disabled,
+// sends none.
+func TestNASEnableAsksTheAgentToReconcile(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	recv := newReconcileReceiver(t, b)
+	body := b.provisionBody("hourly", time.Now().Add(time.Hour))
+	body.AgentCallbackURL = recv.srv.URL
+	if rec := b.do(b.public, request{method: http.MethodPost, path: contract.PathProvision, token: tokenA, body: body}); rec.Code != 200 {
+		t.Fatalf("provision: %d %s", rec.Code, rec.Body)
+	}
+	for _, step := range []string{"enable", "disable", "disable", "enable"} {
+		if rec := b.do(b.internal, request{method: http.MethodPost, path: "/api/operator/agents/" + agentA + "/" + step, token: opToken}); rec.Code != 200 {
+			t.Fatalf("%s: %d %s", step, rec.Code, rec.Body)
+		}
+	}
+	select {
+	case <-recv.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reconcile request reached the agent after enable")
+	}
+	// A second enable of an enabled agent asks nothing: the one request
+	// is the last one to arrive.
+	if rec := b.do(b.internal, request{method: http.MethodPost, path: "/api/operator/agents/" + agentA + "/enable", token: opToken}); rec.Code != 200 {
+		t.Fatalf("enable again: %d %s", rec.Code, rec.Body)
+	}
+	b.svc.Close()
+	recv.mu.Lock()
+	got, errs := recv.got, recv.errs
+	recv.mu.Unlock()
+	if len(got) != 1 || errs[0] != nil {
+		t.Fatalf("reconcile requests %+v (errors %v), want one that verifies", got, errs)
+	}
+	if got[0] != (contract.ReconcileRequest{InstanceID: instanceA, Reason: contract.ReconcileReasonAgentEnabled}) {
+		t.Fatalf("reconcile body %+v", got[0])
+	}
+}

@@ -30,6 +30,17 @@
 // <name>.corrupt-<timestamp> for the operator (one copy per distinct
 // content; a later corruption never replaces an earlier copy).
 //
+// jobs.json is read whole, so its size is capped (Options.MaxFile, default
+// DefaultMaxFileBytes): a larger file is refused before it is read, with
+// an error naming the file, its size, the limit and the setting that sets
+// it. A store that read jobs.json good once keeps working when the file
+// then turns bad under it (garbage, or an oversize file, written over
+// it): reads answer from the last good jobs, and the next change writes
+// them back, with the change, over the bad file, which is first kept
+// aside as above; a warning is logged once per bad content. A store with
+// no good read behind it refuses the file, as above. Health reports, for
+// readiness checks, whether the store on disk can be read.
+//
 // The job model (Job, its policies and its claim state) lives here because it
 // is what the file holds; package agent re-exports it and holds the rules
 // that decide what a fire does.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -61,6 +62,12 @@ type Options struct {
 	// MaxRecords is how many records may follow jobs.json before a change
 	// writes it whole again (default DefaultMaxRecords).
 	MaxRecords int
+	// MaxFile caps jobs.json: a larger file is refused before it is read
+	// (default DefaultMaxFileBytes; its Setting is named in the error).
+	MaxFile Limit
+	// Logger receives the warnings of a jobs.json that turned bad while
+	// the last good jobs were held (default: discarded).
+	Logger *slog.Logger
 }
 
 // Store is the job store of one home directory. It is safe for concurrent use
@@ -90,6 +97,13 @@ type Store struct {
 	lastMark journalMark // the journal as CompactIfDue saw it last
 
 	werr atomic.Pointer[writeErr] // the last write's failure; nil: it succeeded
+
+	// last holds the last good jobs while jobs.json on disk is bad; nil
+	// while jobs.json reads.
+	last   *lastGood
+	warned string // the bad content last warned of
+
+	health atomic.Pointer[health] // what Health found last
 }
 
 type writeErr struct{ err error }
@@ -113,6 +127,12 @@ func Open(home string, opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxFile.Bytes <= 0 {
+		opts.MaxFile.Bytes = DefaultMaxFileBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, fmt.Errorf("store: create home: %w", err)
@@ -257,8 +277,16 @@ func (s *Store) compactLocked() {
 // read loads jobs.json and applies the records that follow it; a missing
 // file is an empty state. The state of the previous read or write is reused
 // when jobs.json is unchanged, with only the records written since applied;
-// callers that fail after mutating it must call s.drop.
+// callers that fail after mutating it must call s.drop. When jobs.json on
+// disk turns bad (it does not decode, or it is over Options.MaxFile), the
+// last good state is read instead (see lastGood).
 func (s *Store) read() (*State, error) {
+	if s.last != nil {
+		return s.readHeld()
+	}
+	// The cache is clean here (a caller that failed dropped it): the last
+	// good state, should jobs.json turn out bad.
+	prev, prevEnc := s.cache, s.enc
 	if s.cache != nil {
 		fp, err := s.baseFingerprint()
 		if err == nil && fp == s.baseFP && fp != (Fingerprint{}) {
@@ -279,7 +307,18 @@ func (s *Store) read() (*State, error) {
 		}
 		s.drop()
 	}
-	raw, err := os.ReadFile(s.Path())
+	st, err := s.readBase()
+	var bad *badFile
+	if errors.As(err, &bad) && prev != nil {
+		return s.hold(bad, prev, prevEnc)
+	}
+	return st, err
+}
+
+// readBase reads jobs.json from disk, and the records that follow it, and
+// caches the result. A jobs.json that cannot be used is a *badFile.
+func (s *Store) readBase() (*State, error) {
+	f, err := os.Open(s.Path())
 	if errors.Is(err, fs.ErrNotExist) {
 		st := &State{Version: FormatVersion}
 		st.reindex()
@@ -289,39 +328,31 @@ func (s *Store) read() (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: read %s: %w", s.Path(), err)
 	}
-	if err := checkText(raw); err != nil {
-		return nil, s.corrupt(s.Path(), raw, err)
+	var fp Fingerprint
+	if fi, err := f.Stat(); err == nil {
+		fp = Fingerprint{Ino: inode(fi), Size: fi.Size(), MTime: fi.ModTime().UnixNano()}
 	}
-	var fst fileState
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&fst); err != nil {
-		return nil, s.corrupt(s.Path(), raw, err)
+	raw, err := ReadLimited(f, s.Path(), s.opts.MaxFile)
+	f.Close()
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		return nil, &badFile{err: fmt.Errorf("store: %w; left untouched", err), fp: fp,
+			reason: fmt.Sprintf("%s is %d bytes, over the limit of %d bytes", JobsFile, tl.Size, tl.Limit.Bytes) + setBy(tl.Limit)}
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, s.corrupt(s.Path(), raw, errors.New("trailing data after the jobs object"))
+	if err != nil {
+		return nil, fmt.Errorf("store: read %s: %w", s.Path(), err)
 	}
-	if fst.Version == 0 {
-		return nil, s.corrupt(s.Path(), raw, errors.New("missing version"))
+	st, enc, err := parseBase(raw)
+	var nf newerFormat
+	if errors.As(err, &nf) {
+		return nil, fmt.Errorf("store: %s has format version %d, this build reads up to %d", s.Path(), int(nf), FormatVersion)
 	}
-	if fst.Version > FormatVersion {
-		return nil, fmt.Errorf("store: %s has format version %d, this build reads up to %d", s.Path(), fst.Version, FormatVersion)
+	if err != nil {
+		aside, kerr := s.keepAside(s.Path(), raw)
+		return nil, &badFile{err: corruptError(s.Path(), err, aside, kerr), fp: fp, aside: aside,
+			reason: fmt.Sprintf("%s does not parse: %v", JobsFile, err)}
 	}
-	seen := make(map[string]bool, len(fst.Jobs))
-	for i, j := range fst.Jobs {
-		if j == nil {
-			return nil, s.corrupt(s.Path(), raw, fmt.Errorf("job %d is null", i))
-		}
-		if seen[j.ID] {
-			return nil, s.corrupt(s.Path(), raw, fmt.Errorf("job id %q appears twice", j.ID))
-		}
-		seen[j.ID] = true
-	}
-	st := &State{Version: fst.Version, Generation: fst.Generation, jobs: fst.Jobs}
-	if err := st.chains.load(fst.Chains, fst.Breakers); err != nil {
-		return nil, s.corrupt(s.Path(), raw, err)
-	}
-	st.reindex()
-	enc := splitLines(raw, st.jobs)
+	baseGen := st.Generation
 	j := journal{baseSize: int64(len(raw))}
 	added, err := s.replayFiles(st, enc, &j)
 	if err != nil {
@@ -334,8 +365,53 @@ func (s *Store) read() (*State, error) {
 	if added || more {
 		sortJobs(st)
 	}
-	s.remember(st, enc, fst.Generation, j)
+	s.remember(st, enc, baseGen, j)
 	return st, nil
+}
+
+// newerFormat is the error of parseBase for a file of a newer format
+// version than this build reads: not corrupt, and not to be overwritten.
+type newerFormat int
+
+func (v newerFormat) Error() string { return fmt.Sprintf("format version %d", int(v)) }
+
+// parseBase decodes and checks raw, the content of jobs.json, and maps each
+// job to its line (see splitLines). An error is the reason the content is
+// corrupt, or a newerFormat.
+func parseBase(raw []byte) (*State, map[*Job][]byte, error) {
+	if err := checkText(raw); err != nil {
+		return nil, nil, err
+	}
+	var fst fileState
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&fst); err != nil {
+		return nil, nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, nil, errors.New("trailing data after the jobs object")
+	}
+	if fst.Version == 0 {
+		return nil, nil, errors.New("missing version")
+	}
+	if fst.Version > FormatVersion {
+		return nil, nil, newerFormat(fst.Version)
+	}
+	seen := make(map[string]bool, len(fst.Jobs))
+	for i, j := range fst.Jobs {
+		if j == nil {
+			return nil, nil, fmt.Errorf("job %d is null", i)
+		}
+		if seen[j.ID] {
+			return nil, nil, fmt.Errorf("job id %q appears twice", j.ID)
+		}
+		seen[j.ID] = true
+	}
+	st := &State{Version: fst.Version, Generation: fst.Generation, jobs: fst.Jobs}
+	if err := st.chains.load(fst.Chains, fst.Breakers); err != nil {
+		return nil, nil, err
+	}
+	st.reindex()
+	return st, splitLines(raw, st.jobs), nil
 }
 
 // splitLines maps each job to its line in raw when raw has the layout
@@ -402,8 +478,14 @@ func readGeneration(path string) (uint64, bool) {
 // for the same second.
 func (s *Store) corrupt(path string, raw []byte, cause error) error {
 	aside, err := s.keepAside(path, raw)
-	if err != nil {
-		return fmt.Errorf("store: %w: %s: %w (left untouched; copying it aside failed: %w)", ErrCorrupt, path, cause, err)
+	return corruptError(path, cause, aside, err)
+}
+
+// corruptError is the ErrCorrupt error of the file at path, undecodable
+// for cause, whose copy was kept at aside, or not for kerr.
+func corruptError(path string, cause error, aside string, kerr error) error {
+	if kerr != nil {
+		return fmt.Errorf("store: %w: %s: %w (left untouched; copying it aside failed: %w)", ErrCorrupt, path, cause, kerr)
 	}
 	return fmt.Errorf("store: %w: %s: %w (left untouched; copy kept at %s)", ErrCorrupt, path, cause, aside)
 }
@@ -468,7 +550,8 @@ func (s *Store) write(st *State) error {
 		return nil
 	}
 	st.Generation++
-	if st.reshaped || st.chains.reshaped || old == nil || older || s.journal.files > 0 {
+	// A jobs.json held bad is replaced whole (see lastGood).
+	if st.reshaped || st.chains.reshaped || old == nil || older || s.journal.files > 0 || s.last != nil {
 		// Record files of an older build are folded first, so that none
 		// is ever read together with the journal.
 		return s.writeBase(st, enc)
@@ -578,10 +661,18 @@ func (s *Store) writeBase(st *State, enc map[*Job][]byte) error {
 	if err != nil {
 		return err
 	}
+	if s.last != nil {
+		if err := s.keepBadAside(); err != nil {
+			return err
+		}
+	}
 	if err := s.opts.WriteFile(s.Path(), b, 0o600); err != nil {
 		// A failed directory sync leaves the new file in place, but it may
 		// not survive a crash: unwritable too.
 		return fmt.Errorf("store: %w: %w", ErrUnwritable, err)
+	}
+	if s.last != nil {
+		s.restored(st.Generation)
 	}
 	s.werr.Store(nil)
 	s.wrote = false

@@ -120,8 +120,10 @@ func TestOversizeJobsFileRefused(t *testing.T) {
 	}
 	s, _ := limitedStore(t, home, 1024)
 	for name, op := range map[string]func() error{
-		"list":   func() error { _, err := s.List(context.Background()); return err },
-		"update": func() error { return s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "a"}) }) },
+		"list": func() error { _, err := s.List(context.Background()); return err },
+		"update": func() error {
+			return s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "a"}) })
+		},
 	} {
 		err := op()
 		want := path + " is " + strconv.Itoa(len(big)) + " bytes, over the limit of 1024 bytes set by max_jobs_file_bytes"

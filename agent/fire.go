@@ -106,6 +106,9 @@ type plan struct {
 	kills   []killReq // what is left of runs whose owner died
 	owed    bool      // notifications joined a job's outbound rows
 	refused error     // why a chain step was not run (see admitStep)
+	// orphans are fanout parents recorded interrupted without being
+	// resumed: their children and reducer left running end too.
+	orphans []startReq
 }
 
 // endRun puts line e, which ends a run of j without it running to an
@@ -567,6 +570,9 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 				}
 			} else {
 				reason += fmt.Sprintf("; no retry left (%d attempts)", c.Attempt)
+				if j.JobKind == JobKindFanout {
+					p.orphans = append(p.orphans, startReq{job: *j, claim: c})
+				}
 			}
 		}
 		j.LastStatus, j.LastError = store.StatusInterrupted, reason
@@ -677,6 +683,9 @@ func missedRunID(jobID string, slot time.Time) string {
 // starts.
 func (rt *Runtime) apply(ctx context.Context, p *plan) {
 	rt.killLeftovers(ctx, p.kills)
+	for _, o := range p.orphans {
+		rt.endSteps(ctx, &o.job, o.claim)
+	}
 	lines := p.lines
 	for i, s := range p.starts {
 		// A run that starts now has its running line written with the

@@ -247,6 +247,33 @@ func (rt *Runtime) fanoutPrior(ctx context.Context, j *Job, c Claim, plan fanout
 	return prior, nil
 }
 
+// endSteps settles parent run c of j, recorded interrupted and not
+// resumed (no attempt left): its children and reducer left running are
+// killed if anything of them is left and recorded interrupted, and its
+// plan is removed. Nothing of the parent runs again.
+func (rt *Runtime) endSteps(ctx context.Context, j *Job, c Claim) {
+	log := rt.log.With("job_id", j.ID, "run_id", c.RunID)
+	plan, found, err := fanout.ReadPlan(rt.cfg.Home, c.RunID)
+	if err != nil || !found {
+		if err != nil {
+			log.Warn("fanout plan of an interrupted parent unreadable", "error", err)
+		}
+		return
+	}
+	runs, err := rt.ledger.Runs(ctx, ledger.Filter{ParentRunID: c.RunID, Since: plan.CreatedAt.Add(-time.Minute)})
+	if err != nil {
+		// The plan stays: the next start tries again.
+		log.Error("steps of an interrupted fanout parent not settled", "error", err)
+		return
+	}
+	for _, r := range runs {
+		if !r.State.Terminal() && (r.Role == ledger.RoleChild || r.Role == ledger.RoleReducer) {
+			rt.interruptChild(ctx, j, c, r)
+		}
+	}
+	rt.dropPlan(c.RunID, log)
+}
+
 // reducer is what a fanout parent does about its reducer once its
 // children ended.
 type reducer struct {

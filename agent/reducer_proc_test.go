@@ -26,11 +26,12 @@ type reducerKilled struct {
 	said    string
 }
 
-// killDuringReducer runs a 3-item fanout in an agent process, SIGKILLs
+// killDuringReducer runs a 3-item fanout (attempts: its retry policy's
+// max_attempts, 0 for the default) in an agent process, SIGKILLs
 // the process while its reducer runs (the reducer's first run marks that
 // it began and blocks reading a fifo nobody writes), and recovers the run
 // in another process. A later run of the reducer ends at once, succeeded.
-func killDuringReducer(t *testing.T, onInterrupt string) reducerKilled {
+func killDuringReducer(t *testing.T, onInterrupt string, attempts int) reducerKilled {
 	t.Helper()
 	bin := agentProc(t)
 	home, dir := t.TempDir(), t.TempDir()
@@ -44,7 +45,7 @@ func killDuringReducer(t *testing.T, onInterrupt string) reducerKilled {
 		t.Fatal(err)
 	}
 	if _, _, err := rt.AddJob(t.Context(), JobSpec{ID: "fan", Schedule: "@yearly", JobKind: JobKindFanout, OnInterrupt: onInterrupt,
-		Payload: shell("true"),
+		Retry: Retry{MaxAttempts: attempts}, Payload: shell("true"),
 		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"a", "b", "c"}), Concurrency: 3,
 			Reducer: &store.Reducer{Command: reducer, RunOn: store.ReduceOnSuccess}}}); err != nil {
 		t.Fatal(err)
@@ -105,45 +106,56 @@ func killDuringReducer(t *testing.T, onInterrupt string) reducerKilled {
 	return k
 }
 
-// TestReducerKilledUnderRecord: under on_interrupt record the reducer cut
-// off by the agent's death is recorded interrupted once when the next
-// agent recovers the fanout, and never runs again; the parent ends
-// interrupted.
-func TestReducerKilledUnderRecord(t *testing.T) {
+// TestReducerKilled SIGKILLs the agent while a fanout's reducer runs and
+// recovers the fanout in another agent process. Under on_interrupt record
+// the reducer is recorded interrupted once and never runs again, and the
+// resumed parent ends interrupted. Under retry it is recorded interrupted
+// and runs again once, as attempt 2, and the parent succeeds. A parent
+// with no attempt left is not resumed: it is recorded interrupted, and so
+// is its reducer, which does not run again.
+func TestReducerKilled(t *testing.T) {
 	t.Parallel()
-	k := killDuringReducer(t, "record")
-	if k.reduced != 1 {
-		t.Fatalf("the reducer's command began %d times, want 1 (at most once under record)", k.reduced)
+	var (
+		claimed     = ledger.StateClaimed
+		running     = ledger.StateRunning
+		interrupted = ledger.StateInterrupted
+		succeeded   = ledger.StateSucceeded
+	)
+	cases := []struct {
+		name        string
+		onInterrupt string
+		attempts    int
+		reduced     int
+		reducer     []ledger.State
+		parent      []ledger.State
+		reason      string
+	}{
+		{"record", "record", 0, 1, []ledger.State{running, interrupted},
+			[]ledger.State{claimed, running, interrupted, claimed, running, interrupted}, "reducer interrupted: not run again"},
+		{"retry", "retry", 0, 2, []ledger.State{running, interrupted, running, succeeded},
+			[]ledger.State{claimed, running, interrupted, claimed, running, succeeded}, "3 succeeded"},
+		{"no attempt left", "retry", 1, 1, []ledger.State{running, interrupted},
+			[]ledger.State{claimed, running, interrupted}, "no retry left"},
 	}
-	want := []ledger.State{ledger.StateRunning, ledger.StateInterrupted}
-	if !slices.Equal(k.reducer.States, want) {
-		t.Fatalf("reducer states %v, want %v", k.reducer.States, want)
-	}
-	if k.parent.State != ledger.StateInterrupted || !strings.Contains(k.parent.Reason, "reducer interrupted") {
-		t.Fatalf("parent %s (%s), want interrupted by its reducer", k.parent.State, k.parent.Reason)
-	}
-	if !strings.Contains(k.said, "ended interrupted") {
-		t.Fatalf("recovery said %q", k.said)
-	}
-}
-
-// TestReducerKilledUnderRetry: under on_interrupt retry the reducer cut
-// off by the agent's death is recorded interrupted and runs again once, as
-// attempt 2, and the parent succeeds.
-func TestReducerKilledUnderRetry(t *testing.T) {
-	t.Parallel()
-	k := killDuringReducer(t, "retry")
-	if k.reduced != 2 {
-		t.Fatalf("the reducer's command began %d times, want 2", k.reduced)
-	}
-	want := []ledger.State{ledger.StateRunning, ledger.StateInterrupted, ledger.StateRunning, ledger.StateSucceeded}
-	if !slices.Equal(k.reducer.States, want) {
-		t.Fatalf("reducer states %v, want %v", k.reducer.States, want)
-	}
-	if k.reducer.Attempt != 2 {
-		t.Fatalf("reducer attempt %d, want 2", k.reducer.Attempt)
-	}
-	if k.parent.State != ledger.StateSucceeded {
-		t.Fatalf("parent %s (%s), want succeeded", k.parent.State, k.parent.Reason)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			k := killDuringReducer(t, c.onInterrupt, c.attempts)
+			if k.reduced != c.reduced {
+				t.Errorf("the reducer's command began %d times, want %d", k.reduced, c.reduced)
+			}
+			if !slices.Equal(k.reducer.States, c.reducer) {
+				t.Errorf("reducer states %v, want %v", k.reducer.States, c.reducer)
+			}
+			if want := max(len(c.reducer)/2, 1); k.reducer.Attempt != want {
+				t.Errorf("reducer attempt %d, want %d", k.reducer.Attempt, want)
+			}
+			if !slices.Equal(k.parent.States, c.parent) || !strings.Contains(k.parent.Reason, c.reason) {
+				t.Errorf("parent states %v (%s), want %v (%s)", k.parent.States, k.parent.Reason, c.parent, c.reason)
+			}
+			if want := "ended " + string(c.parent[len(c.parent)-1]); !strings.Contains(k.said, want) {
+				t.Errorf("recovery said %q, want %q", k.said, want)
+			}
+		})
 	}
 }

@@ -47,20 +47,29 @@ type proc struct {
 	out  *capped
 }
 
-// capped keeps the last 64 KiB a process wrote.
+// capped keeps the last 64 KiB a process wrote, and counts all it wrote.
 type capped struct {
-	mu sync.Mutex
-	b  []byte
+	mu    sync.Mutex
+	b     []byte
+	total int64
 }
 
 func (c *capped) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.total += int64(len(p))
 	c.b = append(c.b, p...)
 	if len(c.b) > 64<<10 {
 		c.b = append([]byte(nil), c.b[len(c.b)-(64<<10):]...)
 	}
 	return len(p), nil
+}
+
+// written is how many bytes the process wrote in all, restarts included.
+func (c *capped) written() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
 }
 
 func (c *capped) String() string {
@@ -356,6 +365,9 @@ type sink struct {
 	// behave, when set, decides per request how an agent answers before
 	// its fire is verified: after a delay, or refused with a status.
 	behave func(agent string, now time.Time) behaviour
+	// onFirst, when set, sees each slot the first time it is accepted, as
+	// an agent that re-arms its job's next fire when one arrives.
+	onFirst func(agent, job string, fireAt time.Time)
 
 	mu        sync.Mutex
 	verifiers map[string]*fireauth.JWTVerifier
@@ -477,6 +489,9 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.firstAt[key] = now
 	}
 	s.mu.Unlock()
+	if first && s.onFirst != nil {
+		s.onFirst(agent, f.JobID, f.FireAt.Time)
+	}
 	select {
 	case s.changed <- struct{}{}:
 	default:

@@ -73,8 +73,19 @@ func TestApplyEnv(t *testing.T) {
 		c.Cron.Chronos.AccessToken != "tok" || c.Cron.Provider != "" || c.Home != "/var/lib/chronos" {
 		t.Fatalf("after env: %+v", c)
 	}
-	if len(provider.EnvNames()) != 19 {
-		t.Fatalf("env names %v", provider.EnvNames())
+	names := provider.EnvNames()
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] || !strings.HasPrefix(n, "CHRONOS_") {
+			t.Fatalf("env names %v: %s twice or without CHRONOS_", names, n)
+		}
+		seen[n] = true
+	}
+	for _, n := range []string{"CHRONOS_HOME", "CHRONOS_LISTEN", "CHRONOS_UI_LISTEN", "CHRONOS_UI_HOSTS", "CHRONOS_ACCESS_TOKEN",
+		"CHRONOS_CRON_CHRONOS_PORTAL_URL", "CHRONOS_NOTIFY_ALLOW_PRIVATE", "CHRONOS_SQL_DSNS"} {
+		if !seen[n] {
+			t.Fatalf("env names %v: no %s", names, n)
+		}
 	}
 }
 

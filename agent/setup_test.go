@@ -143,7 +143,7 @@ func (b *bundle) started(t *testing.T) string {
 
 func (b *bundle) wait(t testing.TB, runID string) ledger.Run {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	r, err := b.rt.Wait(ctx, runID, t0.Add(-48*time.Hour))
 	if err != nil {

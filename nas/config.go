@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/relay"
 )
 
@@ -114,6 +115,10 @@ type Config struct {
 	UnarmedAfter time.Duration `yaml:"unarmed_after"`
 	// LogLevel is debug, info, warn or error. Default "info".
 	LogLevel string `yaml:"log_level"`
+
+	// exposed are the secret files LoadConfig read that their group or
+	// others may read (see ExposedSecretFiles).
+	exposed []secretfile.Exposure
 }
 
 // RelayConfig configures the relay side of NAS.

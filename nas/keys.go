@@ -26,6 +26,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/atomicfile"
+	"github.com/chronoscron/chronos/internal/secretfile"
 )
 
 // ActiveKeyFile is the file in the signing keys dir that names the signing kid.
@@ -176,7 +177,10 @@ func (k *SigningKey) SigningMethod() jwt.SigningMethod {
 type KeySet struct {
 	Active    *SigningKey
 	Published []*SigningKey
-	jwks      []byte
+	// Exposed are the key files LoadKeyDir read that their group or others
+	// may read; NAS logs a warning for each.
+	Exposed []secretfile.Exposure
+	jwks    []byte
 }
 
 // autoAlgOrder is the order in which an unset signing_alg picks the signing
@@ -255,7 +259,9 @@ func (s *KeySet) JWKS() []byte { return s.jwks }
 
 // LoadKeyDir reads every *.pem key of dir and the optional `active` file;
 // alg is as for NewKeySet ("" lets the keys decide). The dir, the key files
-// and `active` must not be writable by group or others (see CheckKeyPath).
+// and `active` must not be writable by group or others (see CheckKeyPath);
+// a key file that group or others may read is loaded and listed in the
+// set's Exposed.
 func LoadKeyDir(dir, alg string) (*KeySet, error) {
 	if err := CheckKeyPath(dir); err != nil {
 		return nil, fmt.Errorf("load keys: %w", err)
@@ -265,6 +271,7 @@ func LoadKeyDir(dir, alg string) (*KeySet, error) {
 		return nil, fmt.Errorf("load keys: %w", err)
 	}
 	var keys []*SigningKey
+	var exposed []secretfile.Exposure
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".pem") {
 			continue
@@ -273,9 +280,12 @@ func LoadKeyDir(dir, alg string) (*KeySet, error) {
 		if err := CheckKeyPath(p); err != nil {
 			return nil, fmt.Errorf("load keys: %w", err)
 		}
-		data, err := os.ReadFile(p)
+		data, exp, err := secretfile.Read(p)
 		if err != nil {
 			return nil, fmt.Errorf("load keys: %w", err)
+		}
+		if exp != nil {
+			exposed = append(exposed, *exp)
 		}
 		k, err := ParseKeyPEM(data)
 		if err != nil {
@@ -300,6 +310,7 @@ func LoadKeyDir(dir, alg string) (*KeySet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load keys from %s: %w", dir, err)
 	}
+	set.Exposed = exposed
 	return set, nil
 }
 
@@ -312,21 +323,22 @@ func WriteKeyFile(dir string, k *SigningKey) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, secretfile.DirPerm); err != nil {
 		return err
 	}
 	if err := CheckKeyPath(dir); err != nil {
 		return err
 	}
-	return atomicfile.Create(filepath.Join(dir, k.KID+".pem"), data, 0o600)
+	return atomicfile.Create(filepath.Join(dir, k.KID+".pem"), data, secretfile.Perm)
 }
 
 // ActivateKey names kid in dir's active file, making it the signing key at
 // NAS's next key check. The file is replaced atomically (temporary file,
 // fsync, rename, directory fsync): NAS never reads a half-written kid, and a
-// crash leaves the previous one.
+// crash leaves the previous one. The file is written with mode 0600, also
+// over an active file of another mode.
 func ActivateKey(dir, kid string) error {
-	return atomicfile.Replace(filepath.Join(dir, ActiveKeyFile), []byte(kid+"\n"), 0o600)
+	return atomicfile.Replace(filepath.Join(dir, ActiveKeyFile), []byte(kid+"\n"), secretfile.Perm)
 }
 
 // CheckKeyPath refuses a signing keys dir or key file (symbolic links

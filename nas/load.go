@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/chronoscron/chronos/internal/envconfig"
+	"github.com/chronoscron/chronos/internal/secretfile"
 )
 
 // Environment variables of NAS. Every config key has its own,
@@ -163,36 +165,58 @@ func (c *Config) resolvePaths(dir string) {
 	}
 }
 
-// readSecretFiles reads each secret its *_file key names. A bearer token
+// readSecretFiles reads each secret its *_file key names, noting each file
+// its group or others may read (see ExposedSecretFiles). A bearer token
 // never has surrounding white space: a stray newline in a variable or a file
 // must not lock the operator out.
 func (c *Config) readSecretFiles() error {
 	c.OperatorToken = strings.TrimSpace(c.OperatorToken)
+	c.exposed = nil
 	var errs []error
-	if err := readSecretFile(&c.OperatorToken, c.OperatorTokenFile, "operator_token"); err != nil {
+	if err := c.readSecretFile(&c.OperatorToken, c.OperatorTokenFile, "operator_token"); err != nil {
 		errs = append(errs, err)
 	}
-	if err := readSecretFile(&c.Store, c.StoreFile, "store"); err != nil {
+	if err := c.readSecretFile(&c.Store, c.StoreFile, "store"); err != nil {
 		errs = append(errs, err)
 	}
-	if err := readSecretListFile(&c.Relay.Secrets, c.Relay.SecretsFile, "relay.secrets"); err != nil {
+	if err := c.readSecretListFile(&c.Relay.Secrets, c.Relay.SecretsFile, "relay.secrets"); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
+// ExposedSecretFiles returns the secret files (operator_token_file,
+// store_file, relay.secrets_file) that LoadConfig read although their group
+// or others may read them; NAS logs a warning for each when it starts.
+func (c Config) ExposedSecretFiles() []secretfile.Exposure {
+	return slices.Clone(c.exposed)
+}
+
+// readSecret reads the secret file named by key's *_file key, noting it
+// when it is exposed.
+func (c *Config) readSecret(file, key string) ([]byte, error) {
+	data, e, err := secretfile.Read(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s_file: %w", key, err)
+	}
+	if e != nil {
+		c.exposed = append(c.exposed, *e)
+	}
+	return data, nil
+}
+
 // readSecretFile sets *dst to the trimmed content of file, unless file is
 // empty. Both set, a missing file and an empty one are errors naming key.
-func readSecretFile(dst *string, file, key string) error {
+func (c *Config) readSecretFile(dst *string, file, key string) error {
 	if file == "" {
 		return nil
 	}
 	if *dst != "" {
 		return fmt.Errorf("%s and %s_file are both set: set one of them", key, key)
 	}
-	data, err := os.ReadFile(file)
+	data, err := c.readSecret(file, key)
 	if err != nil {
-		return fmt.Errorf("%s_file: %w", key, err)
+		return err
 	}
 	if *dst = strings.TrimSpace(string(data)); *dst == "" {
 		return fmt.Errorf("%s_file: %s is empty", key, file)
@@ -203,16 +227,16 @@ func readSecretFile(dst *string, file, key string) error {
 // readSecretListFile sets *dst to the entries of file, one per line or
 // comma separated, trimmed, # lines left out, unless file is empty. Both
 // set and a missing file are errors naming key.
-func readSecretListFile(dst *[]string, file, key string) error {
+func (c *Config) readSecretListFile(dst *[]string, file, key string) error {
 	if file == "" {
 		return nil
 	}
 	if len(*dst) > 0 {
 		return fmt.Errorf("%s and %s_file are both set: set one of them", key, key)
 	}
-	data, err := os.ReadFile(file)
+	data, err := c.readSecret(file, key)
 	if err != nil {
-		return fmt.Errorf("%s_file: %w", key, err)
+		return err
 	}
 	*dst = nil
 	for _, line := range strings.FieldsFunc(string(data), func(r rune) bool { return r == '\n' || r == ',' }) {

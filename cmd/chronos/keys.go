@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/internal/termtext"
 	"github.com/chronoscron/chronos/nas"
 )
 
@@ -84,7 +85,9 @@ func newKeysListCmd() *cobra.Command {
 		Short: "List the keys of a signing keys dir and which one signs",
 		Long: `List the keys of a signing keys dir with their algorithm, and which one
 signs: the key the active file names, else, as NAS does with no signing_alg
-set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.`,
+set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.
+A key file that group or others may read is listed, with a warning on stderr
+naming the fix (chmod 600 FILE), as NAS warns when it loads it.`,
 		Example: "  chronos keys list --dir /etc/chronos/keys --json | jq -r '.[] | select(.state==\"signing\") | .kid'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -94,6 +97,9 @@ set, the oldest ES256 key, else the oldest EdDSA key, else the oldest RS256 key.
 			set, err := nas.LoadKeyDir(dir, "")
 			if err != nil {
 				return err
+			}
+			for _, e := range set.Exposed {
+				fmt.Fprintln(cmd.ErrOrStderr(), termtext.Args([]any{"warning: " + e.String()})...)
 			}
 			keys := set.Keys()
 			return out.Print(cmd.OutOrStdout(), keys, func(w io.Writer) error { return nas.WriteKeyTable(w, keys) })

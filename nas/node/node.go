@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/internal/systemd"
 	"github.com/chronoscron/chronos/nas"
 	nashttp "github.com/chronoscron/chronos/nas/http"
@@ -90,6 +91,7 @@ func New(ctx context.Context, o Options) (n *Node, err error) {
 	for _, w := range n.cfg.Warnings() {
 		n.log.Warn(w)
 	}
+	secretfile.Warn(n.log, n.cfg.ExposedSecretFiles()...)
 	if n.keys, err = openKeys(&n.cfg, n.log); err != nil {
 		return n, err
 	}

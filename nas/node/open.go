@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/relay"
 	"github.com/chronoscron/chronos/relay/memory"
@@ -51,6 +52,7 @@ func openKeys(cfg *nas.Config, log *slog.Logger) (*nas.KeyRing, error) {
 	if err != nil {
 		return nil, err
 	}
+	secretfile.Warn(log, ring.Current().Exposed...)
 	if cfg.SigningAlg == "" {
 		cfg.SigningAlg = ring.Alg()
 		if cfg.SigningAlg != nas.DefaultSigningAlg {

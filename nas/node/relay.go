@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/internal/systemd"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/relay"
@@ -56,6 +57,7 @@ func (o RelayOptions) Validate() error {
 // (if any) is bound, with the store check of /readyz feeding its watchdog.
 func RunRelay(ctx context.Context, o RelayOptions) error {
 	cfg, log := o.Config.WithDefaults(), o.Logger
+	secretfile.Warn(log, cfg.ExposedSecretFiles()...)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	engine, err := OpenEngine(ctx, cfg.Store, log)

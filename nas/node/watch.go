@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/nas"
 )
 
@@ -40,6 +41,7 @@ func watchKeys(ctx context.Context, keys *nas.KeyRing, every time.Duration, log 
 				kids = append(kids, k.KID)
 			}
 			log.Info("signing keys reloaded", "kid", set.Active.KID, "published", kids)
+			secretfile.Warn(log, set.Exposed...)
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/chronoscron/chronos/agent/fireauth"
 	agenthttp "github.com/chronoscron/chronos/agent/http"
 	"github.com/chronoscron/chronos/agent/provider"
+	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/internal/systemd"
 )
 
@@ -154,6 +155,7 @@ func Run(ctx context.Context, o Options) error {
 	defer s.ln.Close()
 	s.log.Info("agent starting", "provider", o.Decision.Provider, "why", o.Decision.Why(),
 		"listen", s.ln.Addr().String(), "socket_activated", activated, "home", o.Config.Home, "idle_exit", o.IdleExit.String())
+	secretfile.Warn(s.log, ExposedSecretFiles(o.Config)...)
 	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime"), Now: s.skew.Now, NotifyAddresses: o.Config.NotifyAddresses(), NotifyResolver: net.DefaultResolver, SQL: o.Config.SQLDatabases(), Chains: o.Config.ChainConfig()}); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/secretfile"
 )
 
 // statusTimeout bounds the calls to NAS and the key set of one Status.
@@ -39,6 +40,10 @@ type Report struct {
 	// and the ledger); StoreError says why not.
 	StoreWritable bool   `json:"store_writable"`
 	StoreError    string `json:"store_error,omitempty"`
+
+	// ExposedSecretFiles are the agent's secret files (see SecretFiles)
+	// that their group or others may read, each with the fix.
+	ExposedSecretFiles []secretfile.Exposure `json:"exposed_secret_files,omitempty"`
 
 	// InSync is true when NAS holds exactly the desired fires (chronos only).
 	InSync   *bool                 `json:"in_sync,omitempty"`
@@ -121,6 +126,7 @@ func Status(ctx context.Context, o StatusOptions) (Report, error) {
 	defer func() { _ = rt.Close(context.WithoutCancel(ctx)) }()
 
 	r := Report{Provider: o.Decision.Provider, Why: o.Decision.Why(), Reasons: o.Decision.Reasons, Home: o.Config.Home}
+	r.ExposedSecretFiles = ExposedSecretFiles(o.Config)
 	state := r.readHome(rt)
 	r.readChains(ctx, rt)
 	desired, err := rt.Desired(ctx)
@@ -261,6 +267,9 @@ func (r Report) Summary() []Line {
 		lines = append(lines, Line{"store", "NOT writable: " + r.StoreError})
 	}
 	lines = append(lines, Line{"agent", r.agentText()})
+	for _, e := range r.ExposedSecretFiles {
+		lines = append(lines, Line{"secret", "WARNING: " + e.String()})
+	}
 	lines = append(lines, r.JWKS.lines()...)
 	if c := r.ClockSkew; c != nil {
 		text := "in step with NAS's (within a second)"

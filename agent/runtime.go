@@ -85,6 +85,10 @@ type Config struct {
 	// it durable (default store.AppendSync). Tests pass one that fails,
 	// with WriteFile, to play a home that cannot be written.
 	AppendFile func(f *os.File, data []byte) error
+	// MaxJobsFile caps jobs.json (default store.DefaultMaxFileBytes): a
+	// larger file is refused unread, with an error naming the limit's
+	// setting, and a running agent keeps its last good jobs meanwhile.
+	MaxJobsFile store.Limit
 }
 
 func (c Config) withDefaults() Config {
@@ -203,7 +207,8 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	st, err := store.Open(cfg.Home, store.Options{LockTimeout: cfg.LockTimeout, Now: cfg.Now, WriteFile: cfg.WriteFile, Append: cfg.AppendFile})
+	st, err := store.Open(cfg.Home, store.Options{LockTimeout: cfg.LockTimeout, Now: cfg.Now, WriteFile: cfg.WriteFile, Append: cfg.AppendFile,
+		MaxFile: cfg.MaxJobsFile, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -265,6 +270,13 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 
 // Store returns the job store (for the CLI and status pages).
 func (rt *Runtime) Store() *store.Store { return rt.store }
+
+// JobsReadable reports whether the store on disk can be read: nil when it
+// can, else why not, without paths (jobs.json does not parse or is over
+// its limit, and whether the last good jobs are used meanwhile). It reads
+// jobs.json again only when it changed, and never waits for another user
+// of the store (store.Health).
+func (rt *Runtime) JobsReadable(ctx context.Context) error { return rt.store.Health(ctx) }
 
 // Ledger returns the run ledger.
 func (rt *Runtime) Ledger() *ledger.Ledger { return rt.ledger }

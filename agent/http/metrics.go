@@ -57,6 +57,16 @@ type StoreProbe interface {
 	Writable(ctx context.Context) error
 }
 
+// JobsProbe tells whether the agent's jobs can be read from disk;
+// *agent.Runtime implements it.
+type JobsProbe interface {
+	// JobsReadable returns nil when jobs.json (and what follows it) can be
+	// read, else why not, in words fit for a public answer (no paths).
+	JobsReadable(ctx context.Context) error
+}
+
+var _ JobsProbe = (*agent.Runtime)(nil)
+
 // keyHealth is implemented by verifiers that fetch NAS's key set
 // (*fireauth.JWTVerifier).
 type keyHealth interface {

@@ -13,7 +13,8 @@
 // 401 and nothing runs; a body without job_id is 400.
 //
 // /readyz fails while the key set is not loaded (a check the caller passes),
-// while the store is not writable, and while the agent has been out of sync
+// while the store is not writable, while jobs.json on disk does not parse or
+// is over its limit (the agent then works from its last good jobs), and while the agent has been out of sync
 // with NAS for longer than the resync interval. /metrics serves the agent's
 // Prometheus metrics (see metrics.go for the names).
 package agenthttp
@@ -120,6 +121,11 @@ type Config struct {
 	// held in memory because a write failed, and a probe of its home and ledger)
 	// directories.
 	Store StoreProbe
+	// Jobs tells whether the agent's jobs can be read from disk; /readyz
+	// fails ("jobs") while jobs.json does not parse or is over its limit,
+	// with the reason. Default: the Firer, when it is a JobsProbe (as
+	// *agent.Runtime is).
+	Jobs JobsProbe
 	// Now is the clock of the readiness and metrics checks; default time.Now.
 	Now func() time.Time
 	// ClockSkew, when set, is the estimate of NAS's clock against the
@@ -167,6 +173,9 @@ func New(cfg Config) *Server {
 	}
 	if rt, ok := cfg.Firer.(*agent.Runtime); ok && cfg.Store == nil && rt != nil {
 		cfg.Store = runtimeStore{rt: rt, dir: DirProbe{Dirs: []string{rt.Store().Home(), rt.Ledger().Dir()}}}
+	}
+	if jp, ok := cfg.Firer.(JobsProbe); ok && cfg.Jobs == nil && jp != nil {
+		cfg.Jobs = jp
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), activity: make(chan struct{}, 1)}
 	s.metrics = newMetrics(s)
@@ -414,6 +423,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			fail("store", publicProbeError(err))
 		} else {
 			resp.Checks["store"] = "ok"
+		}
+	}
+	if s.cfg.Jobs != nil {
+		if err := s.cfg.Jobs.JobsReadable(r.Context()); err != nil {
+			fail("jobs", err.Error())
+		} else {
+			resp.Checks["jobs"] = "ok"
 		}
 	}
 	if s.cfg.Sync != nil {

@@ -17,8 +17,8 @@ import (
 	"github.com/chronoscron/chronos/agent/store"
 )
 
-// MaxSize caps a job spec file.
-const MaxSize = 1 << 20
+// DefaultMaxSize caps a job spec file when Read is given no limit.
+const DefaultMaxSize = 1 << 20
 
 // File is a job spec file. Its keys are the job record's names; command
 // is a string (run by sh -c) or a list (run directly); window is the
@@ -80,26 +80,25 @@ type Reducer struct {
 	RunOn   string `yaml:"run_on"`
 }
 
-// Read reads the job spec file at path ("-": r).
-func Read(path string, r io.Reader) (agent.JobSpec, error) {
-	var (
-		b   []byte
-		err error
-	)
-	if path == "-" {
-		b, err = io.ReadAll(io.LimitReader(r, MaxSize+1))
-	} else {
-		var f *os.File
-		if f, err = os.Open(path); err == nil {
-			b, err = io.ReadAll(io.LimitReader(f, MaxSize+1))
-			f.Close()
-		}
+// Read reads the job spec file at path ("-": r) unless it is larger than
+// lim (DefaultMaxSize when lim.Bytes is not positive): a file over it is
+// refused before it is read, a stream once it passes it, with a
+// *store.TooLargeError naming the file, the limit and lim's setting.
+func Read(path string, r io.Reader, lim store.Limit) (agent.JobSpec, error) {
+	if lim.Bytes <= 0 {
+		lim.Bytes = DefaultMaxSize
 	}
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return agent.JobSpec{}, fmt.Errorf("job file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := store.ReadLimited(r, path, lim)
 	if err != nil {
 		return agent.JobSpec{}, fmt.Errorf("job file: %w", err)
-	}
-	if len(b) > MaxSize {
-		return agent.JobSpec{}, fmt.Errorf("job file %s is larger than %d bytes", path, MaxSize)
 	}
 	return Parse(b)
 }

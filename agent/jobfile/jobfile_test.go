@@ -2,6 +2,8 @@ package jobfile_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +69,47 @@ func TestParseRefuses(t *testing.T) {
 		if !errors.Is(err, agent.ErrInvalidJob) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want %q", body, err, want)
 		}
+	}
+}
+
+// TestReadLimit pins that a spec file or stream over the limit is refused
+// with an error naming it, the limit and the setting, and that a file within
+// it is read.
+func TestReadLimit(t *testing.T) {
+	t.Parallel()
+	spec := "id: x\nschedule: '@daily'\ncommand: true\n"
+	padded := spec + "#" + strings.Repeat(" ", 200) + "\n"
+	lim := store.Limit{Bytes: 100, Setting: "max_spec_file_bytes"}
+	for _, tc := range []struct {
+		name, content string
+		stdin         bool
+		lim           store.Limit
+		want          string // "" for no error
+	}{
+		{name: "file within", content: spec, lim: lim},
+		{name: "file over", content: padded, lim: lim, want: "is 241 bytes, over the limit of 100 bytes set by max_spec_file_bytes"},
+		{name: "stdin over", content: padded, stdin: true, lim: lim, want: "job file: - is more than 100 bytes, over the limit of 100 bytes set by max_spec_file_bytes"},
+		{name: "default limit", content: padded, lim: store.Limit{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := "-"
+			if !tc.stdin {
+				path = filepath.Join(t.TempDir(), "job.yaml")
+				if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := jobfile.Read(path, strings.NewReader(tc.content), tc.lim)
+			if tc.want == "" {
+				if err != nil || got.ID != "x" {
+					t.Fatalf("read %+v, %v", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, store.ErrTooLarge) || !strings.Contains(err.Error(), tc.want) || (!tc.stdin && !strings.Contains(err.Error(), path)) {
+				t.Fatalf("error %v, want ErrTooLarge with %q", err, tc.want)
+			}
+		})
 	}
 }

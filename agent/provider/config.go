@@ -102,6 +102,13 @@ type Config struct {
 	// SQL names the databases fanout jobs' sql://NAME?QUERY inputs may
 	// query.
 	SQL SQLConfig `yaml:"sql"`
+	// MaxJobsFileBytes caps jobs.json, which is read whole: a larger file
+	// is refused unread (and a running agent keeps its last good jobs).
+	// Default: 64 MiB. See limits.go.
+	MaxJobsFileBytes int `yaml:"max_jobs_file_bytes"`
+	// MaxSpecFileBytes caps a job spec file (chronos jobs add|edit --file).
+	// Default: 1 MiB.
+	MaxSpecFileBytes int `yaml:"max_spec_file_bytes"`
 }
 
 // SQLConfig is the sql section: the only databases a fanout's sql:// input
@@ -336,7 +343,8 @@ func (c Config) Location() (*time.Location, error) {
 
 // Validate checks the settings every provider needs (home, listen,
 // timezone), that cron.chronos.resync_interval, when set, is a valid
-// duration, and that notify.allow lists prefixes. The other chronos settings are judged by Decide instead: a
+// duration, that notify.allow lists prefixes, and that the size limits
+// (max_jobs_file_bytes, max_spec_file_bytes) are positive. The other chronos settings are judged by Decide instead: a
 // missing one selects the built-in timer rather than failing.
 func (c Config) Validate() error {
 	var errs []error
@@ -364,6 +372,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.validateChains(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateLimits(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -156,7 +156,7 @@ func Run(ctx context.Context, o Options) error {
 	s.log.Info("agent starting", "provider", o.Decision.Provider, "why", o.Decision.Why(),
 		"listen", s.ln.Addr().String(), "socket_activated", activated, "home", o.Config.Home, "idle_exit", o.IdleExit.String())
 	secretfile.Warn(s.log, ExposedSecretFiles(o.Config)...)
-	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime"), Now: s.skew.Now, NotifyAddresses: o.Config.NotifyAddresses(), NotifyResolver: net.DefaultResolver, SQL: o.Config.SQLDatabases(), Chains: o.Config.ChainConfig()}); err != nil {
+	if s.rt, err = agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, Logger: s.log.With("component", "runtime"), Now: s.skew.Now, NotifyAddresses: o.Config.NotifyAddresses(), NotifyResolver: net.DefaultResolver, SQL: o.Config.SQLDatabases(), Chains: o.Config.ChainConfig(), MaxJobsFile: o.Config.JobsFileLimit()}); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	ui, err := s.startUI()

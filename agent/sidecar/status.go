@@ -119,7 +119,7 @@ func Status(ctx context.Context, o StatusOptions) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("agent status: %w", err)
 	}
-	rt, err := agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc})
+	rt, err := agent.Open(ctx, agent.Config{Home: o.Config.Home, Location: loc, MaxJobsFile: o.Config.JobsFileLimit()})
 	if err != nil {
 		return Report{}, fmt.Errorf("agent status: %w", err)
 	}

@@ -59,6 +59,7 @@ func (s *Store) hold(bad *badFile, prev *State, prevEnc map[*Job][]byte) (*State
 		return nil, bad
 	}
 	s.last = &lastGood{data: data, gen: prev.Generation, bad: bad}
+	s.noteHealth(bad.fp)
 	s.warnBad(bad)
 	prev.clean()
 	s.holdCache(prev, enc)
@@ -88,6 +89,7 @@ func (s *Store) readHeld() (*State, error) {
 	var bad *badFile
 	if errors.As(err, &bad) {
 		s.last.bad = bad
+		s.noteHealth(bad.fp)
 		s.warnBad(bad)
 		return s.decodeHeld()
 	}
@@ -97,6 +99,7 @@ func (s *Store) readHeld() (*State, error) {
 	s.opts.Logger.Info("store: jobs.json reads again; the last good jobs held in its place are dropped",
 		"path", s.Path(), "generation", st.Generation)
 	s.last, s.warned = nil, ""
+	s.noteHealth(s.baseFP)
 	return st, nil
 }
 
@@ -211,47 +214,56 @@ type health struct {
 // healthWait bounds how long Health waits for the shared lock.
 const healthWait = time.Second
 
-// Health reports whether the store on disk can be read: nil when it can,
-// else why not, in words without paths (a jobs.json that does not parse or
-// is over the limit, with whether the last good jobs are held in its
-// place). It reads the store again only when it changed on disk since the
-// last call, and never waits on another caller of this store: while one
-// holds it, the last answer stands.
+// Health reports whether jobs.json on disk can be read: nil when it can,
+// else why not, in words without paths (it does not parse or is over the
+// limit, and whether the last good jobs are used in its place). Reads and
+// writes keep the answer current; Health reads jobs.json itself only when
+// it changed on disk since, and then never waits on another caller of this
+// store: while one holds it, the last answer stands.
 func (s *Store) Health(ctx context.Context) error {
-	fp, err := s.Fingerprint()
+	fp, err := s.baseFingerprint()
 	if err != nil {
 		return s.public(err)
 	}
 	if h := s.health.Load(); h != nil && h.fp == fp {
 		return h.err
 	}
-	if !s.mu.TryLock() {
+	last := func() error {
 		if h := s.health.Load(); h != nil {
 			return h.err
 		}
 		return nil
+	}
+	if !s.mu.TryLock() {
+		return last()
 	}
 	defer s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, healthWait)
 	defer cancel()
 	if err := s.acquire(ctx, filelock.Shared); err != nil {
-		if h := s.health.Load(); h != nil {
-			return h.err
-		}
-		return nil
+		return last()
 	}
+	defer s.release()
 	_, err = s.read()
-	var herr error
 	switch {
 	case s.last != nil:
+	case err != nil:
+		s.health.Store(&health{fp: fp, err: s.public(err)})
+	default:
+		s.noteHealth(fp)
+	}
+	return last()
+}
+
+// noteHealth records what a read or write found of jobs.json, of
+// fingerprint fp: good, or held bad (s.last).
+func (s *Store) noteHealth(fp Fingerprint) {
+	var herr error
+	if s.last != nil {
 		herr = fmt.Errorf("%s; the last good jobs (generation %d) are used until the next change writes them back",
 			s.last.bad.reason, s.last.gen)
-	case err != nil:
-		herr = s.public(err)
 	}
-	s.release()
 	s.health.Store(&health{fp: fp, err: herr})
-	return herr
 }
 
 // public returns err in words without the home's path.

@@ -441,6 +441,9 @@ func (s *Store) remember(st *State, enc map[*Job][]byte, baseGen uint64, j journ
 	}
 	st.clean()
 	s.cache, s.baseFP, s.baseGen, s.enc, s.journal = st, fp, baseGen, enc, j
+	if s.last == nil {
+		s.noteHealth(fp)
+	}
 }
 
 func (s *Store) drop() {

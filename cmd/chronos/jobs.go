@@ -47,7 +47,7 @@ func (c *jobsCLI) open(ctx context.Context) (*agent.Runtime, provider.Target, er
 		return nil, t, err
 	}
 	rt, err := agent.Open(ctx, agent.Config{Home: t.Home, Location: t.Location, NotifyAddresses: t.Config.NotifyAddresses(), SQL: t.Config.SQLDatabases(),
-		Chains: t.Config.ChainConfig()})
+		Chains: t.Config.ChainConfig(), MaxJobsFile: t.Config.JobsFileLimit()})
 	return rt, t, err
 }
 

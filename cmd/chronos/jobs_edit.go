@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/jobfile"
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/internal/cmdline"
@@ -39,7 +41,7 @@ up to DURATION after the slot (it spreads such fires), and the run counts as the
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec, err := o.Spec(cmd.Flags(), args, cmd.ArgsLenAtDash())
 			if file != "" && err == nil {
-				spec, err = jobfile.Read(file, cmd.InOrStdin())
+				spec, err = c.readSpec(file, cmd.InOrStdin())
 			}
 			if err != nil {
 				return asUsage(err)
@@ -119,4 +121,14 @@ none removes them). Bad input changes nothing.`,
 	}
 	o.Register(cmd.Flags())
 	return out.Register(cmd, "the job")
+}
+
+// readSpec reads a job spec file ('-': in) within the limit of the agent
+// config of the home (max_spec_file_bytes).
+func (c *jobsCLI) readSpec(file string, in io.Reader) (agent.JobSpec, error) {
+	t, err := target(c.home)
+	if err != nil {
+		return agent.JobSpec{}, err
+	}
+	return jobfile.Read(file, in, t.Config.SpecFileLimit())
 }

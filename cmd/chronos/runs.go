@@ -52,7 +52,7 @@ every field of the ledger's fold, these included.`,
 			if err != nil {
 				return err
 			}
-			runs, err := agent.ReadRuns(cmd.Context(), agent.Config{Home: t.Home, Location: t.Location}, f)
+			runs, err := agent.ReadRuns(cmd.Context(), agent.Config{Home: t.Home, Location: t.Location, MaxJobsFile: t.Config.JobsFileLimit()}, f)
 			if err != nil {
 				return err
 			}

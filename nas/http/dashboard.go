@@ -46,13 +46,13 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 // dashboardRoutes registers the dashboard on e.
-func (s *Server) dashboardRoutes(e *echo.Echo) {
-	e.GET("/", s.dashboardAsset)
-	e.GET(PathDashboard, s.dashboardAsset)
-	e.GET(PathDashboard+":asset", s.dashboardAsset)
-	e.POST(contract.PathOperatorSession, s.login)
-	e.DELETE(contract.PathOperatorSession, s.logout)
-	e.GET(contract.PathOperatorOverview, s.operator(s.overview))
+func (s *Server) dashboardRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
+	e.GET("/", s.dashboardAsset, m...)
+	e.GET(PathDashboard, s.dashboardAsset, m...)
+	e.GET(PathDashboard+":asset", s.dashboardAsset, m...)
+	e.POST(contract.PathOperatorSession, s.login, m...)
+	e.DELETE(contract.PathOperatorSession, s.logout, m...)
+	e.GET(contract.PathOperatorOverview, s.operator(s.overview), m...)
 }
 
 // dashboardAsset serves an embedded file of the dashboard; / and /ui/ are

@@ -515,3 +515,65 @@ func TestNASSplitListeners(t *testing.T) {
 		t.Fatalf("internal metrics: %d", rec.Code)
 	}
 }
+
+// TestNASInternalRoutesAnswerTheHostOnly: without relay_listen, the relay
+// route, metrics and the operator routes share the agent-facing listener
+// and answer only clients on NAS's own host (loopback, or the address the
+// connection arrived on, and not passed on by a proxy): any other gets 403
+// and changes nothing. The agent API answers everyone. With relay_listen
+// they have a listener of their own, which answers whoever reaches it.
+func TestNASInternalRoutesAnswerTheHostOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	internal := []request{
+		{method: http.MethodGet, path: contract.PathMetrics},
+		{method: http.MethodGet, path: contract.PathOperatorDLQ, token: opToken},
+		{method: http.MethodPost, path: contract.PathRelay, body: "{}", invalid: true}, // unsigned: 401 on the host
+		{method: http.MethodGet, path: "/"},
+	}
+	for _, tc := range []struct {
+		name   string
+		remote string
+		header map[string]string
+		local  bool
+	}{
+		{"loopback", "127.0.0.1:5000", nil, true},
+		{"loopback v6", "[::1]:5000", nil, true},
+		{"another host", "198.51.100.7:5000", nil, false},
+		{"another host over v6", "[2001:db8::7]:5000", nil, false},
+		{"a proxy on the host", "127.0.0.1:5000", map[string]string{"X-Forwarded-For": "198.51.100.7"}, false},
+		{"a proxy that says Forwarded", "127.0.0.1:5000", map[string]string{"Forwarded": "for=198.51.100.7"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, r := range internal {
+				r.remote, r.header, r.invalid = tc.remote, tc.header, r.invalid || !tc.local
+				rec := b.do(b.public, r)
+				if tc.local {
+					if rec.Code == http.StatusForbidden {
+						t.Fatalf("%s %s from %s: 403 %s", r.method, r.path, tc.remote, rec.Body)
+					}
+					continue
+				}
+				if rec.Code != http.StatusForbidden || errCode(t, rec) != contract.CodeForbidden {
+					t.Fatalf("%s %s from %s: %d %s, want 403 forbidden", r.method, r.path, tc.remote, rec.Code, rec.Body)
+				}
+			}
+			// The agent API answers agents wherever they are.
+			if rec := b.do(b.public, request{method: http.MethodGet, path: contract.PathJWKS, remote: tc.remote, header: tc.header}); rec.Code != http.StatusOK {
+				t.Fatalf("jwks from %s: %d", tc.remote, rec.Code)
+			}
+		})
+	}
+	disable := request{method: http.MethodPost, path: "/api/operator/agents/" + agentA + "/disable", token: opToken,
+		remote: "198.51.100.7:5000", invalid: true}
+	if rec := b.do(b.public, disable); rec.Code != http.StatusForbidden {
+		t.Fatalf("disable from another host: %d %s", rec.Code, rec.Body)
+	}
+	if f, err := b.engine.AgentFlow(context.Background(), agentA); err != nil || f.Policy.Disabled {
+		t.Fatalf("a refused disable changed the agent: %+v, %v", f, err)
+	}
+	split := setup(t, func(c *nas.Config, _ *nas.Options) { c.RelayListen = "127.0.0.1:0" })
+	if rec := split.do(split.internal, request{method: http.MethodGet, path: contract.PathMetrics, remote: "198.51.100.7:5000"}); rec.Code != http.StatusOK {
+		t.Fatalf("metrics on relay_listen from another host: %d %s", rec.Code, rec.Body)
+	}
+}

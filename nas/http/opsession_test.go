@@ -314,7 +314,8 @@ func TestOperatorLoginThrottle(t *testing.T) {
 		t.Fatalf("the right token while locked out: %d, cookie %q, Retry-After %q", resp.StatusCode, ck, resp.Header.Get(contract.HeaderRetryAfter))
 	}
 	// Another address is not locked out: its wrong token is a plain 401.
-	rec := b.do(b.internal, request{method: http.MethodPost, path: contract.PathOperatorSession, body: contract.OperatorSessionRequest{Token: "guess"}, header: sameOriginHeader})
+	rec := b.do(b.internal, request{method: http.MethodPost, path: contract.PathOperatorSession, body: contract.OperatorSessionRequest{Token: "guess"}, header: sameOriginHeader,
+		remote: "127.0.0.2:40000"})
 	if rec.Code != http.StatusUnauthorized {
 		t.Fatalf("another address: %d %s, want 401", rec.Code, rec.Body)
 	}

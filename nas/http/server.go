@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -154,7 +155,7 @@ func (s *Server) routes() {
 	s.healthRoutes(s.public)
 	s.agentRoutes(s.public)
 	if !s.opts.Split {
-		s.internalRoutes(s.public)
+		s.internalRoutes(s.public, sameHostOnly)
 		return
 	}
 	s.healthRoutes(s.internal)
@@ -175,20 +176,63 @@ func (s *Server) agentRoutes(e *echo.Echo) {
 	e.GET(contract.PathJWKS, s.jwks)
 }
 
-func (s *Server) internalRoutes(e *echo.Echo) {
-	e.POST(contract.PathRelay, s.relay)
-	e.GET(contract.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(s.svc.Metrics().Registry, promhttp.HandlerOpts{})))
+// internalRoutes registers the relay route, metrics and the operator
+// routes on e, each behind m.
+func (s *Server) internalRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
+	e.POST(contract.PathRelay, s.relay, m...)
+	e.GET(contract.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(s.svc.Metrics().Registry, promhttp.HandlerOpts{})), m...)
 	if s.svc.HasOperator() {
-		e.POST(echoPath(contract.PathOperatorInstanceStop), s.operator(s.stopInstance))
-		e.POST(echoPath(contract.PathOperatorInstanceStart), s.operator(s.startInstance))
-		e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll))
-		e.POST(echoPath(contract.PathOperatorAgentDisable), s.operator(s.disableAgent))
-		e.POST(echoPath(contract.PathOperatorAgentEnable), s.operator(s.enableAgent))
-		e.GET(contract.PathOperatorDLQ, s.operator(s.listDead))
-		e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay))
-		e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed))
-		s.dashboardRoutes(e)
+		e.POST(echoPath(contract.PathOperatorInstanceStop), s.operator(s.stopInstance), m...)
+		e.POST(echoPath(contract.PathOperatorInstanceStart), s.operator(s.startInstance), m...)
+		e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll), m...)
+		e.POST(echoPath(contract.PathOperatorAgentDisable), s.operator(s.disableAgent), m...)
+		e.POST(echoPath(contract.PathOperatorAgentEnable), s.operator(s.enableAgent), m...)
+		e.GET(contract.PathOperatorDLQ, s.operator(s.listDead), m...)
+		e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay), m...)
+		e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed), m...)
+		s.dashboardRoutes(e, m...)
 	}
+}
+
+// sameHostOnly guards the relay route, metrics and the operator routes
+// when they share the agent-facing listener (no relay_listen): they answer
+// only a client on NAS's own host (a loopback peer, or a peer at the
+// address the connection arrived on) that is not a proxy passing a request
+// on (Forwarded, X-Forwarded-For or X-Real-IP set); any other gets 403.
+// Agents reach NAS from elsewhere; what NAS's own dispatchers and its
+// operator on the host use is not exposed with it. Set relay_listen to
+// serve these routes on an address of their own, to whoever reaches it.
+func sameHostOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !fromSameHost(c.Request()) {
+			return contract.Errorf(http.StatusForbidden, contract.CodeForbidden,
+				"this route answers clients on NAS's own host only; set relay_listen to serve it on an address of its own")
+		}
+		return next(c)
+	}
+}
+
+// fromSameHost reports whether r comes straight from NAS's own host.
+func fromSameHost(r *http.Request) bool {
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Real-Ip"} {
+		if r.Header.Get(h) != "" {
+			return false
+		}
+	}
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := peer.Addr().Unmap()
+	if ip.IsLoopback() {
+		return true
+	}
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	self, err := netip.ParseAddrPort(local.String())
+	return err == nil && self.Addr().Unmap() == ip
 }
 
 // observe bounds the store calls of the request (Options.StoreTimeout) and

@@ -110,8 +110,9 @@ type request struct {
 	method, path, token string
 	body                any // string is sent as is, []byte too, anything else as JSON
 	header              map[string]string
-	invalid             bool // the request deliberately breaks the description
-	chunked             bool // send the body with no Content-Length, as a chunked upload
+	invalid             bool   // the request deliberately breaks the description
+	chunked             bool   // send the body with no Content-Length, as a chunked upload
+	remote              string // the client's address; default 127.0.0.1:40000
 }
 
 func (b *bundle) do(h http.Handler, r request) *httptest.ResponseRecorder {
@@ -131,6 +132,12 @@ func (b *bundle) do(h http.Handler, r request) *httptest.ResponseRecorder {
 		body = bytes.NewReader(data)
 	}
 	req := httptest.NewRequest(r.method, r.path, body)
+	// A client on NAS's own host, as NAS's dispatchers and its operator
+	// there are: without relay_listen the internal routes answer no other.
+	req.RemoteAddr = "127.0.0.1:40000"
+	if r.remote != "" {
+		req.RemoteAddr = r.remote
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -158,7 +158,11 @@ func (n *Node) Run(ctx context.Context) error {
 	defer n.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	n.log.Info("nas started", "listen", n.ln.Addr().String(), "relay_listen", addrOf(n.relayLn),
+	internal := "relay_listen"
+	if n.relayLn == nil {
+		internal = "listen, to this host only"
+	}
+	n.log.Info("nas started", "listen", n.ln.Addr().String(), "relay_listen", addrOf(n.relayLn), "internal_routes", internal,
 		"public_url", n.cfg.PublicURL, "store", StoreKind(n.cfg.Store), "signing_alg", n.cfg.SigningAlg,
 		"kid", n.keys.Current().Active.KID, "dispatchers", *n.cfg.Relay.Dispatchers,
 		"per_agent_parallelism", *n.cfg.Relay.PerAgent.Parallelism, "per_agent_rate", n.cfg.Relay.Flow().Rate)

@@ -104,7 +104,7 @@ type Config struct {
 	SQL SQLConfig `yaml:"sql"`
 	// MaxJobsFileBytes caps jobs.json, which is read whole: a larger file
 	// is refused unread (and a running agent keeps its last good jobs).
-	// Default: 64 MiB. See limits.go.
+	// Default: 16 MiB. See limits.go.
 	MaxJobsFileBytes int `yaml:"max_jobs_file_bytes"`
 	// MaxSpecFileBytes caps a job spec file (chronos jobs add|edit --file).
 	// Default: 1 MiB.

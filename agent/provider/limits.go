@@ -17,7 +17,7 @@ const (
 	// KeyMaxSpecFileBytes caps a job spec file (chronos jobs add|edit --file).
 	KeyMaxSpecFileBytes = "max_spec_file_bytes"
 
-	// DefaultMaxJobsFileBytes is max_jobs_file_bytes when unset: 64 MiB.
+	// DefaultMaxJobsFileBytes is max_jobs_file_bytes when unset: 16 MiB.
 	DefaultMaxJobsFileBytes = store.DefaultMaxFileBytes
 	// DefaultMaxSpecFileBytes is max_spec_file_bytes when unset: 1 MiB.
 	DefaultMaxSpecFileBytes = 1 << 20

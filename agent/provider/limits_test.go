@@ -17,7 +17,7 @@ func TestFileLimits(t *testing.T) {
 		jobs, spec int64
 		err        string
 	}{
-		{name: "defaults", jobs: 64 << 20, spec: 1 << 20},
+		{name: "defaults", jobs: 16 << 20, spec: 1 << 20},
 		{name: "file", yaml: "max_jobs_file_bytes: 1000000\nmax_spec_file_bytes: 4096\n", jobs: 1000000, spec: 4096},
 		{name: "environment wins", yaml: "max_jobs_file_bytes: 1000000\n",
 			env: map[string]string{"CHRONOS_MAX_JOBS_FILE_BYTES": "2000000", "CHRONOS_MAX_SPEC_FILE_BYTES": "512"}, jobs: 2000000, spec: 512},

@@ -385,7 +385,7 @@ func testInvalidCursor(t *testing.T, e relay.Engine) {
 func testClaimNotBeforeFireAt(t *testing.T, e relay.Engine) {
 	// A fire_at with a sub-millisecond fraction: an engine that rounds down
 	// (or keeps whole seconds) would hand it out early.
-	fireAt := time.Now().Add(150*time.Millisecond + 500*time.Microsecond)
+	fireAt := time.Now().Add(time.Second + 500*time.Microsecond)
 	res := arm(t, e, "a1", "job", fireAt)
 	equal(t, len(claim(t, e, 10, time.Minute)), 0, "claims before fire_at")
 	l, at := claimEventually(t, e, time.Minute, 5*time.Second)

@@ -34,12 +34,18 @@ type envOptions struct {
 	events localapi.EventOptions
 	// hosts are the extra Host names the server accepts.
 	hosts []string
+	// config, when set, adjusts the runtime's config before it opens.
+	config func(*agent.Config)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	home := t.TempDir()
-	rt, err := agent.Open(context.Background(), agent.Config{Home: home, Retention: -1})
+	cfg := agent.Config{Home: home, Retention: -1}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	rt, err := agent.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,18 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chronoscron/chronos/agent"
-	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/notify"
-	"github.com/chronoscron/chronos/internal/apitest"
 )
 
 // hostsResolver answers from a map; a missing name does not resolve.
@@ -34,33 +30,11 @@ func (h hostsResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 // a loopback listener.
 func newNotifyEnv(t *testing.T, p notify.AddressPolicy) *env {
 	t.Helper()
-	home := t.TempDir()
 	r := hostsResolver{
 		"hooks.internal": {netip.MustParseAddr("127.0.0.1")},
 		"hooks.public":   {netip.MustParseAddr("8.8.8.8")},
 	}
-	rt, err := agent.Open(context.Background(), agent.Config{Home: home, Retention: -1, NotifyAddresses: p, NotifyResolver: r})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := localapi.New(localapi.Options{Runtime: rt, Token: token, OpenReads: true,
-		Status: func(context.Context) (any, error) {
-			return map[string]any{"provider": "builtin", "home": home, "running": true}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(api)
-	t.Cleanup(func() {
-		api.Close()
-		ts.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := rt.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return &env{rt: rt, api: api, base: ts.URL, home: home, client: apitest.Client(t)}
+	return newEnv(t, envOptions{config: func(c *agent.Config) { c.NotifyAddresses, c.NotifyResolver = p, r }})
 }
 
 // webhookJob is a POST /api/jobs body with one webhook target.

@@ -2,27 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/notify/notifytest"
 	"github.com/chronoscron/chronos/agent/provider"
 )
-
-// namedHosts answers from a map; a missing name does not resolve.
-type namedHosts map[string][]netip.Addr
-
-func (h namedHosts) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := h[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
 
 // TestJobsNotifyEveryAddressForm: jobs add and jobs edit refuse a webhook
 // naming a loopback, private, link-local or unspecified address in any
@@ -35,10 +23,7 @@ func (h namedHosts) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr
 func TestJobsNotifyEveryAddressForm(t *testing.T) {
 	saved := notifyResolver
 	t.Cleanup(func() { notifyResolver = saved })
-	notifyResolver = namedHosts{
-		"hooks.internal": {netip.MustParseAddr("127.0.0.1")},
-		"hooks.public":   {netip.MustParseAddr("8.8.8.8")},
-	}
+	notifyResolver = notifytest.Hooks()
 	home := t.TempDir()
 	mustCLI(t, "jobs", "add", "--home", home, "--id", "keep", "--schedule", "every 1h", "--notify", "webhook:https://hooks.public/x", "--", "true")
 	jobsFile := filepath.Join(home, "jobs.json")
@@ -46,32 +31,15 @@ func TestJobsNotifyEveryAddressForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ host, says string }{
-		{"127.0.0.1", "127.0.0.1 is not a public address (loopback)"},
-		{"2130706433", "2130706433 is 127.0.0.1, not a public address (loopback)"},
-		{"0x7f000001", "0x7f000001 is 127.0.0.1"},
-		{"0177.0.0.1", "0177.0.0.1 is 127.0.0.1"},
-		{"127.1", "127.1 is 127.0.0.1"},
-		{"0x7f.1", "0x7f.1 is 127.0.0.1"},
-		{"0", "0 is 0.0.0.0, not a public address (unspecified)"},
-		{"0.0.0.0", "0.0.0.0 is not a public address (unspecified)"},
-		{"127.0.0.1.", "127.0.0.1. is 127.0.0.1"},
-		{"[::127.0.0.1]", "::127.0.0.1 is ::7f00:1, not a public address (it carries 127.0.0.1, loopback)"},
-		{"[::ffff:127.0.0.1]", "is 127.0.0.1, not a public address (loopback)"},
-		{"[::ffff:7f00:1]", "is 127.0.0.1, not a public address (loopback)"},
-		{"0xa000001", "0xa000001 is 10.0.0.1, not a public address (private)"},
-		{"2852039166", "2852039166 is 169.254.169.254, not a public address (link-local)"},
-		{"localhost", "localhost is a loopback name"},
-		{"hooks.internal", "hooks.internal resolves to 127.0.0.1, not a public address (loopback)"},
-	} {
-		spec := "webhook:http://" + c.host + ":8080/hook"
+	for _, c := range notifytest.RefusedHosts {
+		spec := "webhook:http://" + c.Host + ":8080/hook"
 		code, _, errOut := cli(t, "jobs", "add", "--home", home, "--id", "bad", "--schedule", "every 1h", "--notify", spec, "--", "true")
-		if code != exitUsage || !strings.Contains(errOut, c.says) || !strings.Contains(errOut, "notify.allow_private") {
-			t.Errorf("add %s: exit %d, stderr %q; want %d saying %q", spec, code, errOut, exitUsage, c.says)
+		if code != exitUsage || !strings.Contains(errOut, c.Says) || !strings.Contains(errOut, "notify.allow_private") {
+			t.Errorf("add %s: exit %d, stderr %q; want %d saying %q", spec, code, errOut, exitUsage, c.Says)
 		}
 		code, _, errOut = cli(t, "jobs", "edit", "--home", home, "keep", "--notify", spec)
-		if code != exitUsage || !strings.Contains(errOut, c.says) {
-			t.Errorf("edit %s: exit %d, stderr %q; want %d saying %q", spec, code, errOut, exitUsage, c.says)
+		if code != exitUsage || !strings.Contains(errOut, c.Says) {
+			t.Errorf("edit %s: exit %d, stderr %q; want %d saying %q", spec, code, errOut, exitUsage, c.Says)
 		}
 	}
 	if after, _ := os.ReadFile(jobsFile); !bytes.Equal(before, after) {

@@ -12,6 +12,12 @@ type ProvisionRequest struct {
 	// MaxFlexSeconds. NAS spreads such fires inside their windows. The fire
 	// body and token carry fire_at unchanged.
 	FlexSeconds int64 `json:"flex_seconds,omitempty"`
+	// Delivery asks for a delivery mode: DeliveryDirect for direct delivery
+	// under a per-job cron key, "" or DeliveryNAS for NAS-mediated delivery
+	// (the default). NAS grants direct delivery only to agents its agents
+	// file allows it for; otherwise the fire is armed NAS-mediated and the
+	// answer says so.
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // MaxFlexSeconds is the widest flexible window a provision may ask for
@@ -25,6 +31,16 @@ type ProvisionResponse struct {
 	FireAt     Time   `json:"fire_at"`
 	// Armed is true when the one-shot is armed; kept for agents that read it.
 	Armed bool `json:"armed"`
+	// Delivery is the mode the fire is armed with, set when the provision
+	// asked for one: DeliveryDirect or DeliveryNAS.
+	Delivery string `json:"delivery,omitempty"`
+	// CronKey is the job's cron key (unpadded base64url of CronKeyBytes
+	// bytes) when Delivery is DeliveryDirect: the key its direct fire tokens
+	// are signed with. It appears in this answer only: never in list, logs,
+	// metrics or errors.
+	CronKey string `json:"cron_key,omitempty"`
+	// CronKeyID names CronKey; it is the `kid` of the tokens signed with it.
+	CronKeyID string `json:"cron_key_id,omitempty"`
 }
 
 // CancelRequest is the body of POST /api/agent-cron/cancel.
@@ -45,6 +61,9 @@ type ArmedJob struct {
 	AgentCallbackURL string `json:"agent_callback_url"`
 	// FlexSeconds is the fire's flexible window, when it has one.
 	FlexSeconds int64 `json:"flex_seconds,omitempty"`
+	// Delivery is DeliveryDirect for a fire armed for direct delivery;
+	// omitted for NAS-mediated delivery. The key is never listed.
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // FailedFire is a fire NAS gave up on (dead-lettered), reported to the agent

@@ -51,7 +51,25 @@ type OneShot struct {
 	CreatedAt time.Time
 	// LastError is the reason of the last failed attempt, if any.
 	LastError string
+	// Direct is the fire's direct delivery, when it has one: a dispatcher
+	// calls the agent itself and signs under the job's cron key.
+	Direct DirectKey
 }
+
+// DirectKey is the cron key of a job armed for direct delivery, as the store
+// keeps it: sealed (cronkey.Sealer), never in the clear. The zero value means
+// NAS-mediated delivery.
+type DirectKey struct {
+	// Sealed is the job's cron key sealed for its row; "" for NAS-mediated.
+	Sealed string
+	// KeyID names the key (the `kid` of the tokens it signs).
+	KeyID string
+	// MintedAt is when NAS minted the key.
+	MintedAt time.Time
+}
+
+// IsDirect reports whether the fire is delivered directly.
+func (d DirectKey) IsDirect() bool { return d.Sealed != "" }
 
 // ArmRequest asks to arm job JobID of AgentID at FireAt (an upsert).
 type ArmRequest struct {
@@ -76,6 +94,15 @@ type ArmRequest struct {
 	// MaxArmed, when positive, is the agent's quota: arming a job that is not
 	// yet armed fails with ErrQuotaExceeded once the agent has MaxArmed.
 	MaxArmed int
+	// Direct, when set, arms the fire for direct delivery under this fresh
+	// key, unless the job's row already holds a key minted at or after
+	// KeepKeyFrom: that key is kept (and returned in the result) and this
+	// one is discarded. Zero: NAS-mediated delivery (a key the row held is
+	// dropped).
+	Direct DirectKey
+	// KeepKeyFrom: see Direct. A re-key (an operator's, or a key's age)
+	// moves it forward.
+	KeepKeyFrom time.Time
 }
 
 // ArmResult is the outcome of an Arm.
@@ -86,6 +113,10 @@ type ArmResult struct {
 	Changed bool
 	// Replaced is the schedule id of the one-shot this arm replaced, if any.
 	Replaced string
+	// Rekeyed is true when the arm stored the request's fresh cron key in
+	// place of another (or switched the fire between direct and mediated
+	// delivery) while keeping the schedule id.
+	Rekeyed bool
 }
 
 // Lease is a claimed one-shot. Token is the fencing token: only the holder of

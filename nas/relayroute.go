@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
 )
@@ -140,7 +141,7 @@ func (s *Service) settleWithoutAgent(ctx context.Context, req *contract.RelayReq
 func (s *Service) deliver(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, now time.Time, out *lastFireOut) (contract.RelayResponse, error) {
 	// fire_at in the agent's own spelling, in the body and the token alike.
 	fire := contract.FireRequest{JobID: row.JobID, FireAt: fireAt(row), ScheduleID: row.ScheduleID, Attempt: req.Attempt}
-	fireBody := appendFireRequest(make([]byte, 0, fireRequestSize(&fire)), &fire)
+	fireBody := agentcall.FireBody(&fire)
 	token, err := s.minter.Mint(now, FireToken{InstanceID: row.InstanceID, Fire: fire, Body: fireBody})
 	if err != nil {
 		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
@@ -152,31 +153,10 @@ func (s *Service) deliver(ctx context.Context, req *contract.RelayRequest, row r
 	return s.relayAnswer(ctx, req, row, res, out)
 }
 
-// fireRequestSize is room enough for a FireRequest's JSON in the common
-// case: the fixed keys and punctuation, the ids, the longest fire_at
-// (nanoseconds and an offset) and attempt.
-func fireRequestSize(f *contract.FireRequest) int {
-	return 112 + len(f.JobID) + len(f.ScheduleID)
-}
-
 // appendFireRequest appends f as json.Marshal writes it, byte for byte (the
-// body the token's `bh` binds), without reflection or the Marshaler
-// round trip of fire_at.
+// body the token's `bh` binds; see agentcall.AppendFireBody).
 func appendFireRequest(b []byte, f *contract.FireRequest) []byte {
-	b = append(b, `{"job_id":`...)
-	b = appendJSONString(b, f.JobID)
-	if f.FireAt.IsZero() {
-		b = append(b, `,"fire_at":null`...)
-	} else {
-		b = append(b, `,"fire_at":"`...)
-		b = appendTimeText(b, f.FireAt)
-		b = append(b, '"')
-	}
-	b = append(b, `,"schedule_id":`...)
-	b = appendJSONString(b, f.ScheduleID)
-	b = append(b, `,"attempt":`...)
-	b = strconv.AppendInt(b, int64(f.Attempt), 10)
-	return append(b, '}')
+	return agentcall.AppendFireBody(b, f)
 }
 
 // relayAnswer turns the agent's answer to a fire into the relay's: final
@@ -220,19 +200,9 @@ func (s *Service) relayAnswer(ctx context.Context, req *contract.RelayRequest, r
 }
 
 // agentDown reports whether a retried fire found its agent not answering
-// (the relay's "agent down": it holds the agent's fires and probes it): no
-// answer at all (connection refused, timeout, unreachable, a callback host
-// that does not resolve), or an answer that says the agent cannot take fires
-// now (503 waking or overloaded, 408, 425, 429). The relay route answers
-// those 503 agent_unavailable; an agent that answered another 5xx, or
-// refused the fire token, is up: 502.
-func agentDown(res FireResult) bool {
-	switch res.HTTPStatus {
-	case 0, http.StatusServiceUnavailable, http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
-		return true
-	}
-	return res.ColdStart
-}
+// (see agentcall.FireResult.AgentDown): the relay route answers it 503
+// agent_unavailable, and the relay holds the agent's fires and probes it.
+func agentDown(res FireResult) bool { return res.AgentDown() }
 
 // deliveredReason is the last-fire reason of a delivered fire: "agent
 // answered", the agent's HTTP status and, when it sent one, its status

@@ -1,4 +1,4 @@
-package nas
+package agentcall
 
 import (
 	"bytes"

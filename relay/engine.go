@@ -113,9 +113,11 @@ type ArmResult struct {
 	Changed bool
 	// Replaced is the schedule id of the one-shot this arm replaced, if any.
 	Replaced string
-	// Rekeyed is true when the arm stored the request's fresh cron key in
-	// place of another (or switched the fire between direct and mediated
-	// delivery) while keeping the schedule id.
+	// Rekeyed is true when the job was armed before and this arm changed
+	// its row's cron key (see ArmKey): it stored the request's fresh key in
+	// place of another, or switched the fire between direct and mediated
+	// delivery. An arm of the same fire that only does that keeps the
+	// schedule id and is not Changed.
 	Rekeyed bool
 }
 
@@ -166,8 +168,9 @@ type Armed interface {
 	// Arm upserts the one-shot of (AgentID, JobID) and its due entry in one
 	// atomic step: the same FireAt instant and Flex again is a no-op
 	// returning the existing schedule id (it only follows a new callback
-	// URL, instance or spelling); a different FireAt or Flex replaces it
-	// under req.ScheduleID.
+	// URL, instance or spelling, and takes the arm's cron key); a different
+	// FireAt or Flex replaces it under req.ScheduleID. The row keeps the
+	// cron key ArmKey picks; leases and dead letters carry it.
 	Arm(ctx context.Context, req ArmRequest) (ArmResult, error)
 	// Cancel removes the one-shot of (agentID, jobID) and its due entry; it
 	// reports whether there was one. A cancelled one-shot's lease is lost.

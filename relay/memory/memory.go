@@ -175,7 +175,9 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 		if req.InstanceID != "" {
 			old.shot.InstanceID = req.InstanceID
 		}
-		return relay.ArmResult{OneShot: old.shot}, nil
+		var rekeyed bool
+		old.shot.Direct, rekeyed = relay.ArmKey(old.shot.Direct, req)
+		return relay.ArmResult{OneShot: old.shot, Rekeyed: rekeyed}, nil
 	}
 	if old == nil && req.MaxArmed > 0 && len(e.jobs[req.AgentID]) >= req.MaxArmed {
 		return relay.ArmResult{}, fmt.Errorf("memory: arm: %w", relay.ErrQuotaExceeded)
@@ -184,8 +186,10 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 		return relay.ArmResult{}, fmt.Errorf("memory: arm: schedule id %q is in use", req.ScheduleID)
 	}
 	var res relay.ArmResult
+	direct := req.Direct
 	if old != nil {
 		res.Replaced = old.shot.ScheduleID
+		direct, res.Rekeyed = relay.ArmKey(old.shot.Direct, req)
 		e.remove(old)
 	}
 	now := e.now()
@@ -203,6 +207,7 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 			State:          relay.StateArmed,
 			DueAt:          dueAt,
 			CreatedAt:      now,
+			Direct:         direct,
 		},
 		dueMs:   ceilMs(dueAt),
 		seq:     e.seq,

@@ -172,7 +172,7 @@ if not r then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[3])
 ended(KEYS[9], ARGV[7], redis.call('ZREM', KEYS[3], ARGV[3]))
-local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], ARGV[6], ARGV[6], now, r[11], r[12]}
+local d = {ARGV[7], ARGV[2], r[1], r[2], r[3], r[4], r[5], r[6], 0, r[8], r[9], ARGV[6], ARGV[6], now, r[11], r[12], r[13], r[14], r[15]}
 redis.call('HSET', KEYS[4], sid, cmsgpack.pack(d))
 redis.call('ZADD', KEYS[5], now, sid)
 redis.call('ZADD', KEYS[6], now, sid)

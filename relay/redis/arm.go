@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/chronoscron/chronos/relay"
 )
@@ -19,10 +20,14 @@ import (
 // ARGV[5] instance id, ARGV[6] fire_at ms, ARGV[7] fire_at ns remainder,
 // ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel,
 // ARGV[11] fire_at spelling ("" = canonical), ARGV[12] due ms,
-// ARGV[13] flexible window ms, ARGV[14] agent
+// ARGV[13] flexible window ms, ARGV[14] agent, and for a direct fire only
+// (a NAS-mediated arm passes none of them): ARGV[15] sealed cron key,
+// ARGV[16] its id, ARGV[17] when it was minted, ms, ARGV[18] keep a held
+// key minted at or after this, ms (see relay.ArmKey)
 //
-// Returns {1 changed | 0 same fire_at and window | -1 over quota, replaced
-// schedule id, row...}.
+// Returns {status, replaced schedule id, row...}: status is -1 over quota,
+// else 1 when the fire changed (0 for the same fire_at and window) plus 2
+// when the arm changed the row's cron key or delivery mode.
 var scriptArm = script(`
 local now = clock(ARGV[1])
 local job, m, agent = ARGV[2], ARGV[3], ARGV[14]
@@ -33,20 +38,34 @@ if ARGV[11] ~= '' then spelling = ARGV[11] end
 local old = redis.call('HGET', KEYS[1], job)
 local replaced = ''
 local freed = 0
+-- The cron key the row gets (relay.ArmKey): none for a NAS-mediated arm.
+local ks, kid, kms = nil, nil, nil
+if ARGV[15] then ks, kid, kms = ARGV[15], ARGV[16], tonumber(ARGV[17]) end
+local rekey = 0
 if old then
   local r = cmsgpack.unpack(old)
+  local held = r[13] and r[13] ~= ''
+  if not ks then
+    if held then rekey = 2 end
+  elseif held and r[15] >= tonumber(ARGV[18]) then
+    ks, kid, kms = r[13], r[14], r[15]
+  else
+    rekey = 2
+  end
   if r[3] == fms and r[4] == fns and (r[12] or 0) == flex then
     -- The same fire: keep its schedule id, but follow an agent that moved
-    -- its callback URL or instance, or wrote the instant anew.
+    -- its callback URL or instance, or wrote the instant anew, and take
+    -- the arm's cron key.
     local was = r[11]
     if was == '' then was = nil end
-    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) or was ~= spelling then
+    if (ARGV[8] ~= '' and r[5] ~= ARGV[8]) or (ARGV[5] ~= '' and r[2] ~= ARGV[5]) or was ~= spelling or rekey > 0 then
       if ARGV[8] ~= '' then r[5] = ARGV[8] end
       if ARGV[5] ~= '' then r[2] = ARGV[5] end
       r[11] = spelling
+      r[13], r[14], r[15] = ks, kid, kms
       redis.call('HSET', KEYS[1], job, cmsgpack.pack(tidy(r)))
     end
-    return {0, '', unpack(r)}
+    return {rekey, '', unpack(r)}
   end
   replaced = r[1]
   local leased = redis.call('ZREM', KEYS[3], m)
@@ -59,7 +78,7 @@ else
   end
 end
 local score = tonumber(ARGV[12])
-local r = tidy({ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, '', spelling, flex})
+local r = tidy({ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, '', spelling, flex, ks, kid, kms})
 redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
 if not old then
   -- No row, no lease (whatever an earlier release may have left).
@@ -82,7 +101,7 @@ if freed > 0 then
 end
 local first = redis.call('ZRANGE', KEYS[2], 0, 0)
 if first[1] == m or rel > 0 then redis.call('PUBLISH', ARGV[10], score) end
-return {1, replaced, unpack(r)}
+return {1 + rekey, replaced, unpack(r)}
 `)
 
 // scriptCancel removes the one-shot of (agent, job) and its due or lease
@@ -167,12 +186,25 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 		dueMs++ // rounded up: never claimable early
 	}
 	fk := e.k.flowKeys(s, req.AgentID)
+	args := []any{e.nowArg(), req.JobID, member(req.AgentID, req.JobID), req.ScheduleID,
+		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake(), req.FireAtSpelling,
+		dueMs, durMs(req.Flex), req.AgentID}
+	if d := req.Direct; d.IsDirect() {
+		if d.KeyID == "" || d.MintedAt.UnixNano() < 0 {
+			return relay.ArmResult{}, errors.New("redis: arm: a direct fire needs its key id and mint time")
+		}
+		// Milliseconds: a key minted in the millisecond of KeepKeyFrom, but
+		// before it, is not kept (rounded up; at worst one key too many).
+		keep := int64(0)
+		if !req.KeepKeyFrom.IsZero() {
+			keep = ceilMs(req.KeepKeyFrom)
+		}
+		args = append(args, d.Sealed, d.KeyID, d.MintedAt.UnixMilli(), keep)
+	}
 	v, err := e.run(ctx, scriptArm,
 		[]string{e.k.rows(s, req.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.flexOf(s, req.AgentID),
 			e.k.held(s), e.k.gated(s), e.k.ready(s)},
-		e.nowArg(), req.JobID, member(req.AgentID, req.JobID), req.ScheduleID,
-		req.InstanceID, fireMs, fireNs, req.CallbackURL, max(req.MaxArmed, 0), e.k.wake(), req.FireAtSpelling,
-		dueMs, durMs(req.Flex), req.AgentID)
+		args...)
 	if err != nil {
 		return relay.ArmResult{}, fmt.Errorf("redis: arm: %w", err)
 	}
@@ -197,8 +229,17 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 	}
 	// A retry whose first try was applied but whose reply was lost finds its
 	// own schedule id in place: that arm did change the row.
-	changed := status == 1 || o.ScheduleID == req.ScheduleID
-	return relay.ArmResult{OneShot: o, Changed: changed, Replaced: replaced}, nil
+	changed := status&1 == 1 || o.ScheduleID == req.ScheduleID
+	return relay.ArmResult{OneShot: o, Changed: changed, Replaced: replaced, Rekeyed: status&2 == 2}, nil
+}
+
+// ceilMs returns t in Unix milliseconds, rounded up.
+func ceilMs(t time.Time) int64 {
+	v := t.UnixMilli()
+	if t.After(time.UnixMilli(v)) {
+		v++
+	}
+	return v
 }
 
 // Cancel implements relay.Armed.

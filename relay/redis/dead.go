@@ -85,7 +85,7 @@ while 2 + 2 * i <= #ARGV do
       redis.call('ZREM', dagent, sid)
       local job = d[2]
       if redis.call('HEXISTS', rows, job) == 0 then
-        local r = tidy({d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12], d[15], d[16]})
+        local r = tidy({d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12], d[15], d[16], d[17], d[18], d[19]})
         redis.call('HSET', rows, job, cmsgpack.pack(r))
         redis.call('ZADD', KEYS[3], now, #agent .. ':' .. agent .. job)
         n = n + 1

@@ -9,7 +9,7 @@
 // slot and every script touches one slot only. An agent's one-shots all live
 // in the shard hash(agent_id) % shards:
 //
-//	{chronos:P:S}:a:<agent>   hash   job id → packed one-shot (armed row + attempt, token, due, last error, the agent's fire_at spelling, flexible window)
+//	{chronos:P:S}:a:<agent>   hash   job id → packed one-shot (armed row + attempt, token, due, last error, the agent's fire_at spelling, flexible window, a direct fire's sealed cron key)
 //	{chronos:P:S}:due         zset   member(agent, job) → due time, ms (armed one-shots not held back)
 //	{chronos:P:S}:lease       zset   member(agent, job) → lease expiry, ms (leased one-shots only)
 //	{chronos:P:S}:ag:<agent>  hash   the agent's flow record: policy (par, rate, dis), parallelism applied (ep), Down hold (gate), rate slot (tat), probe (probe, fails), phase, fx flag

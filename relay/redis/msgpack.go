@@ -213,8 +213,10 @@ func packLeasedRow(b []byte, l relay.Lease) []byte {
 	flex := durMs(l.Flex)
 	n := byte(rowFields)
 	switch {
+	case l.Direct.IsDirect():
+		n = rowFieldsMax
 	case flex > 0:
-		n += 2
+		n = rowFieldsFlex
 	case l.FireAtSpelling != "":
 		n++
 	}
@@ -232,8 +234,13 @@ func packLeasedRow(b []byte, l relay.Lease) []byte {
 	if n > rowFields {
 		b = packStr(b, l.FireAtSpelling)
 	}
-	if flex > 0 {
+	if n >= rowFieldsFlex {
 		b = packInt(b, flex)
+	}
+	if n == rowFieldsMax {
+		b = packStr(b, l.Direct.Sealed)
+		b = packStr(b, l.Direct.KeyID)
+		b = packInt(b, l.Direct.MintedAt.UnixMilli())
 	}
 	return b
 }

@@ -149,18 +149,25 @@ func TestPackLeasedRowMatchesClaimedRow(t *testing.T) {
 		spelling string
 		retried  bool
 		flex     time.Duration
+		direct   bool
 	}{
-		{"plain", clock.Add(-time.Minute), "https://a", "", false, 0},
-		{"spelt", clock.Add(-time.Hour), "https://agent.example.com/chronos/fire", "2026-06-01T10:00:00+02:00", false, 0},
-		{"sub-millisecond", clock.Add(-time.Second + 123456*time.Nanosecond), strings.Repeat("c", 300), "", false, 0},
-		{"retried", clock.Add(-time.Minute), "https://a", "", true, 0},
-		{"created later than fire_at", clock.Add(-400 * 24 * time.Hour), "https://a", "", false, 0},
-		{"flexible window", clock.Add(-time.Minute), "https://a", "", false, time.Hour},
-		{"spelt, flexible and retried", clock.Add(-time.Hour), "https://a", "2026-06-01T10:00:00+02:00", true, 90 * time.Minute},
+		{"plain", clock.Add(-time.Minute), "https://a", "", false, 0, false},
+		{"spelt", clock.Add(-time.Hour), "https://agent.example.com/chronos/fire", "2026-06-01T10:00:00+02:00", false, 0, false},
+		{"sub-millisecond", clock.Add(-time.Second + 123456*time.Nanosecond), strings.Repeat("c", 300), "", false, 0, false},
+		{"retried", clock.Add(-time.Minute), "https://a", "", true, 0, false},
+		{"created later than fire_at", clock.Add(-400 * 24 * time.Hour), "https://a", "", false, 0, false},
+		{"flexible window", clock.Add(-time.Minute), "https://a", "", false, time.Hour, false},
+		{"spelt, flexible and retried", clock.Add(-time.Hour), "https://a", "2026-06-01T10:00:00+02:00", true, 90 * time.Minute, false},
+		{"direct", clock.Add(-time.Minute), "https://a", "", false, 0, true},
+		{"direct, spelt, flexible and retried", clock.Add(-time.Hour), "https://a", "2026-06-01T10:00:00+02:00", true, time.Hour, true},
 	} {
 		job := strings.ReplaceAll(tc.name, " ", "-")
+		var direct relay.DirectKey
+		if tc.direct {
+			direct = relay.DirectKey{Sealed: "v1." + strings.Repeat("s", 90), KeyID: "ck_" + job, MintedAt: clock.Add(-time.Minute)}
+		}
 		if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: job, FireAt: tc.fireAt, Flex: tc.flex,
-			FireAtSpelling: tc.spelling, CallbackURL: tc.cb, ScheduleID: "sch-" + job}); err != nil {
+			FireAtSpelling: tc.spelling, CallbackURL: tc.cb, ScheduleID: "sch-" + job, Direct: direct}); err != nil {
 			t.Fatalf("%s: arm: %v", tc.name, err)
 		}
 		l := claimOnly(ctx, t, e)

@@ -11,12 +11,17 @@ import (
 
 // rowFields is the number of fields of a packed one-shot row; a row whose
 // fire_at the agent spelt in a non-canonical way has one more, the spelling,
-// and a row with a flexible window two more, the spelling ("" when
-// canonical) and the window.
+// a row with a flexible window two more, the spelling ("" when canonical)
+// and the window, and a row armed for direct delivery five more, the
+// spelling, the window (0 when none), the sealed cron key, its id and when
+// it was minted.
 const rowFields = 10
 
-// rowFieldsMax is the number of fields of the longest row.
-const rowFieldsMax = rowFields + 2
+// rowFieldsFlex is the number of fields of a row with a flexible window.
+const rowFieldsFlex = rowFields + 2
+
+// rowFieldsMax is the number of fields of the longest row, a direct one.
+const rowFieldsMax = rowFields + 5
 
 // errReply is a reply of a shape the scripts never produce.
 var errReply = errors.New("redis: unexpected script reply")
@@ -60,15 +65,15 @@ func ms(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
 // rowValues are the fields of a one-shot row.
 type rowValues struct {
-	strs [5]string // schedule id, instance id, callback, last error, spelling
-	ints [7]int64  // fire ms, fire ns, attempt, token, due - fire, fire - created, flex ms
+	strs [7]string // schedule id, instance id, callback, last error, spelling, sealed key, key id
+	ints [8]int64  // fire ms, fire ns, attempt, token, due - fire, fire - created, flex ms, key minted ms
 }
 
 // rowStrs and rowInts map the fields of a row to rowValues: field i is
 // strs[rowStrs[i]] when that is not -1, else ints[rowInts[i]].
 var (
-	rowStrs = [rowFieldsMax]int{0, 1, -1, -1, 2, -1, -1, -1, -1, 3, 4, -1}
-	rowInts = [rowFieldsMax]int{-1, -1, 0, 1, -1, 2, 3, 4, 5, -1, -1, 6}
+	rowStrs = [rowFieldsMax]int{0, 1, -1, -1, 2, -1, -1, -1, -1, 3, 4, -1, 5, 6, -1}
+	rowInts = [rowFieldsMax]int{-1, -1, 0, 1, -1, 2, 3, 4, 5, -1, -1, 6, -1, -1, 7}
 )
 
 // oneShot is the one-shot of (agent, job) the row holds.
@@ -86,13 +91,18 @@ func (v *rowValues) oneShot(agent, job string) relay.OneShot {
 	if v.ints[3] != 0 {
 		o.State = relay.StateLeased
 	}
+	if v.strs[5] != "" {
+		o.Direct = relay.DirectKey{Sealed: v.strs[5], KeyID: v.strs[6], MintedAt: ms(v.ints[7])}
+	}
 	return o
 }
 
 // goodRowLen reports whether n is the field count of a row.
-func goodRowLen(n int) bool { return n >= rowFields && n <= rowFieldsMax }
+func goodRowLen(n int) bool {
+	return n >= rowFields && n <= rowFieldsFlex || n == rowFieldsMax
+}
 
-// decodeRow turns the ten to twelve fields of a packed row into a one-shot
+// decodeRow turns the ten to fifteen fields of a packed row into a one-shot
 // of (agent, job).
 func decodeRow(agent, job string, f []any) (relay.OneShot, error) {
 	if !goodRowLen(len(f)) {
@@ -157,13 +167,14 @@ func rowToken(f []any) (int64, error) {
 }
 
 // decodeDead turns a packed dead letter {agent, job, row fields 1 to 10,
-// reason, failed ms, [spelling], [flexible window ms]}.
+// reason, failed ms, [spelling], [flexible window ms], [sealed cron key,
+// key id, key minted ms]}.
 func decodeDead(v any) (relay.DeadLetter, error) {
 	f, err := array(v)
 	if err != nil {
 		return relay.DeadLetter{}, err
 	}
-	if len(f) < rowFields+4 || len(f) > rowFields+6 {
+	if len(f) < rowFields+4 || len(f) > rowFields+6 && len(f) != rowFields+9 {
 		return relay.DeadLetter{}, fmt.Errorf("%w: dead letter of %d fields", errReply, len(f))
 	}
 	agent, err := str(f[0])
@@ -199,6 +210,23 @@ func decodeDead(v any) (relay.DeadLetter, error) {
 			return d, err
 		}
 		d.Flex = time.Duration(flex) * time.Millisecond
+	}
+	if len(f) > rowFields+6 {
+		var k relay.DirectKey
+		if k.Sealed, err = str(f[rowFields+6]); err != nil {
+			return d, err
+		}
+		if k.KeyID, err = str(f[rowFields+7]); err != nil {
+			return d, err
+		}
+		minted, err := integer(f[rowFields+8])
+		if err != nil {
+			return d, err
+		}
+		k.MintedAt = ms(minted)
+		if k.Sealed != "" {
+			d.Direct = k
+		}
 	}
 	return d, nil
 }

@@ -15,16 +15,20 @@ import (
 //	5 callback url  6 attempt       7 fencing token (0 when armed)
 //	8 due ms - fire_at ms           9 fire_at ms - created ms
 //	10 last error   [11 fire_at as the agent spelt it]   [12 flexible window ms]
+//	[13 sealed cron key   14 cron key id   15 cron key minted ms]
 //
 // (Times 8 and 9 are kept as differences from fire_at: small numbers pack
 // into fewer bytes. Field 11 is present only when the agent's spelling is not
 // the canonical UTC form or when field 12 follows ("" then), and field 12
-// only for a fire with a flexible window, so a canonical row costs nothing
-// for them; rows written before field 12 existed read as having no window.
-// tidy() keeps a row in that shape.)
+// only for a fire with a flexible window or when fields 13 to 15 follow (0
+// then), so a canonical row costs nothing for them; rows written before
+// field 12 existed read as having no window. Fields 13 to 15 are present
+// only for a fire armed for direct delivery (relay.DirectKey; the key is
+// sealed, never in the clear); rows written before they existed read as
+// NAS-mediated. tidy() keeps a row in that shape.)
 //
 // A dead letter is {agent, job, <row fields 1 to 10>, reason, failed ms,
-// [spelling], [flexible window ms]}.
+// [spelling], [flexible window ms], [sealed key, key id, minted ms]}.
 //
 // Every script takes ARGV[1] = the current time in ms from an injected clock,
 // or "" to use Redis's own clock (production): clock() rounds TIME down,
@@ -64,10 +68,18 @@ local function fenced(v, sid, tok)
   if r[1] ~= sid or r[7] == 0 or r[7] ~= tok then return nil end
   return r
 end
--- tidy keeps a row an array cmsgpack packs as one: field 12 (the flexible
--- window) only when positive, field 11 (the spelling) then at least '',
--- else only when set.
+-- tidy keeps a row an array cmsgpack packs as one: fields 13 to 15 (the
+-- sealed cron key, its id and mint time) only for a direct fire, field 12
+-- (the flexible window) only when positive or when they follow (0 then),
+-- field 11 (the spelling) then at least '', else only when set.
 local function tidy(r)
+  if r[13] == nil or r[13] == '' then
+    r[13], r[14], r[15] = nil, nil, nil
+  else
+    if not r[12] then r[12] = 0 end
+    if not r[11] then r[11] = '' end
+    return r
+  end
   if r[12] == 0 then r[12] = nil end
   if r[12] then
     if not r[11] then r[11] = '' end

@@ -34,6 +34,7 @@ func RunEngineSuite(t *testing.T, f Factory) {
 	runEach(t, f, realTests)
 	runEach(t, f, lastFireTests)
 	runEach(t, f, flowTests)
+	runEach(t, f, directTests)
 	if f.NewWithClock == nil {
 		return
 	}

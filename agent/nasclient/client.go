@@ -74,6 +74,11 @@ type Config struct {
 	Clock DateObserver
 	// Now is the host's clock those times are read from; default time.Now.
 	Now func() time.Time
+	// Delivery is the delivery mode provisions ask for when theirs names
+	// none (cron.chronos.delivery): contract.DeliveryDirect sends
+	// "delivery": "direct"; anything else sends no delivery key, so the
+	// body is exactly what an agent that knows no modes sends.
+	Delivery string
 }
 
 // DateObserver takes the Date header of a NAS answer to a request sent at
@@ -226,10 +231,19 @@ func typed(e *APIError) error {
 // An empty DedupKey is filled in as job_id:fire_at. A FlexSeconds (the
 // fire's flexible window, 0 to contract.MaxFlexSeconds) is sent as
 // flex_seconds; 0 sends no such key, so a fire without a window is asked
-// for exactly as by a client that knows none.
+// for exactly as by a client that knows none. A Delivery is sent as
+// delivery; an empty one takes Config.Delivery, and NAS-mediated delivery
+// (the default) sends no such key. The answer of a direct provision
+// carries the job's cron key: the caller keeps it and never logs it.
 func (c *Client) Provision(ctx context.Context, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
 	if err := checkFlex(req.JobID, req.FlexSeconds); err != nil {
 		return contract.ProvisionResponse{}, fmt.Errorf("nasclient: provision: %w", err)
+	}
+	if req.Delivery == "" && c.cfg.Delivery == contract.DeliveryDirect {
+		req.Delivery = contract.DeliveryDirect
+	}
+	if req.Delivery == contract.DeliveryNAS {
+		req.Delivery = ""
 	}
 	if req.DedupKey == "" {
 		req.DedupKey = DedupKey(req.JobID, req.FireAt.Time)

@@ -236,6 +236,12 @@ type ChronosConfig struct {
 	// although nothing changed, so that a fire that never arrives is
 	// noticed while it is awake (a Go duration, at least 1s). Default: 5m.
 	ResyncInterval string `yaml:"resync_interval"`
+	// Delivery asks NAS how to deliver this agent's fires: "nas" (the
+	// default: NAS signs each fire with its own key) or "direct" (NAS
+	// mints a key per job at provision, and the relay's dispatcher signs
+	// and delivers each fire itself, NAS off the fire path). NAS grants
+	// direct delivery only to agents its agents file allows it for.
+	Delivery string `yaml:"delivery"`
 
 	// AccessToken is the token itself, from CHRONOS_ACCESS_TOKEN or read
 	// from AccessTokenFile by the caller; never read from YAML.
@@ -250,6 +256,26 @@ func (c ChronosConfig) ExpectedIssuer() string {
 		return c.Issuer
 	}
 	return c.PortalURL
+}
+
+// DeliveryMode returns cron.chronos.delivery: contract.DeliveryNAS when it
+// is empty, an error naming the key and the values it takes when it is not
+// a mode.
+func (c ChronosConfig) DeliveryMode() (string, error) {
+	switch d := strings.TrimSpace(c.Delivery); d {
+	case "", contract.DeliveryNAS:
+		return contract.DeliveryNAS, nil
+	case contract.DeliveryDirect:
+		return contract.DeliveryDirect, nil
+	default:
+		return "", fmt.Errorf("cron.chronos.delivery %q is not a delivery mode (want %q or %q)", c.Delivery, contract.DeliveryDirect, contract.DeliveryNAS)
+	}
+}
+
+// Direct reports whether cron.chronos.delivery asks for direct delivery.
+func (c ChronosConfig) Direct() bool {
+	d, err := c.DeliveryMode()
+	return err == nil && d == contract.DeliveryDirect
 }
 
 // minResyncInterval bounds cron.chronos.resync_interval from below.
@@ -343,7 +369,7 @@ func (c Config) Location() (*time.Location, error) {
 
 // Validate checks the settings every provider needs (home, listen,
 // timezone), that cron.chronos.resync_interval, when set, is a valid
-// duration, that notify.allow lists prefixes, and that the size limits
+// duration, that cron.chronos.delivery, when set, is direct or nas, that notify.allow lists prefixes, and that the size limits
 // (max_jobs_file_bytes, max_spec_file_bytes) are positive. The other chronos settings are judged by Decide instead: a
 // missing one selects the built-in timer rather than failing.
 func (c Config) Validate() error {
@@ -360,6 +386,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if _, err := c.Cron.Chronos.Resync(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.Cron.Chronos.DeliveryMode(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := c.Notify.Addresses(); err != nil {

@@ -66,6 +66,7 @@ func TestLoadConfigBadInput(t *testing.T) {
 		{name: "unknown key", yaml: "hom: x\n", want: "hom"},
 		{name: "bad zone", yaml: "home: h\ntimezone: Mars/Olympus\n", want: "Mars/Olympus"},
 		{name: "bad resync", yaml: "home: h\ncron:\n  chronos:\n    resync_interval: often\n", want: "resync_interval"},
+		{name: "bad delivery", yaml: "home: h\ncron:\n  chronos:\n    delivery: carrier-pigeon\n", want: `cron.chronos.delivery "carrier-pigeon" is not a delivery mode (want "direct" or "nas")`},
 		{name: "bad notify prefix", yaml: "home: h\nnotify:\n  allow: [10.0.0.0/33]\n", want: "notify.allow"},
 		{name: "bad allow_private", yaml: "home: h\nnotify:\n  allow_private: sometimes\n", want: "allow_private"},
 	}
@@ -84,5 +85,45 @@ func TestLoadConfigBadInput(t *testing.T) {
 	_, d, err := provider.LoadConfig("", envMap(map[string]string{"CHRONOS_HOME": dir, "CHRONOS_CRON_PROVIDER": "chronos"}))
 	if err != nil || d.Chronos() || !strings.Contains(d.Why(), "portal_url is missing") {
 		t.Fatalf("decision %+v (%v)", d, err)
+	}
+}
+
+// TestLoadConfigDelivery: cron.chronos.delivery is nas by default, direct
+// or nas when set (in the file or the environment), and refused otherwise.
+func TestLoadConfigDelivery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(path, []byte("home: h\ncron:\n  chronos:\n    delivery: direct\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		path string
+		env  map[string]string
+		want string
+		err  bool
+	}{
+		{name: "default", env: map[string]string{"CHRONOS_HOME": dir}, want: "nas"},
+		{name: "file", path: path, want: "direct"},
+		{name: "env wins", path: path, env: map[string]string{"CHRONOS_CRON_CHRONOS_DELIVERY": "nas"}, want: "nas"},
+		{name: "env direct", env: map[string]string{"CHRONOS_HOME": dir, "CHRONOS_CRON_CHRONOS_DELIVERY": "direct"}, want: "direct"},
+		{name: "unknown", env: map[string]string{"CHRONOS_HOME": dir, "CHRONOS_CRON_CHRONOS_DELIVERY": "Direct"}, err: true},
+	}
+	for _, tt := range tests {
+		cfg, _, err := provider.LoadConfig(tt.path, envMap(tt.env))
+		if tt.err {
+			if err == nil || !strings.Contains(err.Error(), "cron.chronos.delivery") {
+				t.Errorf("%s: error %v, want one naming cron.chronos.delivery", tt.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		got, err := cfg.Cron.Chronos.DeliveryMode()
+		if err != nil || got != tt.want || cfg.Cron.Chronos.Direct() != (tt.want == "direct") {
+			t.Errorf("%s: delivery %q (%v), want %q", tt.name, got, err, tt.want)
+		}
 	}
 }

@@ -290,6 +290,15 @@ type Control interface {
 	FirstDelivery(ctx context.Context, deliveryID string, ttl time.Duration) (bool, error)
 	// CancelAgent removes every one-shot of agentID; it reports how many.
 	CancelAgent(ctx context.Context, agentID string) (int, error)
+	// RaiseRekeyFloor retires agentID's cron keys minted before at (an
+	// operator's re-key, chronos agent rekey): NAS mints a new key when it
+	// next arms each of the agent's direct jobs. The floor only moves
+	// forward (an earlier at changes nothing); it returns the floor in
+	// force, which CancelAgent leaves as it is.
+	RaiseRekeyFloor(ctx context.Context, agentID string, at time.Time) (time.Time, error)
+	// RekeyFloor returns agentID's rekey floor, zero when it was never
+	// re-keyed.
+	RekeyFloor(ctx context.Context, agentID string) (time.Time, error)
 }
 
 // DeliveryLookup is an optional fast path of an engine for NAS's relay

@@ -88,6 +88,9 @@ type Engine struct {
 	// the spreading phases handed out.
 	agents map[string]*agentState
 	phases uint64
+
+	// rekey holds each re-keyed agent's rekey floor (see rekey.go).
+	rekey map[string]time.Time
 }
 
 var _ relay.Engine = (*Engine)(nil)

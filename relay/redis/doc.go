@@ -33,6 +33,7 @@
 //	{chronos:P:ctl}:epoch     string the epoch marker (see Lost data below)
 //	{chronos:P:ctl}:lost      string the report of a lost store, "<found at ms> <gone|replaced>", expiring with the report
 //	{chronos:P:ctl}:phase     string the count of spreading phases handed out (AgentPhase)
+//	{chronos:P:ctl}:rekey     hash   agent → its rekey floor, ms (cron keys minted before it are retired)
 //
 // A one-shot is in exactly one of due, lease and its agent's held fires; its
 // row and its entry there are written together by one Lua script, so there
@@ -120,6 +121,7 @@
 //	lookup.go    Get, List, Stats
 //	delivery.go  FirstDelivery, LookupDelivery (the relay route's checks)
 //	control.go   SetInstanceState, InstanceStopped, NoteInstance, Instance
+//	rekey.go     RaiseRekeyFloor, RekeyFloor (direct delivery's re-key)
 //	lastfire.go  RecordLastFire, LastFiresOf, Unarmed
 //	epoch.go     CheckEpoch (lost data)
 //	wake.go      Wake (the Pub/Sub subscription)

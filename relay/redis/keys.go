@@ -147,6 +147,10 @@ func (k keys) policies(shard int) string { return k.tags[shard] + ":pol" }
 // phase is the counter of the spreading phases handed out.
 func (k keys) phase() string { return k.control() + ":phase" }
 
+// rekeyFloors is the hash of agent → rekey floor, ms (relay.Control's
+// RaiseRekeyFloor).
+func (k keys) rekeyFloors() string { return k.control() + ":rekey" }
+
 // flowKeys are the keys release needs of one agent, in the order the
 // scripts take them: its flow record, the shard's in-flight counts and the
 // agent's held fires.

@@ -21,6 +21,7 @@ var directTests = []engineTest{
 	{"DirectNackKeepsKey", testDirectNackKeepsKey},
 	{"DirectDeadLetterKeepsKey", testDirectDeadLetterKeepsKey},
 	{"DirectFlexAndSpelling", testDirectFlexAndSpelling},
+	{"RekeyFloor", testRekeyFloor},
 }
 
 // directKey returns a made-up direct key minted at (whole milliseconds);
@@ -258,4 +259,34 @@ func testDirectFlexAndSpelling(t *testing.T, e relay.Engine) {
 		equal(t, got.Flex, tc.flex, tc.job+": flex after a mediated arm")
 		equal(t, got.FireAtSpelling, tc.spelling, tc.job+": spelling after a mediated arm")
 	}
+}
+
+func testRekeyFloor(t *testing.T, e relay.Engine) {
+	ctx := ctxT(t)
+	floor, err := e.RekeyFloor(ctx, "a1")
+	noErr(t, err, "rekey floor")
+	equal(t, floor.IsZero(), true, "floor of an agent never re-keyed is zero")
+	t0 := now()
+	got, err := e.RaiseRekeyFloor(ctx, "a1", t0)
+	noErr(t, err, "raise")
+	sameTime(t, got, t0, "raised floor")
+	got, err = e.RaiseRekeyFloor(ctx, "a1", t0.Add(-time.Hour))
+	noErr(t, err, "raise to an earlier time")
+	sameTime(t, got, t0, "floor after an earlier time")
+	// A fraction of a millisecond rounds up.
+	got, err = e.RaiseRekeyFloor(ctx, "a1", t0.Add(time.Second+time.Microsecond))
+	noErr(t, err, "raise again")
+	sameTime(t, got, t0.Add(time.Second+time.Millisecond), "floor rounded up")
+	floor, err = e.RekeyFloor(ctx, "a1")
+	noErr(t, err, "rekey floor")
+	sameTime(t, floor, got, "read floor")
+	other, err := e.RekeyFloor(ctx, "a2")
+	noErr(t, err, "rekey floor of another agent")
+	equal(t, other.IsZero(), true, "floor of another agent is zero")
+	armDirect(t, e, "a1", "job", t0.Add(time.Hour), directKey(1, t0), time.Time{})
+	_, err = e.CancelAgent(ctx, "a1")
+	noErr(t, err, "cancel agent")
+	floor, err = e.RekeyFloor(ctx, "a1")
+	noErr(t, err, "rekey floor after cancel agent")
+	sameTime(t, floor, got, "floor after cancel agent")
 }

@@ -1,7 +1,9 @@
 package nas
 
 // In-process delivery: dispatchers that run inside NAS hand each fire to the
-// Service directly, with no HTTP hop and no request signature. The checks of
+// Service directly, with no HTTP hop and no request signature. A fire armed
+// for direct delivery is signed under the job's cron key (relay/direct)
+// instead of NAS's signing key; everything else about it is the same. The checks of
 // the relay route hold the same (a duplicate is not delivered again, a fire
 // whose row is gone or re-armed is dropped, a stopped instance's fire is
 // dropped), and NAS's answers map to the same outcomes (relay.AnswerOutcome,
@@ -11,11 +13,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/cronkey"
+	"github.com/chronoscron/chronos/relay/direct"
 )
 
 // claimFresh is how long after its claim a lease's row and stopped flag
@@ -40,16 +45,36 @@ const seenCap = 8192
 // fire's last-fire record to the dispatcher in the Outcome, to be written
 // with the ack (relay.Outcome.Record). It is safe for concurrent use.
 type LocalDeliverer struct {
-	s    *Service
-	seen seenSet
+	s      *Service
+	seen   seenSet
+	direct *direct.Deliverer
 }
 
 var _ relay.Deliverer = (*LocalDeliverer)(nil)
 
 // LocalDeliverer returns a deliverer of this service's fires for
-// dispatchers running in the same process.
+// dispatchers running in the same process. It delivers direct fires only
+// once WithCronKeys gave it the encryption key of the jobs' cron keys;
+// until then they are retried with a reason that says so.
 func (s *Service) LocalDeliverer() *LocalDeliverer {
-	return &LocalDeliverer{s: s}
+	return (&LocalDeliverer{s: s}).WithCronKeys(nil)
+}
+
+// WithCronKeys sets the encryption key the jobs' cron keys are sealed under
+// (relay.cron_key_encryption_key_file), with which d opens a direct fire's
+// key to sign it, and returns d. Call it before d delivers.
+func (d *LocalDeliverer) WithCronKeys(sealer *cronkey.Sealer) *LocalDeliverer {
+	s := d.s
+	dd, err := direct.New(direct.Config{
+		Sealer: sealer, Issuer: s.cfg.PublicURL, Caller: s.caller,
+		MaxAuthAttempts: s.cfg.Relay.Retry.MaxAuthAttempts, Logger: s.log, Now: s.now,
+	})
+	if err != nil {
+		// public_url and the caller are checked by New: unreachable.
+		panic(fmt.Sprintf("nas: direct deliverer: %v", err))
+	}
+	d.direct = dd
+	return d
 }
 
 // Deliver implements relay.Deliverer.
@@ -68,7 +93,16 @@ func (d *LocalDeliverer) Deliver(ctx context.Context, l relay.Lease) relay.Outco
 	if resp, settled := s.settleWithoutAgent(ctx, &req, info, &rec); settled {
 		return withRecord(relay.AnswerOutcome(resp), rec)
 	}
+	if info.Row.Direct.IsDirect() {
+		return d.deliverDirect(ctx, &req, info.Row, &rec)
+	}
 	resp, err := s.deliver(ctx, &req, info.Row, now, &rec)
+	return outcomeOf(resp, err, rec)
+}
+
+// outcomeOf maps NAS's answer to a fire, as the relay route would send it,
+// to the dispatcher's outcome.
+func outcomeOf(resp contract.RelayResponse, err error, rec lastFireOut) relay.Outcome {
 	if err != nil {
 		var e *contract.Error
 		if errors.As(err, &e) {
@@ -77,6 +111,30 @@ func (d *LocalDeliverer) Deliver(ctx context.Context, l relay.Lease) relay.Outco
 		return relay.Outcome{Kind: relay.Retry, Reason: err.Error()}
 	}
 	return withRecord(relay.AnswerOutcome(resp), rec)
+}
+
+// deliverDirect signs row's fire under the job's cron key and calls the
+// agent; its answer is NAS's answer to a mediated fire's (relayAnswer): the
+// same metrics, logs, last-fire record and outcome. A fire that cannot be
+// signed here (no encryption key, a key that does not open) is counted and
+// logged as a retry or a rejection (see direct.Deliverer.ErrorOutcome); its
+// reason names no key.
+func (d *LocalDeliverer) deliverDirect(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, rec *lastFireOut) relay.Outcome {
+	s := d.s
+	res, err := d.direct.Fire(ctx, row, req.Attempt)
+	if err != nil {
+		out := d.direct.ErrorOutcome(err)
+		if out.Kind == relay.Dead {
+			s.countFire(ctx, deliveryRejected, 0)
+			s.logFire(ctx, req, slog.LevelWarn, "fire rejected", "reason", out.Reason)
+		} else {
+			s.countFire(ctx, deliveryRetry, 0)
+			s.logFire(ctx, req, slog.LevelWarn, "fire not taken; relay retries", "reason", out.Reason)
+		}
+		return out
+	}
+	resp, err := s.relayAnswer(ctx, req, row, res, rec)
+	return outcomeOf(resp, err, *rec)
 }
 
 // withRecord hands the fire's last-fire record, if any, to the dispatcher,

@@ -71,6 +71,13 @@ type readyWaiter interface {
 	WaitReady(ctx context.Context) error
 }
 
+// tokenReadyWaiter is implemented by verifiers that know, from the token,
+// whether it needs the keys loading in the background
+// (*fireauth.DirectVerifier: a direct token needs none of NAS's).
+type tokenReadyWaiter interface {
+	WaitReadyFor(ctx context.Context, token string) error
+}
+
 // Check is one readiness check: nil when ready, else why not.
 type Check func(ctx context.Context) error
 
@@ -322,7 +329,11 @@ type fireToken struct {
 // a fresh start. When the fire may not proceed it answers and returns the
 // outcome and false.
 func (s *Server) verifyFire(w http.ResponseWriter, r *http.Request, log *slog.Logger, ft fireToken) (string, bool) {
-	if rw, ok := s.cfg.Verifier.(readyWaiter); ok {
+	if rw, ok := s.cfg.Verifier.(tokenReadyWaiter); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyWait)
+		_ = rw.WaitReadyFor(ctx, ft.token) // on timeout VerifyFire answers 503 itself
+		cancel()
+	} else if rw, ok := s.cfg.Verifier.(readyWaiter); ok {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyWait)
 		_ = rw.WaitReady(ctx) // on timeout VerifyFire answers 503 itself
 		cancel()

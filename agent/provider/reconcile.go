@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/cronkeys"
 	"github.com/chronoscron/chronos/agent/nasclient"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/backoff"
@@ -80,6 +81,13 @@ type ReconcilerConfig struct {
 	// Horizon is the furthest ahead a fire is armed; a slot beyond it is
 	// armed as a refresh fire (see RefreshPoint). Default DefaultHorizon.
 	Horizon time.Duration
+	// Delivery is the delivery mode provisions ask for
+	// (cron.chronos.delivery): contract.DeliveryDirect, or ""/
+	// contract.DeliveryNAS for NAS-mediated delivery. See direct.go.
+	Delivery string
+	// Keys keeps the jobs' cron keys; default the key store of Home (none
+	// without a Home, which direct delivery needs).
+	Keys *cronkeys.Store
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -96,10 +104,14 @@ type Reconciler struct {
 	// too far ahead.
 	horizon atomic.Int64
 
-	inSync   atomic.Bool
-	gen      atomic.Int64 // bumped by every change; a reconcile that saw an older one is not in sync
-	failures atomic.Int64
-	runs     atomic.Int64
+	inSync atomic.Bool
+	// rekey asks the next reconcile to provision every direct job again.
+	rekey atomic.Bool
+	// rekeyJobs are the jobs the reconcile in progress re-keys (under mu).
+	rekeyJobs map[string]bool
+	gen       atomic.Int64 // bumped by every change; a reconcile that saw an older one is not in sync
+	failures  atomic.Int64
+	runs      atomic.Int64
 }
 
 // NewReconciler returns a reconciler for cfg.
@@ -130,6 +142,9 @@ func NewReconciler(cfg ReconcilerConfig) (*Reconciler, error) {
 	}
 	if cfg.ResyncInterval < 0 {
 		return nil, errors.New("provider: ResyncInterval must not be negative")
+	}
+	if err := cfg.openKeys(); err != nil {
+		return nil, err
 	}
 	r := &Reconciler{cfg: cfg, kick: make(chan struct{}, 1), resync: make(chan struct{}, 1)}
 	r.horizon.Store(int64(cfg.Horizon))
@@ -374,7 +389,9 @@ type observation struct {
 	desired []agent.Desired
 	slots   []agent.Desired
 	waiting map[string]time.Time
-	plan    Plan
+	// jobs are the ids of every job the agent has.
+	jobs map[string]bool
+	plan Plan
 	// known is the armed set the state recorded before (see
 	// ComputePlanKnown).
 	known []Arm
@@ -395,6 +412,10 @@ func (r *Reconciler) observe(ctx context.Context, listing nasclient.Listing, kno
 	o.slots = o.desired
 	o.desired = r.withinHorizon(o.desired, o.now)
 	o.waiting = Waiting(jobs, o.now)
+	o.jobs = make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		o.jobs[j.ID] = true
+	}
 	o.plan = ComputePlanKnown(o.desired, o.waiting, listing.Armed, known, r.cfg.CallbackURL, o.now)
 	return o, nil
 }
@@ -532,6 +553,7 @@ func (r *Reconciler) reconcile(ctx context.Context, st *State, res *Result, fail
 			}
 		}
 	}
+	r.planDelivery(ctx, listing, &o, fail)
 	return &o, r.apply(ctx, listing, o, res, fail)
 }
 
@@ -547,23 +569,31 @@ func (r *Reconciler) apply(ctx context.Context, listing nasclient.Listing, o obs
 		// The window NAS holds as far as it is known: a NAS that does not
 		// list windows keeps the one last provisioned on record.
 		flex, _ := heldFlex(a, prev)
-		armed[a.JobID] = Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL, FlexSeconds: flex}
+		armed[a.JobID] = Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL, FlexSeconds: flex, Delivery: listedDelivery(a)}
 	}
 	slots := map[string]time.Time{}
 	for _, d := range o.slots {
 		slots[d.JobID] = d.FireAt
 	}
 	for _, p := range o.plan.Provision {
-		out, err := r.provisionWithinHorizon(ctx, &p, slots[p.JobID])
+		out, err := r.provisionKeyed(ctx, &p, slots[p.JobID])
 		if err != nil {
 			fail("provision", p.JobID, err)
+			if r.rekeying(p.JobID) {
+				r.rekey.Store(true) // the next reconcile re-keys again
+			}
 			continue
 		}
-		p.ScheduleID = out.ScheduleID
+		p.ScheduleID, p.Delivery = out.ScheduleID, answeredDelivery(out)
 		armed[p.JobID] = p
 		res.Provisioned = append(res.Provisioned, p.JobID)
 	}
 	for _, c := range o.plan.Cancel {
+		// The job's keys go at once, whatever NAS answers: a fire of a
+		// cancelled job is not run.
+		if err := r.dropKeys(ctx, c.JobID); err != nil {
+			fail("drop cron key", c.JobID, err)
+		}
 		if err := r.cfg.NAS.Cancel(ctx, c.JobID); err != nil {
 			fail("cancel", c.JobID, err)
 			continue
@@ -744,7 +774,7 @@ func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 	out.Desired = desiredArms(o.desired, o.now, r.cfg.CallbackURL)
 	out.Armed = make([]Arm, 0, len(listing.Armed))
 	for _, a := range listing.Armed {
-		out.Armed = append(out.Armed, Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL, FlexSeconds: a.FlexSeconds})
+		out.Armed = append(out.Armed, Arm{JobID: a.JobID, FireAt: a.FireAt.UTC(), ScheduleID: a.ScheduleID, CallbackURL: a.AgentCallbackURL, FlexSeconds: a.FlexSeconds, Delivery: listedDelivery(a)})
 	}
 	slices.SortFunc(out.Armed, func(a, b Arm) int { return strings.Compare(a.JobID, b.JobID) })
 	return out, nil

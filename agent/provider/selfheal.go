@@ -135,6 +135,7 @@ func (r *Reconciler) provisionWithinHorizon(ctx context.Context, p *Arm, slot ti
 		return contract.ProvisionRequest{
 			JobID: p.JobID, FireAt: contract.NewTime(p.FireAt), AgentCallbackURL: r.cfg.CallbackURL,
 			DedupKey: nasclient.DedupKey(p.JobID, p.FireAt), FlexSeconds: p.FlexSeconds,
+			Delivery: r.askDelivery(),
 		}
 	}
 	out, err := r.cfg.NAS.Provision(ctx, req())

@@ -38,6 +38,9 @@ type Arm struct {
 	// 0: none. In the state's armed set it is the window last provisioned
 	// for the fire, kept when NAS does not list flex_seconds back.
 	FlexSeconds int64 `json:"flex_seconds,omitempty"`
+	// Delivery is "direct" for a fire armed (or wanted) for direct
+	// delivery; empty for NAS-mediated delivery. The key is never here.
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // Result is the outcome of one reconcile.

@@ -195,12 +195,16 @@ func ArmChange(ctx context.Context, t Target, rt *agent.Runtime) (ArmReport, err
 	defer cancel()
 	ch := t.Config.Cron.Chronos
 	quiet := slog.New(slog.DiscardHandler)
-	nc, err := nasclient.New(nasclient.Config{PortalURL: ch.PortalURL, AccessToken: ch.AccessToken, Logger: quiet})
+	delivery, err := ch.DeliveryMode()
+	if err != nil {
+		return rep, fmt.Errorf("arming at NAS: %w", err)
+	}
+	nc, err := nasclient.New(nasclient.Config{PortalURL: ch.PortalURL, AccessToken: ch.AccessToken, Logger: quiet, Delivery: delivery})
 	if err != nil {
 		return rep, fmt.Errorf("arming at NAS: %w", err)
 	}
 	rec, err := NewReconciler(ReconcilerConfig{
-		Source: rt, NAS: nc, CallbackURL: ch.CallbackURL, Home: t.Home, By: "cli", Logger: quiet,
+		Source: rt, NAS: nc, CallbackURL: ch.CallbackURL, Home: t.Home, By: "cli", Logger: quiet, Delivery: delivery,
 	})
 	if err != nil {
 		return rep, fmt.Errorf("arming at NAS: %w", err)

@@ -21,12 +21,16 @@ const (
 	readyPoll = 20 * time.Millisecond
 )
 
-// newNASClient returns the client of NAS's agent API for ch, telling clock
-// the Date of NAS's answers; maxAttempts 0
-// is the client's default.
+// newNASClient returns the client of NAS's agent API for ch (asking for
+// its delivery mode), telling clock the Date of NAS's answers; maxAttempts
+// 0 is the client's default.
 func newNASClient(ch provider.ChronosConfig, log *slog.Logger, maxAttempts int, clock *clockskew.Estimator) (*nasclient.Client, error) {
+	delivery, err := ch.DeliveryMode()
+	if err != nil {
+		return nil, err
+	}
 	return nasclient.New(nasclient.Config{PortalURL: ch.PortalURL, AccessToken: ch.AccessToken, MaxAttempts: maxAttempts, Logger: log,
-		Clock: clock, Now: clock.Local})
+		Clock: clock, Now: clock.Local, Delivery: delivery})
 }
 
 // saveState records the serving agent in the home's state file, for

@@ -26,6 +26,7 @@ import (
 	"github.com/chronoscron/chronos/agent/fireauth"
 	agenthttp "github.com/chronoscron/chronos/agent/http"
 	"github.com/chronoscron/chronos/agent/provider"
+	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/internal/systemd"
 )
@@ -126,13 +127,16 @@ type sidecar struct {
 	ln       net.Listener
 	rt       *agent.Runtime
 	verifier *fireauth.JWTVerifier
-	skew     *clockskew.Estimator
-	rec      *provider.Reconciler
-	resync   time.Duration
-	srv      *agenthttp.Server
-	ui       *localUI
-	runCtx   context.Context
-	wg       sync.WaitGroup
+	// fires verifies fire tokens: direct ones under the jobs' cron keys,
+	// NAS's with verifier.
+	fires  *fireauth.DirectVerifier
+	skew   *clockskew.Estimator
+	rec    *provider.Reconciler
+	resync time.Duration
+	srv    *agenthttp.Server
+	ui     *localUI
+	runCtx context.Context
+	wg     sync.WaitGroup
 }
 
 // Run runs the agent on o.Config's home until ctx ends (nil), the agent has
@@ -261,25 +265,41 @@ func (s *sidecar) openProvider() error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	delivery, err := ch.DeliveryMode()
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	nc, err := newNASClient(ch, s.log.With("component", "nasclient"), 0, s.skew)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	rec, err := provider.NewReconciler(provider.ReconcilerConfig{
 		Source: s.rt, NAS: nc, CallbackURL: ch.CallbackURL, Home: s.o.Config.Home, By: "agent", CatchUp: true,
-		ResyncInterval: resync, Logger: s.log.With("component", "reconcile"), Now: s.skew.Now,
+		ResyncInterval: resync, Logger: s.log.With("component", "reconcile"), Now: s.skew.Now, Delivery: delivery,
 	})
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	verifier, err := fireauth.New(s.runCtx, fireauth.Config{
+	vcfg := fireauth.Config{
 		JWKSURL: ch.NASJWKSURL, Issuer: ch.ExpectedIssuer(), Audience: ch.ExpectedAudience,
 		Logger: s.log.With("component", "fireauth"), Now: s.skew.Now, Issued: s.skew,
-	})
+	}
+	verifier, err := fireauth.New(s.runCtx, vcfg)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	s.verifier, s.rec, s.resync = verifier, rec, resync
+	// Direct tokens are told apart in the same handler whatever the mode:
+	// an agent that went back to mediated delivery still verifies the
+	// slots armed under a key, and refuses NAS's tokens for direct jobs.
+	fires, err := fireauth.NewDirect(verifier, rec.Keys(), vcfg)
+	if err != nil {
+		verifier.Close()
+		return fmt.Errorf("agent: %w", err)
+	}
+	if delivery == contract.DeliveryDirect {
+		s.log.Info("direct delivery asked for: NAS's provision answers carry each job's cron key", "keys", rec.Keys().Path())
+	}
+	s.verifier, s.fires, s.rec, s.resync = verifier, fires, rec, resync
 	return nil
 }
 
@@ -295,12 +315,18 @@ func (s *sidecar) handler() *agenthttp.Server {
 		hcfg.ResyncInterval = s.resync
 	}
 	if v := s.verifier; v != nil {
-		hcfg.Verifier = v
+		hcfg.Verifier = s.fires
 		if s.o.WrapVerifier != nil {
-			hcfg.Verifier = s.o.WrapVerifier(v)
+			hcfg.Verifier = s.o.WrapVerifier(s.fires)
 		}
 		hcfg.ReconcileVerifier = v
-		hcfg.Reconcile = func(string) { s.rec.Resync() }
+		hcfg.Reconcile = func(reason string) {
+			if reason == contract.ReconcileReasonRekey {
+				s.rec.Rekey()
+				return
+			}
+			s.rec.Resync()
+		}
 		hcfg.Checks = map[string]agenthttp.Check{"jwks": func(context.Context) error {
 			if !v.Ready() {
 				return errors.New("NAS's key set is not loaded yet")

@@ -176,7 +176,7 @@ func (v *DirectVerifier) VerifyFire(ctx context.Context, token string, body []by
 	if !v.isDirect(token) {
 		if v.keys.Direct(req.JobID) {
 			v.check.cfg.Logger.Warn("fireauth: fire token rejected", "job_id", req.JobID, "reason", "a NAS token for a job delivered directly")
-			return reject("the job is delivered directly: a token signed by NAS is not accepted for it")
+			return reject("the job is delivered directly: only a token signed with its cron key (HS256) is accepted")
 		}
 		err := v.nas.VerifyFire(ctx, token, body, req)
 		if err == nil {

@@ -198,6 +198,7 @@ var goTypes = map[string]struct {
 	"RSAKey":                 {reflect.TypeFor[contract.JWK](), true},
 	"HealthResponse":         {reflect.TypeFor[contract.HealthResponse](), false},
 	"InstanceStateResponse":  {reflect.TypeFor[contract.InstanceStateResponse](), false},
+	"AgentRekeyResponse":     {reflect.TypeFor[contract.AgentRekeyResponse](), false},
 	"CancelAllResponse":      {reflect.TypeFor[contract.CancelAllResponse](), false},
 	"AgentStateResponse":     {reflect.TypeFor[contract.AgentStateResponse](), false},
 	"DeadLetter":             {reflect.TypeFor[contract.DeadLetter](), false},

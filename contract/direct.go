@@ -39,3 +39,15 @@ const (
 // agent (chronos agent rekey): the agent provisions each of its direct jobs
 // again, and each answer carries the job's new cron key.
 const ReconcileReasonRekey = "rekey"
+
+// AgentRekeyResponse answers the operator's re-key of an agent (POST
+// PathOperatorAgentRekey): cron keys of the agent minted before RekeyedAt
+// are retired. NAS asks the agent's instances to reconcile (reason
+// ReconcileReasonRekey), and each provision of a direct job then answers a
+// new key; a fire armed under an old key keeps it until its job is
+// provisioned again, so none is lost.
+type AgentRekeyResponse struct {
+	AgentID string `json:"agent_id"`
+	// RekeyedAt is the agent's rekey floor.
+	RekeyedAt Time `json:"rekeyed_at"`
+}

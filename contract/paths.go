@@ -24,8 +24,11 @@ const (
 	// switch of one agent.
 	PathOperatorAgentDisable = "/api/operator/agents/{agent_id}/disable"
 	PathOperatorAgentEnable  = "/api/operator/agents/{agent_id}/enable"
-	PathOperatorDLQ          = "/api/operator/dlq"
-	PathOperatorDLQReplay    = "/api/operator/dlq/replay"
+	// PathOperatorAgentRekey retires every cron key of an agent's direct
+	// jobs (chronos agent rekey).
+	PathOperatorAgentRekey = "/api/operator/agents/{agent_id}/rekey"
+	PathOperatorDLQ        = "/api/operator/dlq"
+	PathOperatorDLQReplay  = "/api/operator/dlq/replay"
 )
 
 // Header names used on the wire.

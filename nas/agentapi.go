@@ -16,6 +16,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/cronkey"
 )
 
 // checkArm validates one arm request and returns the normalised callback.
@@ -82,7 +83,20 @@ func (s *Service) armRequest(ctx context.Context, id Identity, jobID string, fir
 
 // Provision arms (upserts) the one-shot of id's job. The same fire_at (and
 // flex_seconds) again returns the same schedule id and writes nothing.
+//
+// A provision that asks for direct delivery (delivery: direct) of an agent
+// the agents file allows it is armed for direct delivery under the job's
+// cron key: the key its row holds when that was minted since the agent's
+// rekey floor and within relay.cron_key_max_age, else a new one. The answer
+// then carries delivery "direct", the key and its id. One that asks for
+// direct delivery NAS does not allow, or for "nas", is armed NAS-mediated
+// (a key the job held is retired) and answered delivery "nas". One that
+// asks for nothing is answered as before delivery modes existed.
 func (s *Service) Provision(ctx context.Context, id Identity, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
+	if !contract.ValidDelivery(req.Delivery) {
+		return contract.ProvisionResponse{}, contract.BadRequest(contract.CodeInvalidRequest,
+			"delivery must be %q or %q (or left out), not %q", contract.DeliveryNAS, contract.DeliveryDirect, req.Delivery)
+	}
 	cb, e := s.checkArm(req.JobID, req.FireAt, req.AgentCallbackURL, req.DedupKey, req.FlexSeconds, s.now())
 	if e != nil {
 		return contract.ProvisionResponse{}, e
@@ -91,10 +105,23 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 	if err != nil {
 		return contract.ProvisionResponse{}, fmt.Errorf("provision: %w", err)
 	}
-	res, err := s.engine.Arm(ctx, arm)
-	if err != nil {
+	var (
+		res relay.ArmResult
+		key cronkey.Key
+	)
+	if req.Delivery == contract.DeliveryDirect && s.directAllowed(ctx, id.AgentID) {
+		minted, err := s.withCronKey(ctx, &arm)
+		if err != nil {
+			return contract.ProvisionResponse{}, err
+		}
+		res, key, err = s.armDirect(ctx, arm, minted)
+		if err != nil {
+			return contract.ProvisionResponse{}, s.engineErr("provision", err)
+		}
+	} else if res, err = s.engine.Arm(ctx, arm); err != nil {
 		return contract.ProvisionResponse{}, s.engineErr("provision", err)
 	}
+	s.logRekeyed(ctx, res)
 	if res.Changed {
 		s.noteSummary(ctx, summaryArmed, 0)
 		if s.log.Enabled(ctx, slog.LevelDebug) {
@@ -103,7 +130,15 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 		}
 	}
 	s.rememberCallback(ctx, id.InstanceID, cb)
-	return contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: fireAt(res.OneShot), Armed: true}, nil
+	resp := contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: fireAt(res.OneShot), Armed: true}
+	switch {
+	case req.Delivery == "":
+	case res.OneShot.Direct.IsDirect():
+		resp.Delivery, resp.CronKey, resp.CronKeyID = contract.DeliveryDirect, key.Encoded(), key.ID
+	default:
+		resp.Delivery = contract.DeliveryNAS
+	}
+	return resp, nil
 }
 
 // Cancel removes id's job; an unknown job is a no-op.
@@ -232,9 +267,14 @@ func (s *Service) AckFailedFires(ctx context.Context, id Identity, req contract.
 	return contract.FailedFiresAckResponse{OK: true, Acknowledged: n}, nil
 }
 
+// armedJob is the list entry of o: never its cron key, only its mode.
 func armedJob(o relay.OneShot) contract.ArmedJob {
-	return contract.ArmedJob{JobID: o.JobID, FireAt: fireAt(o), ScheduleID: o.ScheduleID, AgentCallbackURL: o.CallbackURL,
+	j := contract.ArmedJob{JobID: o.JobID, FireAt: fireAt(o), ScheduleID: o.ScheduleID, AgentCallbackURL: o.CallbackURL,
 		FlexSeconds: int64(o.Flex / time.Second)}
+	if o.Direct.IsDirect() {
+		j.Delivery = contract.DeliveryDirect
+	}
+	return j
 }
 
 // PutArmed makes id's armed set equal to req: it validates every entry first
@@ -303,6 +343,11 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 		arm, err := s.armRequest(ctx, id, jobID, d.FireAt, callbacks[jobID], d.FlexSeconds)
 		if err != nil {
 			return contract.PutArmedResponse{}, fmt.Errorf("put armed: %w", err)
+		}
+		// The bulk form carries no delivery mode and no key: a direct job
+		// stays direct under the key it holds (a provision re-keys it).
+		if held := existing[jobID].Direct; held.IsDirect() && s.directAllowed(ctx, id.AgentID) {
+			arm.Direct = held
 		}
 		res, err := s.engine.Arm(ctx, arm)
 		if err != nil {

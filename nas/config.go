@@ -13,6 +13,7 @@ import (
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/cronkey"
 )
 
 // Signing algorithms of the cron_fire token. ES256 is the default: agents
@@ -119,6 +120,10 @@ type Config struct {
 	// exposed are the secret files LoadConfig read that their group or
 	// others may read (see ExposedSecretFiles).
 	exposed []secretfile.Exposure
+	// sealer seals and opens cron keys under
+	// relay.cron_key_encryption_key_file, once LoadConfig read it (see
+	// CronKeySealer).
+	sealer *cronkey.Sealer
 }
 
 // RelayConfig configures the relay side of NAS.
@@ -148,6 +153,18 @@ type RelayConfig struct {
 	// answering) is dead-lettered instead when it is claimed, so its agent
 	// learns of it as a failed fire. Default: relay.retry.max_age.
 	MisfireGrace time.Duration `yaml:"misfire_grace"`
+	// CronKeyEncryptionKeyFile names the file of the key that seals the
+	// cron keys of direct delivery in the store (32 bytes in base64 or
+	// hex; make one with `head -c 32 /dev/urandom | base64`), mode 0600:
+	// a file its group or others may read is refused. NAS seals each
+	// key with it at provision, and every dispatcher (NAS's and chronos
+	// relay's) opens it to sign a direct fire. Required when the agents
+	// file allows any agent direct delivery. Default "".
+	CronKeyEncryptionKeyFile string `yaml:"cron_key_encryption_key_file"`
+	// CronKeyMaxAge is how long a job's cron key is kept: the first
+	// provision of the job after it gets a new key. Positive. Default
+	// 720h (30 days).
+	CronKeyMaxAge time.Duration `yaml:"cron_key_max_age"`
 }
 
 // PerAgentConfig is the dispatchers' flow control per agent (see
@@ -265,6 +282,8 @@ const (
 	// DefaultPerAgentParallelism is the default of
 	// relay.per_agent.parallelism.
 	DefaultPerAgentParallelism = 4
+	// DefaultCronKeyMaxAge is the default of relay.cron_key_max_age.
+	DefaultCronKeyMaxAge = 30 * 24 * time.Hour
 )
 
 // WithDefaults returns a copy of c with every unset key at its default.
@@ -294,6 +313,9 @@ func (c Config) WithDefaults() Config {
 	if c.Relay.PerAgent.Parallelism == nil {
 		n := DefaultPerAgentParallelism
 		c.Relay.PerAgent.Parallelism = &n
+	}
+	if c.Relay.CronKeyMaxAge == 0 {
+		c.Relay.CronKeyMaxAge = DefaultCronKeyMaxAge
 	}
 	if c.Relay.MisfireGrace == 0 && c.Relay.Retry.MaxAge > 0 {
 		c.Relay.MisfireGrace = c.Relay.Retry.MaxAge
@@ -493,6 +515,9 @@ func (r RelayConfig) validate(p *problems) {
 	}
 	if r.MisfireGrace < 0 {
 		p.add("relay.misfire_grace: %s must not be negative", r.MisfireGrace)
+	}
+	if r.CronKeyMaxAge < 0 {
+		p.add("relay.cron_key_max_age: %s must be positive (how long a job's cron key of direct delivery is kept)", r.CronKeyMaxAge)
 	}
 }
 

@@ -315,17 +315,18 @@ func (s *Service) setAgentDisabled(ctx context.Context, agentID string, disabled
 	s.invalidateCensus()
 	s.log.InfoContext(ctx, "agent state changed", "agent_id", agentID, "disabled", disabled)
 	if changed && !disabled {
-		s.nudgeAgent(ctx, agentID)
+		s.nudgeAgent(ctx, agentID, contract.ReconcileReasonAgentEnabled)
 	}
 	return contract.AgentStateResponse{AgentID: agentID, Disabled: disabled}, nil
 }
 
 // nudgeAgent asks the instances of agentID that hold armed fires to
-// reconcile (in the background, see nudge): an agent enabled again learns
-// it at once, where its calls were refused while it was disabled, instead
-// of at its next resync. An agent with nothing armed is not asked: NAS
-// knows no callback of it to ask.
-func (s *Service) nudgeAgent(ctx context.Context, agentID string) {
+// reconcile, giving reason (in the background, see nudge): an agent enabled
+// again learns it at once, where its calls were refused while it was
+// disabled, instead of at its next resync, and a re-keyed one provisions its
+// direct jobs for their new keys. An agent with nothing armed is not asked:
+// NAS knows no callback of it to ask.
+func (s *Service) nudgeAgent(ctx context.Context, agentID, reason string) {
 	items, _, err := s.engine.List(ctx, agentID, "", nudgeListLimit)
 	if err != nil {
 		s.log.WarnContext(ctx, "reconcile request not sent: listing the agent's fires failed; it heals on its own resync", "agent_id", agentID, "error", err)
@@ -337,7 +338,7 @@ func (s *Service) nudgeAgent(ctx context.Context, agentID string) {
 			continue
 		}
 		seen[o.InstanceID] = true
-		s.nudge(ctx, o.InstanceID, contract.ReconcileReasonAgentEnabled)
+		s.nudge(ctx, o.InstanceID, reason)
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
 	"gopkg.in/yaml.v3"
+
+	"github.com/chronoscron/chronos/contract"
 )
 
 // Identity is who an agent token belongs to.
@@ -54,6 +56,11 @@ var (
 // override relay.per_agent.*, and Disabled holds every fire of the agent and
 // refuses its calls until the entry no longer says so. Entries of one agent
 // (one per instance) that set a field must agree on it.
+//
+// Delivery is the delivery mode NAS allows the agent: "direct" lets a
+// provision that asks for it (contract.DeliveryDirect) arm the job for
+// direct delivery under a per-job cron key; "" or "nas" keeps every fire
+// NAS-mediated. Any other value is refused when the file is loaded.
 type AgentEntry struct {
 	AgentID     string   `yaml:"agent_id"`
 	InstanceID  string   `yaml:"instance_id"`
@@ -62,6 +69,7 @@ type AgentEntry struct {
 	Parallelism *int     `yaml:"parallelism"`
 	Rate        *float64 `yaml:"rate"`
 	Disabled    bool     `yaml:"disabled"`
+	Delivery    string   `yaml:"delivery"`
 }
 
 // FilePolicy is what the agents file says of one agent's flow control: a
@@ -73,6 +81,8 @@ type FilePolicy struct {
 	Rate *float64
 	// Disabled forces the agent disabled.
 	Disabled bool
+	// Direct allows the agent direct delivery (delivery: direct).
+	Direct bool
 }
 
 // AgentPolicySource is the part of a verifier that sets agents' flow
@@ -160,6 +170,9 @@ func checkPolicyFields(e AgentEntry) error {
 	if e.Rate != nil && !(*e.Rate > 0 && !math.IsInf(*e.Rate, 0)) {
 		return fmt.Errorf("rate %v must be a positive number of deliveries per second (leave it out for relay.per_agent.rate)", *e.Rate)
 	}
+	if !contract.ValidDelivery(e.Delivery) {
+		return fmt.Errorf("delivery %q is not %s or %s (leave it out for %s)", e.Delivery, contract.DeliveryNAS, contract.DeliveryDirect, contract.DeliveryNAS)
+	}
 	return nil
 }
 
@@ -185,6 +198,11 @@ func agentPolicies(entries []AgentEntry) (map[string]FilePolicy, error) {
 			return nil, fmt.Errorf("entry %d (%s): disabled differs between the entries of the agent", i, e.AgentID)
 		}
 		p.Disabled = e.Disabled
+		direct := e.Delivery == contract.DeliveryDirect
+		if seen && direct != p.Direct {
+			return nil, fmt.Errorf("entry %d (%s): delivery differs between the entries of the agent", i, e.AgentID)
+		}
+		p.Direct = direct
 		out[e.AgentID] = p
 	}
 	return out, nil

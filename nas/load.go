@@ -12,11 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/chronoscron/chronos/internal/envconfig"
 	"github.com/chronoscron/chronos/internal/secretfile"
+	"github.com/chronoscron/chronos/relay/cronkey"
 )
 
 // Environment variables of NAS. Every config key has its own,
@@ -74,6 +76,9 @@ func LoadConfig(path string, lookup func(string) (string, bool)) (Config, error)
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.readSecretFiles(); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := cfg.loadCronKeySealer(); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	cfg = cfg.WithDefaults()
@@ -158,7 +163,7 @@ func listsFromScalars(doc *yaml.Node) bool {
 // the file's directory dir, so that a config works from any working
 // directory.
 func (c *Config) resolvePaths(dir string) {
-	for _, p := range []*string{&c.AgentsFile, &c.SigningKeysDir, &c.Relay.SecretsFile, &c.OperatorTokenFile, &c.StoreFile} {
+	for _, p := range []*string{&c.AgentsFile, &c.SigningKeysDir, &c.Relay.SecretsFile, &c.OperatorTokenFile, &c.StoreFile, &c.Relay.CronKeyEncryptionKeyFile} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
@@ -183,6 +188,37 @@ func (c *Config) readSecretFiles() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// loadCronKeySealer reads relay.cron_key_encryption_key_file, when set
+// (cronkey.LoadSealer: a file its group or others may read is refused).
+func (c *Config) loadCronKeySealer() error {
+	c.sealer = nil
+	if c.Relay.CronKeyEncryptionKeyFile == "" {
+		return nil
+	}
+	s, err := cronkey.LoadSealer(c.Relay.CronKeyEncryptionKeyFile)
+	if err != nil {
+		return fmt.Errorf("relay.cron_key_encryption_key_file: %w", err)
+	}
+	c.sealer = s
+	return nil
+}
+
+// CronKeySealer returns the sealer of the cron keys of direct delivery,
+// under relay.cron_key_encryption_key_file: the one LoadConfig loaded, or,
+// for a Config built in code, the file read now. It returns nil without an
+// error when the key is not configured (no agent may use direct delivery
+// then). Every dispatcher that delivers direct fires opens their keys with
+// it.
+func (c Config) CronKeySealer() (*cronkey.Sealer, error) {
+	if c.sealer != nil || c.Relay.CronKeyEncryptionKeyFile == "" {
+		return c.sealer, nil
+	}
+	if err := c.loadCronKeySealer(); err != nil {
+		return nil, err
+	}
+	return c.sealer, nil
 }
 
 // ExposedSecretFiles returns the secret files (operator_token_file,
@@ -294,6 +330,7 @@ var noZero = []struct {
 }{
 	{[]string{"limits", "rate_per_second"}, "LIMITS_RATE_PER_SECOND", "must be positive (API calls per second of one agent; leave it out for the default 20)"},
 	{[]string{"limits", "burst"}, "LIMITS_BURST", "must be at least 1 (leave it out for the default 100)"},
+	{[]string{"relay", "cron_key_max_age"}, "RELAY_CRON_KEY_MAX_AGE", "must be positive (how long a job's cron key of direct delivery is kept; leave it out for the default 720h)"},
 }
 
 // refuseZeros reports the noZero keys a config file sets to zero.
@@ -347,6 +384,10 @@ func lookupNode(n *yaml.Node, path []string) *yaml.Node {
 
 // isZero reports whether a scalar reads as the number zero.
 func isZero(v string) bool {
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	v = strings.TrimSpace(v)
+	if d, err := time.ParseDuration(v); err == nil {
+		return d == 0
+	}
+	f, err := strconv.ParseFloat(v, 64)
 	return err == nil && f == 0
 }

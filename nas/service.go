@@ -66,6 +66,7 @@ type Service struct {
 	summary  fireSummary        // the relay route's fires since its last INFO summary
 	sessions sessionRevocations // operator sessions ended by a logout
 	logins   *loginThrottle     // the dashboard login's failures per address
+	direct   directState        // direct delivery's cron keys
 }
 
 // New builds a Service. Config must validate after WithDefaults, except that
@@ -130,6 +131,9 @@ func New(opts Options) (*Service, error) {
 	// their portal_url, which operators copy from the same place.
 	s.minter = &Minter{Keys: opts.Keys, Issuer: cfg.PublicURL, TTL: cfg.FireTokenTTL}
 	s.metrics = newMetrics(opts.Engine)
+	if err := s.initDirect(policySource(s.verifier)); err != nil {
+		return nil, fmt.Errorf("nas: %w", err)
+	}
 	s.initSelfHeal()
 	s.initFlow()
 	s.sessions = newSessionRevocations(opts.Engine, cfg.Store, s.log, s.now)

@@ -17,7 +17,7 @@ const (
 )
 
 func newAgentCmd() *cobra.Command {
-	return groupCmd("agent", "Run and inspect the agent sidecar; cancel, disable or enable an agent's fires at NAS",
+	return groupCmd("agent", "Run and inspect the agent sidecar; cancel, disable, enable or re-key an agent's fires at NAS",
 		newAgentServeCmd(),
 		newAgentStatusCmd(),
 		newAgentCancelAllCmd(),
@@ -25,6 +25,7 @@ func newAgentCmd() *cobra.Command {
 			(*operator.Client).DisableAgent),
 		newAgentStateCmd("enable", "Enable a disabled agent at NAS: its held fires go out",
 			(*operator.Client).EnableAgent),
+		newAgentRekeyCmd(),
 	)
 }
 

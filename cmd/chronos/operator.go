@@ -178,6 +178,28 @@ nas.yaml, else the environment).`,
 	}, "the agent's state")
 }
 
+func newAgentRekeyCmd() *cobra.Command {
+	var f operatorFlags
+	return f.register(&cobra.Command{
+		Use: "rekey AGENT_ID", Short: "Retire the cron keys of an agent's direct jobs: each gets a new key", Args: cobra.ExactArgs(1),
+		Long: `Retire every cron key of the agent's direct-delivery jobs at NAS (direct
+delivery: docs/operations.md). NAS records the moment in the store, so every
+NAS process mints a new key at the next provision of each job, and asks the
+agent's instances to reconcile now, which provisions them. A fire already
+armed under an old key keeps it until its job is provisioned again: no fire
+is lost. Keys also expire on their own after relay.cron_key_max_age. An agent
+NAS knows nothing of is an error. NAS is found as chronos dlq finds it
+(--nas-url and --operator-token, else --config nas.yaml, else the
+environment).`,
+		Example: "  chronos agent rekey billing --config /etc/chronos/nas.yaml\n  chronos agent rekey billing --json",
+		RunE: operatorRun(&f, "agent rekey", func(ctx context.Context, oc *operator.Client, args []string) (contract.AgentRekeyResponse, error) {
+			return oc.RekeyAgent(ctx, args[0])
+		}, func(r contract.AgentRekeyResponse) func(io.Writer) error {
+			return cmdline.Textf("%s", operator.RekeyLine(r))
+		}),
+	}, "the re-key")
+}
+
 func newAgentCancelAllCmd() *cobra.Command {
 	var f operatorFlags
 	return f.register(&cobra.Command{

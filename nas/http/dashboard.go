@@ -4,8 +4,9 @@ package nashttp
 // route that trades the operator token for a SameSite=Strict, HttpOnly
 // cookie, and the same-origin check of cookie-authenticated POSTs. The page
 // reads the operator routes (overview, dead letter, unarmed jobs) with that
-// cookie, replays dead letters through the replay route and disables and
-// enables agents through the kill switch routes.
+// cookie, replays dead letters through the replay route, disables and
+// enables agents through the kill switch routes and re-keys them through
+// the rekey route.
 
 import (
 	"embed"

@@ -331,7 +331,8 @@ func TestFlexSecondsArms(t *testing.T) {
 	// The bulk update arms the same way, and reports the windows.
 	p := b.provisionBody("bulk", slot)
 	p.FlexSeconds = flex
-	rec := b.do(b.public, request{method: "PUT", path: contract.PathArmed, token: tokenA, body: contract.PutArmedRequest{Armed: []contract.DesiredArm{contract.DesiredArm(p)}}})
+	rec := b.do(b.public, request{method: "PUT", path: contract.PathArmed, token: tokenA, body: contract.PutArmedRequest{Armed: []contract.DesiredArm{{
+		JobID: p.JobID, FireAt: p.FireAt, AgentCallbackURL: p.AgentCallbackURL, DedupKey: p.DedupKey, FlexSeconds: p.FlexSeconds}}}})
 	if rec.Code != 200 {
 		t.Fatalf("put armed: %d %s", rec.Code, rec.Body)
 	}

@@ -369,7 +369,7 @@ func TestNASPutArmed(t *testing.T) {
 		req := contract.PutArmedRequest{Armed: []contract.DesiredArm{}}
 		for j, t := range jobs {
 			p := b.provisionBody(j, t)
-			req.Armed = append(req.Armed, contract.DesiredArm(p))
+			req.Armed = append(req.Armed, contract.DesiredArm{JobID: p.JobID, FireAt: p.FireAt, AgentCallbackURL: p.AgentCallbackURL, DedupKey: p.DedupKey})
 		}
 		return req
 	}

@@ -65,6 +65,14 @@ func (s *Server) enableAgent(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, resp)
 }
 
+func (s *Server) rekeyAgent(c echo.Context) error {
+	resp, err := s.svc.RekeyAgent(c.Request().Context(), c.Param("agent_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
 func (s *Server) cancelAll(c echo.Context) error {
 	resp, err := s.svc.CancelAgent(c.Request().Context(), c.Param("agent_id"))
 	if err != nil {

@@ -187,6 +187,7 @@ func (s *Server) internalRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
 		e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll), m...)
 		e.POST(echoPath(contract.PathOperatorAgentDisable), s.operator(s.disableAgent), m...)
 		e.POST(echoPath(contract.PathOperatorAgentEnable), s.operator(s.enableAgent), m...)
+		e.POST(echoPath(contract.PathOperatorAgentRekey), s.operator(s.rekeyAgent), m...)
 		e.GET(contract.PathOperatorDLQ, s.operator(s.listDead), m...)
 		e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay), m...)
 		e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed), m...)

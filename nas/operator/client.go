@@ -187,6 +187,14 @@ func (c *Client) agentState(ctx context.Context, route, agentID string) (contrac
 	return resp, err
 }
 
+// RekeyAgent retires the cron keys of an agent's direct jobs: NAS asks
+// the agent to reconcile, and each job's next provision gets a new key.
+func (c *Client) RekeyAgent(ctx context.Context, agentID string) (contract.AgentRekeyResponse, error) {
+	var resp contract.AgentRekeyResponse
+	err := c.call(ctx, http.MethodPost, pathWith(contract.PathOperatorAgentRekey, "{agent_id}", agentID), nil, &resp)
+	return resp, err
+}
+
 // CancelAll cancels every armed fire of an agent and says how many.
 func (c *Client) CancelAll(ctx context.Context, agentID string) (contract.CancelAllResponse, error) {
 	var resp contract.CancelAllResponse

@@ -53,6 +53,12 @@ func InstanceLine(r contract.InstanceStateResponse) string {
 	return fmt.Sprintf("instance %s started: its agent is asked to reconcile", termtext.Escape(r.InstanceID, termtext.EscapeNewlines))
 }
 
+// RekeyLine says in one line what a re-key of an agent did.
+func RekeyLine(r contract.AgentRekeyResponse) string {
+	return fmt.Sprintf("agent %s re-keyed at %s: its direct jobs get new cron keys as it provisions them (it is asked to reconcile now)",
+		termtext.Escape(r.AgentID, termtext.EscapeNewlines), r.RekeyedAt)
+}
+
 // AgentLine says in one line what the agent's state now is.
 func AgentLine(r contract.AgentStateResponse) string {
 	id := termtext.Escape(r.AgentID, termtext.EscapeNewlines)

@@ -76,18 +76,29 @@ function flowState(f) {
 }
 
 // agentButton is the kill switch of one agent: Disable, or Enable for a
-// disabled one (not offered when the agents file disables it).
+// disabled one (not offered when the agents file disables it); and Re-key,
+// which retires the cron keys of its direct jobs (chronos agent rekey).
 function agentButton(agentID, flow) {
   const td = document.createElement("td");
-  if (flow && flow.disabled_by_file) return td;
-  const disabled = !!(flow && flow.disabled);
-  const btn = document.createElement("button");
-  btn.type = "button";
-  btn.textContent = disabled ? "Enable" : "Disable";
-  btn.dataset.test = disabled ? "enable-agent" : "disable-agent";
-  btn.dataset.agentId = agentID;
-  btn.addEventListener("click", () => setAgent(btn, agentID, disabled ? "enable" : "disable"));
-  td.appendChild(btn);
+  if (!(flow && flow.disabled_by_file)) {
+    const disabled = !!(flow && flow.disabled);
+    const btn = document.createElement("button");
+    btn.type = "button";
+    btn.textContent = disabled ? "Enable" : "Disable";
+    btn.dataset.test = disabled ? "enable-agent" : "disable-agent";
+    btn.dataset.agentId = agentID;
+    btn.addEventListener("click", () => setAgent(btn, agentID, disabled ? "enable" : "disable"));
+    td.appendChild(btn);
+  }
+  const rekey = document.createElement("button");
+  rekey.type = "button";
+  rekey.textContent = "Re-key";
+  rekey.title = "Retire the cron keys of its direct-delivery jobs: each gets a new key as the agent provisions it";
+  rekey.dataset.test = "rekey-agent";
+  rekey.dataset.agentId = agentID;
+  rekey.addEventListener("click", () => setAgent(rekey, agentID, "rekey"));
+  td.appendChild(document.createTextNode(" "));
+  td.appendChild(rekey);
   return td;
 }
 
@@ -164,7 +175,8 @@ async function replay(btn, scheduleID) {
   }
 }
 
-// setAgent disables or enables an agent (verb "disable" or "enable").
+// setAgent disables, enables or re-keys an agent (verb "disable", "enable"
+// or "rekey").
 async function setAgent(btn, agentID, verb) {
   btn.disabled = true;
   try {

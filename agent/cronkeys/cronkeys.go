@@ -302,9 +302,11 @@ func (s *Store) Direct(jobID string) bool {
 	return ok && len(keys) > 0 && keys[0].through.IsZero()
 }
 
-// Delivery returns jobID's delivery mode, Direct or NAS.
+// Delivery returns jobID's delivery mode, Direct or NAS, from the file as
+// it is now.
 func (s *Store) Delivery(jobID string) string {
-	if s.Direct(jobID) {
+	keys, ok := s.current(true).jobs[jobID]
+	if ok && len(keys) > 0 && keys[0].through.IsZero() {
 		return Direct
 	}
 	return NAS

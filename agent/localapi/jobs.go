@@ -11,6 +11,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/cronkeys"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
@@ -145,6 +146,10 @@ type JobInfo struct {
 	// EnvRedacted says the values of payload.shell.env were replaced by
 	// RedactedValue (the names are kept); reveal=env answers them.
 	EnvRedacted bool `json:"env_redacted,omitempty"`
+	// Delivery is how NAS delivers the job's fires: "direct" (under the
+	// job's cron key, which is never shown) or "nas". The server always
+	// sets it; InfoOf leaves it out.
+	Delivery string `json:"delivery,omitempty"`
 }
 
 // PauseRequest is the body of POST /api/jobs/{id}/pause.
@@ -186,6 +191,10 @@ type JobList struct {
 // dependencies' statuses now (left out when the ledger cannot be read).
 func (s *Server) info(ctx context.Context, j *agent.Job) JobInfo {
 	in := InfoOf(s.rt, j)
+	in.Delivery = cronkeys.NAS
+	if s.keys != nil {
+		in.Delivery = s.keys.Delivery(j.ID)
+	}
 	if j.Workflow != nil {
 		if deps, err := s.rt.Dependencies(ctx, j, time.Now()); err == nil {
 			in.Dependencies = deps

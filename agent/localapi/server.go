@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/cronkeys"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/echoanswer"
 )
@@ -66,6 +67,9 @@ type Options struct {
 	OutputCap int64
 	// Events tunes the event stream.
 	Events EventOptions
+	// Keys tells each job's delivery mode; default the key store of the
+	// runtime's home (read only).
+	Keys *cronkeys.Store
 }
 
 // Server is the local API and dashboard of one agent.
@@ -80,6 +84,7 @@ type Server struct {
 	mu     sync.Mutex
 	sessns map[string]time.Time // session id -> expiry
 	hosts  hostNames
+	keys   *cronkeys.Store // nil: every job is delivered through NAS
 }
 
 // New builds the server and starts following the runtime's ledger and job
@@ -99,7 +104,14 @@ func New(o Options) (*Server, error) {
 	if o.OutputCap <= 0 {
 		o.OutputCap = DefaultOutputCap
 	}
-	s := &Server{o: o, rt: o.Runtime, log: o.Logger, sessns: map[string]time.Time{}, hosts: newHostNames(o.Hosts)}
+	s := &Server{o: o, rt: o.Runtime, log: o.Logger, sessns: map[string]time.Time{}, hosts: newHostNames(o.Hosts), keys: o.Keys}
+	if s.keys == nil {
+		keys, err := cronkeys.Open(o.Runtime.Store().Home(), cronkeys.Options{Logger: o.Logger})
+		if err != nil {
+			o.Logger.Warn("localapi: cannot read the cron keys; every job is shown delivered through NAS", "error", err)
+		}
+		s.keys = keys
+	}
 	s.hub = newHub(o.Events)
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop

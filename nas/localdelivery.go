@@ -53,16 +53,16 @@ type LocalDeliverer struct {
 var _ relay.Deliverer = (*LocalDeliverer)(nil)
 
 // LocalDeliverer returns a deliverer of this service's fires for
-// dispatchers running in the same process. It delivers direct fires only
-// once WithCronKeys gave it the encryption key of the jobs' cron keys;
-// until then they are retried with a reason that says so.
+// dispatchers running in the same process. It opens direct fires' cron keys
+// with the service's encryption key (relay.cron_key_encryption_key_file);
+// without one they are retried with a reason that says so.
 func (s *Service) LocalDeliverer() *LocalDeliverer {
-	return (&LocalDeliverer{s: s}).WithCronKeys(nil)
+	return (&LocalDeliverer{s: s}).WithCronKeys(s.direct.sealer)
 }
 
-// WithCronKeys sets the encryption key the jobs' cron keys are sealed under
-// (relay.cron_key_encryption_key_file), with which d opens a direct fire's
-// key to sign it, and returns d. Call it before d delivers.
+// WithCronKeys sets the encryption key the jobs' cron keys are sealed under,
+// with which d opens a direct fire's key to sign it, in place of the
+// service's, and returns d. Call it before d delivers.
 func (d *LocalDeliverer) WithCronKeys(sealer *cronkey.Sealer) *LocalDeliverer {
 	s := d.s
 	dd, err := direct.New(direct.Config{

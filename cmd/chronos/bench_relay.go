@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -18,9 +19,9 @@ func newBenchCmd() *cobra.Command {
 
 // benchRelayFlags are the command line of `chronos bench relay`.
 type benchRelayFlags struct {
-	o                             relaybench.Options
-	at, rate, profile, memProfile string
-	asJSON                        bool
+	o                                       relaybench.Options
+	at, rate, profile, memProfile, delivery string
+	asJSON                                  bool
 }
 
 func newBenchRelayCmd() *cobra.Command {
@@ -47,7 +48,15 @@ for --waking-for; the burst's own agents' lags are then printed apart
 
 Fire tokens are signed with --alg, by default ES256 as a NAS with no
 signing_alg signs; --alg EdDSA measures the cheaper signature (and
-verification) an EdDSA deployment gets.`,
+verification) an EdDSA deployment gets.
+
+--delivery direct arms every job for direct delivery under its own cron key
+(sealed in the store under a throwaway encryption key): the dispatchers sign
+each fire with HS256 under the job's key, as the dispatchers of chronos nas
+and chronos relay do for an agent with delivery: direct, and the sink
+verifies it with that key as such an agent does. --delivery both runs the
+mediated burst, then the direct one, and prints both and the ratio of their
+fires per CPU second.`,
 		Args: cobra.NoArgs,
 		RunE: b.run,
 	}
@@ -68,6 +77,7 @@ verification) an EdDSA deployment gets.`,
 	f.IntVar(&b.o.Neighbours.Waking, "waking", 0, "add this many fires of a waking agent (503 with Retry-After), due with the burst")
 	f.DurationVar(&b.o.Neighbours.WakingFor, "waking-for", 10*time.Second, "how long after fire_at the waking agent answers 503")
 	f.DurationVar(&b.o.Neighbours.RetryAfter, "waking-retry-after", 5*time.Second, "the Retry-After of the waking agent's 503s")
+	f.StringVar(&b.delivery, "delivery", relaybench.DeliveryNAS, "nas (NAS signs each fire), direct (each job's cron key signs it) or both, one after the other")
 	f.BoolVar(&b.asJSON, "json", false, "print the result as JSON")
 	f.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	f.StringVar(&b.memProfile, "memprofile", "", "write an allocation profile of the run to this file")
@@ -88,6 +98,15 @@ func (b *benchRelayFlags) run(cmd *cobra.Command, _ []string) error {
 			return usagef("--rate: %v", err)
 		}
 	}
+	modes := []string{b.delivery}
+	switch b.delivery {
+	case relaybench.DeliveryNAS, relaybench.DeliveryDirect:
+	case "both":
+		modes = []string{relaybench.DeliveryNAS, relaybench.DeliveryDirect}
+	default:
+		return usagef("--delivery %q is not nas, direct or both", b.delivery)
+	}
+	b.o.Delivery = modes[0]
 	if err := b.o.Validate(); err != nil {
 		return asUsage(err)
 	}
@@ -105,17 +124,47 @@ func (b *benchRelayFlags) run(cmd *cobra.Command, _ []string) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
-	res, err := relaybench.Run(cmd.Context(), b.o, log)
+	var results []*relaybench.Result
+	for _, mode := range modes {
+		o := b.o
+		o.Delivery = mode
+		var res *relaybench.Result
+		res, err = relaybench.Run(cmd.Context(), o, log)
+		if res != nil {
+			results = append(results, res)
+		}
+		if err == nil && (res.Lost > 0 || res.Failed > 0) {
+			err = fmt.Errorf("bench relay: %s delivery: %d fires lost, %d tokens failed verification", mode, res.Lost, res.Failed)
+		}
+		if err != nil {
+			break
+		}
+	}
 	if perr := writeAllocs(); perr != nil && err == nil {
 		err = fmt.Errorf("bench relay: %w", perr)
 	}
-	if res != nil && b.asJSON {
-		_ = cmdline.WriteJSON(cmd.OutOrStdout(), res)
-	} else if res != nil {
-		res.WriteText(cmd.OutOrStdout())
-	}
-	if err == nil && (res.Lost > 0 || res.Failed > 0) {
-		err = fmt.Errorf("bench relay: %d fires lost, %d tokens failed verification", res.Lost, res.Failed)
-	}
+	b.print(cmd.OutOrStdout(), results)
 	return err
+}
+
+// print writes the results: one as it is, both deliveries' side by side
+// with the ratio of their fires per CPU second.
+func (b *benchRelayFlags) print(w io.Writer, results []*relaybench.Result) {
+	if len(results) == 0 {
+		return
+	}
+	if len(results) == 1 {
+		if b.asJSON {
+			_ = cmdline.WriteJSON(w, results[0])
+		} else {
+			results[0].WriteText(w)
+		}
+		return
+	}
+	cmp := relaybench.Compare(results[0], results[1])
+	if b.asJSON {
+		_ = cmdline.WriteJSON(w, cmp)
+		return
+	}
+	cmp.WriteText(w)
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/nas/node"
 )
@@ -35,7 +36,18 @@ type Options struct {
 	Timeout     time.Duration // give up waiting for deliveries after this
 	Alg         string        // fire-token signing algorithm ("": NAS's default)
 	Neighbours  Neighbours    // a slow and a waking agent added to a burst
+	// Delivery is how fires reach the sink: DeliveryNAS ("" too), NAS
+	// mediates and signs each fire with its key (Alg), or DeliveryDirect,
+	// every job is armed for direct delivery under its own cron key and the
+	// dispatchers sign each fire with it (HS256).
+	Delivery string
 }
+
+// Delivery modes of a run (Options.Delivery).
+const (
+	DeliveryNAS    = contract.DeliveryNAS
+	DeliveryDirect = contract.DeliveryDirect
+)
 
 // Validate checks o and fills what follows from it: with a Rate, N is rate ×
 // duration; an unset Timeout allows for the run's length and size.
@@ -55,6 +67,13 @@ func (o *Options) Validate() error {
 	if o.Neighbours.fires() > 0 && o.Rate > 0 {
 		return errors.New("--slow and --waking go with a burst, not with --rate")
 	}
+	switch o.Delivery {
+	case "":
+		o.Delivery = DeliveryNAS
+	case DeliveryNAS, DeliveryDirect:
+	default:
+		return fmt.Errorf("--delivery %q is not %s or %s", o.Delivery, DeliveryNAS, DeliveryDirect)
+	}
 	switch o.Alg {
 	case "":
 		o.Alg = nas.DefaultSigningAlg
@@ -71,30 +90,38 @@ func (o *Options) Validate() error {
 
 // Result is what a run measured. Durations are in milliseconds.
 type Result struct {
-	Store          string  `json:"store"`
-	SigningAlg     string  `json:"signing_alg"`
-	Fires          int     `json:"fires"`
-	Mode           string  `json:"mode"`
-	Dispatchers    int     `json:"dispatchers"`
-	Concurrency    int     `json:"concurrency"`
-	Agents         int     `json:"agents"`
-	ArmSeconds     float64 `json:"arm_seconds"`
-	ArmRate        float64 `json:"arm_rate_per_s"`
-	ArmedLate      bool    `json:"armed_after_first_fire_at"`
-	DrainSeconds   float64 `json:"drain_seconds"`
-	DrainRate      float64 `json:"drain_rate_per_s"`
-	LagP50Ms       float64 `json:"lag_p50_ms"`
-	LagP99Ms       float64 `json:"lag_p99_ms"`
-	LagMaxMs       float64 `json:"lag_max_ms"`
-	BytesPerArmed  float64 `json:"redis_bytes_per_armed,omitempty"`
-	CPUPerFireUs   float64 `json:"cpu_per_fire_us"`
-	RedisCPUFireUs float64 `json:"redis_cpu_per_fire_us,omitempty"`
-	Delivered      int     `json:"delivered"`
-	Verified       int64   `json:"verified"`
-	Failed         int64   `json:"failed"`
-	Duplicates     int64   `json:"duplicates"`
-	Lost           int     `json:"lost"`
-	LeftInStore    int64   `json:"left_in_store"`
+	Store         string  `json:"store"`
+	Delivery      string  `json:"delivery"`
+	SigningAlg    string  `json:"signing_alg"`
+	Fires         int     `json:"fires"`
+	Mode          string  `json:"mode"`
+	Dispatchers   int     `json:"dispatchers"`
+	Concurrency   int     `json:"concurrency"`
+	Agents        int     `json:"agents"`
+	ArmSeconds    float64 `json:"arm_seconds"`
+	ArmRate       float64 `json:"arm_rate_per_s"`
+	ArmedLate     bool    `json:"armed_after_first_fire_at"`
+	DrainSeconds  float64 `json:"drain_seconds"`
+	DrainRate     float64 `json:"drain_rate_per_s"`
+	LagP50Ms      float64 `json:"lag_p50_ms"`
+	LagP99Ms      float64 `json:"lag_p99_ms"`
+	LagMaxMs      float64 `json:"lag_max_ms"`
+	BytesPerArmed float64 `json:"redis_bytes_per_armed,omitempty"`
+	CPUPerFireUs  float64 `json:"cpu_per_fire_us"`
+	// CPUSeconds is this process's CPU time (user and system) from the end
+	// of arming until the last fire arrived: NAS, the dispatchers and the
+	// agent sink's verification alike.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// FiresPerCPUSecond is the fires delivered per CPU second of this
+	// process.
+	FiresPerCPUSecond float64 `json:"fires_per_cpu_second"`
+	RedisCPUFireUs    float64 `json:"redis_cpu_per_fire_us,omitempty"`
+	Delivered         int     `json:"delivered"`
+	Verified          int64   `json:"verified"`
+	Failed            int64   `json:"failed"`
+	Duplicates        int64   `json:"duplicates"`
+	Lost              int     `json:"lost"`
+	LeftInStore       int64   `json:"left_in_store"`
 	// Neighbours, in a run with a slow or waking agent, holds the lags of
 	// the burst's own agents apart from theirs.
 	Neighbours *NeighbourResult `json:"neighbours,omitempty"`
@@ -110,7 +137,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) (*Result, error) {
 		return nil, err
 	}
 	defer r.close(cancel)
-	res := &Result{Store: node.StoreKind(o.Store), SigningAlg: o.Alg, Fires: o.N, Mode: "burst", Dispatchers: o.Dispatchers,
+	alg := o.Alg
+	if o.Delivery == DeliveryDirect {
+		alg = contract.DirectTokenAlg
+	}
+	res := &Result{Store: node.StoreKind(o.Store), Delivery: o.Delivery, SigningAlg: alg, Fires: o.N, Mode: "burst", Dispatchers: o.Dispatchers,
 		Concurrency: o.Concurrency, Agents: o.Agents}
 	if o.Rate > 0 {
 		res.Mode = fmt.Sprintf("rate %.0f/s for %s", o.Rate, o.Duration)
@@ -141,7 +172,7 @@ func (r *rig) arm(ctx context.Context, o Options, res *Result) (first, armed tim
 	if nb := r.sink.nb; nb != nil {
 		nb.startAt(first)
 	}
-	if err := armAll(ctx, r.engine, o, first, r.sinkURLs); err != nil {
+	if err := armAll(ctx, r.engine, o, first, r.sinkURLs, r.keys); err != nil {
 		return first, armed, err
 	}
 	armed = time.Now()
@@ -181,6 +212,10 @@ func (r *rig) measure(ctx context.Context, o Options, res *Result, first, armed 
 	res.Failed = r.sink.failed.Load()
 	res.Duplicates = r.sink.duplicates.Load()
 	res.CPUPerFireUs = cpu.Seconds() * 1e6 / float64(max(len(lags), 1))
+	res.CPUSeconds = cpu.Seconds()
+	if cpu > 0 {
+		res.FiresPerCPUSecond = float64(len(lags)) / cpu.Seconds()
+	}
 	if len(lags) > 0 {
 		slices.Sort(lags)
 		res.LagP50Ms = msOf(percentile(lags, 0.50))

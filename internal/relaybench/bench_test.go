@@ -36,6 +36,35 @@ func TestRunDeliversEveryFire(t *testing.T) {
 	}
 }
 
+// TestRunDirect runs a small burst armed for direct delivery: every fire
+// reaches the sink signed under its job's cron key (HS256) and verifies
+// there as a direct agent verifies it.
+func TestRunDirect(t *testing.T) {
+	t.Parallel()
+	o := relaybench.Options{Store: "memory", N: 200, At: 200 * time.Millisecond, Agents: 5, Dispatchers: 2, Concurrency: 8, ArmWorkers: 4, Delivery: relaybench.DeliveryDirect}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := relaybench.Run(ctx, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Delivered != 200 || res.Lost != 0 || res.Failed != 0 || res.Verified < 200 || res.SigningAlg != "HS256" || res.Delivery != "direct" || res.FiresPerCPUSecond <= 0 {
+		t.Fatalf("result %+v", res)
+	}
+	var out bytes.Buffer
+	relaybench.Compare(res, res).WriteText(&out)
+	if !strings.Contains(out.String(), "1.00× the fires per CPU second") {
+		t.Fatalf("comparison %q", out.String())
+	}
+	bad := relaybench.Options{N: 1, Agents: 1, Dispatchers: 1, Concurrency: 1, ArmWorkers: 1, Delivery: "carrier-pigeon"}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("an unknown delivery validated")
+	}
+}
+
 func TestOptionsAndParsers(t *testing.T) {
 	t.Parallel()
 	for _, o := range []relaybench.Options{{N: 0, Agents: 1, Dispatchers: 1, Concurrency: 1, ArmWorkers: 1}, {N: 1, Agents: 1, Dispatchers: 1, Concurrency: 1, ArmWorkers: 1, Alg: "HS256"}} {

@@ -31,6 +31,7 @@ type rig struct {
 	sinkSrv  *http.Server
 	sinkURLs []string
 	running  sync.WaitGroup
+	keys     *cronKeys // the cron keys of a direct run, else nil
 }
 
 // newRig opens the store and starts NAS (with the run's dispatchers) and
@@ -45,11 +46,16 @@ func newRig(ctx context.Context, o Options, log *slog.Logger) (r *rig, err error
 			r.close(func() {})
 		}
 	}()
+	if o.Delivery == DeliveryDirect {
+		if r.keys, err = newCronKeys(); err != nil {
+			return r, err
+		}
+	}
 	nasLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return r, fmt.Errorf("bench relay: listen: %w", err)
 	}
-	n, err := startNAS(ctx, o, r.engine, nasLn, log)
+	n, err := startNAS(ctx, o, r.engine, nasLn, r.keys, log)
 	if err != nil {
 		return r, err
 	}
@@ -58,7 +64,7 @@ func newRig(ctx context.Context, o Options, log *slog.Logger) (r *rig, err error
 	if err != nil {
 		return r, err
 	}
-	if err := r.startSink(n.URL(), jwks, o.N+o.Neighbours.fires(), log); err != nil {
+	if err := r.startSink(n.URL(), jwks, o.N+o.Neighbours.fires(), r.keys, log); err != nil {
 		return r, err
 	}
 	if o.Neighbours.fires() > 0 {
@@ -67,8 +73,9 @@ func newRig(ctx context.Context, o Options, log *slog.Logger) (r *rig, err error
 	return r, nil
 }
 
-// startNAS builds NAS on ln around engine, with the run's dispatchers.
-func startNAS(ctx context.Context, o Options, engine relay.Engine, ln net.Listener, log *slog.Logger) (*node.Node, error) {
+// startNAS builds NAS on ln around engine, with the run's dispatchers and,
+// for a direct run, the cron keys' encryption key.
+func startNAS(ctx context.Context, o Options, engine relay.Engine, ln net.Listener, keys *cronKeys, log *slog.Logger) (*node.Node, error) {
 	url := "http://" + ln.Addr().String()
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
@@ -77,6 +84,9 @@ func startNAS(ctx context.Context, o Options, engine relay.Engine, ln net.Listen
 		Listen: ln.Addr().String(), PublicURL: url, Store: "memory", SigningAlg: o.Alg,
 		Relay:                 nas.RelayConfig{Secrets: []string{contract.FormatWebhookSecret(secret)}, NASURL: url, Dispatchers: &dispatchers},
 		AllowPrivateCallbacks: true, LogLevel: "error",
+	}
+	if keys != nil {
+		cfg.Relay.CronKeyEncryptionKeyFile = keys.file
 	}
 	n, err := node.New(ctx, node.Options{Config: cfg, Logger: log, Engine: engine, Listener: ln, Dispatch: node.DispatchOptions{
 		Concurrency: o.Concurrency, DrainTimeout: 5 * time.Second,
@@ -89,12 +99,13 @@ func startNAS(ctx context.Context, o Options, engine relay.Engine, ln net.Listen
 }
 
 // startSink serves the agent sink on every loopback address it can listen on.
-func (r *rig) startSink(issuer string, jwks []byte, want int, log *slog.Logger) error {
+func (r *rig) startSink(issuer string, jwks []byte, want int, keys *cronKeys, log *slog.Logger) error {
 	lns, err := listenSink()
 	if err != nil {
 		return err
 	}
 	r.sink = newSink(issuer, jwks, want, log)
+	r.sink.keys = keys
 	r.sinkSrv = &http.Server{Handler: r.sink, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	for _, ln := range lns {
@@ -116,6 +127,9 @@ func (r *rig) close(cancel context.CancelFunc) {
 		r.sink.close()
 	}
 	r.cleanup()
+	if r.keys != nil {
+		r.keys.close()
+	}
 }
 
 // sinkHosts is how many loopback addresses the agent sink listens on: agents
@@ -141,7 +155,9 @@ func listenSink() ([]net.Listener, error) {
 }
 
 // armAll arms the run's one-shots with ArmWorkers parallel callers.
-func armAll(ctx context.Context, engine relay.Engine, o Options, first time.Time, sinkURLs []string) error {
+// With keys (a direct run), every job is armed for direct delivery under a
+// fresh cron key.
+func armAll(ctx context.Context, engine relay.Engine, o Options, first time.Time, sinkURLs []string, keys *cronKeys) error {
 	var runID [6]byte
 	_, _ = rand.Read(runID[:])
 	run := hex.EncodeToString(runID[:])
@@ -156,11 +172,15 @@ func armAll(ctx context.Context, engine relay.Engine, o Options, first time.Time
 					at = first.Add(time.Duration(float64(i) / o.Rate * float64(time.Second)))
 				}
 				agent := fmt.Sprintf("agent-%04d", i%o.Agents)
-				_, err := engine.Arm(ctx, relay.ArmRequest{
+				req := relay.ArmRequest{
 					AgentID: agent, InstanceID: instanceOf(agent), JobID: fmt.Sprintf("job-%07d", i),
 					FireAt: at, CallbackURL: sinkURLs[(i%o.Agents)%len(sinkURLs)] + "/agents/" + agent,
 					ScheduleID: fmt.Sprintf("sch_%s%020d", run, i),
-				})
+				}
+				err := armDirect(keys, &req)
+				if err == nil {
+					_, err = engine.Arm(ctx, req)
+				}
 				if err != nil {
 					errc <- fmt.Errorf("bench relay: arm: %w", err)
 					return
@@ -175,16 +195,34 @@ func armAll(ctx context.Context, engine relay.Engine, o Options, first time.Time
 	}
 	for _, nb := range o.Neighbours.agents() {
 		for i := range nb.fires {
-			_, err := engine.Arm(ctx, relay.ArmRequest{
+			req := relay.ArmRequest{
 				AgentID: nb.name, InstanceID: instanceOf(nb.name), JobID: fmt.Sprintf("job-%07d", i),
 				FireAt: first, CallbackURL: sinkURLs[0] + "/agents/" + nb.name,
 				ScheduleID: fmt.Sprintf("sch_%s%s%07d", run, nb.name, i),
-			})
+			}
+			err := armDirect(keys, &req)
+			if err == nil {
+				_, err = engine.Arm(ctx, req)
+			}
 			if err != nil {
 				return fmt.Errorf("bench relay: arm: %w", err)
 			}
 		}
 	}
+	return nil
+}
+
+// armDirect arms req for direct delivery under a fresh cron key when keys
+// is set (a direct run).
+func armDirect(keys *cronKeys, req *relay.ArmRequest) error {
+	if keys == nil {
+		return nil
+	}
+	k, err := keys.mint(req.AgentID, req.JobID, time.Now())
+	if err != nil {
+		return err
+	}
+	req.Direct = k
 	return nil
 }
 

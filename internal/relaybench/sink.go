@@ -21,7 +21,9 @@ import (
 // sink is the agent side of `chronos bench relay`: an HTTP server that
 // answers fires for many agents at {base}/agents/{agent}/api/cron/fire,
 // verifies every cron_fire token with the agent's own verifier (NAS's JWKS,
-// issuer, the instance's audience, the body hash), and records when each
+// issuer, the instance's audience, the body hash; in a direct run, the HS256
+// token under the job's cron key, as an agent that asked for direct delivery
+// does), and records when each
 // schedule id first arrived. Its own bookkeeping (finding an agent's
 // verifier, reading the body, answering) is kept lean, so that what the
 // bench measures is NAS and the verification an agent does.
@@ -31,8 +33,9 @@ type sink struct {
 	want   int64
 	log    *slog.Logger
 
-	verifiers sync.Map       // agent name → *fireauth.JWTVerifier
+	verifiers sync.Map       // agent name → *agentVerifier
 	nb        *neighbourhood // the run's neighbours, or nil
+	keys      *cronKeys      // the agents' cron keys in a direct run, else nil
 
 	mu         sync.Mutex
 	first      map[string]time.Duration // schedule id → lag of its first arrival
@@ -59,20 +62,42 @@ func newSink(issuer string, jwks []byte, want int, log *slog.Logger) *sink {
 // instanceOf is the instance id of a bench agent.
 func instanceOf(agent string) string { return "inst-" + agent }
 
+// fireVerifier verifies one fire's token as an agent's fire handler does.
+type fireVerifier interface {
+	VerifyFire(ctx context.Context, token string, body []byte, req contract.FireRequest) error
+}
+
+// agentVerifier is one agent's verifier: NAS's tokens with the agent's
+// JWTVerifier, and in a direct run its job keys' tokens in front of it, as
+// an agent that asked for direct delivery verifies them
+// (fireauth.DirectVerifier).
+type agentVerifier struct {
+	fireVerifier
+	nas *fireauth.JWTVerifier
+}
+
 // verifier returns (making once) the verifier of agent's instance.
-func (s *sink) verifier(agent string) (*fireauth.JWTVerifier, error) {
+func (s *sink) verifier(agent string) (*agentVerifier, error) {
 	if v, ok := s.verifiers.Load(agent); ok {
-		return v.(*fireauth.JWTVerifier), nil
+		return v.(*agentVerifier), nil
 	}
-	v, err := fireauth.NewStatic(s.jwks, fireauth.Config{
-		Issuer: s.issuer, Audience: contract.Audience(instanceOf(agent)), Logger: s.log,
-	})
+	cfg := fireauth.Config{Issuer: s.issuer, Audience: contract.Audience(instanceOf(agent)), Logger: s.log}
+	jv, err := fireauth.NewStatic(s.jwks, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bench sink: %w", err)
 	}
+	v := &agentVerifier{fireVerifier: jv, nas: jv}
+	if s.keys != nil {
+		dv, err := fireauth.NewDirect(jv, s.keys.of(agent), cfg)
+		if err != nil {
+			jv.Close()
+			return nil, fmt.Errorf("bench sink: %w", err)
+		}
+		v.fireVerifier = dv
+	}
 	if got, loaded := s.verifiers.LoadOrStore(agent, v); loaded {
-		v.Close() // another request made it first
-		return got.(*fireauth.JWTVerifier), nil
+		jv.Close() // another request made it first
+		return got.(*agentVerifier), nil
 	}
 	return v, nil
 }
@@ -250,7 +275,7 @@ func (s *sink) othersLags() []time.Duration {
 // close releases the verifiers.
 func (s *sink) close() {
 	s.verifiers.Range(func(_, v any) bool {
-		v.(*fireauth.JWTVerifier).Close()
+		v.(*agentVerifier).nas.Close()
 		return true
 	})
 }

@@ -7,8 +7,8 @@ import (
 
 // WriteText writes the result for people.
 func (r *Result) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "store %s, %d fires (%s), %d agents, %d dispatchers × %d concurrency, %s tokens\n",
-		r.Store, r.Fires, r.Mode, r.Agents, r.Dispatchers, r.Concurrency, r.SigningAlg)
+	fmt.Fprintf(w, "store %s, %d fires (%s), %d agents, %d dispatchers × %d concurrency, delivery %s, %s tokens\n",
+		r.Store, r.Fires, r.Mode, r.Agents, r.Dispatchers, r.Concurrency, r.Delivery, r.SigningAlg)
 	late := ""
 	if r.ArmedLate {
 		late = " (arming ended after the first fire_at: lags include arming)"
@@ -25,7 +25,41 @@ func (r *Result) WriteText(w io.Writer) {
 	case r.RedisCPUFireUs > 0:
 		fmt.Fprintf(w, "redis:  bytes per armed one-shot not measured (Redis freed other keys meanwhile), %.0fµs Redis CPU per fire\n", r.RedisCPUFireUs)
 	}
-	fmt.Fprintf(w, "cpu:    %.0fµs per fire (this process: NAS, dispatchers, agent sink)\n", r.CPUPerFireUs)
+	fmt.Fprintf(w, "cpu:    %.0fµs per fire, %.0f fires per CPU second (this process: NAS, dispatchers, agent sink; %.2f CPU s)\n",
+		r.CPUPerFireUs, r.FiresPerCPUSecond, r.CPUSeconds)
 	fmt.Fprintf(w, "tokens: %d verified, %d failed; %d duplicates; %d lost; %d left in the store\n",
 		r.Verified, r.Failed, r.Duplicates, r.Lost, r.LeftInStore)
+}
+
+// Comparison is a mediated run and a direct run of the same burst.
+type Comparison struct {
+	NAS    *Result `json:"nas"`
+	Direct *Result `json:"direct"`
+	// DirectPerCPU is the direct run's fires per CPU second over the
+	// mediated run's.
+	DirectPerCPU float64 `json:"direct_vs_nas_fires_per_cpu_second"`
+	// DirectDrain is the direct run's drain rate over the mediated run's.
+	DirectDrain float64 `json:"direct_vs_nas_drain_rate"`
+}
+
+// Compare returns the comparison of a mediated and a direct run.
+func Compare(mediated, direct *Result) Comparison {
+	c := Comparison{NAS: mediated, Direct: direct}
+	if mediated.FiresPerCPUSecond > 0 {
+		c.DirectPerCPU = direct.FiresPerCPUSecond / mediated.FiresPerCPUSecond
+	}
+	if mediated.DrainRate > 0 {
+		c.DirectDrain = direct.DrainRate / mediated.DrainRate
+	}
+	return c
+}
+
+// WriteText writes both runs and their ratios for people.
+func (c Comparison) WriteText(w io.Writer) {
+	fmt.Fprintln(w, "== delivery nas (NAS signs each fire)")
+	c.NAS.WriteText(w)
+	fmt.Fprintln(w, "== delivery direct (each job's cron key signs its fires)")
+	c.Direct.WriteText(w)
+	fmt.Fprintf(w, "direct vs nas: %.2f× the fires per CPU second (%.0f vs %.0f), %.2f× the drain rate\n",
+		c.DirectPerCPU, c.Direct.FiresPerCPUSecond, c.NAS.FiresPerCPUSecond, c.DirectDrain)
 }

@@ -111,7 +111,15 @@ It reads the same config file (and CHRONOS_NAS_* variables) as chronos nas and
 uses its store (a redis:// URL: the memory store lives inside one process),
 relay.secrets, relay.nas_url, relay.dispatchers, relay.retry,
 relay.per_agent (parallelism, rate) and relay.misfire_grace. With --listen it serves
-/healthz, /readyz and /metrics there.`,
+/healthz, /readyz and /metrics there.
+
+A fire armed for direct delivery (an agent with delivery: direct) does not go
+to NAS: the relay signs it under the job's cron key, which it opens with
+relay.cron_key_encryption_key_file (or --cron-key-encryption-key-file; NAS's
+own key, mode 0600), and POSTs it to the agent itself, with public_url as the
+token's iss and NAS's callback policy (allow_private_callbacks,
+callback_allowlist) and delivery_timeout. Without the key such fires are
+retried, for a dispatcher that has it, and logged once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if o.Config, err = nas.LoadConfig(configPath, os.LookupEnv); err != nil {
@@ -130,6 +138,7 @@ relay.per_agent (parallelism, rate) and relay.misfire_grace. With --listen it se
 	c.Flags().StringVar(&o.Listen, "listen", "", "address for /healthz, /readyz and /metrics (empty: none)")
 	c.Flags().IntVar(&dispatchers, "dispatchers", 0, "dispatchers to run (overrides relay.dispatchers)")
 	c.Flags().DurationVar(&o.Lease, "lease", 0, "lease per claim: how soon the fires of a crashed relay are retried (default 30s)")
+	c.Flags().StringVar(&o.CronKeyEncryptionKeyFile, "cron-key-encryption-key-file", "", "file of the key direct fires' cron keys are sealed under (overrides relay.cron_key_encryption_key_file)")
 	return c
 }
 

@@ -14,19 +14,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/internal/systemd"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/cronkey"
+	"github.com/chronoscron/chronos/relay/direct"
 	relaymetrics "github.com/chronoscron/chronos/relay/metrics"
 )
 
 // RelayOptions configure a dispatchers-only relay process.
 type RelayOptions struct {
 	// Config is NAS's configuration: the relay uses its store, relay.secrets,
-	// relay.nas_url, relay.dispatchers, relay.retry, relay.per_agent and
-	// relay.misfire_grace.
+	// relay.nas_url, relay.dispatchers, relay.retry, relay.per_agent,
+	// relay.misfire_grace and, for direct fires, public_url (the tokens'
+	// iss), relay.cron_key_encryption_key_file, allow_private_callbacks,
+	// callback_allowlist and delivery_timeout.
 	Config nas.Config
 	// Logger receives the relay's logs.
 	Logger *slog.Logger
@@ -34,6 +39,10 @@ type RelayOptions struct {
 	Listen string
 	// Lease is the lease per claim; 0 keeps the dispatcher's default.
 	Lease time.Duration
+	// CronKeyEncryptionKeyFile, when set, overrides
+	// relay.cron_key_encryption_key_file: the key the relay opens direct
+	// fires' cron keys with (NAS's, the one it seals them with).
+	CronKeyEncryptionKeyFile string
 }
 
 // Validate refuses settings a relay process cannot run with: the memory
@@ -53,11 +62,18 @@ func (o RelayOptions) Validate() error {
 
 // RunRelay runs relay.dispatchers dispatchers on the configured store,
 // delivering to NAS's signed relay route, until ctx ends; then it drains
-// them. It tells the service manager it is ready once the health listener
+// them. A fire armed for direct delivery is delivered to its agent by the
+// relay itself (relay/direct), signed under the job's cron key, which it
+// opens with relay.cron_key_encryption_key_file; iss is public_url, as in
+// NAS's own tokens. It tells the service manager it is ready once the health listener
 // (if any) is bound, with the store check of /readyz feeding its watchdog.
 func RunRelay(ctx context.Context, o RelayOptions) error {
 	cfg, log := o.Config.WithDefaults(), o.Logger
 	secretfile.Warn(log, cfg.ExposedSecretFiles()...)
+	sealer, err := o.cronKeySealer(cfg)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	engine, err := OpenEngine(ctx, cfg.Store, log)
@@ -65,11 +81,17 @@ func RunRelay(ctx context.Context, o RelayOptions) error {
 		return err
 	}
 	defer engine.Close()
-	deliverer, err := newDeliverer(cfg, log, 0)
+	mediated, err := newDeliverer(cfg, log, 0)
 	if err != nil {
 		return err
 	}
-	defer deliverer.Close()
+	defer mediated.Close()
+	directDeliverer, caller, err := newDirectDeliverer(cfg, sealer, engine, log)
+	if err != nil {
+		return err
+	}
+	defer caller.CloseIdle()
+	deliverer := direct.Route(directDeliverer, mediated)
 	metrics := relaymetrics.NewDispatch()
 	g := newGroup(ctx, cancel, log, "relay")
 	if o.Listen != "" {
@@ -80,7 +102,8 @@ func RunRelay(ctx context.Context, o RelayOptions) error {
 		log.Info("relay health and metrics", "listen", ln.Addr().String())
 		serveOps(g, ln, opsServer(engine, metrics))
 	}
-	log.Info("relay started", "store", StoreKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers)
+	log.Info("relay started", "store", StoreKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers,
+		"direct_delivery", sealer != nil)
 	for range *cfg.Relay.Dispatchers {
 		dc := cfg.Relay.Dispatch()
 		dc.Logger, dc.Metrics, dc.LeaseFor = log, metrics, o.Lease
@@ -89,6 +112,43 @@ func RunRelay(ctx context.Context, o RelayOptions) error {
 	}
 	systemd.Ready(ctx, log, storeAlive(engine))
 	return g.wait()
+}
+
+// cronKeySealer loads the encryption key of direct fires' cron keys: the
+// --cron-key-encryption-key-file when given, else
+// relay.cron_key_encryption_key_file; nil when neither is set.
+func (o RelayOptions) cronKeySealer(cfg nas.Config) (*cronkey.Sealer, error) {
+	if o.CronKeyEncryptionKeyFile == "" {
+		s, err := cfg.CronKeySealer()
+		if err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		return s, nil
+	}
+	s, err := cronkey.LoadSealer(o.CronKeyEncryptionKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("relay: --cron-key-encryption-key-file: %w", err)
+	}
+	return s, nil
+}
+
+// newDirectDeliverer builds the deliverer of direct fires: the agent
+// client of NAS's settings (callback policy, delivery_timeout), NAS's
+// issuer and max_auth_attempts, and rows re-read from engine.
+func newDirectDeliverer(cfg nas.Config, sealer *cronkey.Sealer, engine relay.Engine, log *slog.Logger) (*direct.Deliverer, *agentcall.Caller, error) {
+	allow, err := agentcall.ParseAllowlist(cfg.CallbackAllowlist)
+	if err != nil {
+		return nil, nil, fmt.Errorf("relay: callback_allowlist: %w", err)
+	}
+	caller := agentcall.NewCaller(agentcall.Policy{AllowPrivate: cfg.AllowPrivateCallbacks, Allow: allow}, cfg.DeliveryTimeout)
+	d, err := direct.New(direct.Config{
+		Sealer: sealer, Issuer: cfg.PublicURL, Caller: caller, MaxAuthAttempts: cfg.Relay.Retry.MaxAuthAttempts,
+		Rows: engine, Logger: log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("relay: %w", err)
+	}
+	return d, caller, nil
 }
 
 // serveOps serves srv on ln as a part of g, and shuts it down when g stops.

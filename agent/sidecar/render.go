@@ -29,10 +29,10 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.NAS != nil {
 		var plan [][]string
 		for _, p := range r.PlanRows() {
-			plan = append(plan, []string{p.JobID, p.Desired, p.Armed, p.State})
+			plan = append(plan, []string{p.JobID, p.Delivery, p.Desired, p.Armed, p.State})
 		}
 		fmt.Fprintln(w)
-		if err := termtext.Table(w, []string{"JOB", "DESIRED", "ARMED", "STATE"}, plan); err != nil {
+		if err := termtext.Table(w, []string{"JOB", "DELIVERY", "DESIRED", "ARMED", "STATE"}, plan); err != nil {
 			return err
 		}
 	}

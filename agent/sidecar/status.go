@@ -13,6 +13,7 @@ import (
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/clockskew"
+	"github.com/chronoscron/chronos/agent/cronkeys"
 	"github.com/chronoscron/chronos/agent/fireauth"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -51,6 +52,9 @@ type Report struct {
 	NASError string                `json:"nas_error,omitempty"`
 	// Desired are the fires the agent wants (also under the built-in timer).
 	Desired []provider.Arm `json:"desired"`
+	// Delivery is each job's delivery mode by job id: "direct" (its fires
+	// are signed under its own cron key, which is never shown) or "nas".
+	Delivery map[string]string `json:"delivery"`
 
 	LastReconcile *provider.Result      `json:"last_reconcile,omitempty"`
 	LastSuccessAt *time.Time            `json:"last_success_at,omitempty"`
@@ -129,6 +133,9 @@ func Status(ctx context.Context, o StatusOptions) (Report, error) {
 	r.ExposedSecretFiles = ExposedSecretFiles(o.Config)
 	state := r.readHome(rt)
 	r.readChains(ctx, rt)
+	if err := r.readDelivery(ctx, rt); err != nil {
+		return r, fmt.Errorf("agent status: %w", err)
+	}
 	desired, err := rt.Desired(ctx)
 	if err != nil {
 		return r, fmt.Errorf("agent status: %w", err)
@@ -154,6 +161,27 @@ func Status(ctx context.Context, o StatusOptions) (Report, error) {
 		r.Desired = []provider.Arm{}
 	}
 	return r, nil
+}
+
+// readDelivery fills in each job's delivery mode from the home's key store.
+func (r *Report) readDelivery(ctx context.Context, rt *agent.Runtime) error {
+	jobs, err := rt.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	keys, err := cronkeys.Open(r.Home, cronkeys.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	direct := keys.Deliveries()
+	r.Delivery = make(map[string]string, len(jobs))
+	for _, j := range jobs {
+		r.Delivery[j.ID] = cronkeys.NAS
+		if d, ok := direct[j.ID]; ok {
+			r.Delivery[j.ID] = d
+		}
+	}
+	return nil
 }
 
 // readHome fills in what the home records: the state file and whether the
@@ -335,10 +363,12 @@ func (j *JWKSStatus) lines() []Line {
 
 // PlanRow is one job's desired fire against the one NAS holds.
 type PlanRow struct {
-	JobID   string
-	Desired string // the desired fire time, "-" when none
-	Armed   string // the armed fire time, "-" when none
-	State   string // what the next reconcile does about it
+	JobID string
+	// Delivery is the job's delivery mode: direct or nas.
+	Delivery string
+	Desired  string // the desired fire time, "-" when none
+	Armed    string // the armed fire time, "-" when none
+	State    string // what the next reconcile does about it
 }
 
 // PlanRows returns a row per job NAS was compared for (none when NAS was
@@ -353,7 +383,11 @@ func (r Report) PlanRows() []PlanRow {
 	}
 	var rows []PlanRow
 	add := func(a provider.Arm, desired, armed, state string) {
-		rows = append(rows, PlanRow{JobID: a.JobID, Desired: desired, Armed: armed, State: state})
+		d := r.Delivery[a.JobID]
+		if d == "" {
+			d = cronkeys.NAS
+		}
+		rows = append(rows, PlanRow{JobID: a.JobID, Delivery: d, Desired: desired, Armed: armed, State: state})
 	}
 	pl := r.NAS.Plan
 	for _, a := range pl.Unchanged {

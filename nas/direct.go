@@ -196,7 +196,9 @@ func (s *Service) RekeyAgent(ctx context.Context, agentID string) (contract.Agen
 		return contract.AgentRekeyResponse{}, contract.Errorf(http.StatusNotFound, contract.CodeNotFound,
 			"NAS knows no agent %s: it is not in the agents file and the store holds nothing of it", agentID)
 	}
-	floor, err := s.engine.RaiseRekeyFloor(ctx, agentID, s.now())
+	// Every key minted up to this millisecond is retired (MintedAt is kept
+	// in whole milliseconds).
+	floor, err := s.engine.RaiseRekeyFloor(ctx, agentID, s.now().Truncate(time.Millisecond).Add(time.Millisecond))
 	if err != nil {
 		return contract.AgentRekeyResponse{}, fmt.Errorf("rekey: %w", err)
 	}

@@ -460,3 +460,38 @@ func TestDirectKeyThatNoLongerOpensIsReplaced(t *testing.T) {
 		t.Fatalf("the row holds %s (%v), want the answered key %s", o.Direct.KeyID, err, now.ID)
 	}
 }
+
+// TestDirectPutArmedKeepsTheKey: the bulk armed set carries no delivery
+// mode and no key: a direct job listed in it stays direct under the key it
+// holds (its next provision answers the same key), and the answer shows
+// its mode; a job the set leaves out is cancelled with its key.
+func TestDirectPutArmedKeepsTheKey(t *testing.T) {
+	t.Parallel()
+	e := directSetup(t)
+	at := e.clock.Now().Add(time.Hour).Truncate(time.Second)
+	resp, _ := e.provisionAs(tokenA, "keep", at, contract.DeliveryDirect)
+	kept := checkDirect(t, resp, "keep")
+	resp, _ = e.provisionAs(tokenA, "drop", at, contract.DeliveryDirect)
+	dropped := checkDirect(t, resp, "drop")
+	p := e.provisionBody("keep", at.Add(time.Minute))
+	rec := e.do(e.public, request{method: http.MethodPut, path: contract.PathArmed, token: tokenA, body: contract.PutArmedRequest{Armed: []contract.DesiredArm{
+		{JobID: p.JobID, FireAt: p.FireAt, AgentCallbackURL: p.AgentCallbackURL, DedupKey: p.DedupKey}}}})
+	if rec.Code != http.StatusOK {
+		t.Fatalf("put armed: %d %s", rec.Code, rec.Body)
+	}
+	if strings.Contains(rec.Body.String(), "cron_key") {
+		t.Fatalf("the bulk answer shows a key: %s", rec.Body)
+	}
+	put := decodeBody[contract.PutArmedResponse](t, rec)
+	if len(put.Armed) != 1 || put.Armed[0].Delivery != contract.DeliveryDirect || len(put.Cancelled) != 1 || put.Cancelled[0] != "drop" {
+		t.Fatalf("put armed answered %+v", put)
+	}
+	resp, _ = e.provisionAs(tokenA, "keep", at.Add(time.Minute), contract.DeliveryDirect)
+	if k := checkDirect(t, resp, "keep after the bulk set"); k.ID != kept.ID {
+		t.Fatalf("the bulk set changed the key %s to %s", kept.ID, k.ID)
+	}
+	resp, _ = e.provisionAs(tokenA, "drop", at, contract.DeliveryDirect)
+	if k := checkDirect(t, resp, "drop again"); k.ID == dropped.ID {
+		t.Fatalf("the key %s of a job the bulk set cancelled came back", dropped.ID)
+	}
+}

@@ -146,6 +146,7 @@ func (r *Reconciler) planDelivery(ctx context.Context, listing nasclient.Listing
 		}
 		r.cfg.Logger.Info("arming again for the delivery mode", "job_id", a.JobID, "fire_at", a.FireAt, "why", why)
 		o.plan.Provision = append(o.plan.Provision, a)
+		r.inSync.Store(false)
 	}
 	o.plan.Unchanged = keep
 	if rekey && !r.direct() {

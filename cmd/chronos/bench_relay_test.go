@@ -58,6 +58,33 @@ func TestBenchRelaySmall(t *testing.T) {
 	}
 }
 
+// TestBenchRelayBothDeliveries runs a small burst mediated, then direct,
+// on Redis: both deliver every fire, and the comparison names the ratio of
+// their fires per CPU second.
+func TestBenchRelayBothDeliveries(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "relay", "--store", redistest.Start(t, redistest.Options{}).URL(), "--at", "+300ms",
+		"--agents", "10", "--n", "300", "--delivery", "both", "--json"}
+	if code := run(ctx, args, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+	}
+	var cmp relaybench.Comparison
+	if err := json.Unmarshal(stdout.Bytes(), &cmp); err != nil {
+		t.Fatalf("result %q: %v", stdout.String(), err)
+	}
+	for _, res := range []*relaybench.Result{cmp.NAS, cmp.Direct} {
+		if res == nil || res.Delivered != 300 || res.Lost != 0 || res.Failed != 0 || res.LeftInStore != 0 || res.FiresPerCPUSecond <= 0 {
+			t.Fatalf("result %+v: want every fire delivered and verified", res)
+		}
+	}
+	if cmp.NAS.Delivery != "nas" || cmp.Direct.Delivery != "direct" || cmp.Direct.SigningAlg != "HS256" || cmp.DirectPerCPU <= 0 {
+		t.Fatalf("comparison %+v", cmp)
+	}
+}
+
 func TestBenchRelayUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
@@ -67,6 +94,7 @@ func TestBenchRelayUsage(t *testing.T) {
 		{"bench", "relay", "--n", "5", "--rate", "10/s"},
 		{"bench", "relay", "--n", "0"},
 		{"bench", "relay", "--rate", "10/s", "--duration", "0s"},
+		{"bench", "relay", "--delivery", "pigeon"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != exitUsage {

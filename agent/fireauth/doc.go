@@ -31,4 +31,10 @@
 // check needing no key (form, algorithm, headers, claims, body binding) is
 // a 401 at once in every case and fetches nothing. Readiness waits for the
 // first successful load, and failed loads leave no debt.
+//
+// Under direct delivery a DirectVerifier sits in front of the JWTVerifier:
+// a token whose header says HS256 is verified under the cron key of the
+// job it names (CronKeys) and nothing else, with the same claim checks;
+// any other goes to the JWTVerifier unless its job is delivered directly.
+// See direct.go.
 package fireauth

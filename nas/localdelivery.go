@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -113,27 +112,15 @@ func outcomeOf(resp contract.RelayResponse, err error, rec lastFireOut) relay.Ou
 	return withRecord(relay.AnswerOutcome(resp), rec)
 }
 
-// deliverDirect signs row's fire under the job's cron key and calls the
-// agent; its answer is NAS's answer to a mediated fire's (relayAnswer): the
-// same metrics, logs, last-fire record and outcome. A fire that cannot be
-// signed here (no encryption key, a key that does not open) is counted and
-// logged as a retry or a rejection (see direct.Deliverer.ErrorOutcome); its
-// reason names no key.
+// deliverDirect delivers a direct fire for NAS's own dispatchers (see
+// Service.deliverDirect); a fire that could not be signed gets
+// direct.Deliverer.ErrorOutcome's verdict (retried without the encryption
+// key, dead-lettered for a key that does not open).
 func (d *LocalDeliverer) deliverDirect(ctx context.Context, req *contract.RelayRequest, row relay.OneShot, rec *lastFireOut) relay.Outcome {
-	s := d.s
-	res, err := d.direct.Fire(ctx, row, req.Attempt)
-	if err != nil {
-		out := d.direct.ErrorOutcome(err)
-		if out.Kind == relay.Dead {
-			s.countFire(ctx, deliveryRejected, 0)
-			s.logFire(ctx, req, slog.LevelWarn, "fire rejected", "reason", out.Reason)
-		} else {
-			s.countFire(ctx, deliveryRetry, 0)
-			s.logFire(ctx, req, slog.LevelWarn, "fire not taken; relay retries", "reason", out.Reason)
-		}
-		return out
+	resp, err := d.s.deliverDirect(ctx, d.direct, req, row, rec)
+	if errors.Is(err, direct.ErrNoEncryptionKey) || errors.Is(err, direct.ErrKeyDoesNotOpen) {
+		return d.direct.ErrorOutcome(err)
 	}
-	resp, err := s.relayAnswer(ctx, req, row, res, rec)
 	return outcomeOf(resp, err, *rec)
 }
 

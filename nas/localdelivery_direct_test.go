@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -115,5 +117,68 @@ func TestLocalDelivererDirect(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("the agent was called for a key that does not open")
+	}
+}
+
+// TestRelayRouteDeliversDirect: a direct job's fire posted to the relay
+// route (by a relay process older than direct delivery) is signed under the
+// job's cron key with the service's encryption key, not NAS's key.
+func TestRelayRouteDeliversDirect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eng := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = eng.Close() })
+	ring, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agents, err := nas.NewStaticAgents([]nas.AgentEntry{{AgentID: "a", InstanceID: "i", TokenSHA256: nas.TokenSHA256("t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "cron.key")
+	text, _ := cronkey.GenerateEncryptionKey()
+	if err := os.WriteFile(keyFile, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := cronkey.LoadSealer(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relaySecret := []byte("0123456789abcdef0123456789abcdef")
+	cfg := nas.Config{PublicURL: "https://nas.example.com", AllowPrivateCallbacks: true,
+		Relay: nas.RelayConfig{Secrets: []string{contract.FormatWebhookSecret(relaySecret)}, CronKeyEncryptionKeyFile: keyFile}}
+	svc, err := nas.New(nas.Options{Config: cfg, Engine: eng, Verifier: agents, Keys: ring, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+
+	key, _ := cronkey.Mint()
+	var direct atomic.Int32
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		tok, _ := strings.CutPrefix(r.Header.Get(contract.HeaderAuthorization), contract.BearerPrefix)
+		var c contract.FireClaims
+		if _, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return key.Secret, nil },
+			jwt.WithValidMethods([]string{contract.DirectTokenAlg}), jwt.WithIssuer(cfg.PublicURL)); err != nil || c.BodyHash != contract.BodyHash(body) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		direct.Add(1)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(agent.Close)
+	sealed, _ := sealer.Seal("a", "job-1", key)
+	at := time.Now().Add(time.Minute)
+	if _, err := eng.Arm(ctx, relay.ArmRequest{AgentID: "a", InstanceID: "i", JobID: "job-1", FireAt: at, CallbackURL: agent.URL, ScheduleID: "s-1",
+		Direct: relay.DirectKey{Sealed: sealed, KeyID: key.ID, MintedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(contract.RelayRequest{ScheduleID: "s-1", AgentID: "a", JobID: "job-1", FireAt: contract.NewTime(at), Attempt: 1})
+	h := contract.WebhookHeaders([][]byte{relaySecret}, "d-1", time.Now(), body)
+	resp, err := svc.Relay(ctx, nas.RelayHeaders{ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp], Signature: h[contract.HeaderWebhookSignature]}, body)
+	if err != nil || resp.Status != contract.RelayDelivered || direct.Load() != 1 {
+		t.Fatalf("relay route: %+v, %v; %d direct tokens verified", resp, err, direct.Load())
 	}
 }

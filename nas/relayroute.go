@@ -18,6 +18,7 @@ import (
 	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/direct"
 )
 
 // RelayHeaders are the Standard Webhooks headers of a relay call.
@@ -55,7 +56,51 @@ func (s *Service) Relay(ctx context.Context, h RelayHeaders, body []byte) (contr
 	if resp, settled := s.settleWithoutAgent(ctx, &req, info, nil); settled {
 		return resp, nil
 	}
+	if info.Row.Direct.IsDirect() {
+		return s.relayDirect(ctx, &req, info.Row)
+	}
 	return s.deliver(ctx, &req, info.Row, now, nil)
+}
+
+// relayDirect delivers on the relay route the fire of a job armed for
+// direct delivery, as NAS's own dispatchers do: signed under the job's cron
+// key, never NAS's (the agent refuses NAS's token for such a job). Relay
+// processes deliver such fires themselves; one older than direct delivery
+// posts them here.
+func (s *Service) relayDirect(ctx context.Context, req *contract.RelayRequest, row relay.OneShot) (contract.RelayResponse, error) {
+	dd, err := direct.New(direct.Config{
+		Sealer: s.direct.sealer, Issuer: s.cfg.PublicURL, Caller: s.caller,
+		MaxAuthAttempts: s.cfg.Relay.Retry.MaxAuthAttempts, Logger: s.log, Now: s.now,
+	})
+	if err != nil {
+		return contract.RelayResponse{}, fmt.Errorf("relay: %w", err)
+	}
+	resp, err := s.deliverDirect(ctx, dd, req, row, nil)
+	if errors.Is(err, direct.ErrKeyDoesNotOpen) {
+		return contract.RelayResponse{Status: contract.RelayRejected, Reason: err.Error()}, nil
+	}
+	return resp, err
+}
+
+// deliverDirect signs row's fire under the job's cron key with dd and calls
+// the agent; the agent's answer becomes NAS's answer as a mediated fire's
+// does (relayAnswer: the same metrics, logs, last-fire record). A fire that
+// could not be signed is counted and logged as a retry
+// (direct.ErrNoEncryptionKey) or a rejection (direct.ErrKeyDoesNotOpen) and
+// that error returned; its reason names no key.
+func (s *Service) deliverDirect(ctx context.Context, dd *direct.Deliverer, req *contract.RelayRequest, row relay.OneShot, out *lastFireOut) (contract.RelayResponse, error) {
+	res, err := dd.Fire(ctx, row, req.Attempt)
+	switch {
+	case err == nil:
+		return s.relayAnswer(ctx, req, row, res, out)
+	case errors.Is(err, direct.ErrKeyDoesNotOpen):
+		s.countFire(ctx, deliveryRejected, 0)
+		s.logFire(ctx, req, slog.LevelWarn, "fire rejected", "reason", err.Error())
+	default:
+		s.countFire(ctx, deliveryRetry, 0)
+		s.logFire(ctx, req, slog.LevelWarn, "fire not taken; relay retries", "reason", err.Error())
+	}
+	return contract.RelayResponse{}, err
 }
 
 // lastFireOut says where the last-fire record of a relayed fire goes: a nil

@@ -41,7 +41,10 @@ func Execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", root.Name(), termtext.Escape(err.Error(), termtext.KeepNewlines))
+	// cobra indents its "Did you mean this?" suggestions with a tab, which
+	// the escaping would print as a literal \t.
+	msg := strings.TrimRight(strings.ReplaceAll(err.Error(), "\n\t", "\n    "), "\n")
+	fmt.Fprintf(stderr, "%s: %s\n", root.Name(), termtext.Escape(msg, termtext.KeepNewlines))
 	if IsUsage(err) {
 		return ExitUsage
 	}
@@ -107,11 +110,22 @@ func IsUsage(err error) bool {
 }
 
 // MarkUsage makes the argument and flag validation failures of c and every
-// command under it usage errors.
+// command under it usage errors. A failure that does not name its command
+// (a wrong argument count) is told with the command and its usage line.
 func MarkUsage(c *cobra.Command) {
 	if c.Args != nil {
 		orig := c.Args
-		c.Args = func(cmd *cobra.Command, args []string) error { return AsUsage(orig(cmd, args)) }
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := orig(cmd, args)
+			if err == nil {
+				return nil
+			}
+			if !strings.Contains(err.Error(), cmd.CommandPath()) {
+				path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+				err = fmt.Errorf("%s: %w (usage: %s)", path, err, cmd.UseLine())
+			}
+			return AsUsage(err)
+		}
 	}
 	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return AsUsage(err) })
 	for _, sub := range c.Commands() {
@@ -125,11 +139,28 @@ func Group(use, short string, subs ...*cobra.Command) *cobra.Command {
 	c := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.NoArgs,
+		Args:  unknownSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
 	}
 	c.AddCommand(subs...)
 	return c
+}
+
+// unknownSubcommand refuses any argument of a group command as an unknown
+// subcommand, with cobra's suggestions of the subcommands it may have meant
+// (a group is not a root, for which cobra would suggest itself).
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return errors.New(msg)
 }

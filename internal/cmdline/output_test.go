@@ -45,6 +45,11 @@ func TestOutputAndExecute(t *testing.T) {
 		{"bad flag", printer(nil, nil), []string{"show", "--nope"}, cmdline.ExitUsage, "", "root: unknown flag: --nope\n"},
 		{"extra argument", printer(nil, nil), []string{"show", "x"}, cmdline.ExitUsage, "", "root: unknown command \"x\" for \"root show\"\n"},
 		{"unknown command", printer(nil, nil), []string{"nope"}, cmdline.ExitUsage, "", "root: unknown command \"nope\" for \"root\"\n"},
+		{"wrong argument count", cmdline.Group("grp", "a group", &cobra.Command{Use: "rm ID", Args: cobra.ExactArgs(1), RunE: func(*cobra.Command, []string) error { return nil }}),
+			[]string{"grp", "rm", "a", "b"}, cmdline.ExitUsage, "", "root: grp rm: accepts 1 arg(s), received 2 (usage: root grp rm ID [flags])\n"},
+		{"suggestion in a group", cmdline.Group("grp", "a group", &cobra.Command{Use: "list", RunE: func(*cobra.Command, []string) error { return nil }}),
+			[]string{"grp", "lst"}, cmdline.ExitUsage, "", "root: unknown command \"lst\" for \"root grp\"\n\nDid you mean this?\n    list\n"},
+		{"suggestion at the root", printer(nil, nil), []string{"shwo"}, cmdline.ExitUsage, "", "root: unknown command \"shwo\" for \"root\"\n\nDid you mean this?\n    show\n"},
 		{"unencodable", printer(func() {}, nil), []string{"show", "--json"}, cmdline.ExitFailure, "", "root: write json: json: unsupported type: func()\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -108,11 +109,16 @@ func (l *Ledger) Find(ctx context.Context, id string, since time.Time) (Run, boo
 }
 
 // WriteShow writes run r and, for a fanout parent, its children (each
-// with its item and state) and its reducer, with a count per state.
-func WriteShow(w io.Writer, r Run, children []Run) error {
+// with its item and state) and its reducer, with a count per state. The
+// output file is written as a path under home, as WriteRunTable does.
+func WriteShow(w io.Writer, r Run, children []Run, home string) error {
+	output := ""
+	if r.Output != "" {
+		output = filepath.Join(home, r.Output)
+	}
 	rows := [][2]string{{"run", r.RunID}, {"job", r.JobID}, {"state", string(r.State)}, {"slot", r.Slot.Format(time.RFC3339)},
 		{"trigger", r.Trigger}, {"attempt", fmt.Sprint(r.Attempt)}, {"role", r.Role}, {"parent", r.ParentRunID}, {"item", r.Item},
-		{"result", r.Result()}, {"duration", r.Took()}, {"output", r.Output}, {"reason", r.Reason}}
+		{"result", r.Result()}, {"duration", r.Took()}, {"output", output}, {"reason", r.Reason}}
 	for _, row := range rows {
 		if row[1] == "" {
 			continue

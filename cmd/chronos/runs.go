@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -22,6 +23,7 @@ func newRunsListCmd(rc *jobsCLI) *cobra.Command {
 		limit        int
 		out          cmdline.Output
 		tree         bool
+		showOutput   bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -59,6 +61,9 @@ every field of the ledger's fold, these included.`,
 			if tree {
 				return ledger.WriteTree(cmd.OutOrStdout(), runs)
 			}
+			if showOutput {
+				return writeRunOutputs(cmd.OutOrStdout(), t.Home, runs)
+			}
 			return out.Print(cmd.OutOrStdout(), runs, func(w io.Writer) error { return ledger.WriteRunTable(w, runs, t.Home) })
 		},
 	}
@@ -67,5 +72,24 @@ every field of the ledger's fold, these included.`,
 	c.Flags().IntVar(&limit, "limit", 100, "keep the newest N runs (0: all)")
 	out.Register(c, "the runs")
 	c.Flags().BoolVar(&tree, "tree", false, "nest each fanout's children (with their items) and reducer under its parent")
+	c.Flags().BoolVar(&showOutput, "output", false, "print each listed run's output under a ==> RUN JOB STATE <== line, instead of the table")
+	c.MarkFlagsMutuallyExclusive("tree", "output", "json")
 	return c
+}
+
+// writeRunOutputs prints the output of each run that kept one, under a
+// line naming the run, its job and its state (as tail does for files).
+func writeRunOutputs(w io.Writer, home string, runs []ledger.Run) error {
+	for _, r := range runs {
+		if r.Output == "" {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "==> %s %s %s <==\n", termSafe(r.RunID), termSafe(r.JobID), r.State); err != nil {
+			return err
+		}
+		if err := writeRunOutput(w, home, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -125,3 +125,43 @@ func TestRunsListEscapesPaths(t *testing.T) {
 		t.Fatalf("--json output %+v", runs)
 	}
 }
+
+// TestRunsPrintOutput: runs show names the output file by its full path
+// and prints the run's output with --output; runs list --output prints
+// every listed run's output under a line naming it; a run that kept no
+// output is an error.
+func TestRunsPrintOutput(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	mustCLI(t, "jobs", "add", "--home", home, "--id", "talk", "--schedule", "every 1h", "--", `echo "to stdout"; echo "to stderr" >&2`)
+	mustCLI(t, "jobs", "add", "--home", home, "--id", "hush", "--schedule", "every 1h", "--", `echo "second"`)
+	mustCLI(t, "jobs", "run", "--home", home, "talk")
+	mustCLI(t, "jobs", "run", "--home", home, "hush")
+	var runs []struct {
+		RunID  string `json:"run_id"`
+		JobID  string `json:"job_id"`
+		Output string `json:"output"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "runs", "list", "--home", home, "--json")), &runs); err != nil || len(runs) != 2 {
+		t.Fatalf("runs: %v %v", runs, err)
+	}
+	show := mustCLI(t, "runs", "show", "--home", home, runs[0].RunID)
+	if want := "output:   " + filepath.Join(home, runs[0].Output) + "\n"; !strings.Contains(show, want) {
+		t.Errorf("runs show does not name the output file by its path %q:\n%s", want, show)
+	}
+	if got := mustCLI(t, "runs", "show", "--home", home, runs[0].RunID, "--output"); !strings.Contains(got, "to stdout\n") || !strings.Contains(got, "to stderr\n") {
+		t.Errorf("runs show --output printed %q", got)
+	}
+	list := mustCLI(t, "runs", "list", "--home", home, "--output")
+	want := "==> " + runs[0].RunID + " talk succeeded <==\n"
+	second := "==> " + runs[1].RunID + " hush succeeded <==\nsecond\n"
+	if !strings.HasPrefix(list, want) || !strings.HasSuffix(list, second) {
+		t.Errorf("runs list --output printed:\n%s", list)
+	}
+	if err := os.Remove(filepath.Join(home, runs[1].Output)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := cli(t, "runs", "show", "--home", home, runs[1].RunID, "--output"); code != 1 || !strings.Contains(errOut, runs[1].RunID) {
+		t.Errorf("runs show --output of a run whose output is gone: exit %d, %s", code, errOut)
+	}
+}

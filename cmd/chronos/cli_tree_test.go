@@ -268,6 +268,24 @@ func TestManWritesAPagePerCommand(t *testing.T) {
 	if !bytes.Contains(page, []byte(`\fB--operator-token\fP`)) || !bytes.Contains(page, []byte("chronos instance stop inst_42 --json")) {
 		t.Errorf("chronos-instance-stop.1 lacks its flags or example:\n%s", page)
 	}
+	// Markdown must not read "[flags] (-- COMMAND ...)" or
+	// "[@EVENT,...] (webhook:URL ...)" as links (rendered \[la]...\[ra]).
+	page, _ = os.ReadFile(filepath.Join(dir, "chronos-jobs-add.1"))
+	if bytes.Contains(page, []byte(`\[la]`)) || !bytes.Contains(page, []byte("KIND:DEST[@EVENT,...] (webhook:URL")) ||
+		!bytes.Contains(page, []byte("[flags] (-- COMMAND")) {
+		t.Errorf("chronos-jobs-add.1 garbles its synopsis or --notify:\n%s", page)
+	}
+	tree := fullTree()
+	var before []string
+	walk(tree, func(c *cobra.Command) { before = append(before, c.Use+c.Long) })
+	escapeForMarkdown(tree)()
+	i := 0
+	walk(tree, func(c *cobra.Command) {
+		if c.Use+c.Long != before[i] {
+			t.Errorf("%s: its texts were not restored after the man pages", c.CommandPath())
+		}
+		i++
+	})
 	if code, _, errOut := nasRunCLI(t, "man", filepath.Join(dir, "chronos.1", "x")); code != exitFailure {
 		t.Errorf("man into a file's path: exit %d (%s), want 1", code, errOut)
 	}

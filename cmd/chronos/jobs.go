@@ -96,8 +96,10 @@ func newJobsCmd() *cobra.Command { return newJobsCmdWith(provider.ArmChange) }
 
 func newJobsCmdWith(arm armFunc) *cobra.Command {
 	c := &jobsCLI{arm: arm}
-	return homeGroup(&c.home, groupCmd("jobs", "Manage jobs in the agent's store",
+	g := homeGroup(&c.home, groupCmd("jobs", "Manage jobs in the agent's store",
 		c.addCmd(), c.editCmd(), c.listCmd(), c.showCmd(), c.pauseCmd(), c.resumeCmd(), c.rmCmd(), c.runCmd()))
+	addCompletions(g, c)
+	return g
 }
 
 // homeGroup adds to g --home, the agent home its commands act on (see

@@ -14,7 +14,9 @@ import (
 
 func newRunsCmd() *cobra.Command {
 	c := &jobsCLI{}
-	return homeGroup(&c.home, groupCmd("runs", "Read the run ledger, show a fanout's children, cancel a run", newRunsListCmd(c), newRunsShowCmd(c), newRunsCancelCmd(c)))
+	g := homeGroup(&c.home, groupCmd("runs", "Read the run ledger, show a fanout's children, cancel a run", newRunsListCmd(c), newRunsShowCmd(c), newRunsCancelCmd(c)))
+	addCompletions(g, c)
+	return g
 }
 
 func newRunsListCmd(rc *jobsCLI) *cobra.Command {

@@ -1,4 +1,4 @@
-package http
+package agenthttp
 
 import (
 	"os"

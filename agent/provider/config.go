@@ -466,7 +466,30 @@ type Decision struct {
 	// Reasons says why Chronos is not in use: one line per missing or
 	// invalid setting (empty when Provider is Chronos).
 	Reasons []string `json:"reasons,omitempty"`
+	// Named is true when the config named a provider other than the
+	// built-in timer (cron.provider: chronos, or an unknown name) that is
+	// not usable: a process that serves fires must not start on it (Err).
+	Named bool `json:"named,omitempty"`
 }
+
+// Err is the error a serving agent refuses to start with: the config named
+// a provider that cannot be used (a setting missing or invalid), and
+// falling back to the built-in timer would hide it. Nil otherwise.
+func (d Decision) Err() error {
+	if !d.Named || d.Chronos() {
+		return nil
+	}
+	why := make([]string, 0, len(d.Reasons))
+	for _, r := range d.Reasons {
+		if r != fallbackReason {
+			why = append(why, r)
+		}
+	}
+	return fmt.Errorf("cron.provider names a provider that cannot be used: %s (fix the config, or set cron.provider: builtin for the built-in timer)", strings.Join(why, "; "))
+}
+
+// fallbackReason ends the reasons of a chronos provider that is not usable.
+const fallbackReason = "falling back to the built-in timer"
 
 // Chronos reports whether the chronos provider is in use.
 func (d Decision) Chronos() bool { return d.Provider == Chronos }
@@ -483,7 +506,9 @@ func (d Decision) Why() string {
 // chronos provider needs cron.provider: chronos, absolute http(s) URLs in
 // portal_url, callback_url and nas_jwks_url, an expected_audience of the
 // form agent:{instance_id}, and an access token; anything missing or
-// invalid selects the built-in timer, and Reasons names each problem.
+// invalid selects the built-in timer, and Reasons names each problem;
+// since the config named the chronos provider, Named is set and a serving
+// agent refuses to start (Err).
 func Decide(c Config) Decision {
 	switch c.Cron.Provider {
 	case "":
@@ -492,7 +517,7 @@ func Decide(c Config) Decision {
 		return Decision{Provider: Builtin, Reasons: []string{"cron.provider is builtin: the built-in timer is used"}}
 	case Chronos:
 	default:
-		return Decision{Provider: Builtin, Reasons: []string{fmt.Sprintf("cron.provider %q is not known (want %q, %q or empty)", c.Cron.Provider, Chronos, Builtin)}}
+		return Decision{Provider: Builtin, Named: true, Reasons: []string{fmt.Sprintf("cron.provider %q is not known (want %q, %q or empty)", c.Cron.Provider, Chronos, Builtin)}}
 	}
 	ch := c.Cron.Chronos
 	var why []string
@@ -529,8 +554,8 @@ func Decide(c Config) Decision {
 		why = append(why, "no access token: set "+EnvAccessToken+" or cron.chronos.access_token_file")
 	}
 	if len(why) > 0 {
-		why = append(why, "falling back to the built-in timer")
-		return Decision{Provider: Builtin, Reasons: why}
+		why = append(why, fallbackReason)
+		return Decision{Provider: Builtin, Named: true, Reasons: why}
 	}
 	return Decision{Provider: Chronos}
 }

@@ -140,9 +140,15 @@ func (s *sidecar) fanOut() <-chan struct{} {
 }
 
 // startIdle starts the idle clock when IdleExit is set; the returned
-// channel is closed once the agent has been idle for it.
+// channel is closed once the agent has been idle for it. On the built-in
+// timer the agent never idles out: its timer is its only trigger, and
+// nothing would start it again for the next slot.
 func (s *sidecar) startIdle(activity <-chan struct{}) <-chan struct{} {
 	idle := make(chan struct{})
+	if s.o.IdleExit > 0 && !s.o.Decision.Chronos() {
+		s.log.Warn("idle exit is off on the built-in timer: this process is the only trigger of its jobs", "idle_exit", s.o.IdleExit.String())
+		return idle
+	}
 	if s.o.IdleExit > 0 {
 		s.wg.Go(func() {
 			if activation.WaitIdle(s.runCtx, s.o.IdleExit, activity, s.busy) == nil {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/notify"
@@ -151,11 +150,15 @@ func TestRunWarnsOfExposedSecretFiles(t *testing.T) {
 	writeSecret(t, cfg.Cron.Chronos.AccessTokenFile, 0o644)
 	writeSecret(t, filepath.Join(cfg.Home, localapi.TokenFile), 0o600)
 	var logs lockedBuffer
-	err := sidecar.Run(context.Background(), sidecar.Options{
-		Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Listener: listener(t), Notifier: newNotifier(),
-		IdleExit: 50 * time.Millisecond,
+	n := newNotifier()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := start(ctx, sidecar.Options{
+		Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Listener: listener(t), Notifier: n,
 	})
-	if err != nil {
+	n.awaitReady(t, done)
+	cancel()
+	if err := wait(t, done); err != nil {
 		t.Fatal(err)
 	}
 	out := logs.String()

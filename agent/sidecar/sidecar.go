@@ -208,6 +208,9 @@ func (o Options) prepare() (Options, *time.Location, error) {
 	if o.Decision.Provider == "" {
 		o.Decision = provider.Decide(o.Config)
 	}
+	if err := o.Decision.Err(); err != nil {
+		return o, nil, fmt.Errorf("agent: %w", err)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

@@ -168,23 +168,88 @@ func TestRunBuiltin(t *testing.T) {
 	}
 }
 
-// TestRunIdleExit: with nothing to do the agent exits by itself after the
-// idle period, saying it stops.
+// TestRunIdleExit: under NAS, with nothing to do, the agent exits by
+// itself after the idle period, saying it stops; on the built-in timer,
+// its jobs' only trigger, it never idles out and says so.
 func TestRunIdleExit(t *testing.T) {
 	t.Parallel()
-	n := newNotifier()
-	start := time.Now()
-	err := sidecar.Run(context.Background(), sidecar.Options{
-		Config: builtinConfig(t), Logger: quiet(), Listener: listener(t), Notifier: n, IdleExit: 100 * time.Millisecond,
+	t.Run("chronos", func(t *testing.T) {
+		t.Parallel()
+		const token, instance = "agent-i-token", "inst-i"
+		nasURL := startNAS(t, token, instance)
+		ln := listener(t)
+		cfg := builtinConfig(t)
+		cfg.Cron = provider.CronConfig{Provider: provider.Chronos, Chronos: provider.ChronosConfig{
+			PortalURL: nasURL, CallbackURL: "http://" + ln.Addr().String(), NASJWKSURL: nasURL + contract.PathJWKS,
+			ExpectedAudience: "agent:" + instance, AccessToken: token,
+		}}
+		n := newNotifier()
+		start := time.Now()
+		err := sidecar.Run(context.Background(), sidecar.Options{
+			Config: cfg, Logger: quiet(), Listener: ln, Notifier: n, IdleExit: 100 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 100*time.Millisecond {
+			t.Fatalf("exited after %s", d)
+		}
+		if len(n.stopping) != 1 {
+			t.Fatal("stopping was not notified")
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Since(start); d < 100*time.Millisecond {
-		t.Fatalf("exited after %s", d)
-	}
-	if len(n.stopping) != 1 {
-		t.Fatal("stopping was not notified")
+	t.Run("builtin", func(t *testing.T) {
+		t.Parallel()
+		var logs lockedBuffer
+		n := newNotifier()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := start(ctx, sidecar.Options{Config: builtinConfig(t), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			Listener: listener(t), Notifier: n, IdleExit: time.Millisecond})
+		n.awaitReady(t, done)
+		if !strings.Contains(logs.String(), "idle exit is off on the built-in timer") {
+			t.Fatalf("no warning that idle exit is off:\n%s", logs.String())
+		}
+		// Ready came after the idle clock would have started: an agent
+		// that idled out would be gone by now, its done channel closed.
+		select {
+		case err := <-done:
+			t.Fatalf("the agent on the built-in timer exited by itself: %v", err)
+		default:
+		}
+		cancel()
+		if err := wait(t, done); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRunRefusesANamedProviderItCannotUse: cron.provider: chronos with a
+// setting missing, or an unknown provider, fails the start naming what is
+// wrong, instead of running on the built-in timer.
+func TestRunRefusesANamedProviderItCannotUse(t *testing.T) {
+	t.Parallel()
+	missingJWKS := builtinConfig(t)
+	missingJWKS.Cron = provider.CronConfig{Provider: provider.Chronos, Chronos: provider.ChronosConfig{
+		PortalURL: "http://nas.test", CallbackURL: "http://agent.test", ExpectedAudience: "agent:i", AccessToken: "t",
+	}}
+	unknown := builtinConfig(t)
+	unknown.Cron.Provider = "chronoss"
+	for name, tc := range map[string]struct {
+		cfg  provider.Config
+		want string
+	}{
+		"chronos without nas_jwks_url": {missingJWKS, "cron.chronos.nas_jwks_url is missing"},
+		"unknown provider":             {unknown, `cron.provider "chronoss" is not known`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := sidecar.Run(ctx, sidecar.Options{Config: tc.cfg, Logger: quiet(), Listener: listener(t), Notifier: newNotifier(), IdleExit: time.Second})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "cron.provider: builtin") {
+				t.Fatalf("Run = %v, want a refusal naming %q", err, tc.want)
+			}
+		})
 	}
 }
 

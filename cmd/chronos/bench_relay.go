@@ -56,7 +56,12 @@ each fire with HS256 under the job's key, as the dispatchers of chronos nas
 and chronos relay do for an agent with delivery: direct, and the sink
 verifies it with that key as such an agent does. --delivery both runs the
 mediated burst, then the direct one, and prints both and the ratio of their
-fires per CPU second.`,
+fires per CPU second.
+
+--dispatch relay runs the dispatchers as a chronos relay process does
+(in this process still): a mediated fire is POSTed, signed, to NAS's relay
+route, which calls the sink; a direct fire goes from the dispatcher to the
+sink with no hop to NAS.`,
 		Args: cobra.NoArgs,
 		RunE: b.run,
 	}
@@ -77,6 +82,7 @@ fires per CPU second.`,
 	f.IntVar(&b.o.Neighbours.Waking, "waking", 0, "add this many fires of a waking agent (503 with Retry-After), due with the burst")
 	f.DurationVar(&b.o.Neighbours.WakingFor, "waking-for", 10*time.Second, "how long after fire_at the waking agent answers 503")
 	f.DurationVar(&b.o.Neighbours.RetryAfter, "waking-retry-after", 5*time.Second, "the Retry-After of the waking agent's 503s")
+	f.StringVar(&b.o.Dispatch, "dispatch", relaybench.DispatchNAS, "where the dispatchers run: nas (in NAS's process, as chronos nas) or relay (as a chronos relay process: mediated fires go through NAS's relay route)")
 	f.StringVar(&b.delivery, "delivery", relaybench.DeliveryNAS, "nas (NAS signs each fire), direct (each job's cron key signs it) or both, one after the other")
 	f.BoolVar(&b.asJSON, "json", false, "print the result as JSON")
 	f.StringVar(&b.profile, "cpuprofile", "", "write a CPU profile of the run to this file")

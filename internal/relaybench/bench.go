@@ -41,7 +41,18 @@ type Options struct {
 	// every job is armed for direct delivery under its own cron key and the
 	// dispatchers sign each fire with it (HS256).
 	Delivery string
+	// Dispatch is where the dispatchers run: DispatchNAS ("" too), in NAS's
+	// process, handing each fire to NAS in process as chronos nas does, or
+	// DispatchRelay, as a chronos relay process's, POSTing each mediated
+	// fire to NAS's signed relay route (and a direct one to its agent).
+	Dispatch string
 }
+
+// Where a run's dispatchers run (Options.Dispatch).
+const (
+	DispatchNAS   = "nas"
+	DispatchRelay = "relay"
+)
 
 // Delivery modes of a run (Options.Delivery).
 const (
@@ -74,6 +85,13 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--delivery %q is not %s or %s", o.Delivery, DeliveryNAS, DeliveryDirect)
 	}
+	switch o.Dispatch {
+	case "":
+		o.Dispatch = DispatchNAS
+	case DispatchNAS, DispatchRelay:
+	default:
+		return fmt.Errorf("--dispatch %q is not %s or %s", o.Dispatch, DispatchNAS, DispatchRelay)
+	}
 	switch o.Alg {
 	case "":
 		o.Alg = nas.DefaultSigningAlg
@@ -92,6 +110,7 @@ func (o *Options) Validate() error {
 type Result struct {
 	Store         string  `json:"store"`
 	Delivery      string  `json:"delivery"`
+	Dispatch      string  `json:"dispatch"`
 	SigningAlg    string  `json:"signing_alg"`
 	Fires         int     `json:"fires"`
 	Mode          string  `json:"mode"`
@@ -141,7 +160,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) (*Result, error) {
 	if o.Delivery == DeliveryDirect {
 		alg = contract.DirectTokenAlg
 	}
-	res := &Result{Store: node.StoreKind(o.Store), Delivery: o.Delivery, SigningAlg: alg, Fires: o.N, Mode: "burst", Dispatchers: o.Dispatchers,
+	res := &Result{Store: node.StoreKind(o.Store), Delivery: o.Delivery, Dispatch: o.Dispatch, SigningAlg: alg, Fires: o.N, Mode: "burst", Dispatchers: o.Dispatchers,
 		Concurrency: o.Concurrency, Agents: o.Agents}
 	if o.Rate > 0 {
 		res.Mode = fmt.Sprintf("rate %.0f/s for %s", o.Rate, o.Duration)

@@ -59,9 +59,39 @@ func TestRunDirect(t *testing.T) {
 	if !strings.Contains(out.String(), "1.00× the fires per CPU second") {
 		t.Fatalf("comparison %q", out.String())
 	}
-	bad := relaybench.Options{N: 1, Agents: 1, Dispatchers: 1, Concurrency: 1, ArmWorkers: 1, Delivery: "carrier-pigeon"}
-	if err := bad.Validate(); err == nil {
-		t.Fatal("an unknown delivery validated")
+	for _, bad := range []relaybench.Options{
+		{N: 1, Agents: 1, Dispatchers: 1, Concurrency: 1, ArmWorkers: 1, Delivery: "carrier-pigeon"},
+		{N: 1, Agents: 1, Dispatchers: 1, Concurrency: 1, ArmWorkers: 1, Dispatch: "elsewhere"},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Fatalf("%+v validated", bad)
+		}
+	}
+}
+
+// TestRunRelayProcess runs small bursts with the dispatchers of a relay
+// process: mediated fires through NAS's relay route, direct ones straight
+// to the sink; every fire arrives once and verifies.
+func TestRunRelayProcess(t *testing.T) {
+	t.Parallel()
+	for _, delivery := range []string{relaybench.DeliveryNAS, relaybench.DeliveryDirect} {
+		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
+			o := relaybench.Options{Store: "memory", N: 200, At: 200 * time.Millisecond, Agents: 5, Dispatchers: 2, Concurrency: 8, ArmWorkers: 4,
+				Alg: "EdDSA", Delivery: delivery, Dispatch: relaybench.DispatchRelay}
+			if err := o.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := relaybench.Run(ctx, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Delivered != 200 || res.Lost != 0 || res.Failed != 0 || res.Duplicates != 0 || res.Dispatch != "relay" || res.LeftInStore != 0 {
+				t.Fatalf("result %+v", res)
+			}
+		})
 	}
 }
 

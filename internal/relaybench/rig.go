@@ -19,6 +19,7 @@ import (
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/nas/node"
 	"github.com/chronoscron/chronos/relay"
+	"github.com/chronoscron/chronos/relay/cronkey"
 )
 
 // rig is a run's moving parts: the store, NAS with its dispatchers, and
@@ -55,11 +56,16 @@ func newRig(ctx context.Context, o Options, log *slog.Logger) (r *rig, err error
 	if err != nil {
 		return r, fmt.Errorf("bench relay: listen: %w", err)
 	}
-	n, err := startNAS(ctx, o, r.engine, nasLn, r.keys, log)
+	n, cfg, err := startNAS(ctx, o, r.engine, nasLn, r.keys, log)
 	if err != nil {
 		return r, err
 	}
 	r.running.Go(func() { _ = n.Run(ctx) })
+	if o.Dispatch == DispatchRelay {
+		if err := r.startRelay(ctx, o, cfg, log); err != nil {
+			return r, err
+		}
+	}
 	jwks, err := fetchJWKS(ctx, n.URL()+contract.PathJWKS)
 	if err != nil {
 		return r, err
@@ -73,13 +79,17 @@ func newRig(ctx context.Context, o Options, log *slog.Logger) (r *rig, err error
 	return r, nil
 }
 
-// startNAS builds NAS on ln around engine, with the run's dispatchers and,
-// for a direct run, the cron keys' encryption key.
-func startNAS(ctx context.Context, o Options, engine relay.Engine, ln net.Listener, keys *cronKeys, log *slog.Logger) (*node.Node, error) {
+// startNAS builds NAS on ln around engine, with the run's dispatchers
+// (none when they run as a relay process's) and, for a direct run, the cron
+// keys' encryption key. It returns NAS's config.
+func startNAS(ctx context.Context, o Options, engine relay.Engine, ln net.Listener, keys *cronKeys, log *slog.Logger) (*node.Node, nas.Config, error) {
 	url := "http://" + ln.Addr().String()
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
 	dispatchers := o.Dispatchers
+	if o.Dispatch == DispatchRelay {
+		dispatchers = 0
+	}
 	cfg := nas.Config{
 		Listen: ln.Addr().String(), PublicURL: url, Store: "memory", SigningAlg: o.Alg,
 		Relay:                 nas.RelayConfig{Secrets: []string{contract.FormatWebhookSecret(secret)}, NASURL: url, Dispatchers: &dispatchers},
@@ -93,9 +103,36 @@ func startNAS(ctx context.Context, o Options, engine relay.Engine, ln net.Listen
 	}})
 	if err != nil {
 		_ = ln.Close()
-		return nil, fmt.Errorf("bench relay: nas: %w", err)
+		return nil, cfg, fmt.Errorf("bench relay: nas: %w", err)
 	}
-	return n, nil
+	return n, cfg, nil
+}
+
+// startRelay runs the run's dispatchers as a chronos relay process runs
+// them (node.NewRelayDeliverer): mediated fires POSTed, signed, to NAS's
+// relay route, direct fires straight to the sink.
+func (r *rig) startRelay(ctx context.Context, o Options, cfg nas.Config, log *slog.Logger) error {
+	cfg = cfg.WithDefaults()
+	var sealer *cronkey.Sealer
+	if r.keys != nil {
+		sealer = r.keys.sealer
+	}
+	d, closeDeliverer, err := node.NewRelayDeliverer(cfg, sealer, r.engine, log, o.Concurrency)
+	if err != nil {
+		return fmt.Errorf("bench relay: %w", err)
+	}
+	var dispatchers sync.WaitGroup
+	for range o.Dispatchers {
+		dc := cfg.Relay.Dispatch()
+		dc.Logger, dc.Concurrency, dc.DrainTimeout = log, o.Concurrency, 5*time.Second
+		disp := relay.NewDispatcher(r.engine, d, dc)
+		dispatchers.Go(func() { _ = disp.Run(ctx) })
+	}
+	r.running.Go(func() {
+		dispatchers.Wait()
+		closeDeliverer()
+	})
+	return nil
 }
 
 // startSink serves the agent sink on every loopback address it can listen on.

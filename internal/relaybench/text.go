@@ -7,8 +7,8 @@ import (
 
 // WriteText writes the result for people.
 func (r *Result) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "store %s, %d fires (%s), %d agents, %d dispatchers × %d concurrency, delivery %s, %s tokens\n",
-		r.Store, r.Fires, r.Mode, r.Agents, r.Dispatchers, r.Concurrency, r.Delivery, r.SigningAlg)
+	fmt.Fprintf(w, "store %s, %d fires (%s), %d agents, %d dispatchers × %d concurrency in %s, delivery %s, %s tokens\n",
+		r.Store, r.Fires, r.Mode, r.Agents, r.Dispatchers, r.Concurrency, dispatchPlace(r.Dispatch), r.Delivery, r.SigningAlg)
 	late := ""
 	if r.ArmedLate {
 		late = " (arming ended after the first fire_at: lags include arming)"
@@ -62,4 +62,12 @@ func (c Comparison) WriteText(w io.Writer) {
 	c.Direct.WriteText(w)
 	fmt.Fprintf(w, "direct vs nas: %.2f× the fires per CPU second (%.0f vs %.0f), %.2f× the drain rate\n",
 		c.DirectPerCPU, c.Direct.FiresPerCPUSecond, c.NAS.FiresPerCPUSecond, c.DirectDrain)
+}
+
+// dispatchPlace names where a run's dispatchers ran.
+func dispatchPlace(dispatch string) string {
+	if dispatch == DispatchRelay {
+		return "a relay process"
+	}
+	return "NAS"
 }

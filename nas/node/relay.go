@@ -81,17 +81,11 @@ func RunRelay(ctx context.Context, o RelayOptions) error {
 		return err
 	}
 	defer engine.Close()
-	mediated, err := newDeliverer(cfg, log, 0)
+	deliverer, closeDeliverer, err := NewRelayDeliverer(cfg, sealer, engine, log, 0)
 	if err != nil {
 		return err
 	}
-	defer mediated.Close()
-	directDeliverer, caller, err := newDirectDeliverer(cfg, sealer, engine, log)
-	if err != nil {
-		return err
-	}
-	defer caller.CloseIdle()
-	deliverer := direct.Route(directDeliverer, mediated)
+	defer closeDeliverer()
 	metrics := relaymetrics.NewDispatch()
 	g := newGroup(ctx, cancel, log, "relay")
 	if o.Listen != "" {
@@ -130,6 +124,28 @@ func (o RelayOptions) cronKeySealer(cfg nas.Config) (*cronkey.Sealer, error) {
 		return nil, fmt.Errorf("relay: --cron-key-encryption-key-file: %w", err)
 	}
 	return s, nil
+}
+
+// NewRelayDeliverer returns the deliverer of a chronos relay process's
+// dispatchers on engine, for cfg (with its defaults): a fire armed for
+// direct delivery goes to its agent, signed under the job's cron key opened
+// with sealer (relay/direct), any other to NAS's signed relay route
+// (relay.nas_url). maxConns sizes the pool of connections to NAS (0: the
+// default). close releases their idle connections.
+func NewRelayDeliverer(cfg nas.Config, sealer *cronkey.Sealer, engine relay.Engine, log *slog.Logger, maxConns int) (d relay.Deliverer, close func(), err error) {
+	mediated, err := newDeliverer(cfg, log, maxConns)
+	if err != nil {
+		return nil, nil, err
+	}
+	dd, caller, err := newDirectDeliverer(cfg, sealer, engine, log)
+	if err != nil {
+		mediated.Close()
+		return nil, nil, err
+	}
+	return direct.Route(dd, mediated), func() {
+		mediated.Close()
+		caller.CloseIdle()
+	}, nil
 }
 
 // newDirectDeliverer builds the deliverer of direct fires: the agent

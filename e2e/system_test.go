@@ -54,6 +54,11 @@ type systemOptions struct {
 	Resync time.Duration
 	// IdleExit, when set, starts the agents with --idle-exit.
 	IdleExit time.Duration
+	// Direct turns direct delivery on at both ends: the agents file allows
+	// it (delivery: direct), NAS and the relays read an encryption key file
+	// (relay.cron_key_encryption_key_file), and the agents ask for it
+	// (cron.chronos.delivery: direct).
+	Direct bool
 }
 
 // system is NAS, relays and agents started as processes in one directory
@@ -75,6 +80,8 @@ type system struct {
 	proxy     *spreadProxy
 	// ids maps the tests' job names to the ids the agent gave them.
 	ids map[string]string
+	// direct: the agents ask for direct delivery (systemOptions.Direct).
+	direct bool
 }
 
 // randomToken returns n random bytes, URL-safe base64.
@@ -102,7 +109,17 @@ func newSystem(t *testing.T, o systemOptions) *system {
 	writeFile(t, s.dir, "operator-token", s.opToken+"\n")
 	writeFile(t, s.dir, "agent-token", s.agentToken+"\n")
 	sum := sha256.Sum256([]byte(s.agentToken))
-	writeFile(t, s.dir, "agents.yaml", fmt.Sprintf("- agent_id: %s\n  instance_id: %s\n  token_sha256: %s\n", agentID, instanceID, hex.EncodeToString(sum[:])))
+	agentsFile := fmt.Sprintf("- agent_id: %s\n  instance_id: %s\n  token_sha256: %s\n", agentID, instanceID, hex.EncodeToString(sum[:]))
+	direct := ""
+	if o.Direct {
+		s.direct = true
+		agentsFile += "  delivery: direct\n"
+		direct = "  cron_key_encryption_key_file: cron-key-encryption.key\n"
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		writeFile(t, s.dir, "cron-key-encryption.key", base64.StdEncoding.EncodeToString(key)+"\n")
+	}
+	writeFile(t, s.dir, "agents.yaml", agentsFile)
 
 	store := "memory"
 	switch {
@@ -135,10 +152,10 @@ key_check_interval: %s
 relay:
   secrets_file: relay-secrets
   dispatchers: %d
-%sagents_file: agents.yaml
+%s%sagents_file: agents.yaml
 operator_token_file: operator-token
 allow_private_callbacks: true
-`, nasPort, relayPort, s.publicURL, store, keyCheck, dispatchers, retry))
+`, nasPort, relayPort, s.publicURL, store, keyCheck, dispatchers, retry, direct))
 
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -214,7 +231,7 @@ cron:
     expected_audience: agent:%s
     nas_jwks_url: %s/.well-known/jwks.json
     access_token_file: agent-token
-`, s.home, addr, s.publicURL, s.callbackURL, instanceID, s.publicURL)
+`, s.home, addr, s.publicURL, s.callbackURL, instanceID, s.publicURL) + map[bool]string{true: "    delivery: direct\n"}[s.direct]
 }
 
 // mustCLI runs a chronos command that must succeed and returns its stdout.

@@ -15,6 +15,7 @@ import (
 	"github.com/chronoscron/chronos/agent/cronkeys"
 	"github.com/chronoscron/chronos/agent/fireauth/fireauthtest"
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/relay/cronkey"
 )
 
@@ -137,7 +138,7 @@ func TestDirectDeliveryWithoutNAS(t *testing.T) {
 	eventually(t, 40*time.Second, "every direct fire to run", func() (bool, string) {
 		var missing []string
 		for _, j := range jobs {
-			if len(s.runsOf(j)[at]) == 0 {
+			if rs := s.runsOf(j)[at]; len(rs) == 0 || rs[0].state != "succeeded" {
 				missing = append(missing, j)
 			}
 		}
@@ -208,17 +209,20 @@ func TestDirectFireRefusals(t *testing.T) {
 		}
 	}
 
-	// A token NAS signs (its relay route mints one) for the direct job.
-	before := len(s.proxy.records())
-	s.postRelay("dlv-nas-token", s.relayCall(armed, 1))
-	var nasFire *fireRecord
-	for _, f := range s.proxy.records()[before:] {
-		if f.job == alpha && f.path == contract.PathFire {
-			nasFire = &f
-		}
+	// A token NAS's own key signs for the direct job, as NAS signs fires
+	// of mediated jobs.
+	ring, err := nas.OpenKeyRing(filepath.Join(s.dir, "keys"), "ES256")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if nasFire == nil || strings.HasPrefix(nasFire.kid, contract.CronKeyIDPrefix) || nasFire.status != http.StatusUnauthorized {
-		t.Errorf("a NAS token for the direct job: %+v, want a NAS kid answered 401", nasFire)
+	fire := fireauthtest.NewFire(s.publicURL, "agent:"+instanceID, time.Now(), req)
+	nasToken, err := (&nas.Minter{Keys: ring, Issuer: s.publicURL, TTL: time.Minute}).Mint(time.Now(),
+		nas.FireToken{InstanceID: instanceID, Fire: req, Body: fire.Body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, answer := postFire(t, agent, nasToken, fire.Body); code != http.StatusUnauthorized {
+		t.Errorf("a NAS token for the direct job: the agent answered %d %s, want 401", code, answer)
 	}
 
 	// Re-key while alpha is armed: the agent gets a new key; the old one
@@ -255,6 +259,7 @@ func TestDirectRekeyWhileArmedLosesNothing(t *testing.T) {
 	t.Parallel()
 	s := newSystem(t, systemOptions{Redis: true, Relays: 1, Direct: true})
 	jobs := []string{"tick-a", "tick-b"}
+	start := time.Now()
 	for _, j := range jobs {
 		s.addJob(j, "every 2s")
 	}
@@ -262,7 +267,6 @@ func TestDirectRekeyWhileArmedLosesNothing(t *testing.T) {
 	for _, j := range jobs {
 		old[j] = s.currentKey(j).ID
 	}
-	start := time.Now()
 	eventually(t, 20*time.Second, "a fire of each job under its first key", func() (bool, string) {
 		for _, j := range jobs {
 			if len(s.runsOf(j)) == 0 {
@@ -273,25 +277,27 @@ func TestDirectRekeyWhileArmedLosesNothing(t *testing.T) {
 	})
 	s.mustCLI("agent", "rekey", agentID, "--nas-url", s.internalURL, "--operator-token", s.opToken)
 	rekeyed := time.Now()
+	// Two slots of each job under its new key, the second 4 s after the
+	// re-key at the earliest.
 	eventually(t, 30*time.Second, "fires under the new keys", func() (bool, string) {
 		for _, j := range jobs {
-			got := false
+			n := 0
 			for _, f := range s.proxy.records() {
-				if f.job == j && f.path == contract.PathFire && f.status/100 == 2 && f.kid != old[j] && f.at.After(rekeyed) {
-					got = true
+				if f.job == j && f.path == contract.PathFire && f.status/100 == 2 && f.kid != old[j] && f.fireAt.After(rekeyed.Add(2*time.Second)) {
+					n++
 				}
 			}
-			if !got {
+			if n < 2 {
 				return false, j
 			}
 		}
 		return true, ""
 	})
-	end := time.Now()
+	to := time.Now().Add(-3 * time.Second)
 	for _, j := range jobs {
 		jr := readJobs(t, s.home)[j]
-		want := slotsBetween(t, jr, start.Add(2*time.Second), end.Add(-4*time.Second))
-		assertOncePerSlot(t, foldRuns(readLedger(t, s.home)), j, want, end)
+		want := slotsBetween(t, jr, start, to)
+		assertOncePerSlot(t, foldRuns(readLedger(t, s.home)), j, want, to)
 	}
 	for _, f := range s.proxy.records() {
 		if f.path == contract.PathFire && f.status == http.StatusUnauthorized {

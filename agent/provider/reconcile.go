@@ -112,6 +112,10 @@ type Reconciler struct {
 	gen       atomic.Int64 // bumped by every change; a reconcile that saw an older one is not in sync
 	failures  atomic.Int64
 	runs      atomic.Int64
+	// lastDesired is what the last reconcile that succeeded armed for (the
+	// desired fires within the horizon); nil before one, or after a
+	// failure (under mu).
+	lastDesired []agent.Desired
 }
 
 // NewReconciler returns a reconciler for cfg.
@@ -233,6 +237,12 @@ func (r *Reconciler) Run(ctx context.Context, changes <-chan struct{}) error {
 		case <-ctx.Done():
 			return nil
 		case <-changes:
+			// Most writes to the job store (a run starting or ending, a
+			// ledger line) leave the fires to arm as they were: those
+			// cost NAS no list and no provision.
+			if r.desiredUnchanged(ctx) {
+				continue
+			}
 			r.gen.Add(1)
 			r.inSync.Store(false)
 			once()
@@ -248,6 +258,26 @@ func (r *Reconciler) Run(ctx context.Context, changes <-chan struct{}) error {
 			once()
 		}
 	}
+}
+
+// desiredUnchanged reports whether the agent is in sync and its jobs ask
+// for exactly the fires the last successful reconcile armed for, so that a
+// change of the job store needs no reconcile.
+func (r *Reconciler) desiredUnchanged(ctx context.Context) bool {
+	if !r.inSync.Load() || r.rekey.Load() {
+		return false
+	}
+	r.mu.Lock()
+	last := r.lastDesired
+	r.mu.Unlock()
+	if last == nil {
+		return false
+	}
+	d, err := r.cfg.Source.Desired(ctx)
+	if err != nil {
+		return false
+	}
+	return slices.Equal(r.withinHorizon(d, r.cfg.Now()), last)
 }
 
 // backoff returns how long Run waits after its failures-th failure in a row.
@@ -468,7 +498,14 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 		// (and what status reports of it) stays the one that ran whole.
 		return res, fmt.Errorf("provider: reconcile cut short: %w", errors.Join(append(errs, ctx.Err())...))
 	}
+	r.lastDesired = nil
 	if o != nil {
+		if len(errs) == 0 {
+			r.lastDesired = slices.Clone(o.desired)
+			if r.lastDesired == nil {
+				r.lastDesired = []agent.Desired{}
+			}
+		}
 		st.Desired = desiredArms(o.desired, o.now, r.cfg.CallbackURL)
 		st.Armed = armedAfter
 		res.Desired, res.Armed = len(st.Desired), len(st.Armed)
@@ -500,7 +537,13 @@ func (r *Reconciler) Reconcile(ctx context.Context) (Result, error) {
 		// A change that arrived meanwhile keeps it out of sync until the
 		// reconcile it asked for.
 		r.inSync.Store(r.gen.Load() == gen)
-		r.cfg.Logger.Info("reconciled", "desired", res.Desired, "armed", res.Armed,
+		// A reconcile that changed nothing at NAS or in the ledger is
+		// routine: it is logged at debug.
+		level := slog.LevelDebug
+		if len(res.Provisioned) > 0 || len(res.Cancelled) > 0 || res.MissedRecorded > 0 || res.CaughtUp {
+			level = slog.LevelInfo
+		}
+		r.cfg.Logger.Log(ctx, level, "reconciled", "desired", res.Desired, "armed", res.Armed,
 			"provisioned", len(res.Provisioned), "cancelled", len(res.Cancelled), "delivering", len(res.Delivering))
 		return res, nil
 	}
@@ -725,14 +768,17 @@ type Observation struct {
 	Armed   []Arm `json:"armed"`
 	// Plan is what a reconcile would do now.
 	Plan Plan `json:"plan"`
-	// MissedRecorded counts failed fires NAS reported that were written to
-	// the ledger while observing.
-	MissedRecorded int `json:"missed_recorded,omitempty"`
+	// FailedFires are the failed fires NAS reports that the agent has not
+	// acknowledged yet, oldest first: the serving agent records each
+	// missed and acknowledges it at its next reconcile. Observing leaves
+	// them as they are.
+	FailedFires []contract.FailedFire `json:"failed_fires,omitempty"`
 }
 
-// Observe lists NAS and the agent and returns what a reconcile would do,
-// changing nothing at NAS but the failed fires: those it reports are
-// recorded as missed and then acknowledged, as in a reconcile.
+// Observe lists NAS and the agent and returns what a reconcile would do. It
+// is a read: it changes nothing at NAS (failed fires are reported, neither
+// recorded nor acknowledged: that is the serving agent's reconcile), in the
+// ledger or in the state file.
 func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -740,26 +786,7 @@ func (r *Reconciler) Observe(ctx context.Context) (Observation, error) {
 	if err != nil {
 		return Observation{}, fmt.Errorf("provider: observe: %w", err)
 	}
-	var out Observation
-	if len(listing.FailedFires) > 0 {
-		var ack []string
-		record := func(st *State) {
-			var res Result
-			ack = r.recordFailedFires(ctx, st, &res, listing.FailedFires, func(op, jobID string, err error) {
-				st.addError(r.cfg.Now(), op, jobID, err)
-			})
-			st.Counts.MissedRecorded += res.MissedRecorded
-			out.MissedRecorded = res.MissedRecorded
-		}
-		if r.cfg.Home == "" {
-			record(&State{})
-		} else if err := UpdateState(ctx, r.cfg.Home, record); err != nil {
-			return Observation{}, err
-		}
-		r.ackFailedFires(ctx, ack, func(_, _ string, err error) {
-			r.cfg.Logger.Warn("acknowledging failed fires failed; the next reconcile does it again", "error", err)
-		})
-	}
+	out := Observation{FailedFires: listing.FailedFires}
 	var known []Arm
 	if r.cfg.Home != "" {
 		if st, err := ReadState(r.cfg.Home); err == nil {

@@ -677,23 +677,40 @@ func TestFailedFiresWithoutAckRoute(t *testing.T) {
 	}
 }
 
-// Observe records and acknowledges failed fires as a reconcile does, and
-// changes nothing else at NAS.
-func TestObserveRecordsAndAcknowledgesFailedFires(t *testing.T) {
+// Observe is a read: the failed fires NAS reports are returned pending,
+// neither recorded in the ledger nor acknowledged, and the state file's
+// counters stay as they are; the next reconcile records and acknowledges
+// them.
+func TestObserveLeavesFailedFiresPending(t *testing.T) {
 	t.Parallel()
 	b := setup(t, true)
 	b.add(t, "a", "every 1h")
+	b.add(t, "b", "every 1h")
 	b.clock.Set(at(time.Hour + 10*time.Minute))
-	b.nas.set(func(n *fakeNAS) { n.failed = []contract.FailedFire{failedFire("a", "sch_x", at(time.Hour))} })
-	o, err := b.rec.Observe(context.Background())
-	if err != nil || o.MissedRecorded != 1 {
-		t.Fatalf("observe: %+v, %v", o, err)
+	b.nas.set(func(n *fakeNAS) {
+		n.failed = []contract.FailedFire{failedFire("a", "sch_x", at(time.Hour)), failedFire("b", "sch_y", at(time.Hour))}
+	})
+	before, err := provider.ReadState(b.home)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(b.missedRuns(t, "a")) != 1 || fmt.Sprint(b.nas.acked) != "[[sch_x]]" {
-		t.Fatalf("acked %v", b.nas.acked)
+	for range 2 {
+		o, err := b.rec.Observe(context.Background())
+		if err != nil || len(o.FailedFires) != 2 {
+			t.Fatalf("observe: %+v, %v", o, err)
+		}
+	}
+	if n := len(b.missedRuns(t, "a")) + len(b.missedRuns(t, "b")); n != 0 || len(b.nas.acked) != 0 || b.nas.calls["ack"] != 0 {
+		t.Fatalf("observe recorded %d missed runs and acknowledged %v", n, b.nas.acked)
 	}
 	if b.nas.calls["provision"]+b.nas.calls["cancel"] != 0 {
 		t.Fatalf("observe changed the armed set: %v", b.nas.calls)
+	}
+	if after, err := provider.ReadState(b.home); err != nil || after.Counts != before.Counts || len(after.Errors) != len(before.Errors) {
+		t.Fatalf("observe wrote the state file: %+v then %+v, %v", before.Counts, after.Counts, err)
+	}
+	if res := b.reconcile(t); res.MissedRecorded != 2 || fmt.Sprint(b.nas.acked) != "[[sch_x sch_y]]" {
+		t.Fatalf("the reconcile after: %+v, acked %v", res, b.nas.acked)
 	}
 }
 

@@ -112,9 +112,10 @@ type StatusOptions struct {
 // Status reports on the home of o.Config: the provider and why, the serving
 // agent, whether the store can be written, the desired fires against what
 // NAS holds (asked live under the chronos provider), the last reconcile and
-// recent errors, the key set's health and the last fires. It changes nothing
-// at NAS; fires NAS reports as failed are recorded in the ledger as missed,
-// as a reconcile would.
+// recent errors, the key set's health and the last fires. It is a read: it
+// changes nothing at NAS nor in the home. Failed fires NAS reports are shown
+// pending (Observation.FailedFires); recording and acknowledging them is the
+// serving agent's reconcile.
 func Status(ctx context.Context, o StatusOptions) (Report, error) {
 	if o.Decision.Provider == "" {
 		o.Decision = provider.Decide(o.Config)
@@ -318,6 +319,9 @@ func (r Report) Summary() []Line {
 			verdict = "NOT in sync"
 		}
 		lines = append(lines, Line{"nas", fmt.Sprintf("desired %d, armed %d: %s", len(r.NAS.Desired), len(r.NAS.Armed), verdict)})
+		if n := len(r.NAS.FailedFires); n > 0 {
+			lines = append(lines, Line{"failed fires", fmt.Sprintf("%d at NAS not yet recorded: the serving agent records them missed and acknowledges them at its next reconcile", n)})
+		}
 	default:
 		lines = append(lines, Line{"desired", fmt.Sprintf("%d fires (built-in timer)", len(r.Desired))})
 	}

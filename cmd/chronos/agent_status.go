@@ -28,8 +28,9 @@ provider the desired fires against what NAS holds (asked live), the last
 reconcile, its counters and recent errors, and the health of NAS's key set (as
 the serving agent last saw it and fetched now); whether the home (jobs.json,
 the ledger) can be written; and the last fires from the run ledger with their
-outcomes. It changes nothing at NAS. Fires NAS reports as failed are recorded
-in the ledger as missed, as a reconcile would.`,
+outcomes. It is a read: it changes nothing at NAS nor in the home. Fires NAS
+reports as failed are shown as pending; the serving agent records them missed
+and acknowledges them at its next reconcile.`,
 		Example: "  chronos agent status --config /etc/chronos/agent.yaml\n  chronos agent status --home ~/.chronos --json | jq .provider",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -829,3 +829,66 @@ func TestReconcileCutShortByStopIsNotRecorded(t *testing.T) {
 		t.Fatalf("state after a failed listing: %+v", st)
 	}
 }
+
+// TestRunCostsOneListAndOneProvisionPerFire: under Run, a fire costs NAS
+// one list and one provision (the next slot): the other writes of the job
+// store around it (the run starting and ending, its ledger lines) change no
+// fire to arm and reconcile nothing.
+func TestRunCostsOneListAndOneProvisionPerFire(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- b.rec.Run(ctx, b.rt.Changes()) }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for !cond() {
+			select {
+			case <-deadline:
+				t.Fatalf("timed out waiting for %s", what)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	waitFor("the first arm", func() bool { return b.nas.snapshot()["a"].Equal(at(time.Hour)) && b.rec.InSync() })
+	const fires = 5
+	for i := 1; i <= fires; i++ {
+		slot := at(time.Duration(i) * time.Hour)
+		b.clock.Set(slot)
+		// NAS delivers the fire, then forgets the arm it acknowledged
+		// (unless the agent armed the next slot already).
+		r, err := b.rt.Fire(ctx, "a", slot, agent.TriggerScheduled)
+		if err != nil || r.Status != agent.FireAccepted {
+			t.Fatalf("fire %d: %+v %v", i, r, err)
+		}
+		b.nas.set(func(n *fakeNAS) {
+			if n.arms["a"].FireAt.Time.Equal(slot) {
+				delete(n.arms, "a")
+			}
+		})
+		waitFor("the run and the next arm", func() bool {
+			b.runs.mu.Lock()
+			n := b.runs.runs["a"]
+			b.runs.mu.Unlock()
+			return n == i && b.rt.InFlight() == 0 && b.nas.snapshot()["a"].Equal(slot.Add(time.Hour)) && b.rec.InSync()
+		})
+	}
+	// A last change that does need a reconcile: once it is armed, every
+	// change signal before it has been handled.
+	b.add(t, "z", "every 1h")
+	waitFor("the last job's arm", func() bool { return !b.nas.snapshot()["z"].IsZero() && b.rec.InSync() })
+	cancel()
+	<-done
+	b.nas.mu.Lock()
+	lists, provisions := b.nas.calls["list"], b.nas.calls["provision"]
+	b.nas.mu.Unlock()
+	// One list and one provision for the first arm, each fire, and z; one
+	// list more may come of a change that lands while a reconcile runs.
+	// (Reconciling on every write of the store made it 13 or 14 lists.)
+	if lists > fires+3 || provisions > fires+2 {
+		t.Fatalf("%d fires cost %d lists and %d provisions, want at most %d and %d", fires, lists, provisions, fires+3, fires+2)
+	}
+}

@@ -205,6 +205,8 @@ var goTypes = map[string]struct {
 	"DLQListResponse":        {reflect.TypeFor[contract.DLQListResponse](), false},
 	"DLQReplayRequest":       {reflect.TypeFor[contract.DLQReplayRequest](), false},
 	"DLQReplayResponse":      {reflect.TypeFor[contract.DLQReplayResponse](), false},
+	"DLQReplayEntry":         {reflect.TypeFor[contract.DLQReplayEntry](), false},
+	"DLQDropped":             {reflect.TypeFor[contract.DLQDropped](), false},
 	"UnarmedJob":             {reflect.TypeFor[contract.UnarmedJob](), false},
 	"UnarmedResponse":        {reflect.TypeFor[contract.UnarmedResponse](), false},
 	"InstanceStatus":         {reflect.TypeFor[contract.InstanceStatus](), false},

@@ -254,7 +254,42 @@ type DLQReplayRequest struct {
 	AgentID     string   `json:"agent_id,omitempty"`
 }
 
-// DLQReplayResponse says how many entries were queued again.
+// DLQReplayResponse says what a replay did with every entry it took out of
+// the dead letter: Replayed counts the entries due again, listed in Entries;
+// Dropped lists the entries it removed without re-arming, each with the
+// reason. Missing are schedule ids another replay took between NAS's check
+// and this replay (rare; never on the embedded store).
 type DLQReplayResponse struct {
-	Replayed int `json:"replayed"`
+	Replayed int              `json:"replayed"`
+	Entries  []DLQReplayEntry `json:"entries"`
+	Dropped  []DLQDropped     `json:"dropped"`
+	Missing  []string         `json:"missing"`
 }
+
+// DLQReplayEntry is one dead letter a replay re-armed, due now.
+type DLQReplayEntry struct {
+	ScheduleID string `json:"schedule_id"`
+	AgentID    string `json:"agent_id"`
+	JobID      string `json:"job_id"`
+	FireAt     Time   `json:"fire_at"`
+}
+
+// DLQDropped is one dead letter a replay removed without re-arming it.
+// Reason is a stable code (DLQDropJobArmedAgain); Description says it in
+// words.
+type DLQDropped struct {
+	ScheduleID  string `json:"schedule_id"`
+	AgentID     string `json:"agent_id"`
+	JobID       string `json:"job_id"`
+	FireAt      Time   `json:"fire_at"`
+	Reason      string `json:"reason"`
+	Description string `json:"description"`
+}
+
+// Reasons a replay drops a dead letter (DLQDropped.Reason).
+const (
+	// DLQDropJobArmedAgain: the job was armed again after the fire died
+	// (its agent moved on to a later slot); re-arming the dead fire would
+	// replace the newer one, so the entry leaves the dead letter unreplayed.
+	DLQDropJobArmedAgain = "job_armed_again"
+)

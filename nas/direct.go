@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -193,8 +192,7 @@ func (s *Service) RekeyAgent(ctx context.Context, agentID string) (contract.Agen
 		return contract.AgentRekeyResponse{}, fmt.Errorf("rekey: %w", err)
 	}
 	if !known {
-		return contract.AgentRekeyResponse{}, contract.Errorf(http.StatusNotFound, contract.CodeNotFound,
-			"NAS knows no agent %s: it is not in the agents file and the store holds nothing of it", agentID)
+		return contract.AgentRekeyResponse{}, errUnknownAgent(agentID)
 	}
 	// Every key minted up to this millisecond is retired (MintedAt is kept
 	// in whole milliseconds).

@@ -300,8 +300,7 @@ func (s *Service) setAgentDisabled(ctx context.Context, agentID string, disabled
 		return contract.AgentStateResponse{}, fmt.Errorf("agent state: %w", err)
 	}
 	if !known {
-		return contract.AgentStateResponse{}, contract.Errorf(http.StatusNotFound, contract.CodeNotFound,
-			"NAS knows no agent %s: it is not in the agents file and the store holds nothing of it", agentID)
+		return contract.AgentStateResponse{}, errUnknownAgent(agentID)
 	}
 	p := fl.Policy
 	changed := p.Disabled != disabled

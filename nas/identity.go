@@ -96,6 +96,14 @@ type AgentPolicySource interface {
 	AgentPolicies() (map[string]FilePolicy, uint64)
 }
 
+// InstanceSource is the part of a verifier that lists agent instances: the
+// agents file. NAS finds it as it finds the AgentPolicySource and asks it
+// whether an operator's instance id names an instance it knows.
+type InstanceSource interface {
+	// KnowsInstance reports whether the source lists instanceID.
+	KnowsInstance(instanceID string) bool
+}
+
 // maxSessionID bounds a session_id.
 const maxSessionID = 512
 
@@ -227,6 +235,7 @@ type AgentsFile struct {
 	mu        sync.Mutex
 	entries   []agentHash
 	sessions  map[string]Identity
+	instances map[string]bool
 	policies  map[string]FilePolicy
 	gen       uint64 // counts the loads
 	stamp     string
@@ -242,6 +251,7 @@ var (
 	_ AgentVerifier     = (*AgentsFile)(nil)
 	_ SessionResolver   = (*AgentsFile)(nil)
 	_ AgentPolicySource = (*AgentsFile)(nil)
+	_ InstanceSource    = (*AgentsFile)(nil)
 )
 
 // OpenAgentsFile loads path; checkEvery bounds how often it is re-checked.
@@ -260,17 +270,19 @@ func NewStaticAgents(entries []AgentEntry) (*AgentsFile, error) {
 		return nil, fmt.Errorf("agents: %w", err)
 	}
 	f := &AgentsFile{gen: 1}
-	f.entries, f.sessions = indexAgents(entries)
+	f.entries, f.sessions, f.instances = indexAgents(entries)
 	f.policies, _ = agentPolicies(entries)
 	return f, nil
 }
 
-// indexAgents builds the lookup tables of checked entries: the token hashes
-// and the session ids.
-func indexAgents(entries []AgentEntry) ([]agentHash, map[string]Identity) {
+// indexAgents builds the lookup tables of checked entries: the token hashes,
+// the session ids and the instance ids.
+func indexAgents(entries []AgentEntry) ([]agentHash, map[string]Identity, map[string]bool) {
 	hashes := make([]agentHash, 0, len(entries))
 	sessions := map[string]Identity{}
+	instances := make(map[string]bool, len(entries))
 	for _, e := range entries {
+		instances[e.InstanceID] = true
 		id := Identity{AgentID: e.AgentID, InstanceID: e.InstanceID}
 		if e.TokenSHA256 != "" {
 			a := agentHash{id: id}
@@ -282,7 +294,7 @@ func indexAgents(entries []AgentEntry) ([]agentHash, map[string]Identity) {
 			sessions[e.SessionID] = id
 		}
 	}
-	return hashes, sessions
+	return hashes, sessions, instances
 }
 
 // reloadIfDue reloads the file when checkEvery has passed since the last
@@ -320,7 +332,7 @@ func (f *AgentsFile) reload(now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("agents file: %w", err)
 	}
-	f.entries, f.sessions = indexAgents(entries)
+	f.entries, f.sessions, f.instances = indexAgents(entries)
 	f.policies = policies
 	f.gen++
 	f.stamp = stamp
@@ -343,6 +355,15 @@ func (f *AgentsFile) AgentPolicies() (map[string]FilePolicy, uint64) {
 	defer f.mu.Unlock()
 	_ = f.reloadIfDue(time.Now())
 	return f.policies, f.gen
+}
+
+// KnowsInstance implements InstanceSource: whether an entry of the file, after
+// a reload check, names instanceID.
+func (f *AgentsFile) KnowsInstance(instanceID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.reloadIfDue(time.Now())
+	return f.instances[instanceID]
 }
 
 // ResolveSession implements SessionResolver.

@@ -149,7 +149,8 @@ func (s *Service) listExtras(ctx context.Context, id Identity) ([]contract.Unarm
 
 // Unarmed lists the jobs (of agentID, or of every agent when empty) left
 // without an armed fire for longer than unarmed_after after their last
-// fire, oldest first. It marks nothing: it is an operator's look.
+// fire, oldest first. It marks nothing: it is an operator's look. An agent
+// NAS knows nothing of is 404.
 func (s *Service) Unarmed(ctx context.Context, agentID string) (contract.UnarmedResponse, error) {
 	if agentID != "" {
 		if e := checkPathID("agent", agentID); e != nil {
@@ -162,6 +163,11 @@ func (s *Service) Unarmed(ctx context.Context, agentID string) (contract.Unarmed
 	})
 	if err != nil {
 		return contract.UnarmedResponse{}, fmt.Errorf("unarmed: %w", err)
+	}
+	if agentID != "" && len(found) == 0 {
+		if err := s.checkAgentKnown(ctx, agentID); err != nil {
+			return contract.UnarmedResponse{}, s.operatorErr("unarmed", err)
+		}
 	}
 	resp := contract.UnarmedResponse{Unarmed: make([]contract.UnarmedJob, 0, len(found)), UnarmedAfter: s.cfg.UnarmedAfter.String(), Truncated: more}
 	for _, f := range found {

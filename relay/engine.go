@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -247,12 +248,72 @@ type Queue interface {
 type DeadLetters interface {
 	// ListDead pages dead letters, optionally of one agent, newest first.
 	ListDead(ctx context.Context, agentID, cursor string, limit int) (items []DeadLetter, next string, err error)
-	// Replay re-arms dead-lettered one-shots, due now, with attempts reset;
-	// unknown ids are ignored. It reports how many were re-armed. An entry whose
-	// job was armed again since is dropped instead of replayed.
-	Replay(ctx context.Context, scheduleIDs []string) (int, error)
-	// ReplayAgent replays all of one agent's dead letters.
-	ReplayAgent(ctx context.Context, agentID string) (int, error)
+	// Replay re-arms dead-lettered one-shots, due now, with attempts reset,
+	// and reports what it did with each. An entry whose job was armed again
+	// after its fire died leaves the dead letter without being re-armed (the
+	// newer fire stands), reported in Dropped with ReplayDropRearmed. When
+	// some ids name no dead letter, Replay replays nothing and returns an
+	// *UnknownDeadLettersError naming them. An id given twice counts once.
+	Replay(ctx context.Context, scheduleIDs []string) (ReplayResult, error)
+	// ReplayAgent replays all of one agent's dead letters as Replay does;
+	// an agent with none replays nothing (no error).
+	ReplayAgent(ctx context.Context, agentID string) (ReplayResult, error)
+}
+
+// ReplayResult is what a replay did with the dead letters it took.
+type ReplayResult struct {
+	// Replayed are the dead letters re-armed, due now, attempts reset.
+	Replayed []DeadLetter
+	// Dropped are the dead letters taken out without being re-armed, each
+	// with the reason.
+	Dropped []DroppedDeadLetter
+	// Missing are schedule ids that were in the dead letter when Replay
+	// checked them but no longer when it reached them: another replay took
+	// them meanwhile. Only an engine that cannot check and replay in one
+	// step (Redis, across shards) reports any.
+	Missing []string
+}
+
+// DroppedDeadLetter is a dead letter a replay removed without re-arming it.
+type DroppedDeadLetter struct {
+	DeadLetter
+	// Reason is why, one of the ReplayDrop constants.
+	Reason string
+}
+
+// Reasons a replay drops a dead letter instead of re-arming it.
+const (
+	// ReplayDropRearmed: the job was armed again after the fire died (its
+	// agent moved on to a later slot), so re-arming the dead fire would
+	// replace the newer one.
+	ReplayDropRearmed = "job_armed_again"
+)
+
+// UnknownDeadLettersError is Replay's error for schedule ids that name no
+// dead letter: nothing was replayed. It matches ErrNotFound.
+type UnknownDeadLettersError struct {
+	ScheduleIDs []string
+}
+
+// Error implements error.
+func (e *UnknownDeadLettersError) Error() string {
+	return fmt.Sprintf("relay: no dead letter has schedule id %s", strings.Join(e.ScheduleIDs, ", "))
+}
+
+// Is makes errors.Is(err, ErrNotFound) hold.
+func (e *UnknownDeadLettersError) Is(target error) bool { return target == ErrNotFound }
+
+// UniqueIDs returns ids without repeats, in their first order.
+func UniqueIDs(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // InstanceState is whether an operator let an agent instance run or stopped

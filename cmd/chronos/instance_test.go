@@ -21,6 +21,10 @@ func TestInstanceAndCancelAllCLI(t *testing.T) {
 	ctx := context.Background()
 	conn := []string{"--nas-url", url, "--operator-token", nasOpToken}
 	cli := func(args ...string) (int, string, string) { return nasRunCLI(t, append(args, conn...)...) }
+	// NAS knows inst-7: its agent armed a fire through NAS.
+	if err := eng.SetInstanceCallback(ctx, "inst-7", "https://agent.example.com"); err != nil {
+		t.Fatal(err)
+	}
 
 	code, out, errOut := cli("instance", "stop", "inst-7")
 	if stopped, err := eng.InstanceStopped(ctx, "inst-7"); code != exitOK || err != nil || !stopped ||
@@ -56,8 +60,9 @@ func TestInstanceAndCancelAllCLI(t *testing.T) {
 	if _, err := eng.Get(ctx, "agent-c", "a"); !errors.Is(err, relay.ErrNotFound) {
 		t.Fatalf("job a still armed after cancel-all: %v", err)
 	}
-	if code, out, _ = cli("agent", "cancel-all", "agent-c"); code != exitOK || out != "cancelled 0 armed fires of agent agent-c\n" {
-		t.Fatalf("cancel-all again: exit %d %q", code, out)
+	// agent-a has nothing armed but a dead letter: NAS knows it.
+	if code, out, _ = cli("agent", "cancel-all", "agent-a"); code != exitOK || out != "cancelled 0 armed fires of agent agent-a\n" {
+		t.Fatalf("cancel-all of an agent with nothing armed: exit %d %q", code, out)
 	}
 
 	long := strings.Repeat("x", 300)
@@ -79,5 +84,39 @@ func TestInstanceAndCancelAllCLI(t *testing.T) {
 	if code, _, errOut := nasRunCLI(t, "instance", "stop", "x", "--nas-url", "http://"+nasFreeAddr(t), "--operator-token", nasOpToken); code != exitFailure ||
 		!strings.Contains(errOut, "instance stop") {
 		t.Errorf("unreachable NAS: exit %d %s", code, errOut)
+	}
+}
+
+// TestOperatorCLIRefusesUnknownIDs: instance stop|start, agent cancel-all,
+// disable, enable and rekey, dlq list|replay and nas unarmed exit 1 naming
+// the id NAS does not know, and nothing changes: the made-up instance is not
+// stopped.
+func TestOperatorCLIRefusesUnknownIDs(t *testing.T) {
+	t.Parallel()
+	url, _, eng := nasOperatorServer(t)
+	conn := []string{"--nas-url", url, "--operator-token", nasOpToken}
+	for _, args := range [][]string{
+		{"instance", "stop", "no-such-instance"},
+		{"instance", "start", "no-such-instance"},
+		{"agent", "cancel-all", "ghost"},
+		{"agent", "disable", "ghost"},
+		{"agent", "enable", "ghost"},
+		{"agent", "rekey", "ghost"},
+		{"dlq", "list", "--agent", "ghost"},
+		{"dlq", "replay", "--agent", "ghost"},
+		{"dlq", "replay", "sch_nonexistent"},
+		{"nas", "unarmed", "--agent", "ghost"},
+	} {
+		code, out, errOut := nasRunCLI(t, append(args, conn...)...)
+		id := args[len(args)-1]
+		if code != exitFailure || out != "" || !strings.Contains(errOut, "404: not_found") || !strings.Contains(errOut, id) {
+			t.Errorf("chronos %s: exit %d %q %q, want exit 1 naming %s", strings.Join(args, " "), code, out, errOut, id)
+		}
+	}
+	if stopped, err := eng.InstanceStopped(context.Background(), "no-such-instance"); err != nil || stopped {
+		t.Fatalf("the unknown instance is stopped: %v %v", stopped, err)
+	}
+	if info, err := eng.Instance(context.Background(), "no-such-instance"); err != nil || !info.StoppedAt.IsZero() || !info.StartedAt.IsZero() {
+		t.Fatalf("the unknown instance was recorded: %+v %v", info, err)
 	}
 }

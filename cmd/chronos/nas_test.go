@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,17 +223,22 @@ func TestDLQCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, sch) || !strings.Contains(out, "agent answered 404") {
 		t.Fatalf("list: %d %q", code, out)
 	}
-	code, out, _ = nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "nobody")
-	if code != 0 || !strings.Contains(out, "empty") {
-		t.Fatalf("list of nobody: %d %q", code, out)
+	code, out, errOut = nasRunCLI(t, "dlq", "list", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "nobody")
+	if code != exitFailure || out != "" || !strings.Contains(errOut, "dlq list: nas answered 404: not_found: NAS knows no agent nobody") {
+		t.Fatalf("list of nobody: %d %q %q", code, out, errOut)
 	}
-	if code, out, errOut = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, sch); code != 0 || out != "replayed 1\n" {
+	code, out, errOut = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, "sch_nonexistent")
+	if code != exitFailure || out != "" || !strings.Contains(errOut, "no dead letter has schedule id sch_nonexistent: nothing was replayed") {
+		t.Fatalf("replay of an unknown id: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, sch); code != 0 ||
+		!strings.HasPrefix(out, "replayed 1, dropped 0\n") || !strings.Contains(out, sch) || !strings.Contains(out, "replayed: due now") {
 		t.Fatalf("replay: %d %q %s", code, out, errOut)
 	}
 	if _, err := eng.Get(context.Background(), "agent-a", "nightly"); err != nil {
 		t.Fatalf("replayed job not armed: %v", err)
 	}
-	if code, out, _ = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "agent-a"); code != 0 || out != "replayed 0\n" {
+	if code, out, _ = nasRunCLI(t, "dlq", "replay", "--nas-url", url, "--operator-token", nasOpToken, "--agent", "agent-a"); code != 0 || out != "replayed 0, dropped 0\n" {
 		t.Fatalf("replay --agent: %d %q", code, out)
 	}
 	for _, tc := range []struct {
@@ -593,5 +599,71 @@ func TestDLQConnectionPrecedence(t *testing.T) {
 				t.Fatalf("url %q token %q, want %q %q", c.BaseURL(), c.Token(), tt.wantURL, tt.wantTok)
 			}
 		})
+	}
+}
+
+// TestDLQReplayCLIReportsDrops: three dead letters of agent-a, two of whose
+// jobs its agent armed again since, and one of agent-b. dlq replay --agent
+// prints every entry with what happened to it (one replayed, two dropped
+// with the reason), in text and in JSON; a replay naming agent-b's entry and
+// an unknown id exits 1 and leaves agent-b's entry in the dead letter.
+func TestDLQReplayCLIReportsDrops(t *testing.T) {
+	t.Parallel()
+	url, _, eng := nasOperatorServer(t) // agent-a's nightly is dead
+	ctx := context.Background()
+	conn := []string{"--nas-url", url, "--operator-token", nasOpToken}
+	kill := func(agent, job string) string {
+		t.Helper()
+		sch := "sch-" + agent + "-" + job
+		if _, err := eng.Arm(ctx, relay.ArmRequest{AgentID: agent, InstanceID: "i-" + agent, JobID: job, FireAt: time.Now().Add(-time.Second),
+			CallbackURL: "https://agent.example.com", ScheduleID: sch}); err != nil {
+			t.Fatal(err)
+		}
+		ls, err := eng.Claim(ctx, 10, time.Minute, relay.Flow{})
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("claim: %d, %v", len(ls), err)
+		}
+		if err := eng.Kill(ctx, ls[0], "agent answered 410"); err != nil {
+			t.Fatal(err)
+		}
+		return sch
+	}
+	hourly, weekly := kill("agent-a", "hourly"), kill("agent-a", "weekly")
+	other := kill("agent-b", "nightly")
+	for _, job := range []string{"hourly", "weekly"} { // agent-a moved on to later slots
+		if _, err := eng.Arm(ctx, relay.ArmRequest{AgentID: "agent-a", InstanceID: "i-agent-a", JobID: job, FireAt: time.Now().Add(time.Hour),
+			CallbackURL: "https://agent.example.com", ScheduleID: "sch-next-" + job}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	code, out, errOut := nasRunCLI(t, append([]string{"dlq", "replay", other, "sch_nonexistent"}, conn...)...)
+	if code != exitFailure || out != "" || !strings.Contains(errOut, "sch_nonexistent") {
+		t.Fatalf("replay with an unknown id: exit %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = nasRunCLI(t, append([]string{"dlq", "replay", "--agent", "agent-a"}, conn...)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != exitOK || len(lines) != 5 || lines[0] != "replayed 1, dropped 2" || !strings.HasPrefix(lines[1], "SCHEDULE_ID") {
+		t.Fatalf("replay --agent agent-a: exit %d %s\n%s", code, errOut, out)
+	}
+	for _, sch := range []string{hourly, weekly} {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, sch+" ") })
+		if i < 0 || !strings.Contains(lines[i], "dropped (job_armed_again): the job was armed again after this fire died") {
+			t.Fatalf("%s not reported dropped with its reason:\n%s", sch, out)
+		}
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "nightly") && strings.Contains(l, "replayed: due now") }) {
+		t.Fatalf("nightly not reported replayed:\n%s", out)
+	}
+	code, out, _ = nasRunCLI(t, append([]string{"dlq", "list", "--json"}, conn...)...)
+	var left []contract.DeadLetter
+	if err := json.Unmarshal([]byte(out), &left); code != exitOK || err != nil || len(left) != 1 || left[0].ScheduleID != other {
+		t.Fatalf("dead letter after the replays: exit %d %q %v", code, out, err)
+	}
+	code, out, _ = nasRunCLI(t, append([]string{"dlq", "replay", other, "--json"}, conn...)...)
+	var resp contract.DLQReplayResponse
+	if err := decodeOne(out, &resp); code != exitOK || err != nil || resp.Replayed != 1 || len(resp.Entries) != 1 || resp.Entries[0].AgentID != "agent-b" ||
+		resp.Dropped == nil || len(resp.Dropped) != 0 {
+		t.Fatalf("replay --json: exit %d %q %v", code, out, err)
 	}
 }

@@ -81,9 +81,9 @@ func TestNASUnarmedCLI(t *testing.T) {
 		!strings.Contains(lines[1], "instance_stopped") || !strings.Contains(lines[1], "50m") || strings.Contains(out, "nightly") {
 		t.Fatalf("--agent agent-b: exit %d:\n%s", code, out)
 	}
-	code, out, _ = nasRunCLI(t, "nas", "unarmed", "--nas-url", url, "--operator-token", unarmedOpToken, "--agent", "nobody")
-	if code != 0 || !strings.Contains(out, "no job is left without an armed fire") {
-		t.Fatalf("--agent nobody: exit %d: %q", code, out)
+	code, out, errOut = nasRunCLI(t, "nas", "unarmed", "--nas-url", url, "--operator-token", unarmedOpToken, "--agent", "nobody")
+	if code != exitFailure || out != "" || !strings.Contains(errOut, "not_found") || !strings.Contains(errOut, "NAS knows no agent nobody") {
+		t.Fatalf("--agent nobody: exit %d: %q %q", code, out, errOut)
 	}
 
 	// --config takes the URL and the token from NAS's config file.

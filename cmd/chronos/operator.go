@@ -87,6 +87,14 @@ func newDLQReplayCmd() *cobra.Command {
 	var agent string
 	c := f.register(&cobra.Command{
 		Use: "replay [--agent A | SCHEDULE_ID...]", Short: "Deliver dead-lettered fires again (due now, attempts reset)",
+		Long: `Deliver dead-lettered fires again: each is re-armed due now, with its
+attempts reset, and leaves the dead letter. An entry whose job was armed
+again after its fire died (its agent moved on to a later slot) is not
+re-armed, since that would replace the newer fire: it leaves the dead letter
+and is listed as dropped with the reason. Every entry is printed with what
+happened to it. A schedule id that names no dead letter, or an agent NAS
+knows nothing of, is an error and nothing is replayed. NAS is found as
+chronos dlq list finds it.`,
 		Example: "  chronos dlq replay sch_01J...\n  chronos dlq replay --agent billing --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -98,10 +106,10 @@ func newDLQReplayCmd() *cobra.Command {
 			return operatorRun(&f, "dlq replay", func(ctx context.Context, oc *operator.Client, args []string) (contract.DLQReplayResponse, error) {
 				return oc.Replay(ctx, contract.DLQReplayRequest{AgentID: agent, ScheduleIDs: args})
 			}, func(r contract.DLQReplayResponse) func(io.Writer) error {
-				return cmdline.Textf("replayed %d", r.Replayed)
+				return func(w io.Writer) error { return operator.WriteReplay(w, r) }
 			})(cmd, args)
 		},
-	}, "the count replayed")
+	}, "what was done with each entry")
 	c.Flags().StringVar(&agent, "agent", "", "replay all of this agent's dead letters")
 	return c
 }

@@ -124,8 +124,12 @@ func TestNASOperatorDLQFlow(t *testing.T) {
 		t.Fatalf("dlq %+v", list)
 	}
 	rec = b.do(b.internal, request{method: "POST", path: contract.PathOperatorDLQReplay, token: opToken, body: contract.DLQReplayRequest{ScheduleIDs: []string{sch, "unknown"}}})
-	if got := decodeBody[contract.DLQReplayResponse](t, rec); got.Replayed != 1 {
-		t.Fatalf("replayed %d", got.Replayed)
+	if rec.Code != 404 || errCode(t, rec) != contract.CodeNotFound {
+		t.Fatalf("replay with an unknown id: %d %s", rec.Code, rec.Body)
+	}
+	rec = b.do(b.internal, request{method: "POST", path: contract.PathOperatorDLQReplay, token: opToken, body: contract.DLQReplayRequest{ScheduleIDs: []string{sch}}})
+	if got := decodeBody[contract.DLQReplayResponse](t, rec); got.Replayed != 1 || len(got.Entries) != 1 || got.Entries[0].ScheduleID != sch {
+		t.Fatalf("replay: %s", rec.Body)
 	}
 	row, err := b.engine.Get(context.Background(), agentA, "dead")
 	if err != nil || row.State != relay.StateArmed {

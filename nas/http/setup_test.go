@@ -365,7 +365,9 @@ func (brokenEngine) CancelAgent(context.Context, string) (int, error) { return 0
 func (brokenEngine) ListDead(context.Context, string, string, int) ([]relay.DeadLetter, string, error) {
 	return nil, "", errBroken
 }
-func (brokenEngine) Replay(context.Context, []string) (int, error) { return 0, errBroken }
+func (brokenEngine) Replay(context.Context, []string) (relay.ReplayResult, error) {
+	return relay.ReplayResult{}, errBroken
+}
 func (brokenEngine) ListFailed(context.Context, string, time.Duration, int) ([]relay.DeadLetter, error) {
 	return nil, errBroken
 }

@@ -67,3 +67,27 @@ func AgentLine(r contract.AgentStateResponse) string {
 	}
 	return fmt.Sprintf("agent %s enabled: its held fires go out (those past relay.misfire_grace as failed fires)", id)
 }
+
+// WriteReplay writes what a replay did: the count replayed, then a table of
+// every entry with what happened to it (replayed, due now; or dropped, with
+// the reason), and the ids another replay took meanwhile. Every cell is
+// escaped for the terminal.
+func WriteReplay(w io.Writer, r contract.DLQReplayResponse) error {
+	if _, err := fmt.Fprintf(w, "replayed %d, dropped %d\n", r.Replayed, len(r.Dropped)); err != nil {
+		return err
+	}
+	rows := make([][]string, 0, len(r.Entries)+len(r.Dropped)+len(r.Missing))
+	for _, e := range r.Entries {
+		rows = append(rows, []string{e.ScheduleID, e.AgentID, e.JobID, e.FireAt.String(), "replayed: due now"})
+	}
+	for _, d := range r.Dropped {
+		rows = append(rows, []string{d.ScheduleID, d.AgentID, d.JobID, d.FireAt.String(), "dropped (" + d.Reason + "): " + d.Description})
+	}
+	for _, id := range r.Missing {
+		rows = append(rows, []string{id, "", "", "", "not replayed: another replay took it meanwhile"})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return termtext.Table(w, []string{"SCHEDULE_ID", "AGENT", "JOB", "FIRE_AT", "OUTCOME"}, rows)
+}

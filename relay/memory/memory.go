@@ -611,28 +611,30 @@ func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int
 	return items, "", nil
 }
 
-// Replay implements relay.DeadLetters.
-func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (int, error) {
+// Replay implements relay.DeadLetters: the check for unknown ids and the
+// replay are one step under the lock.
+func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (relay.ReplayResult, error) {
 	if err := e.lock(ctx); err != nil {
-		return 0, fmt.Errorf("memory: replay: %w", err)
+		return relay.ReplayResult{}, fmt.Errorf("memory: replay: %w", err)
 	}
 	defer e.mu.Unlock()
-	n := 0
-	for _, id := range scheduleIDs {
-		if e.replay(id) {
-			n++
+	ids := relay.UniqueIDs(scheduleIDs)
+	var unknown []string
+	for _, id := range ids {
+		if e.dead[id] == nil {
+			unknown = append(unknown, id)
 		}
 	}
-	if n > 0 {
-		e.signal()
+	if len(unknown) > 0 {
+		return relay.ReplayResult{}, fmt.Errorf("memory: replay: %w", &relay.UnknownDeadLettersError{ScheduleIDs: unknown})
 	}
-	return n, nil
+	return e.replayAll(ids), nil
 }
 
 // ReplayAgent implements relay.DeadLetters.
-func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (int, error) {
+func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (relay.ReplayResult, error) {
 	if err := e.lock(ctx); err != nil {
-		return 0, fmt.Errorf("memory: replay agent: %w", err)
+		return relay.ReplayResult{}, fmt.Errorf("memory: replay agent: %w", err)
 	}
 	defer e.mu.Unlock()
 	var ids []string
@@ -641,24 +643,37 @@ func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (int, error) {
 			ids = append(ids, d.dl.ScheduleID)
 		}
 	}
-	n := 0
+	return e.replayAll(ids), nil
+}
+
+// replayAll replays the dead letters ids (each present) and wakes the
+// dispatchers when it re-armed any; the caller holds the lock.
+func (e *Engine) replayAll(ids []string) relay.ReplayResult {
+	var res relay.ReplayResult
 	for _, id := range ids {
-		if e.replay(id) {
-			n++
+		dl, rearmed, ok := e.replay(id)
+		switch {
+		case !ok:
+			res.Missing = append(res.Missing, id)
+		case rearmed:
+			res.Replayed = append(res.Replayed, dl)
+		default:
+			res.Dropped = append(res.Dropped, relay.DroppedDeadLetter{DeadLetter: dl, Reason: relay.ReplayDropRearmed})
 		}
 	}
-	if n > 0 {
+	if len(res.Replayed) > 0 {
 		e.signal()
 	}
-	return n, nil
+	return res
 }
 
 // replay takes one dead letter out and re-arms it unless its job was armed
-// again since; it reports whether it re-armed.
-func (e *Engine) replay(id string) bool {
+// again since; it returns the dead letter, whether it re-armed it, and
+// whether there was one.
+func (e *Engine) replay(id string) (relay.DeadLetter, bool, bool) {
 	d := e.dead[id]
 	if d == nil {
-		return false
+		return relay.DeadLetter{}, false, false
 	}
 	delete(e.dead, id)
 	if i, ok := slices.BinarySearchFunc(e.deadList, d.seq, func(x *deadEntry, s uint64) int {
@@ -680,7 +695,7 @@ func (e *Engine) replay(id string) bool {
 		e.deadJobs[k] = ids
 	}
 	if d.superseded || e.rows[k] != nil || e.byID[id] != nil {
-		return false
+		return d.dl, false, true
 	}
 	now := e.now()
 	shot := d.dl.OneShot
@@ -689,7 +704,7 @@ func (e *Engine) replay(id string) bool {
 	shot.DueAt = now
 	e.seq++
 	e.insert(&entry{shot: shot, dueMs: now.UnixMilli(), seq: e.seq, dueIdx: -1, leasIdx: -1})
-	return true
+	return d.dl, true, true
 }
 
 // SetInstanceState implements relay.Control.

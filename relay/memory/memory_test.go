@@ -81,9 +81,9 @@ func TestReplayDropsFireOfJobArmedAndDeliveredSince(t *testing.T) {
 	if err := e.Ack(ctx, claim()); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
-	n, err := e.Replay(ctx, []string{"s1"})
-	if err != nil || n != 0 {
-		t.Fatalf("replay = %d, %v; want 0, nil", n, err)
+	rp, err := e.Replay(ctx, []string{"s1"})
+	if err != nil || len(rp.Replayed) != 0 || len(rp.Dropped) != 1 || rp.Dropped[0].ScheduleID != "s1" || rp.Dropped[0].Reason != relay.ReplayDropRearmed {
+		t.Fatalf("replay = %+v, %v; want s1 dropped as %s", rp, err, relay.ReplayDropRearmed)
 	}
 	if _, err := e.Get(ctx, "a1", "job"); !errors.Is(err, relay.ErrNotFound) {
 		t.Fatalf("get after dropped replay: %v, want not found", err)

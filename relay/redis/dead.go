@@ -68,36 +68,41 @@ return out
 // KEYS[2+2i] rows of the agent of id i, KEYS[3+2i] dead of the agent of id i
 // ARGV[1] now, ARGV[2] wake channel, ARGV[1+2i] schedule id i, ARGV[2+2i] agent of id i
 //
-// Returns how many were re-armed.
+// Returns {{outcome, dead letter or schedule id}, ...} in the order of the
+// ids: outcome 1 re-armed, 0 dropped (the job is armed), each with the dead
+// letter; 2 not there (with the schedule id).
 var scriptReplay = script(`
 local now = clock(ARGV[1])
+local out = {}
 local n = 0
 local i = 1
 while 2 + 2 * i <= #ARGV do
   local sid, agent = ARGV[1 + 2 * i], ARGV[2 + 2 * i]
   local rows, dagent = KEYS[2 + 2 * i], KEYS[3 + 2 * i]
   local v = redis.call('HGET', KEYS[1], sid)
-  if v then
-    local d = cmsgpack.unpack(v)
-    if d[1] == agent then
-      redis.call('HDEL', KEYS[1], sid)
-      redis.call('ZREM', KEYS[2], sid)
-      redis.call('ZREM', dagent, sid)
-      local job = d[2]
-      if redis.call('HEXISTS', rows, job) == 0 then
-        local r = tidy({d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12], d[15], d[16], d[17], d[18], d[19]})
-        redis.call('HSET', rows, job, cmsgpack.pack(r))
-        redis.call('ZADD', KEYS[3], now, #agent .. ':' .. agent .. job)
-        n = n + 1
-      end
+  local d = v and cmsgpack.unpack(v)
+  if d and d[1] == agent then
+    redis.call('HDEL', KEYS[1], sid)
+    redis.call('ZREM', KEYS[2], sid)
+    redis.call('ZREM', dagent, sid)
+    local job = d[2]
+    if redis.call('HEXISTS', rows, job) == 0 then
+      local r = tidy({d[3], d[4], d[5], d[6], d[7], 0, 0, now - d[5], d[11], d[12], d[15], d[16], d[17], d[18], d[19]})
+      redis.call('HSET', rows, job, cmsgpack.pack(r))
+      redis.call('ZADD', KEYS[3], now, #agent .. ':' .. agent .. job)
+      n = n + 1
+      out[#out + 1] = {1, d}
+    else
+      out[#out + 1] = {0, d}
     end
   else
-    redis.call('ZREM', dagent, sid)
+    if not v then redis.call('ZREM', dagent, sid) end
+    out[#out + 1] = {2, sid}
   end
   i = i + 1
 end
 if n > 0 then redis.call('PUBLISH', ARGV[2], now) end
-return n
+return out
 `)
 
 // ListDead implements relay.DeadLetters: newest first (failed at, then
@@ -163,10 +168,14 @@ func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int
 }
 
 // Replay implements relay.DeadLetters. Schedule ids do not name their shard,
-// so every shard is asked which of them it holds.
-func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (int, error) {
-	total := 0
-	for chunk := range slices.Chunk(scheduleIDs, replayBatch) {
+// so every shard is first asked which of them it holds; an id no shard holds
+// fails the replay before anything changes. An id another replay takes
+// between that check and the replay is reported Missing.
+func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (relay.ReplayResult, error) {
+	ids := relay.UniqueIDs(scheduleIDs)
+	found := make(map[string]bool, len(ids))
+	byShard := make([][][2]string, e.k.shards)
+	for chunk := range slices.Chunk(ids, replayBatch) {
 		for s := range e.k.shards {
 			args := []any{e.nowArg()}
 			for _, id := range chunk {
@@ -174,38 +183,48 @@ func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (int, error) 
 			}
 			v, err := e.run(ctx, scriptDeadAgents, []string{e.k.dead(s)}, args...)
 			if err != nil {
-				return total, fmt.Errorf("redis: replay: %w", err)
+				return relay.ReplayResult{}, fmt.Errorf("redis: replay: %w", err)
 			}
 			a, err := array(v)
 			if err != nil || len(a)%2 != 0 {
-				return total, fmt.Errorf("redis: replay: %w", errReply)
+				return relay.ReplayResult{}, fmt.Errorf("redis: replay: %w", errReply)
 			}
-			if len(a) == 0 {
-				continue
-			}
-			pairs := make([][2]string, 0, len(a)/2)
 			for i := 0; i < len(a); i += 2 {
 				id, err1 := str(a[i])
 				agent, err2 := str(a[i+1])
 				if err1 != nil || err2 != nil {
-					return total, fmt.Errorf("redis: replay: %w", errReply)
+					return relay.ReplayResult{}, fmt.Errorf("redis: replay: %w", errReply)
 				}
-				pairs = append(pairs, [2]string{id, agent})
-			}
-			n, err := e.replayShard(ctx, s, pairs)
-			total += n
-			if err != nil {
-				return total, err
+				found[id] = true
+				byShard[s] = append(byShard[s], [2]string{id, agent})
 			}
 		}
 	}
-	return total, nil
+	var unknown []string
+	for _, id := range ids {
+		if !found[id] {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) > 0 {
+		return relay.ReplayResult{}, fmt.Errorf("redis: replay: %w", &relay.UnknownDeadLettersError{ScheduleIDs: unknown})
+	}
+	var res relay.ReplayResult
+	for s, pairs := range byShard {
+		for chunk := range slices.Chunk(pairs, replayBatch) {
+			if err := e.replayShard(ctx, s, chunk, &res); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, nil
 }
 
-// ReplayAgent implements relay.DeadLetters.
-func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (int, error) {
+// ReplayAgent implements relay.DeadLetters. Ids of the agent's index that
+// name no dead letter (left by an interrupted write) are only cleaned up.
+func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (relay.ReplayResult, error) {
 	s := e.k.shardOf(agentID)
-	total := 0
+	var res relay.ReplayResult
 	for {
 		var ids []string
 		err := e.retry(ctx, func(ctx context.Context) error {
@@ -214,25 +233,26 @@ func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (int, error) {
 			return err
 		})
 		if err != nil {
-			return total, fmt.Errorf("redis: replay agent: %w", err)
+			return res, fmt.Errorf("redis: replay agent: %w", err)
 		}
 		if len(ids) == 0 {
-			return total, nil
+			res.Missing = nil
+			return res, nil
 		}
 		pairs := make([][2]string, len(ids))
 		for i, id := range ids {
 			pairs[i] = [2]string{id, agentID}
 		}
-		n, err := e.replayShard(ctx, s, pairs)
-		total += n
-		if err != nil {
-			return total, err
+		if err := e.replayShard(ctx, s, pairs, &res); err != nil {
+			res.Missing = nil
+			return res, err
 		}
 	}
 }
 
-// replayShard replays (schedule id, agent) pairs of shard s in one script.
-func (e *Engine) replayShard(ctx context.Context, s int, pairs [][2]string) (int, error) {
+// replayShard replays (schedule id, agent) pairs of shard s in one script
+// and adds what it did to res.
+func (e *Engine) replayShard(ctx context.Context, s int, pairs [][2]string, res *relay.ReplayResult) error {
 	keys := []string{e.k.dead(s), e.k.deadByTime(s), e.k.due(s)}
 	args := []any{e.nowArg(), e.k.wake()}
 	for _, p := range pairs {
@@ -241,11 +261,38 @@ func (e *Engine) replayShard(ctx context.Context, s int, pairs [][2]string) (int
 	}
 	v, err := e.run(ctx, scriptReplay, keys, args...)
 	if err != nil {
-		return 0, fmt.Errorf("redis: replay: %w", err)
+		return fmt.Errorf("redis: replay: %w", err)
 	}
-	n, err := integer(v)
+	a, err := array(v)
 	if err != nil {
-		return 0, fmt.Errorf("redis: replay: %w", err)
+		return fmt.Errorf("redis: replay: %w", err)
 	}
-	return int(n), nil
+	for _, x := range a {
+		pair, err := array(x)
+		if err != nil || len(pair) != 2 {
+			return fmt.Errorf("redis: replay: %w", errReply)
+		}
+		outcome, err := integer(pair[0])
+		if err != nil {
+			return fmt.Errorf("redis: replay: %w", err)
+		}
+		if outcome == 2 {
+			id, err := str(pair[1])
+			if err != nil {
+				return fmt.Errorf("redis: replay: %w", err)
+			}
+			res.Missing = append(res.Missing, id)
+			continue
+		}
+		d, err := decodeDead(pair[1])
+		if err != nil {
+			return fmt.Errorf("redis: replay: %w", err)
+		}
+		if outcome == 1 {
+			res.Replayed = append(res.Replayed, d)
+		} else {
+			res.Dropped = append(res.Dropped, relay.DroppedDeadLetter{DeadLetter: d, Reason: relay.ReplayDropRearmed})
+		}
+	}
+	return nil
 }

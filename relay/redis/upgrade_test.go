@@ -182,8 +182,8 @@ return 1`
 	if err != nil || len(dead) != 1 || dead[0].Flex != 0 || dead[0].FireAtSpelling == "" {
 		t.Fatalf("list dead: %+v, %v", dead, err)
 	}
-	if n, err := e.Replay(ctx, []string{"s-dead"}); err != nil || n != 1 {
-		t.Fatalf("replay: %d, %v", n, err)
+	if rp, err := e.Replay(ctx, []string{"s-dead"}); err != nil || len(rp.Replayed) != 1 {
+		t.Fatalf("replay: %+v, %v", rp, err)
 	}
 	o, err := e.Get(ctx, "a", "dead")
 	if err != nil || o.FireAtSpelling != "2026-06-01T10:59:00+02:00" || o.Flex != 0 {
@@ -213,8 +213,8 @@ func TestFlexibleFireDeadLetterReplays(t *testing.T) {
 	if err != nil || len(dead) != 1 || dead[0].Flex != time.Hour || dead[0].FireAtSpelling != "" {
 		t.Fatalf("list dead: %+v, %v", dead, err)
 	}
-	if n, err := e.ReplayAgent(ctx, "a"); err != nil || n != 1 {
-		t.Fatalf("replay: %d, %v", n, err)
+	if rp, err := e.ReplayAgent(ctx, "a"); err != nil || len(rp.Replayed) != 1 {
+		t.Fatalf("replay: %+v, %v", rp, err)
 	}
 	o, err := e.Get(ctx, "a", "j")
 	if err != nil || o.Flex != time.Hour || o.FireAtSpelling != "" || !o.FireAt.Equal(at) {

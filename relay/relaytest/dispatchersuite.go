@@ -749,9 +749,9 @@ func testPeerReplayWakesDispatcher(t *testing.T, e, peer relay.Engine) {
 	noErr(t, peer.Kill(ctx, claimOne(t, peer, time.Minute), "gave up"), "kill")
 	b := waitingDispatcher(t, e, always(Delivered))
 	replayed := time.Now()
-	n, err := peer.Replay(ctx, []string{s.ScheduleID})
+	rp, err := peer.Replay(ctx, []string{s.ScheduleID})
 	noErr(t, err, "replay")
-	equal(t, n, 1, "replayed")
+	equal(t, len(rp.Replayed), 1, "replayed")
 	c := b.route.Wait(t, 1, 5*time.Second)[0]
 	if late := c.At.Sub(replayed); late > 200*time.Millisecond {
 		t.Fatalf("the replayed fire came %s after the replay, want at once", late)

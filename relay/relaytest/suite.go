@@ -1,6 +1,7 @@
 package relaytest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -244,9 +245,9 @@ func testFireAtSpelling(t *testing.T, e relay.Engine) {
 	noErr(t, err, "list dead")
 	equal(t, len(dead), 1, "dead letters")
 	equal(t, dead[0].FireAtSpelling, plus2, "dead spelling")
-	n, err := e.Replay(ctx, []string{l.ScheduleID})
+	rp, err := e.Replay(ctx, []string{l.ScheduleID})
 	noErr(t, err, "replay")
-	equal(t, n, 1, "replayed")
+	equal(t, len(rp.Replayed), 1, "replayed")
 	spelt("job", plus2, "spelling after replay")
 	sameTime(t, claimOne(t, e, time.Minute).FireAt, at, "replayed fire_at")
 }
@@ -686,9 +687,9 @@ func testFailedFires(t *testing.T, e relay.Engine) {
 	equal(t, len(all), 4, "dead letters after reads and acks")
 
 	// A replayed fire is no longer a failed fire; if it dies again it is.
-	n, err := e.Replay(ctx, []string{byJob["j2"]})
+	rp, err := e.Replay(ctx, []string{byJob["j2"]})
 	noErr(t, err, "replay")
-	equal(t, n, 1, "replayed")
+	equal(t, len(rp.Replayed), 1, "replayed")
 	equal(t, fmt.Sprint(failedIDs(t, e, "a1", 10)), fmt.Sprint([]string{byJob["j3"]}), "failed fires after a replay")
 	equal(t, ackFailed(t, e, "a1", byJob["j2"]), 0, "ack of a replayed fire")
 	l := claimOne(t, e, time.Minute)
@@ -751,22 +752,35 @@ func testReplay(t *testing.T, e relay.Engine) {
 	arm(t, e, "a1", "job", now().Add(-time.Second))
 	l := claimOne(t, e, time.Minute)
 	noErr(t, e.Kill(ctx, l, "gave up"), "kill")
-	n, err := e.Replay(ctx, []string{l.ScheduleID, "sch-unknown"})
+	// An unknown id fails the whole replay: nothing is replayed.
+	_, err := e.Replay(ctx, []string{l.ScheduleID, "sch-unknown"})
+	var unknown *relay.UnknownDeadLettersError
+	if !errors.As(err, &unknown) || !errors.Is(err, relay.ErrNotFound) || fmt.Sprint(unknown.ScheduleIDs) != "[sch-unknown]" {
+		t.Fatalf("replay with an unknown id: %v, want an UnknownDeadLettersError naming sch-unknown", err)
+	}
+	items, _ := deadAll(t, e, "", 10)
+	equal(t, len(items), 1, "dead letters after a refused replay")
+	rp, err := e.Replay(ctx, []string{l.ScheduleID, l.ScheduleID})
 	noErr(t, err, "replay")
-	equal(t, n, 1, "replayed")
+	equal(t, len(rp.Replayed), 1, "replayed")
+	equal(t, len(rp.Dropped)+len(rp.Missing), 0, "dropped or missing")
+	equal(t, rp.Replayed[0].ScheduleID, l.ScheduleID, "replayed entry")
+	equal(t, rp.Replayed[0].JobID, "job", "replayed entry's job")
+	equal(t, rp.Replayed[0].Reason, "gave up", "replayed entry's reason")
 	got, err := e.Get(ctx, "a1", "job")
 	noErr(t, err, "get replayed")
 	equal(t, got.ScheduleID, l.ScheduleID, "replayed schedule id")
 	equal(t, got.State, relay.StateArmed, "replayed state")
 	equal(t, got.Attempt, 0, "replayed attempt")
-	items, _ := deadAll(t, e, "", 10)
+	items, _ = deadAll(t, e, "", 10)
 	equal(t, len(items), 0, "dead letters after replay")
 	again := claimOne(t, e, time.Minute)
 	equal(t, again.ScheduleID, l.ScheduleID, "claimed replay")
 	equal(t, again.Attempt, 1, "attempt of the replay's claim")
-	n, err = e.Replay(ctx, []string{l.ScheduleID})
-	noErr(t, err, "replay again")
-	equal(t, n, 0, "replayed twice")
+	_, err = e.Replay(ctx, []string{l.ScheduleID})
+	if !errors.Is(err, relay.ErrNotFound) {
+		t.Fatalf("replay of an entry replayed before: %v, want not found", err)
+	}
 }
 
 func testReplayAgent(t *testing.T, e relay.Engine) {
@@ -778,9 +792,10 @@ func testReplayAgent(t *testing.T, e relay.Engine) {
 	for _, l := range claim(t, e, 10, time.Minute) {
 		noErr(t, e.Kill(ctx, l, "gave up"), "kill")
 	}
-	n, err := e.ReplayAgent(ctx, "a1")
+	rp, err := e.ReplayAgent(ctx, "a1")
 	noErr(t, err, "replay agent")
-	equal(t, n, 2, "replayed")
+	equal(t, len(rp.Replayed), 2, "replayed")
+	equal(t, len(rp.Dropped)+len(rp.Missing), 0, "dropped or missing")
 	jobs, _ := listAll(t, e, "a1", 10)
 	if !slices.Equal(jobs, []string{"j1", "j2"}) {
 		t.Fatalf("armed after replay %v", jobs)
@@ -788,26 +803,72 @@ func testReplayAgent(t *testing.T, e relay.Engine) {
 	left, _ := deadAll(t, e, "", 10)
 	equal(t, len(left), 1, "dead letters left")
 	equal(t, left[0].AgentID, "a2", "agent of the one left")
-	n, err = e.ReplayAgent(ctx, "nobody")
+	rp, err = e.ReplayAgent(ctx, "nobody")
 	noErr(t, err, "replay of an agent with none")
-	equal(t, n, 0, "replayed of nobody")
+	equal(t, len(rp.Replayed)+len(rp.Dropped), 0, "replayed of nobody")
 }
 
+// testReplayDropsRearmed: a dead letter whose job was armed again since is
+// taken out without being re-armed and reported dropped, with the reason;
+// the newer fire stands. With the ids of several agents, every entry is
+// reported, replayed or dropped.
 func testReplayDropsRearmed(t *testing.T, e relay.Engine) {
 	ctx := ctxT(t)
-	arm(t, e, "a1", "job", now().Add(-time.Second))
-	l := claimOne(t, e, time.Minute)
-	noErr(t, e.Kill(ctx, l, "gave up"), "kill")
+	at := now().Add(-time.Second)
+	arm(t, e, "a1", "job", at)
+	arm(t, e, "a1", "other", at)
+	arm(t, e, "a2", "job", at)
+	var ids []string
+	byAgentJob := map[string]string{}
+	for _, l := range claim(t, e, 10, time.Minute) {
+		noErr(t, e.Kill(ctx, l, "gave up"), "kill")
+		ids = append(ids, l.ScheduleID)
+		byAgentJob[l.AgentID+"/"+l.JobID] = l.ScheduleID
+	}
+	equal(t, len(ids), 3, "dead letters")
 	re := arm(t, e, "a1", "job", now().Add(time.Hour))
-	n, err := e.Replay(ctx, []string{l.ScheduleID})
+	re2 := arm(t, e, "a2", "job", now().Add(time.Hour))
+	rp, err := e.Replay(ctx, ids)
 	noErr(t, err, "replay")
-	equal(t, n, 0, "replayed a re-armed job's fire")
-	got, err := e.Get(ctx, "a1", "job")
-	noErr(t, err, "get")
-	equal(t, got.ScheduleID, re.OneShot.ScheduleID, "schedule id kept")
-	sameTime(t, got.FireAt, re.OneShot.FireAt, "fire_at kept")
+	equal(t, len(rp.Replayed), 1, "replayed")
+	equal(t, rp.Replayed[0].ScheduleID, byAgentJob["a1/other"], "the one replayed")
+	equal(t, len(rp.Dropped), 2, "dropped")
+	equal(t, len(rp.Missing), 0, "missing")
+	dropped := map[string]string{}
+	for _, d := range rp.Dropped {
+		dropped[d.ScheduleID] = d.Reason
+		equal(t, d.JobID, "job", "dropped entry's job")
+	}
+	equal(t, dropped[byAgentJob["a1/job"]], relay.ReplayDropRearmed, "a1's drop reason")
+	equal(t, dropped[byAgentJob["a2/job"]], relay.ReplayDropRearmed, "a2's drop reason")
+	for _, r := range []relay.ArmResult{re, re2} {
+		got, err := e.Get(ctx, r.OneShot.AgentID, "job")
+		noErr(t, err, "get")
+		equal(t, got.ScheduleID, r.OneShot.ScheduleID, "schedule id kept")
+		sameTime(t, got.FireAt, r.OneShot.FireAt, "fire_at kept")
+	}
 	items, _ := deadAll(t, e, "", 10)
 	equal(t, len(items), 0, "dead letters after the drop")
+
+	// ReplayAgent reports its drops the same way.
+	arm(t, e, "a3", "job", at)
+	var l relay.Lease
+	for _, c := range claim(t, e, 10, time.Minute) {
+		if c.AgentID == "a3" {
+			l = c
+			noErr(t, e.Kill(ctx, c, "gave up"), "kill")
+		} else {
+			noErr(t, e.Ack(ctx, c), "ack")
+		}
+	}
+	equal(t, l.AgentID, "a3", "a3's fire claimed")
+	arm(t, e, "a3", "job", now().Add(time.Hour))
+	rp, err = e.ReplayAgent(ctx, "a3")
+	noErr(t, err, "replay agent")
+	equal(t, len(rp.Replayed), 0, "replayed of a3")
+	if len(rp.Dropped) != 1 || rp.Dropped[0].ScheduleID != l.ScheduleID || rp.Dropped[0].Reason != relay.ReplayDropRearmed {
+		t.Fatalf("ReplayAgent dropped %+v, want %s as %s", rp.Dropped, l.ScheduleID, relay.ReplayDropRearmed)
+	}
 }
 
 func testReplayKeepsFencing(t *testing.T, e relay.Engine) {
@@ -823,9 +884,9 @@ func testReplayKeepsFencing(t *testing.T, e relay.Engine) {
 	})
 	second := claimOne(t, e, time.Minute)
 	noErr(t, e.Kill(ctx, second, "gave up"), "kill")
-	n, err := e.Replay(ctx, []string{second.ScheduleID})
+	rp, err := e.Replay(ctx, []string{second.ScheduleID})
 	noErr(t, err, "replay")
-	equal(t, n, 1, "replayed")
+	equal(t, len(rp.Replayed), 1, "replayed")
 	cur := claimOne(t, e, time.Minute)
 	equal(t, cur.Attempt, stale.Attempt, "attempt of the replay's claim")
 	lost(t, e, stale)
@@ -926,9 +987,9 @@ func testWakeOnReplay(t *testing.T, e relay.Engine) {
 	res := arm(t, e, "a1", "job", now().Add(-time.Second))
 	noErr(t, e.Kill(ctxT(t), claimOne(t, e, time.Minute), "gave up"), "kill")
 	w := e.Wake()
-	n, err := e.Replay(ctxT(t), []string{res.OneShot.ScheduleID})
+	rp, err := e.Replay(ctxT(t), []string{res.OneShot.ScheduleID})
 	noErr(t, err, "replay")
-	equal(t, n, 1, "replayed")
+	equal(t, len(rp.Replayed), 1, "replayed")
 	woken(t, w, "a replay")
 }
 

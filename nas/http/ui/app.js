@@ -168,6 +168,12 @@ async function replay(btn, scheduleID) {
     });
     if (r.status === 401) throw new Unauthorized();
     if (!r.ok) throw new Error("replay: " + r.status + " " + (await errorText(r)));
+    // An entry whose job was armed again since leaves the dead letter
+    // without being re-armed: say so rather than let it vanish.
+    const res = await r.json();
+    const dropped = (res.dropped || []).map((d) => d.schedule_id + " (" + d.job_id + "): " + d.description);
+    $("notice").textContent = dropped.length ? "Not replayed, removed from the dead letter: " + dropped.join("; ") : "";
+    $("notice").hidden = dropped.length === 0;
     await refresh();
   } catch (e) {
     btn.disabled = false;

@@ -306,9 +306,11 @@ func NewCaller(policy Policy, timeout time.Duration) *Caller {
 		// Relay dispatchers deliver many fires at once, often to agents
 		// behind one host: keep enough idle connections per host that a
 		// burst reuses them instead of opening (and TIME_WAITing) new ones.
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 64,
+		// Below the agent's own idle timeout (60 s), so that NAS drops
+		// an idle connection before the agent does.
+		IdleConnTimeout:       45 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: timeout,
 		ExpectContinueTimeout: time.Second,
@@ -355,6 +357,12 @@ func (c *Caller) Post(ctx context.Context, target, token string, body []byte) Fi
 	req.Header[contract.HeaderContentType] = jsonContentType
 	req.Header[contract.HeaderAuthorization] = []string{contract.BearerPrefix + token}
 	req.Header["User-Agent"] = nasUserAgent
+	// A fire (or a reconcile request) is safe to send twice: the agent
+	// claims by slot. Marked idempotent (the empty key is not sent), the
+	// request is sent again on a new connection when a kept-alive one turns
+	// out closed by the agent as it was reused, instead of failing the
+	// delivery: an agent's idle timeout can end a connection at any time.
+	req.Header["Idempotency-Key"] = nil
 	// The client follows no redirect and ctx carries the whole call's
 	// deadline, so its transport alone does what Client.Do would, without
 	// the client's per-call timer and bookkeeping (every fire comes here).
@@ -426,8 +434,22 @@ func classifyDialError(err error) FireResult {
 		if errors.As(err, &dnsErr) {
 			return FireResult{Outcome: OutcomeRetry, Reason: "callback host does not resolve"}
 		}
-		return FireResult{Outcome: OutcomeRetry, Reason: "agent unreachable"}
+		return FireResult{Outcome: OutcomeRetry, Reason: "agent unreachable: " + networkError(err)}
 	}
+}
+
+// networkError is the network error under a failed call, without the URL
+// the client wraps it in, cut to 200 bytes: for the reason that is logged.
+func networkError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return msg
 }
 
 // isTimeout reports whether err is a network timeout.

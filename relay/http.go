@@ -134,10 +134,12 @@ func NewHTTPDeliverer(cfg HTTPDelivererConfig) (*HTTPDeliverer, error) {
 				Timeout:   5 * time.Second,
 				KeepAlive: 30 * time.Second,
 			}).DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          cfg.MaxConns,
-			MaxIdleConnsPerHost:   cfg.MaxConns,
-			IdleConnTimeout:       90 * time.Second,
+			ForceAttemptHTTP2:   true,
+			MaxIdleConns:        cfg.MaxConns,
+			MaxIdleConnsPerHost: cfg.MaxConns,
+			// Below NAS's own idle timeout (60 s): the relay drops an
+			// idle connection before NAS does.
+			IdleConnTimeout:       45 * time.Second,
 			TLSHandshakeTimeout:   5 * time.Second,
 			ResponseHeaderTimeout: cfg.Timeout,
 			ExpectContinueTimeout: time.Second,
@@ -179,6 +181,11 @@ func (h *HTTPDeliverer) Deliver(ctx context.Context, l Lease) Outcome {
 	for k, v := range contract.WebhookHeaders(h.keys, DeliveryID(l), h.now(), body) {
 		req.Header.Set(k, v)
 	}
+	// The same delivery id twice is one delivery to NAS: marked idempotent
+	// (the empty key is not sent), the request is sent again on a new
+	// connection when a kept-alive one turns out closed by NAS as it was
+	// reused.
+	req.Header["Idempotency-Key"] = nil
 	var resp *http.Response
 	if h.transport != nil {
 		// Our own client follows no redirect and its timeout is ctx's: the

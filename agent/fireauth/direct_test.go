@@ -423,3 +423,35 @@ func BenchmarkVerifyFireThroughDirect(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkVerifyDirectToken: a direct token under its job's key, as the
+// dispatchers sign them (the lean path).
+func BenchmarkVerifyDirectToken(b *testing.B) {
+	key := mustKey(b, "ES256", "nas-1")
+	nas := staticVerifier(b, key)
+	defer nas.Close()
+	keys, err := cronkeys.Open(b.TempDir(), cronkeys.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := fireauth.NewDirect(nas, keys, fireauth.Config{Issuer: issuer, Audience: audience, Now: func() time.Time { return now }, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := newCronKey(b, "bench")
+	f := fireFor(directJob, now.Add(-time.Second))
+	if err := keys.Provisioned(context.Background(), directJob, f.Request.FireAt.Time, contract.DeliveryDirect, k.answer()); err != nil {
+		b.Fatal(err)
+	}
+	token, err := directToken(k, f).Sign()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := v.VerifyFire(ctx, token, f.Body, f.Request); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

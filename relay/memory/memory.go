@@ -91,6 +91,10 @@ type Engine struct {
 
 	// rekey holds each re-keyed agent's rekey floor (see rekey.go).
 	rekey map[string]time.Time
+
+	// history is the delivery history (see history.go), under histMu.
+	histMu  sync.Mutex
+	history *history
 }
 
 var _ relay.Engine = (*Engine)(nil)

@@ -22,6 +22,7 @@ var noDataLeaves = map[string]string{
 	"chronos agent serve": "runs the agent; logs go to stderr",
 	"chronos demo":        "a live log for a person to watch",
 	"chronos man":         "writes man page files",
+	"chronos healthcheck": "a probe: its exit code is the answer",
 	// cobra's completion commands print shell scripts.
 	"chronos completion bash":       "a shell script",
 	"chronos completion zsh":        "a shell script",

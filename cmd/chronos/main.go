@@ -62,6 +62,6 @@ commands' refusals are 3 duplicate, 4 limit, 5 breaker open, 6 chain closed.
 Shell completion: chronos completion bash|zsh|fish|powershell; man pages: chronos man DIR.`,
 	}
 	root.AddCommand(newVersionCmd(), newDemoCmd(), newNASCmd(), newRelayCmd(), newAgentCmd(), newJobsCmd(), newChainCmd(),
-		newChainsCmd(), newRunsCmd(), newNotifyCmd(), newScheduleCmd(), newKeysCmd(), newDLQCmd(), newInstanceCmd(), newBenchCmd(), newManCmd())
+		newChainsCmd(), newRunsCmd(), newNotifyCmd(), newScheduleCmd(), newKeysCmd(), newDLQCmd(), newInstanceCmd(), newBenchCmd(), newManCmd(), newHealthcheckCmd())
 	return root
 }

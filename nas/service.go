@@ -161,36 +161,15 @@ func (s *Service) Ready(ctx context.Context) map[string]error {
 	if set := s.keys.Current(); set == nil || set.Active == nil {
 		checks["keys"] = errors.New("no signing key")
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	_, storeErr := s.engine.Stats(ctx)
-	if storeErr != nil {
-		checks["store"] = fmt.Errorf("store: %w", storeErr)
-	}
-	if ep, ok := s.engine.(relay.StoreEpoch); ok {
-		checks["store_epoch"] = errors.New("not checked: the store did not answer")
-		if storeErr == nil {
-			checks["store_epoch"] = storeEpochCheck(ctx, ep)
-		}
+	// Bounded by relay.ReadyWithin: a store node that is down fails
+	// "store" (naming its shards) rather than holding the answer.
+	for name, err := range relay.CheckStore(ctx, s.engine) {
+		checks[name] = err
 	}
 	if r, ok := s.verifier.(readier); ok {
 		checks["agent_keys"] = r.Ready(ctx)
 	}
 	return checks
-}
-
-// storeEpochCheck is the "store_epoch" readiness check: an error while a
-// loss of the store's data is reported, or when it cannot be checked.
-func storeEpochCheck(ctx context.Context, ep relay.StoreEpoch) error {
-	st, err := ep.CheckEpoch(ctx)
-	switch {
-	case err != nil:
-		return fmt.Errorf("not checked: %w", err)
-	case st.Lost:
-		return fmt.Errorf("the store lost its data at %s (%s); armed fires may be gone until agents arm them again; reported until %s",
-			st.Since.UTC().Format(time.RFC3339), st.Reason, st.Until.UTC().Format(time.RFC3339))
-	}
-	return nil
 }
 
 // engineErr maps the engine errors an agent can cause to their answers and

@@ -765,20 +765,38 @@ func (r *run) extend(age time.Duration) {
 		t.mu.Unlock()
 	}
 	r.mu.Unlock()
+	// Side by side, a few at a time: an extension stuck on a store node
+	// that is down (for up to OpTimeout) holds up none of the others, so
+	// the leases of the nodes that are up are renewed before they lapse.
+	sem := make(chan struct{}, extendParallel)
+	var wg sync.WaitGroup
 	for _, t := range due {
-		ctx, cancel := r.op()
-		l, err := r.q.Extend(ctx, t.current(), r.cfg.LeaseFor)
-		cancel()
-		switch {
-		case err == nil:
-			t.mu.Lock()
-			t.lease, t.renewed = l, time.Now()
-			t.mu.Unlock()
-		case errors.Is(err, ErrLeaseLost):
-			r.lost(t)
-		default:
-			r.log.Warn("relay: extending a lease failed", "schedule_id", t.id, "err", err)
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.extendOne(t)
+		})
+	}
+	wg.Wait()
+}
+
+// extendParallel bounds the lease extensions one renewal pass runs at once.
+const extendParallel = 16
+
+// extendOne renews one held lease.
+func (r *run) extendOne(t *tracked) {
+	ctx, cancel := r.op()
+	l, err := r.q.Extend(ctx, t.current(), r.cfg.LeaseFor)
+	cancel()
+	switch {
+	case err == nil:
+		t.mu.Lock()
+		t.lease, t.renewed = l, time.Now()
+		t.mu.Unlock()
+	case errors.Is(err, ErrLeaseLost):
+		r.lost(t)
+	default:
+		r.log.Warn("relay: extending a lease failed", "schedule_id", t.id, "err", err)
 	}
 }
 

@@ -36,13 +36,38 @@ type EpochStatus struct {
 	Reason string
 }
 
+// ReadyWithin bounds the store's part of a readiness check (CheckStore), so
+// that /readyz answers within a second even while a store node is down.
+const ReadyWithin = 800 * time.Millisecond
+
+// ShardChecker is implemented by engines whose data is spread over store
+// nodes that fail one by one (a Redis Cluster's masters).
+type ShardChecker interface {
+	// ShardsDown returns nil when every shard's node answers within ctx,
+	// else an error wrapping ErrUnavailable that names the shards whose
+	// node does not.
+	ShardsDown(ctx context.Context) error
+}
+
 // CheckStore is the store's part of a process's readiness, as NAS and a
 // relay process report it: "store" fails while e does not answer and, on an
 // engine that implements StoreEpoch, "store_epoch" fails while a loss of
 // the store's data is reported or cannot be checked.
+//
+// It answers within ReadyWithin whatever the store does: a store node that
+// is down or does not answer fails "store" by then, naming the shards it
+// serves on an engine that implements ShardChecker.
 func CheckStore(ctx context.Context, e Engine) map[string]error {
+	ctx, cancel := context.WithTimeout(ctx, ReadyWithin)
+	defer cancel()
 	checks := map[string]error{"store": nil}
-	_, err := e.Stats(ctx)
+	var err error
+	if sc, ok := e.(ShardChecker); ok {
+		err = sc.ShardsDown(ctx)
+	}
+	if err == nil {
+		_, err = e.Stats(ctx)
+	}
 	if err != nil {
 		checks["store"] = fmt.Errorf("store: %w", err)
 	}

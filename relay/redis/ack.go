@@ -199,8 +199,10 @@ type ackItem struct {
 	rec *relay.LastFire
 }
 
-// Ack implements relay.Queue. Acks are group-committed (see groupCommit):
-// a burst costs a few round trips, not one per fire.
+// Ack implements relay.Queue. Acks are group-committed (see groupCommit)
+// in one queue per shard: a burst costs a few round trips, not one per
+// fire, and the acks of a shard whose master is down (retried until
+// Options.RetryFor) never hold up those of another.
 func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
 	return e.ack(ctx, ackItem{l: l})
 }
@@ -216,9 +218,9 @@ func (e *Engine) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire)
 	return e.ack(ctx, ackItem{l: l, rec: &f})
 }
 
-// ack queues one ack on the engine's group commit and waits for its batch.
+// ack queues one ack on its shard's group commit and waits for its batch.
 func (e *Engine) ack(ctx context.Context, a ackItem) error {
-	err := submit(ctx, &e.acker, a, e.groupTimeout(), e.ackMany)
+	err := submit(ctx, &e.acker[e.k.shardOf(a.l.AgentID)], a, e.groupTimeout(), e.ackMany)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("redis: ack: %w", err)
 	}
@@ -239,7 +241,11 @@ func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
 		calls[i] = e.ackCall(s, parts[i])
 	}
 	released := false
-	e.runEach(ctx, scriptAckMany, calls, func(i int, res any, err error) {
+	run := e.runEach
+	if e.opts.MinReplicas > 0 {
+		run = e.runEachWrite
+	}
+	run(ctx, scriptAckMany, calls, func(i int, res any, err error) {
 		part := parts[i]
 		var acks []any
 		if err == nil {
@@ -321,7 +327,7 @@ func (e *Engine) Down(ctx context.Context, l relay.Lease, delay, hold time.Durat
 func (e *Engine) nack(ctx context.Context, op string, l relay.Lease, delay time.Duration, reason, hold string) error {
 	s := e.k.shardOf(l.AgentID)
 	fk := e.k.flowKeys(s, l.AgentID)
-	v, err := e.run(ctx, scriptNack,
+	v, err := e.runWrite(ctx, scriptNack,
 		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.held(s), e.k.gated(s), e.k.probing(s), e.k.ready(s)},
 		e.nowArg(), l.JobID, member(l.AgentID, l.JobID), l.ScheduleID, l.Token, durMs(max(delay, 0)), reason, e.k.wake(),
 		l.AgentID, hold, max(l.AgentFailures, 0)+1)
@@ -338,7 +344,7 @@ func (e *Engine) nack(ctx context.Context, op string, l relay.Lease, delay time.
 func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
 	s := e.k.shardOf(l.AgentID)
 	fk := e.k.flowKeys(s, l.AgentID)
-	v, err := e.run(ctx, scriptKill,
+	v, err := e.runWrite(ctx, scriptKill,
 		[]string{e.k.rows(s, l.AgentID), e.k.due(s), e.k.lease(s), e.k.dead(s),
 			e.k.deadByTime(s), e.k.deadOfAgent(s, l.AgentID), e.k.failed(s, l.AgentID),
 			fk[0], fk[1], fk[2], e.k.held(s), e.k.gated(s), e.k.ready(s)},

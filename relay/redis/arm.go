@@ -201,7 +201,7 @@ func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult
 		}
 		args = append(args, d.Sealed, d.KeyID, d.MintedAt.UnixMilli(), keep)
 	}
-	v, err := e.run(ctx, scriptArm,
+	v, err := e.runWrite(ctx, scriptArm,
 		[]string{e.k.rows(s, req.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.flexOf(s, req.AgentID),
 			e.k.held(s), e.k.gated(s), e.k.ready(s)},
 		args...)

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -536,6 +537,9 @@ const recountEvery = 30 * time.Second
 // (and, for ready agents, before any other). When a step fails part way,
 // the leases already taken are returned with the error.
 //
+// A shard whose master does not answer the read is left out of the call,
+// so that the shards of the masters that are up go on being claimed.
+//
 // The read asks the first shard of the call for as many candidates as the
 // claim may use, the others for a share of that: a burst is usually served
 // by the first shard, and a shard whose share was not enough is read again.
@@ -557,10 +561,11 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 		return share
 	}
 	var heads []any
+	var down []error
 	if e.k.shards > 1 {
 		now := e.nowArg()
 		var err error
-		heads, err = e.runShards(ctx, scriptPeekDue,
+		heads, down, err = e.peekShards(ctx, scriptPeekDue,
 			func(s int) []string { return []string{e.k.due(s), e.k.gated(s), e.k.ready(s)} },
 			func(s int) []any { return []any{now, asked(s), agentsFor(asked(s) / peekFactor)} })
 		if err != nil {
@@ -572,6 +577,9 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 		s := (start + i) % e.k.shards
 		h := shardHead{asked: asked(s)}
 		if heads != nil {
+			if down[s] != nil {
+				continue // its master is down: the others are claimed meanwhile
+			}
 			var err error
 			if h.cands, h.agents, h.more, err = decodePeek(heads[s]); err != nil {
 				return out, fmt.Errorf("redis: claim: %w", err)
@@ -930,13 +938,30 @@ func (e *Engine) Extend(ctx context.Context, l relay.Lease, leaseFor time.Durati
 // releaseHeld).
 func (e *Engine) Reap(ctx context.Context) (int, error) {
 	total, released := 0, 0
+	now := e.nowArg()
+	heads, down, err := e.peekShards(ctx, scriptPeekReap,
+		func(s int) []string { return []string{e.k.lease(s), e.k.held(s)} },
+		func(int) []any { return []any{now, reapBatch} })
+	if err != nil {
+		return 0, fmt.Errorf("redis: reap: %w", err)
+	}
+	var downErr error
 	for s := range e.k.shards {
+		if down[s] != nil {
+			// Its master is down: the next reap returns its leases.
+			downErr = cmp.Or(downErr, fmt.Errorf("redis: reap: shard %d: %w", s, down[s]))
+			continue
+		}
 		var held []any // agents with held fires, as the first peek found them
 		for first := true; ; first = false {
-			now := e.nowArg()
-			v, err := e.run(ctx, scriptPeekReap, []string{e.k.lease(s), e.k.held(s)}, now, reapBatch)
-			if err != nil {
-				return total, fmt.Errorf("redis: reap: %w", err)
+			v := heads[s]
+			if !first {
+				now = e.nowArg()
+				var err error
+				v, err = e.run(ctx, scriptPeekReap, []string{e.k.lease(s), e.k.held(s)}, now, reapBatch)
+				if err != nil {
+					return total, fmt.Errorf("redis: reap: %w", err)
+				}
 			}
 			cands, agents, _, err := decodePeek(v)
 			if err != nil {
@@ -970,7 +995,7 @@ func (e *Engine) Reap(ctx context.Context) (int, error) {
 	if total > 0 || released > 0 {
 		e.notify()
 	}
-	return total, nil
+	return total, downErr
 }
 
 // reapShard runs scriptReap on expired lease candidates of shard s; it

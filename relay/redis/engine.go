@@ -23,6 +23,13 @@ const (
 	DefaultPrefix   = "default"
 	DefaultShards   = 4
 	DefaultRetryFor = 30 * time.Second
+	// DefaultClusterRefresh is how often a Cluster client reloads its map
+	// of slots to masters by itself (it also reloads at once on a
+	// connection error, a MOVED or a READONLY reply).
+	DefaultClusterRefresh = 2 * time.Second
+	// DefaultReplicaTimeout bounds how long a write waits for its replicas
+	// when Options.MinReplicas is set.
+	DefaultReplicaTimeout = time.Second
 )
 
 // Options configure an Engine.
@@ -54,6 +61,22 @@ type Options struct {
 	// Logger receives retries, subscription trouble and a lost store.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// ClusterRefresh is how often a Cluster client made by Open reloads
+	// its slot map by itself (store URL option cluster_refresh). Default
+	// DefaultClusterRefresh. It has no effect on a client passed to New.
+	ClusterRefresh time.Duration
+	// MinReplicas, when positive, makes an arm, an ack, a nack, a Down and
+	// a kill return only once WAIT confirms that at least this many
+	// replicas of the master hold the write (store URL option
+	// min_replicas). A write the replicas do not confirm within
+	// ReplicaTimeout fails with relay.ErrUnavailable: it was applied on
+	// the master and may or may not survive a failover, and the caller
+	// retries it. Zero (the default) acknowledges a write once the master
+	// applied it.
+	MinReplicas int
+	// ReplicaTimeout bounds the WAIT of a write under MinReplicas (store
+	// URL option replica_timeout). Default DefaultReplicaTimeout.
+	ReplicaTimeout time.Duration
 }
 
 // Engine is the Redis relay engine. It is safe for concurrent use.
@@ -63,9 +86,11 @@ type Engine struct {
 	k         keys
 	opts      Options
 	log       *slog.Logger
-	rr        atomic.Uint32 // round-robin start shard of claims
-	acker     groupCommit[ackItem]
-	lastFirer groupCommit[relay.LastFire]
+	rr        atomic.Uint32                 // round-robin start shard of claims
+	acker     []groupCommit[ackItem]        // per shard: one dead master stalls only its shards' acks
+	lastFirer []groupCommit[relay.LastFire] // per shard, as acker
+	cluster   *goredis.ClusterClient        // c, when it is a Cluster client
+	faults    faultLog                      // repeated failures, logged once with a count
 	closed    chan struct{}
 
 	wakeOnce sync.Once
@@ -82,6 +107,10 @@ type Engine struct {
 	epochSem chan struct{} // held by the check under way
 	epoch    string        // the epoch marker this engine knows; "" before the first check
 	reported time.Time     // when the loss last logged was found; zero when none is reported
+	shardSeq []int64       // per shard: the epoch sequence number last seen (under epochSem)
+	// bumpEpoch: the check under way raises the shards' sequence numbers
+	// (under epochSem).
+	bumpEpoch bool
 }
 
 // New returns an engine on client c; the caller keeps ownership of c. It
@@ -113,6 +142,12 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 	if opts.EpochCheck == 0 {
 		opts.EpochCheck = DefaultEpochCheck
 	}
+	if opts.MinReplicas < 0 {
+		return nil, fmt.Errorf("redis: min replicas %d is negative", opts.MinReplicas)
+	}
+	if opts.ReplicaTimeout <= 0 {
+		opts.ReplicaTimeout = DefaultReplicaTimeout
+	}
 	e := &Engine{
 		c:         c,
 		k:         newKeys(opts.Prefix, opts.Shards),
@@ -121,7 +156,10 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 		closed:    make(chan struct{}),
 		epochSem:  make(chan struct{}, 1),
 		recounted: make([]atomic.Int64, opts.Shards),
+		acker:     make([]groupCommit[ackItem], opts.Shards),
+		lastFirer: make([]groupCommit[relay.LastFire], opts.Shards),
 	}
+	e.cluster, _ = c.(*goredis.ClusterClient)
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err
 	}

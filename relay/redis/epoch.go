@@ -29,7 +29,36 @@ const (
 const (
 	ReasonMarkerGone     = "the store's epoch marker was gone: Redis restarted without persistence, was flushed, or failed over to a replica without the data"
 	ReasonMarkerReplaced = "the store's epoch marker was replaced: another process found it gone first, or the data was restored from elsewhere"
+	ReasonShardLost      = "a shard's copy of the epoch marker was gone, replaced or behind: its master restarted without persistence, or failed over to a replica that missed writes"
 )
+
+// scriptShardEpoch checks one shard's copy of the epoch marker.
+//
+// KEYS[1] the shard's marker copy
+// ARGV[1] the marker in force, ARGV[2] the marker the caller knew before
+// ("" = none yet), ARGV[3] the sequence number the caller last saw (0 =
+// none), ARGV[4] "1" to raise the sequence number
+//
+// Returns {lost (1 | 0), sequence number}. A copy missing or unlike both
+// markers is lost when the caller knew a marker; one behind what the
+// caller saw is lost. Either way the copy is set to the marker in force.
+var scriptShardEpoch = script(`
+local f = redis.call('HMGET', KEYS[1], 'm', 'seq')
+local m, seq = f[1], tonumber(f[2]) or 0
+local lost = 0
+if not m then
+  if ARGV[2] ~= '' then lost = 1 end
+elseif m ~= ARGV[1] and m ~= ARGV[2] and ARGV[2] ~= '' then
+  lost = 1
+elseif seq < tonumber(ARGV[3]) then
+  lost = 1
+end
+if ARGV[4] == '1' or lost == 1 or m ~= ARGV[1] then
+  seq = seq + 1
+  redis.call('HSET', KEYS[1], 'm', ARGV[1], 'seq', seq)
+end
+return {lost, seq}
+`)
 
 // scriptEpoch checks the epoch marker: one missing is written (and, when the
 // caller knew another, the loss reported); one replaced is reported as a
@@ -38,7 +67,8 @@ const (
 // KEYS[1] epoch marker, KEYS[2] lost report, KEYS[3] shard count
 // ARGV[1] now, ARGV[2] the marker the caller knows ("" = none yet),
 // ARGV[3] a fresh marker, ARGV[4] how long a loss is reported (ms),
-// ARGV[5] the shard count
+// ARGV[5] the shard count, ARGV[6] "shard" when the caller found a shard's
+// copy lost (reported unless a loss is already), else ""
 //
 // Returns {marker in force, now ms} or, while a loss is reported,
 // {marker in force, now ms, report, report ms left}.
@@ -56,6 +86,9 @@ if not cur then
 elseif known ~= '' and cur ~= known then
   redis.call('SET', KEYS[2], now .. ' replaced', 'NX', 'PX', tonumber(ARGV[4]))
 end
+if ARGV[6] ~= '' then
+  redis.call('SET', KEYS[2], now .. ' ' .. ARGV[6], 'NX', 'PX', tonumber(ARGV[4]))
+end
 local lost = redis.call('GET', KEYS[2])
 if not lost then return {cur, now} end
 return {cur, now, lost, redis.call('PTTL', KEYS[2])}
@@ -66,7 +99,17 @@ return {cur, now, lost, redis.call('PTTL', KEYS[2])}
 // that finds it gone or replaced reports the loss to every engine of the
 // prefix for Options.LostReportFor. The first check that sees a report logs
 // it as an error, and the first after it ends says so.
+//
+// Each shard keeps a copy of the marker with a sequence number that the
+// background check raises: a copy gone, replaced or behind what this
+// engine saw (a master restarted empty, or a promoted replica that missed
+// writes) is reported as a loss, with ReasonShardLost.
 func (e *Engine) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
+	return e.checkEpoch(ctx, false)
+}
+
+// checkEpoch is CheckEpoch; bump raises the shards' sequence numbers.
+func (e *Engine) checkEpoch(ctx context.Context, bump bool) (relay.EpochStatus, error) {
 	// One check at a time adopts the marker; a caller waits for another's
 	// check no longer than its context allows.
 	select {
@@ -78,14 +121,25 @@ func (e *Engine) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	fresh := "ep_" + hex.EncodeToString(b[:])
+	e.bumpEpoch = bump
 	v, err := e.run(ctx, scriptEpoch, []string{e.k.epoch(), e.k.lost(), e.k.shardCount()},
-		e.nowArg(), e.epoch, fresh, durMs(e.opts.LostReportFor), e.opts.Shards)
+		e.nowArg(), e.epoch, fresh, durMs(e.opts.LostReportFor), e.opts.Shards, "")
 	if err != nil {
 		return relay.EpochStatus{}, fmt.Errorf("redis: check epoch: %w", err)
 	}
 	st, marker, err := decodeEpoch(v)
 	if err != nil {
 		return relay.EpochStatus{}, fmt.Errorf("redis: check epoch: %w", err)
+	}
+	if lost := e.checkShardEpochs(ctx, marker); lost != "" && !st.Lost {
+		v, err = e.run(ctx, scriptEpoch, []string{e.k.epoch(), e.k.lost(), e.k.shardCount()},
+			e.nowArg(), marker, fresh, durMs(e.opts.LostReportFor), e.opts.Shards, "shard")
+		if err == nil {
+			st, marker, err = decodeEpoch(v)
+		}
+		if err != nil {
+			return relay.EpochStatus{}, fmt.Errorf("redis: check epoch: report %s: %w", lost, err)
+		}
 	}
 	e.epoch = marker
 	switch {
@@ -98,6 +152,49 @@ func (e *Engine) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
 		e.log.InfoContext(ctx, "relay store loss no longer reported", "prefix", e.opts.Prefix)
 	}
 	return st, nil
+}
+
+// checkShardEpochs checks every shard's copy of the epoch marker (one
+// pipelined call, a round trip per master) and returns "" or which shards
+// lost writes ("shards 3, 7"). A shard whose master does not answer is
+// left for a later check. Only the background check raises the shards'
+// sequence numbers, a write every Options.EpochCheck: a readiness probe
+// only reads them.
+func (e *Engine) checkShardEpochs(ctx context.Context, marker string) string {
+	bump := "0"
+	if e.bumpEpoch {
+		bump = "1"
+	}
+	if e.shardSeq == nil {
+		e.shardSeq = make([]int64, e.k.shards)
+	}
+	out, errs, err := e.peekShards(ctx, scriptShardEpoch,
+		func(s int) []string { return []string{e.k.shardEpoch(s)} },
+		func(s int) []any { return []any{marker, e.epoch, e.shardSeq[s], bump} })
+	if err != nil {
+		e.log.DebugContext(ctx, "relay store shard epochs not checked", "err", err)
+		return ""
+	}
+	var lost []string
+	for s := range e.k.shards {
+		if errs[s] != nil {
+			continue
+		}
+		a, err := array(out[s])
+		if err != nil || len(a) != 2 {
+			continue
+		}
+		l, _ := integer(a[0])
+		seq, _ := integer(a[1])
+		e.shardSeq[s] = seq
+		if l == 1 {
+			lost = append(lost, strconv.Itoa(s))
+		}
+	}
+	if len(lost) == 0 {
+		return ""
+	}
+	return "shards " + strings.Join(lost, ", ")
 }
 
 // decodeEpoch reads scriptEpoch's reply.
@@ -122,8 +219,11 @@ func decodeEpoch(v any) (relay.EpochStatus, string, error) {
 		return relay.EpochStatus{}, "", fmt.Errorf("%w: lost report %q", errReply, report)
 	}
 	reason := ReasonMarkerGone
-	if kind == "replaced" {
+	switch kind {
+	case "replaced":
 		reason = ReasonMarkerReplaced
+	case "shard":
+		reason = ReasonShardLost
 	}
 	return relay.EpochStatus{Lost: true, Since: ms(since), Until: ms(now + max(left, 0)), Reason: reason}, marker, nil
 }
@@ -140,7 +240,7 @@ func (e *Engine) watchEpoch() {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), min(e.opts.EpochCheck, 5*time.Second))
-			if _, err := e.CheckEpoch(ctx); err != nil {
+			if _, err := e.checkEpoch(ctx, true); err != nil {
 				e.log.Debug("relay store epoch not checked", "err", err)
 			}
 			cancel()

@@ -79,6 +79,12 @@ func (k keys) shardCount() string { return k.control() + ":shards" }
 // store empty; its disappearance means the data is gone.
 func (k keys) epoch() string { return k.control() + ":epoch" }
 
+// shardEpoch is shard's copy of the epoch marker, a hash of the marker
+// ("m") and a sequence number ("seq") every background check raises: a
+// master whose copy is gone, another or behind what an engine saw lost
+// writes (see CheckEpoch).
+func (k keys) shardEpoch(shard int) string { return k.tags[shard] + ":epoch" }
+
 // lost is the report of a lost store ("<found at ms> <gone|replaced>"),
 // expiring when the report ends.
 func (k keys) lost() string { return k.control() + ":lost" }

@@ -18,7 +18,8 @@ import (
 
 // retry calls f until it succeeds, fails with an error that a retry cannot
 // fix, ctx ends, or Options.RetryFor has passed; it backs off with jitter
-// between tries. A relay.WithCallTimeout on ctx bounds the whole. An error
+// between tries. A connection error asks a Cluster client to reload its
+// slot map, and the same failure repeating is logged once with a count. A relay.WithCallTimeout on ctx bounds the whole. An error
 // that says Redis could not be reached or did not answer in time wraps
 // relay.ErrUnavailable.
 func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error {
@@ -33,13 +34,12 @@ func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error
 		if err == nil {
 			return nil
 		}
+		e.reloadMap(err) // a refused connection may be a failed-over master
 		if !retryable(err) || ctx.Err() != nil || e.opts.RetryFor < 0 || time.Since(start) > e.opts.RetryFor {
 			return unavailable(ctx, err)
 		}
 		wait := callBackoff.Delay(try)
-		if try == 1 || try%10 == 0 {
-			e.log.WarnContext(ctx, "redis call failed, retrying", "err", err, "try", try, "wait", wait.String())
-		}
+		e.faults.warn(ctx, e.log, "redis call failed, retrying", err)
 		if backoff.Sleep(ctx, wait) != nil {
 			return unavailable(ctx, err)
 		}

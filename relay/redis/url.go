@@ -23,8 +23,11 @@ import (
 //
 // rediss+cluster and rediss+sentinel use TLS. The query may also hold
 // go-redis's connection options (dial_timeout=3s, pool_size=20, ...) and the
-// engine's own, which override opts: prefix=NAME, shards=N and
-// lost_report_for=DURATION (Options.LostReportFor).
+// engine's own, which override opts: prefix=NAME, shards=N,
+// lost_report_for=DURATION (Options.LostReportFor),
+// cluster_refresh=DURATION (Options.ClusterRefresh), min_replicas=N
+// (Options.MinReplicas) and replica_timeout=DURATION
+// (Options.ReplicaTimeout).
 //
 // Every call to Redis is bounded: connecting by dial_timeout (go-redis's
 // default 5s), each reply by read_timeout and each request by write_timeout
@@ -71,9 +74,28 @@ func newClient(rawURL string, opts *Options) (goredis.UniversalClient, error) {
 		}
 		opts.LostReportFor = d
 	}
-	q.Del("prefix")
-	q.Del("shards")
-	q.Del("lost_report_for")
+	for _, d := range []struct {
+		name string
+		to   *time.Duration
+	}{{"cluster_refresh", &opts.ClusterRefresh}, {"replica_timeout", &opts.ReplicaTimeout}} {
+		if v := q.Get(d.name); v != "" {
+			t, err := time.ParseDuration(v)
+			if err != nil || t <= 0 {
+				return nil, fmt.Errorf("redis: url: %s=%q is not a positive duration", d.name, v)
+			}
+			*d.to = t
+		}
+	}
+	if v := q.Get("min_replicas"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("redis: url: min_replicas=%q is not a number of replicas", v)
+		}
+		opts.MinReplicas = n
+	}
+	for _, k := range []string{"prefix", "shards", "lost_report_for", "cluster_refresh", "replica_timeout", "min_replicas"} {
+		q.Del(k)
+	}
 	u.RawQuery = q.Encode()
 
 	scheme, kind, _ := strings.Cut(u.Scheme, "+")
@@ -98,6 +120,14 @@ func newClient(rawURL string, opts *Options) (goredis.UniversalClient, error) {
 			return nil, fmt.Errorf("redis: parse cluster url: %w", err)
 		}
 		co.ContextTimeoutEnabled = true
+		// go-redis reloads its slot map every minute by default, and on a
+		// refused connection not at all: after a failover every call would
+		// dial the dead master until then. The engine also asks for a
+		// reload on every connection error (see retry).
+		co.ClusterStateReloadInterval = opts.ClusterRefresh
+		if co.ClusterStateReloadInterval <= 0 {
+			co.ClusterStateReloadInterval = DefaultClusterRefresh
+		}
 		return goredis.NewClusterClient(co), nil
 	case kind == "":
 		o, err := goredis.ParseURL(u.String())

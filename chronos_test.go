@@ -218,6 +218,18 @@ var goTypes = map[string]struct {
 	"AgentFlowState":          {reflect.TypeFor[contract.AgentFlowState](), false},
 	"OperatorSessionRequest":  {reflect.TypeFor[contract.OperatorSessionRequest](), false},
 	"OperatorSessionResponse": {reflect.TypeFor[contract.OperatorSessionResponse](), false},
+
+	// The dashboard's explorer routes.
+	"OperatorHistory":   {reflect.TypeFor[contract.OperatorHistory](), false},
+	"HistoryPoint":      {reflect.TypeFor[contract.HistoryPoint](), false},
+	"OperatorAgents":    {reflect.TypeFor[contract.OperatorAgents](), false},
+	"AgentSummary":      {reflect.TypeFor[contract.AgentSummary](), false},
+	"DeliveryAttempt":   {reflect.TypeFor[contract.DeliveryAttempt](), false},
+	"OperatorAgent":     {reflect.TypeFor[contract.OperatorAgent](), false},
+	"AgentArmedPage":    {reflect.TypeFor[contract.AgentArmedPage](), false},
+	"ArmedFire":         {reflect.TypeFor[contract.ArmedFire](), false},
+	"OperatorProcesses": {reflect.TypeFor[contract.OperatorProcesses](), false},
+	"DispatchProcess":   {reflect.TypeFor[contract.DispatchProcess](), false},
 }
 
 // localTypes maps the local API's schemas to the types of package localapi

@@ -65,17 +65,26 @@ func (s *Service) Overview(ctx context.Context) (contract.OperatorOverview, erro
 	}
 	s.census.mu.Lock()
 	defer s.census.mu.Unlock()
-	if now := s.now(); s.census.at.IsZero() || now.Sub(s.census.at) >= s.census.ttl || now.Before(s.census.at) {
-		start := time.Now()
-		if err := s.readCensus(ctx, c); err != nil {
-			return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
-		}
-		s.census.at, s.census.ttl = now, min(max(10*time.Since(start), minCensusTTL), maxCensusTTL)
+	if err := s.freshCensus(ctx, c); err != nil {
+		return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
 	}
 	ov.Agents = append(ov.Agents, s.census.agents...)
 	ov.StoppedInstances = append(ov.StoppedInstances, s.census.stopped...)
 	ov.AgentsTruncated, ov.StoppedTruncated = s.census.agentsMore, s.census.stoppedMore
 	return ov, nil
+}
+
+// freshCensus reads the census afresh when the cached one is stale; the
+// caller holds s.census.mu.
+func (s *Service) freshCensus(ctx context.Context, c relay.Census) error {
+	if now := s.now(); s.census.at.IsZero() || now.Sub(s.census.at) >= s.census.ttl || now.Before(s.census.at) {
+		start := time.Now()
+		if err := s.readCensus(ctx, c); err != nil {
+			return err
+		}
+		s.census.at, s.census.ttl = now, min(max(10*time.Since(start), minCensusTTL), maxCensusTTL)
+	}
+	return nil
 }
 
 // agentFlows reads every agent's flow state (relay.Flows.AgentFlows), with

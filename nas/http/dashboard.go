@@ -54,6 +54,7 @@ func (s *Server) dashboardRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
 	e.POST(contract.PathOperatorSession, s.login, m...)
 	e.DELETE(contract.PathOperatorSession, s.logout, m...)
 	e.GET(contract.PathOperatorOverview, s.operator(s.overview), m...)
+	s.explorerRoutes(e, m...)
 }
 
 // dashboardAsset serves an embedded file of the dashboard; / and /ui/ are

@@ -192,6 +192,7 @@ func (n *Node) startDispatchers(ctx context.Context, g *group) {
 	if log == nil {
 		log = n.log
 	}
+	deliverer = recordHistory(ctx, g, n.engine, deliverer, "nas", *n.cfg.Relay.Dispatchers, log)
 	for range *n.cfg.Relay.Dispatchers {
 		dc := n.cfg.Relay.Dispatch()
 		dc.Logger, dc.Metrics = log, n.svc.Metrics().Relay()

@@ -98,6 +98,7 @@ func RunRelay(ctx context.Context, o RelayOptions) error {
 	}
 	log.Info("relay started", "store", StoreKind(cfg.Store), "nas_url", cfg.Relay.NASURL, "dispatchers", *cfg.Relay.Dispatchers,
 		"direct_delivery", sealer != nil)
+	deliverer = recordHistory(ctx, g, engine, deliverer, "relay", *cfg.Relay.Dispatchers, log)
 	for range *cfg.Relay.Dispatchers {
 		dc := cfg.Relay.Dispatch()
 		dc.Logger, dc.Metrics, dc.LeaseFor = log, metrics, o.Lease

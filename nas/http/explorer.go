@@ -1,0 +1,139 @@
+package nashttp
+
+// The explorer routes of the operator dashboard: the delivery history, the
+// agents, one agent and its armed fires, the processes dispatching.
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/chronoscron/chronos/contract"
+)
+
+// explorerRoutes registers the explorer's routes on e.
+func (s *Server) explorerRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
+	e.GET(contract.PathOperatorHistory, s.operator(s.history), m...)
+	e.GET(contract.PathOperatorAgents, s.operator(s.agents), m...)
+	e.GET(echoPath(contract.PathOperatorAgent), s.operator(s.agentView), m...)
+	e.GET(echoPath(contract.PathOperatorAgentArmed), s.operator(s.agentArmed), m...)
+	e.GET(contract.PathOperatorProcesses, s.operator(s.processes), m...)
+}
+
+// queryParams checks that q has only the allowed parameters, each at most
+// once, and that the text ones are at most 256 characters.
+func queryParams(q url.Values, allowed ...string) error {
+	for k, v := range q {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			return contract.BadRequest(contract.CodeInvalidRequest, "unknown query parameter %q", k)
+		}
+		if len(v) > 1 {
+			return contract.BadRequest(contract.CodeInvalidRequest, "query parameter %q given more than once", k)
+		}
+		if len(v[0]) > 256 || strings.ContainsRune(v[0], 0) {
+			return contract.BadRequest(contract.CodeInvalidRequest, "query parameter %q must be at most 256 characters", k)
+		}
+	}
+	return nil
+}
+
+// explorerPage reads the limit and cursor of an explorer list.
+func explorerPage(q url.Values) (int, string, error) {
+	limit := 0
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v[0], "-") {
+			n, err = contract.MaxListLimit, nil
+		}
+		if err != nil || n < 1 {
+			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "limit must be a positive integer")
+		}
+		limit = n
+	}
+	cursor := q.Get("cursor")
+	if _, ok := q["cursor"]; ok && cursor == "" {
+		return 0, "", contract.BadRequest(contract.CodeInvalidCursor, "cursor must not be empty")
+	}
+	return limit, cursor, nil
+}
+
+func (s *Server) history(c echo.Context) error {
+	q := c.Request().URL.Query()
+	if err := queryParams(q, "window"); err != nil {
+		return err
+	}
+	window := contract.HistoryWindowHour
+	if v, ok := q["window"]; ok {
+		window = v[0]
+		if window != contract.HistoryWindowHour && window != contract.HistoryWindowDay {
+			return contract.BadRequest(contract.CodeInvalidRequest, "window must be %q or %q", contract.HistoryWindowHour, contract.HistoryWindowDay)
+		}
+	}
+	resp, err := s.svc.History(c.Request().Context(), window)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) agents(c echo.Context) error {
+	q := c.Request().URL.Query()
+	if err := queryParams(q, "q", "limit", "cursor"); err != nil {
+		return err
+	}
+	limit, cursor, err := explorerPage(q)
+	if err != nil {
+		return err
+	}
+	resp, err := s.svc.Agents(c.Request().Context(), q.Get("q"), cursor, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) agentView(c echo.Context) error {
+	if err := queryParams(c.Request().URL.Query()); err != nil {
+		return err
+	}
+	resp, err := s.svc.Agent(c.Request().Context(), c.Param("agent_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) agentArmed(c echo.Context) error {
+	q := c.Request().URL.Query()
+	if err := queryParams(q, "job", "limit", "cursor"); err != nil {
+		return err
+	}
+	limit, cursor, err := explorerPage(q)
+	if err != nil {
+		return err
+	}
+	resp, err := s.svc.AgentArmed(c.Request().Context(), c.Param("agent_id"), q.Get("job"), cursor, limit)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+func (s *Server) processes(c echo.Context) error {
+	if err := queryParams(c.Request().URL.Query()); err != nil {
+		return err
+	}
+	resp, err := s.svc.Processes(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}

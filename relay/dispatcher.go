@@ -668,8 +668,15 @@ func (r *run) settle(ctx context.Context, l Lease, out Outcome) {
 	}
 	switch {
 	case errors.Is(err, ErrLeaseLost):
-		// Cancelled, re-armed or reclaimed meanwhile: the fire is no longer ours.
-		r.logFire(ctx, slog.LevelInfo, "relay: lease lost before the outcome was recorded", l, "outcome", out.Kind.String())
+		// Cancelled, re-armed or reclaimed meanwhile: the fire is no longer
+		// ours. After a delivery that is the usual course (the agent arms
+		// its next slot as it answers, replacing the row), so it is debug;
+		// a retry or dead letter lost this way is worth a line.
+		level := slog.LevelInfo
+		if out.Kind == Done {
+			level = slog.LevelDebug
+		}
+		r.logFire(ctx, level, "relay: lease lost before the outcome was recorded", l, "outcome", out.Kind.String())
 	case err != nil:
 		// The lease will lapse and the reaper hand the fire out again.
 		r.logFire(ctx, slog.LevelError, "relay: recording the outcome failed", l, "outcome", out.Kind.String(), "err", err)

@@ -6,6 +6,10 @@
 #   docker build -t chronos .            (or: podman build -t chronos .)
 #   docker run --rm chronos version
 #
+# This file pulls its bases (golang, busybox for the setup stage). Offline, `make image` builds the
+# same runtime image from a binary built here with deploy/image/Dockerfile (FROM scratch), pulling
+# nothing. The image's healthcheck is the binary itself: `chronos healthcheck URL`.
+#
 # The image runs with a read-only root file system: state lives under the volume
 # /var/lib/chronos (the agent's home, NAS's keys), and /tmp should be a tmpfs.
 
@@ -28,9 +32,6 @@ RUN mkdir -p /rootfs/etc /rootfs/etc/chronos /rootfs/var/lib/chronos /rootfs/tmp
  && chmod 0700 /rootfs/var/lib/chronos \
  && chmod 1777 /rootfs/tmp
 
-# busybox: its static binary serves as wget for container healthchecks (GET /readyz).
-FROM busybox:${BUSYBOX_VERSION}-musl AS busybox
-
 # setup: the binary next to a shell, for one-shot first-run steps (deploy/compose.yaml's
 # setup service writes secrets, signing keys and a sample job with it). Not the runtime image.
 FROM busybox:${BUSYBOX_VERSION}-musl AS setup
@@ -52,7 +53,6 @@ COPY --from=build --chown=65532:65532 /rootfs/var/lib/chronos /var/lib/chronos
 COPY --from=build --chown=65532:65532 /rootfs/etc/chronos /etc/chronos
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /usr/local/go/lib/time/zoneinfo.zip /usr/local/share/zoneinfo.zip
-COPY --from=busybox /bin/busybox /usr/bin/wget
 COPY --from=build /out/chronos /usr/local/bin/chronos
 USER 65532:65532
 # Job time zones come from Go's zone database (ZONEINFO).

@@ -548,7 +548,14 @@ type dockerStage struct {
 // readDockerfile returns the Dockerfile's global ARG defaults and stages.
 func readDockerfile(t *testing.T) (map[string]string, []dockerStage) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	return readDockerfileAt(t, "Dockerfile")
+}
+
+// readDockerfileAt returns the global ARG defaults and stages of the
+// Dockerfile at path, relative to the repository's root.
+func readDockerfileAt(t *testing.T, path string) (map[string]string, []dockerStage) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,10 +648,14 @@ func TestDockerfile(t *testing.T) {
 	}
 	copies := strings.Join(final.all("COPY"), "\n")
 	for _, want := range []string{"/rootfs/ /", "ca-certificates.crt /etc/ssl/certs/ca-certificates.crt",
-		"zoneinfo.zip /usr/local/share/zoneinfo.zip", "/out/chronos /usr/local/bin/chronos", "/bin/busybox /usr/bin/wget"} {
+		"zoneinfo.zip /usr/local/share/zoneinfo.zip", "/out/chronos /usr/local/bin/chronos"} {
 		if !strings.Contains(copies, want) {
 			t.Errorf("the final stage does not copy %s", want)
 		}
+	}
+	// The healthcheck is `chronos healthcheck`: nothing but the binary runs.
+	if strings.Contains(copies, "busybox") || strings.Contains(copies, "wget") {
+		t.Errorf("the final stage copies a second program:\n%s", copies)
 	}
 	if env := strings.Join(final.all("ENV"), " "); !strings.Contains(env, "ZONEINFO=/usr/local/share/zoneinfo.zip") || !strings.Contains(env, "CHRONOS_HOME=/var/lib/chronos") {
 		t.Errorf("final ENV %q: want ZONEINFO and CHRONOS_HOME", env)
@@ -829,8 +840,18 @@ func TestComposeFile(t *testing.T) {
 		if !slices.Contains(svc.CapDrop, "ALL") {
 			t.Errorf("%s keeps its capabilities", name)
 		}
-		if svc.Healthcheck == nil || len(svc.Healthcheck.Test) < 2 || svc.Healthcheck.Test[1] != "wget" || !strings.HasSuffix(svc.Healthcheck.Test[len(svc.Healthcheck.Test)-1], "/readyz") {
-			t.Errorf("%s: healthcheck %+v, want wget of /readyz", name, svc.Healthcheck)
+		if svc.Healthcheck == nil || len(svc.Healthcheck.Test) < 4 || svc.Healthcheck.Test[0] != "CMD" ||
+			svc.Healthcheck.Test[1] != "/usr/local/bin/chronos" || svc.Healthcheck.Test[2] != "healthcheck" ||
+			!strings.HasSuffix(svc.Healthcheck.Test[len(svc.Healthcheck.Test)-1], "/readyz") {
+			t.Errorf("%s: healthcheck %+v, want chronos healthcheck of /readyz", name, svc.Healthcheck)
+		} else {
+			path, flags := chronosArgs(svc.Healthcheck.Test[2:])
+			known := helpFlags(t, path)
+			for _, f := range flags {
+				if !slices.Contains(known, f) {
+					t.Errorf("%s: healthcheck: chronos %s has no flag %s", name, strings.Join(path, " "), f)
+				}
+			}
 		}
 		path, flags := chronosArgs(svc.Command)
 		known := helpFlags(t, path)
@@ -1053,6 +1074,14 @@ func startCompose(t *testing.T) *composeRun {
 			if svc.Healthcheck != nil {
 				hc := svc.Healthcheck.Test
 				waitReady(t, p, d.value(c, name, hc[len(hc)-1], redis), 30*time.Second)
+				// The service's own healthcheck command, as the runtime runs it.
+				var probe []string
+				for _, a := range hc[1:] {
+					probe = append(probe, d.value(c, name, a, redis))
+				}
+				if out, err := exec.Command(probe[0], probe[1:]...).CombinedOutput(); err != nil {
+					t.Errorf("%s: healthcheck %v: %v\n%s", name, probe, err, out)
+				}
 			}
 			if len(svc.Command) > 0 && svc.Command[0] == "relay" {
 				d.relays = append(d.relays, name)

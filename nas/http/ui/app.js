@@ -112,11 +112,6 @@ function renderOverview(o) {
   const lag = o.fire_lag;
   $("g-lag").textContent = lag.count === 0 ? "no deliveries yet"
     : [lag.p50_seconds, lag.p90_seconds, lag.p99_seconds].map(seconds).join(" / ");
-  const flows = new Map(o.agent_flows.map((f) => [f.agent_id, f]));
-  fill($("agents"), o.agents.map((a) => [cell(a.agent_id, "mono"), cell(String(a.armed), "num"),
-    agentButton(a.agent_id, flows.get(a.agent_id))]),
-  "No agent holds an armed fire.", 3);
-  $("agents-more").hidden = !o.agents_truncated;
   fill($("flows"), o.agent_flows.map((f) => [cell(f.agent_id, "mono"), cell(flowState(f), f.disabled ? "reason" : ""),
     cell(String(f.in_flight), "num"), cell(String(f.held), "num"), cell(String(f.parallelism), "num"),
     cell(f.rate > 0 ? String(f.rate) : "unlimited", "num"), agentButton(f.agent_id, f)]),
@@ -128,8 +123,8 @@ function renderOverview(o) {
   const outcomes = Object.keys(o.deliveries).sort();
   fill($("deliveries"), outcomes.map((k) => [cell(k, "outcome-" + k), cell(String(o.deliveries[k]), "num")]),
     "No deliveries yet.", 2);
-  fill($("stopped"), o.stopped_instances.map((s) => [cell(s.instance_id, "mono"), cell(when(s.stopped_at))]),
-    "No instance is stopped.", 2);
+  fill($("stopped"), o.stopped_instances.map((s) => [cell(s.instance_id, "mono"), cell(when(s.stopped_at)), startButton(s.instance_id)]),
+    "No instance is stopped.", 3);
 }
 
 function renderDead(d) {
@@ -265,14 +260,19 @@ function showLogin() {
 
 async function refresh() {
   try {
-    const [o, d, u] = await Promise.all([
-      getJSON("/api/operator/overview"),
-      getJSON("/api/operator/dlq?limit=100"),
-      getJSON("/api/operator/unarmed"),
-    ]);
+    const o = await getJSON("/api/operator/overview");
+    if (ex.agent !== null) {
+      await refreshAgent(ex.agent);
+    } else {
+      const [d, u] = await Promise.all([
+        getJSON("/api/operator/dlq?limit=100"),
+        getJSON("/api/operator/unarmed"),
+        refreshExplorer(),
+      ]);
+      renderDead(d);
+      renderUnarmed(u);
+    }
     renderOverview(o);
-    renderDead(d);
-    renderUnarmed(u);
     $("error").hidden = true;
     $("login").hidden = true;
     $("dashboard").hidden = false;

@@ -45,6 +45,10 @@ type OperatorHistory struct {
 	// DeadLetterTruncated is true when the dead letter held more entries
 	// than were read to count DeadLettered.
 	DeadLetterTruncated bool `json:"dead_letter_truncated"`
+	// LagP50Seconds and LagP99Seconds estimate the lag of the window's
+	// delivered fires; null when none was delivered.
+	LagP50Seconds *float64 `json:"lag_p50_seconds"`
+	LagP99Seconds *float64 `json:"lag_p99_seconds"`
 }
 
 // HistoryPoint is one step of the delivery history.

@@ -52,13 +52,13 @@ func (s *Service) historyStore() (relay.History, error) {
 // contract.HistoryWindowHour, a point a minute) or day (HistoryWindowDay, a
 // point per ten minutes), the dead letters by when they failed, and the
 // fires due in each hour of the next 24.
-func (s *Service) History(ctx context.Context, window string) (contract.OperatorHistory, error) {
+func (s *Service) History(ctx context.Context, win string) (contract.OperatorHistory, error) {
 	h, err := s.historyStore()
 	if err != nil {
 		return contract.OperatorHistory{}, err
 	}
 	step, n := time.Minute, 60
-	switch window {
+	switch win {
 	case contract.HistoryWindowHour:
 	case contract.HistoryWindowDay:
 		step, n = 10*time.Minute, 144
@@ -78,11 +78,16 @@ func (s *Service) History(ctx context.Context, window string) (contract.Operator
 			sums[i].Add(m)
 		}
 	}
-	out := contract.OperatorHistory{GeneratedAt: contract.NewTime(now), Window: window, StepSeconds: int(step / time.Second),
+	out := contract.OperatorHistory{GeneratedAt: contract.NewTime(now), Window: win, StepSeconds: int(step / time.Second),
 		Points: make([]contract.HistoryPoint, n), Totals: map[string]int64{}}
 	for _, o := range relay.HistoryOutcomes {
 		out.Totals[o] = 0
 	}
+	var window relay.HistoryMinute
+	for _, m := range sums {
+		window.Add(m)
+	}
+	out.LagP50Seconds, out.LagP99Seconds = lagQuantile(window.Lag, 0.5), lagQuantile(window.Lag, 0.99)
 	for i, m := range sums {
 		p := contract.HistoryPoint{At: contract.NewTime(from.Add(time.Duration(i) * step)), Outcomes: map[string]int64{}, Retries: m.Retries}
 		for _, o := range relay.HistoryOutcomes {

@@ -88,6 +88,11 @@ function chart(svg, labels, series, fmt) {
       d += (d === "" ? "M" : "L") + (L + i * cw + cw / 2).toFixed(1) + " " + y(v).toFixed(1);
     });
     if (d) svgEl("path", { d: d, class: "line " + s.cls }, svg);
+    s.values.forEach((v, i) => {
+      if (v === null || v === undefined) return;
+      const c = svgEl("circle", { cx: (L + i * cw + cw / 2).toFixed(1), cy: y(v).toFixed(1), r: 2.5, class: "dot " + s.cls }, svg);
+      svgEl("title", {}, c).textContent = labels[i] + " " + s.name + ": " + fmt(v);
+    });
   }
 }
 
@@ -131,6 +136,8 @@ function renderHistory(h) {
   const due = [{ name: "fires due", cls: "o-due", kind: "bar", values: h.due }];
   const dueLabels = h.due.map((_, i) => tick(new Date(new Date(h.due_from).getTime() + i * 3600e3).toISOString(), false));
   chart($("chart-due"), dueLabels, due, count);
+  $("g-lag-store").textContent = h.lag_p50_seconds === null ? "no deliveries" : seconds(h.lag_p50_seconds) + " / " + seconds(h.lag_p99_seconds);
+  $("g-lag-window").textContent = (day ? "last day" : "last hour") + ", all processes";
   const total = (k) => h.totals[k] || 0;
   $("history-totals").textContent = OUTCOMES.map((o) => o.replace("_", " ") + " " + total(o)).join(" · ");
   $("history-totals").dataset.delivered = String(total("delivered"));

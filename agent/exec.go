@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
+	"github.com/chronoscron/chronos/agent/output"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -140,10 +142,10 @@ func (rt *Runtime) runPayload(ctx context.Context, r *activeRun, s startReq, out
 		runCtx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
 		defer cancel()
 	}
-	cw := &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
 	log.Info("run started")
 	req := rt.runRequest(&j, c)
-	req.Output, req.Processes = cw, func(ps []runner.Process) { rt.noteProcs(r, ps) }
+	req.Output, req.Stderr = capped(out, rt.cfg.OutputCap)
+	req.Processes = func(ps []runner.Process) { rt.noteProcs(r, ps) }
 	res := rn.Run(runCtx, req)
 	if cause := context.Cause(runCtx); res.Err != nil && cause != nil && !strings.Contains(res.Err.Error(), cause.Error()) {
 		res.Err = fmt.Errorf("%w (%w)", res.Err, cause)
@@ -163,19 +165,48 @@ func (rt *Runtime) noteProcs(r *activeRun, ps []runner.Process) {
 	}
 }
 
+// capped returns the writers of a run's standard output and standard error
+// into out, under one limit of capBytes; stderr is nil (both streams into
+// out) when out cannot keep them apart.
+func capped(out io.Writer, capBytes int64) (stdout, stderr io.Writer) {
+	cw := &runner.CapWriter{W: out, Limit: capBytes}
+	if o, ok := out.(interface{ Stderr() io.Writer }); ok {
+		return cw, cw.Stream(o.Stderr())
+	}
+	return cw, nil
+}
+
 // outputFile is a run's output file (output/<job>/<run>.log), created at
 // the first byte the run writes: a run that prints nothing leaves no file,
 // and in a burst of such runs the disk is spared a file per run. A file
 // that cannot be created fails every write, and Close returns why, so the
 // run is recorded failed with the reason.
+//
+// The file holds both streams as they came, in order (what every reader
+// of the output reads); the byte ranges that came from standard error are
+// written at Close beside it (output.StreamsFile), so that a reader can
+// show the two apart. A file without it (a run recorded before the streams
+// were told apart, or an agent that died mid-run) is one stream.
 type outputFile struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	err  error
+	path   string
+	mu     sync.Mutex
+	f      *os.File
+	err    error
+	size   int64
+	stderr [][2]int64 // [start, end) of each stretch of standard error
 }
 
-func (o *outputFile) Write(p []byte) (int, error) {
+func (o *outputFile) Write(p []byte) (int, error) { return o.write(p, false) }
+
+// Stderr returns the writer of the run's standard error into the file.
+func (o *outputFile) Stderr() io.Writer { return stderrWriter{o} }
+
+// stderrWriter writes a run's standard error into its output file.
+type stderrWriter struct{ o *outputFile }
+
+func (w stderrWriter) Write(p []byte) (int, error) { return w.o.write(p, true) }
+
+func (o *outputFile) write(p []byte, stderr bool) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.f == nil && o.err == nil {
@@ -186,11 +217,21 @@ func (o *outputFile) Write(p []byte) (int, error) {
 	if o.err != nil {
 		return 0, o.err
 	}
-	return o.f.Write(p)
+	n, err := o.f.Write(p)
+	if stderr && n > 0 {
+		if k := len(o.stderr); k > 0 && o.stderr[k-1][1] == o.size {
+			o.stderr[k-1][1] += int64(n)
+		} else {
+			o.stderr = append(o.stderr, [2]int64{o.size, o.size + int64(n)})
+		}
+	}
+	o.size += int64(n)
+	return n, err
 }
 
-// Close closes the file if the run wrote any, and returns the error that
-// kept it from being created or closed ("output: ...").
+// Close closes the file if the run wrote any, writes the ranges of
+// standard error beside it, and returns the error that kept it from being
+// created or closed ("output: ...").
 func (o *outputFile) Close() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -201,6 +242,12 @@ func (o *outputFile) Close() error {
 	o.f = nil
 	if err != nil && o.err == nil {
 		o.err = fmt.Errorf("output: %w", err)
+	}
+	if o.err == nil {
+		data, _ := json.Marshal(output.Streams{Stderr: o.stderr})
+		if err := os.WriteFile(output.StreamsFile(o.path), data, 0o600); err != nil {
+			o.err = fmt.Errorf("output: %w", err)
+		}
 	}
 	return o.err
 }

@@ -378,7 +378,8 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 		defer cancel()
 	}
 	req := rt.childRequest(j, c, ch, payload)
-	req.RunID, req.Output = id, &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}
+	req.RunID = id
+	req.Output, req.Stderr = capped(out, rt.cfg.OutputCap)
 	res := rt.runGraceful(cctx, req)
 	if cerr := out.Close(); cerr != nil && res.Err == nil {
 		res.Err = cerr

@@ -18,6 +18,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/ledger"
+	"github.com/chronoscron/chronos/agent/output"
 	"github.com/chronoscron/chronos/contract"
 )
 
@@ -42,9 +43,17 @@ type RunInfo struct {
 // RunDetail answers GET /api/runs/{id}: the run and its output, capped.
 type RunDetail struct {
 	RunInfo
+	// OutputText is the output as it came, both streams in order.
 	OutputText      string `json:"output_text"`
 	OutputTruncated bool   `json:"output_truncated"`
 	OutputError     string `json:"output_error,omitempty"`
+	// StreamsApart says that StdoutText and StderrText hold the output's
+	// standard output and standard error apart; false for a run recorded
+	// as one stream (before the agent told them apart), shown as
+	// OutputText only.
+	StreamsApart bool   `json:"streams_apart"`
+	StdoutText   string `json:"stdout_text,omitempty"`
+	StderrText   string `json:"stderr_text,omitempty"`
 }
 
 // RunList answers GET /api/runs, newest first; NextCursor fetches the next
@@ -76,6 +85,8 @@ type runQuery struct {
 	status ledger.State
 	limit  int
 	after  *cursor
+	// topLevel leaves out fanout children and reducers.
+	topLevel bool
 }
 
 func parseRunQuery(c echo.Context) (runQuery, error) {
@@ -105,6 +116,13 @@ func parseRunQuery(c echo.Context) (runQuery, error) {
 			return q, contract.BadRequest(contract.CodeInvalidRequest, "since: %v", strings.TrimPrefix(err.Error(), "--since "))
 		}
 		q.filter.Since = t
+	}
+	switch v := qs.Get("top_level"); v {
+	case "", "false":
+	case "true":
+		q.topLevel = true
+	default:
+		return q, contract.BadRequest(contract.CodeInvalidRequest, "top_level %q must be true or false", v)
 	}
 	if l := qs.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -185,7 +203,7 @@ func (s *Server) listRuns(c echo.Context) error {
 	out := RunList{Runs: []RunInfo{}}
 	for i := range runs {
 		r := &runs[i]
-		if (q.status != "" && r.State != q.status) || (q.after != nil && !q.after.older(r)) {
+		if (q.status != "" && r.State != q.status) || (q.after != nil && !q.after.older(r)) || (q.topLevel && r.ParentRunID != "") {
 			continue
 		}
 		if len(out.Runs) == q.limit {
@@ -255,8 +273,7 @@ func (s *Server) showRun(c echo.Context) error {
 	}
 	d := RunDetail{RunInfo: s.runInfo(r)}
 	if r.Output != "" {
-		d.OutputText, d.OutputTruncated, err = s.readOutput(r.Output)
-		if err != nil {
+		if err := s.readOutput(r.Output, &d); err != nil {
 			d.OutputError = err.Error()
 		}
 	}
@@ -264,37 +281,48 @@ func (s *Server) showRun(c echo.Context) error {
 }
 
 // readOutput reads a run's output file (relative to the home, under
-// output/), at most the last OutputCap bytes.
-func (s *Server) readOutput(rel string) (string, bool, error) {
+// output/), at most the last OutputCap bytes, into d: as it came and, when
+// the file's streams file says which bytes came from standard error, the
+// two streams apart.
+func (s *Server) readOutput(rel string, d *RunDetail) error {
 	home := s.rt.Store().Home()
 	root := filepath.Join(home, "output")
 	path := filepath.Join(home, filepath.Clean(rel))
 	if !strings.HasPrefix(path, root+string(filepath.Separator)) {
-		return "", false, fmt.Errorf("output path %q is outside the output directory", rel)
+		return fmt.Errorf("output path %q is outside the output directory", rel)
 	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", false, nil // the run printed nothing
+		return nil // the run printed nothing
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("output: %w", err)
+		return fmt.Errorf("output: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", false, fmt.Errorf("output: %w", err)
+		return fmt.Errorf("output: %w", err)
 	}
-	truncated := st.Size() > s.o.OutputCap
-	if truncated {
-		if _, err := f.Seek(st.Size()-s.o.OutputCap, io.SeekStart); err != nil {
-			return "", false, fmt.Errorf("output: %w", err)
+	var base int64
+	if d.OutputTruncated = st.Size() > s.o.OutputCap; d.OutputTruncated {
+		base = st.Size() - s.o.OutputCap
+		if _, err := f.Seek(base, io.SeekStart); err != nil {
+			return fmt.Errorf("output: %w", err)
 		}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, s.o.OutputCap))
 	if err != nil {
-		return "", false, fmt.Errorf("output: %w", err)
+		return fmt.Errorf("output: %w", err)
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD"), truncated, nil
+	d.OutputText = strings.ToValidUTF8(string(b), "\uFFFD")
+	streams, ok, err := output.ReadStreams(path)
+	if err != nil || !ok {
+		return err
+	}
+	stdout, stderr := streams.Split(b, base)
+	d.StreamsApart = true
+	d.StdoutText, d.StderrText = strings.ToValidUTF8(string(stdout), "\uFFFD"), strings.ToValidUTF8(string(stderr), "\uFFFD")
+	return nil
 }
 
 func (s *Server) cancelRun(c echo.Context) error {

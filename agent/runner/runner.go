@@ -62,6 +62,10 @@ type Request struct {
 	// Output receives the run's output (already size-capped by the caller).
 	// It is never nil.
 	Output io.Writer
+	// Stderr, when set, receives what the run writes to its standard error,
+	// kept apart from Output, which then receives its standard output only.
+	// Nil sends both streams to Output.
+	Stderr io.Writer
 	// Processes, when set, is called by a runner that starts processes
 	// with the run's long-lived processes (the process group leader first)
 	// each time a new one is found, so the caller can record them: an agent
@@ -188,6 +192,26 @@ type CapWriter struct {
 // Write implements io.Writer; it always reports the whole of p as written so a
 // producer is never stopped by the cap.
 func (c *CapWriter) Write(p []byte) (int, error) {
+	return c.write(c.W, p)
+}
+
+// Stream returns a writer to w that shares c's limit: a second stream of
+// the same run (its standard error), capped with the first. The truncation
+// note goes to c.W.
+func (c *CapWriter) Stream(w io.Writer) io.Writer {
+	return capStream{c: c, w: w}
+}
+
+// capStream is a stream of a CapWriter (see Stream).
+type capStream struct {
+	c *CapWriter
+	w io.Writer
+}
+
+func (s capStream) Write(p []byte) (int, error) { return s.c.write(s.w, p) }
+
+// write writes p to w within c's limit.
+func (c *CapWriter) write(w io.Writer, p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	room := c.Limit - c.n
@@ -202,7 +226,7 @@ func (c *CapWriter) Write(p []byte) (int, error) {
 	if int64(len(chunk)) > room {
 		chunk = chunk[:room]
 	}
-	n, err := c.W.Write(chunk)
+	n, err := w.Write(chunk)
 	c.n += int64(n)
 	if err != nil {
 		return n, err

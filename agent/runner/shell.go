@@ -167,8 +167,10 @@ func (s *ShellRunner) Run(ctx context.Context, req Request) Result {
 		fmt.Sprintf("CHRONOS_ATTEMPT=%d", req.Attempt),
 	)
 	cmd.Env = env
-	cmd.Stdout = req.Output
-	cmd.Stderr = req.Output
+	cmd.Stdout, cmd.Stderr = req.Output, req.Output
+	if req.Stderr != nil {
+		cmd.Stderr = req.Stderr
+	}
 	cmd.SysProcAttr = procAttr()
 	cmd.WaitDelay = s.WaitDelay
 	if cmd.WaitDelay <= 0 {

@@ -160,6 +160,48 @@ allow_private_callbacks: true
 	waitDelivered("NAS A's dashboard")
 	browser.WaitExact(`[data-test="armed-total"]`, armedB)
 
+	// Their routes agree point by point: the delivered fires of every
+	// minute, the fires due in each coming hour, each agent's armed count.
+	opGet := func(base, path string, into any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+opToken)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s%s: %v", base, path, err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(into); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s%s: %d %v", base, path, resp.StatusCode, err)
+		}
+	}
+	same := func() (bool, string) {
+		var ha, hb contract.OperatorHistory
+		var aa, ab contract.OperatorAgents
+		opGet(nasA.internal, contract.PathOperatorHistory, &ha)
+		opGet(nasB.internal, contract.PathOperatorHistory, &hb)
+		opGet(nasA.internal, contract.PathOperatorAgents+"?limit=100", &aa)
+		opGet(nasB.internal, contract.PathOperatorAgents+"?limit=100", &ab)
+		delivered := func(h contract.OperatorHistory) string {
+			var b strings.Builder
+			for _, p := range h.Points {
+				fmt.Fprintf(&b, "%s=%d ", p.At.Format("15:04"), p.Outcomes["delivered"])
+			}
+			return b.String()
+		}
+		armed := func(a contract.OperatorAgents) string {
+			var b strings.Builder
+			for _, x := range a.Agents {
+				fmt.Fprintf(&b, "%s:%d ", x.AgentID, x.Armed)
+			}
+			return b.String()
+		}
+		da, db := delivered(ha), delivered(hb)
+		return da == db && fmt.Sprint(ha.Due) == fmt.Sprint(hb.Due) && armed(aa) == armed(ab) && aa.Total == explorerAgents,
+			fmt.Sprintf("A: %s due %v agents %s\nB: %s due %v agents %s", da, ha.Due, armed(aa), db, hb.Due, armed(ab))
+	}
+	eventually(t, 30*time.Second, "NAS A and B to answer the same history and agents", same)
+
 	// The charts are drawn by the page: bars of delivered fires, the lag
 	// lines, the dead letter, the fires due in the next 24 hours.
 	// search types v into the search field sel, emptied first.

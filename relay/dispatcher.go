@@ -772,27 +772,28 @@ func (r *run) extend(age time.Duration) {
 		t.mu.Unlock()
 	}
 	r.mu.Unlock()
-	// Side by side, a few at a time: an extension stuck on a store node
-	// that is down (for up to OpTimeout) holds up none of the others, so
-	// the leases of the nodes that are up are renewed before they lapse.
+	// Side by side, each bounded by the renewal period: an extension stuck
+	// on a store node that is down holds up neither the others nor the
+	// next pass, so the leases of the nodes that are up are renewed before
+	// they lapse (a failed one is tried again at the next pass).
 	sem := make(chan struct{}, extendParallel)
 	var wg sync.WaitGroup
 	for _, t := range due {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r.extendOne(t)
+			r.extendOne(t, min(r.cfg.OpTimeout, age))
 		})
 	}
 	wg.Wait()
 }
 
 // extendParallel bounds the lease extensions one renewal pass runs at once.
-const extendParallel = 16
+const extendParallel = 64
 
-// extendOne renews one held lease.
-func (r *run) extendOne(t *tracked) {
-	ctx, cancel := r.op()
+// extendOne renews one held lease, giving up after within.
+func (r *run) extendOne(t *tracked, within time.Duration) {
+	ctx, cancel := context.WithTimeout(r.ops, within)
 	l, err := r.q.Extend(ctx, t.current(), r.cfg.LeaseFor)
 	cancel()
 	switch {

@@ -258,3 +258,130 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot int, to *Server, step in
 	}
 	return moved, c.waitAgreed(ctx)
 }
+
+// StartClusterWithReplicas starts masters redis-server nodes and one
+// replica of each in cluster mode, with cluster-node-timeout nodeTimeout,
+// joins them with `redis-cli --cluster create --cluster-replicas 1`, and
+// waits until every node reports the cluster ok and every replica is in
+// sync with its master. Nodes holds the masters first, then the replicas.
+// The nodes stop at the end of the test.
+func StartClusterWithReplicas(t testing.TB, masters int, nodeTimeout time.Duration) *Cluster {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("redistest: a cluster needs at least 3 masters, not %d", masters)
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatal("redis-cli not found: it ships with redis-server (apt-get install redis-server)")
+	}
+	c := &Cluster{}
+	args := []string{"--cluster", "create"}
+	for range 2 * masters {
+		s := Start(t, Options{Cluster: true, ClusterNodeTimeout: nodeTimeout})
+		c.Nodes = append(c.Nodes, s)
+		args = append(args, s.Addr())
+	}
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: redis-cli --cluster create (3 masters, 3 replicas): %v\n%s", err, out)
+	}
+	if err := c.waitAgreed(ctx); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	// redis-cli makes the first masters nodes the masters; order them so
+	// whatever it chose.
+	var ms, rs []*Server
+	for _, s := range c.Nodes {
+		if role, err := c.role(ctx, s); err != nil {
+			t.Fatalf("redistest: %v", err)
+		} else if role == "master" {
+			ms = append(ms, s)
+		} else {
+			rs = append(rs, s)
+		}
+	}
+	c.Nodes = append(ms, rs...)
+	for _, r := range rs {
+		if err := waitSynced(ctx, r); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
+	return c
+}
+
+// role is "master" or "slave", as INFO replication of s says.
+func (c *Cluster) role(ctx context.Context, s *Server) (string, error) {
+	cl := nodeClient(s)
+	defer cl.Close()
+	info, err := cl.Info(ctx, "replication").Result()
+	if err != nil {
+		return "", fmt.Errorf("info replication of %s: %w", s.Addr(), err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "role:"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("info replication of %s: no role", s.Addr())
+}
+
+// waitSynced waits until replica r's link to its master is up.
+func waitSynced(ctx context.Context, r *Server) error {
+	cl := nodeClient(r)
+	defer cl.Close()
+	for {
+		info, err := cl.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replica %s not in sync: %v", r.Addr(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// OwnerNow returns the master that serves slot as the first node that
+// answers sees it (a killed node is skipped), or nil when none answers or
+// the slot's master is not a node of the cluster.
+func (c *Cluster) OwnerNow(ctx context.Context, slot int) *Server {
+	for _, s := range c.Nodes {
+		cl := nodeClient(s)
+		ranges, err := slotOwners(ctx, cl)
+		_ = cl.Close()
+		if err != nil {
+			continue
+		}
+		for _, r := range ranges {
+			if r.start <= slot && slot <= r.end {
+				for _, n := range c.Nodes {
+					if n.Addr() == r.addr {
+						return n
+					}
+				}
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+// ReplicaOf returns the replica of master m, or nil.
+func (c *Cluster) ReplicaOf(ctx context.Context, m *Server) *Server {
+	_, port, _ := strings.Cut(m.Addr(), ":")
+	for _, s := range c.Nodes {
+		if s == m {
+			continue
+		}
+		cl := nodeClient(s)
+		info, err := cl.Info(ctx, "replication").Result()
+		_ = cl.Close()
+		if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+port+"\r") {
+			return s
+		}
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,10 @@ type Options struct {
 	// no slots until StartCluster assigns them), its cluster bus on a free
 	// port of its own.
 	Cluster bool
+	// ClusterNodeTimeout is the cluster-node-timeout of a Cluster node:
+	// how long a node may not answer before the others fail it over.
+	// Default 3s.
+	ClusterNodeTimeout time.Duration
 }
 
 // Server is a redis-server process owned by a test.
@@ -242,7 +247,7 @@ func (s *Server) launch() error {
 	}
 	if s.opts.Cluster {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "3000", "--cluster-port", strconv.Itoa(s.bus))
+			"--cluster-node-timeout", strconv.FormatInt(cmp.Or(s.opts.ClusterNodeTimeout, 3*time.Second).Milliseconds(), 10), "--cluster-port", strconv.Itoa(s.bus))
 	}
 	if s.opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")

@@ -872,12 +872,17 @@ func decodeLeaseFields(agentV, jobV, untilV any, row []any) (relay.Lease, error)
 	return relay.Lease{OneShot: o, Token: tok, Until: ms(until)}, nil
 }
 
+// downRecheck is how soon a dispatcher looks again at a shard whose master
+// did not answer.
+const downRecheck = 500 * time.Millisecond
+
 // NextDue implements relay.Queue: the earliest due entry, gate of an agent
 // with held fires or held fire of a ready agent over all shards (read in one pipeline), judged by
-// Redis's clock.
+// Redis's clock. A shard whose master does not answer counts as due within
+// downRecheck.
 func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	now := e.nowArg()
-	replies, err := e.runShards(ctx, scriptHead,
+	replies, down, err := e.peekShards(ctx, scriptHead,
 		func(s int) []string { return []string{e.k.due(s), e.k.gated(s), e.k.ready(s)} },
 		func(int) []any { return []any{now} })
 	if err != nil {
@@ -885,7 +890,12 @@ func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	}
 	best := int64(-1)
 	var redisNow time.Time
-	for _, v := range replies {
+	someDown := false
+	for s, v := range replies {
+		if down[s] != nil {
+			someDown = true
+			continue
+		}
 		a, err := array(v)
 		if err != nil || len(a) != 3 {
 			return 0, false, fmt.Errorf("redis: next due: %w", errReply)
@@ -899,6 +909,14 @@ func (e *Engine) NextDue(ctx context.Context) (time.Duration, bool, error) {
 		redisNow = time.Unix(sec, usec*1000)
 		if score >= 0 && (best < 0 || score < best) {
 			best = score
+		}
+	}
+	if someDown {
+		// A shard whose master is down may hold fires due meanwhile: come
+		// back soon, to claim them once it answers (or its replica does).
+		redisNow = cmp.Or(redisNow, time.Now())
+		if soon := redisNow.Add(downRecheck).UnixMilli(); best < 0 || best > soon {
+			best = soon
 		}
 	}
 	if best < 0 {

@@ -94,9 +94,11 @@ func (e *Engine) FirstDelivery(ctx context.Context, deliveryID string, ttl time.
 var _ relay.DeliveryLookup = (*Engine)(nil)
 
 // LookupDelivery implements relay.DeliveryLookup: the first-delivery record,
-// the row read and the size of the stopped-instance set go out in one
-// pipeline (one round trip on a single node); only when some instance is
-// stopped does a second call ask about the row's instance.
+// the row read and the size of the shard's copy of the stopped-instance set
+// go out in one pipeline (one round trip, to the agent's shard's master
+// alone); only when some instance is stopped does a second call ask about
+// the row's instance. Its record is kept in the agent's shard, apart from
+// FirstDelivery's: the relay route of a fire depends on no other master.
 func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
 	if e.opts.Now != nil {
 		// A test clock needs the scripted FirstDelivery: take the long way.
@@ -106,8 +108,9 @@ func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time
 		ttl = time.Millisecond
 	}
 	nonce := newNonce()
-	key := e.k.delivery(deliveryID)
-	rows := e.k.rows(e.k.shardOf(agentID), agentID)
+	s := e.k.shardOf(agentID)
+	key := e.k.deliveryOf(s, deliveryID)
+	rows := e.k.rows(s, agentID)
 	var (
 		info     relay.DeliveryInfo
 		packed   []byte
@@ -120,7 +123,7 @@ func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time
 		_, err := e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			set = p.SetArgs(ctx, key, nonce, goredis.SetArgs{Mode: "NX", TTL: ttl, Get: true})
 			get = p.HGet(ctx, rows, jobID)
-			card = p.SCard(ctx, e.k.stopped())
+			card = p.SCard(ctx, e.k.shardStopped(s))
 			return nil
 		})
 		if err != nil && !errors.Is(err, goredis.Nil) {
@@ -165,18 +168,40 @@ func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time
 		return relay.DeliveryInfo{}, fmt.Errorf("redis: lookup delivery: %w", err)
 	}
 	if nStopped > 0 {
-		if info.Stopped, err = e.InstanceStopped(ctx, info.Row.InstanceID); err != nil {
+		if info.Stopped, err = e.shardInstanceStopped(ctx, s, info.Row.InstanceID); err != nil {
 			return relay.DeliveryInfo{}, err
 		}
 	}
 	return info, nil
 }
 
+// shardInstanceStopped reads shard s's copy of the stopped set, which
+// SetInstanceState writes before the control set.
+func (e *Engine) shardInstanceStopped(ctx context.Context, s int, instanceID string) (bool, error) {
+	var stopped bool
+	err := e.retry(ctx, func(ctx context.Context) error {
+		var err error
+		stopped, err = e.c.SIsMember(ctx, e.k.shardStopped(s), instanceID).Result()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("redis: instance stopped: %w", err)
+	}
+	return stopped, nil
+}
+
 // lookupDeliverySlow is LookupDelivery as its three separate calls.
 func (e *Engine) lookupDeliverySlow(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
 	var info relay.DeliveryInfo
-	first, err := e.FirstDelivery(ctx, deliveryID, ttl)
-	if err != nil || !first {
+	if ttl <= 0 {
+		ttl = time.Millisecond
+	}
+	s := e.k.shardOf(agentID)
+	v, err := e.run(ctx, scriptFirstDelivery, []string{e.k.deliveryOf(s, deliveryID)}, e.nowArg(), durMs(ttl), newNonce())
+	if err != nil {
+		return info, fmt.Errorf("redis: lookup delivery: %w", err)
+	}
+	if first, err := integer(v); err != nil || first != 1 {
 		return info, err
 	}
 	info.First = true
@@ -188,7 +213,7 @@ func (e *Engine) lookupDeliverySlow(ctx context.Context, deliveryID string, ttl 
 		return relay.DeliveryInfo{}, err
 	}
 	info.Found, info.Row = true, row
-	if info.Stopped, err = e.InstanceStopped(ctx, row.InstanceID); err != nil {
+	if info.Stopped, err = e.shardInstanceStopped(ctx, s, row.InstanceID); err != nil {
 		return relay.DeliveryInfo{}, err
 	}
 	return info, nil

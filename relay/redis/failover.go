@@ -259,3 +259,20 @@ func (e *Engine) peekShards(ctx context.Context, sc *goredis.Script, keys func(s
 	}
 	return out, errs, nil
 }
+
+// clientLogOnce installs clientLog as go-redis's logger (a process-wide
+// setting) the first time Open runs.
+var clientLogOnce sync.Once
+
+// clientFaults collapses the go-redis client's repeated lines.
+var clientFaults faultLog
+
+// clientLog sends go-redis's own lines (a dial that failed, a pool
+// trouble) to slog, each repeated line once with a count, rather than one
+// line per dial to stderr while a master is down.
+type clientLog struct{}
+
+// Printf implements go-redis's logger.
+func (clientLog) Printf(ctx context.Context, format string, v ...any) {
+	clientFaults.warn(ctx, slog.Default(), "redis client", errors.New(fmt.Sprintf(format, v...)))
+}

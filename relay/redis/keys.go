@@ -60,6 +60,13 @@ func (k keys) failedList(shard int, agent string) string { return k.tags[shard] 
 // delivery is the first-delivery record of a delivery id.
 func (k keys) delivery(id string) string { return k.tags[k.shardOf(id)] + ":dd:" + id }
 
+// deliveryOf is the first-delivery record of a delivery id of a fire of
+// shard: LookupDelivery keeps it with the fire's own keys, so that the
+// relay route of a fire depends on its shard's master alone (a record on
+// another master could be lost in that master's failover, and the fire
+// delivered again).
+func (k keys) deliveryOf(shard int, id string) string { return k.tags[shard] + ":dd:" + id }
+
 // control is the hash-tagged base of engine-wide keys.
 func (k keys) control() string { return "{chronos:" + k.prefix + ":ctl}" }
 

@@ -36,6 +36,7 @@ import (
 // answering (a paused or partitioned server) fails a call at that deadline
 // rather than after the read timeout and every retry.
 func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
+	clientLogOnce.Do(func() { goredis.SetLogger(clientLog{}) })
 	c, err := newClient(rawURL, &opts)
 	if err != nil {
 		return nil, err
@@ -127,6 +128,13 @@ func newClient(rawURL string, opts *Options) (goredis.UniversalClient, error) {
 		co.ClusterStateReloadInterval = opts.ClusterRefresh
 		if co.ClusterStateReloadInterval <= 0 {
 			co.ClusterStateReloadInterval = DefaultClusterRefresh
+		}
+		// One dial per try: go-redis would otherwise dial a dead master
+		// five times, 100 ms apart, inside every call (a pipeline to all
+		// masters with it), where the engine's own retry reloads the map
+		// between tries.
+		if co.DialerRetries == 0 {
+			co.DialerRetries = 1
 		}
 		return goredis.NewClusterClient(co), nil
 	case kind == "":

@@ -278,6 +278,16 @@ allow_private_callbacks: true
 	browser.WaitText(`[data-test="armed-range"]`, "1–1 of 1")
 	browser.WaitText(`[data-test="armed-fire"]`, "job-07")
 
+	// Its dead letter replays from its page: reject.me is armed again, due
+	// now, the agent refuses it again and it is back in the dead letter,
+	// with a second attempt among the recent deliveries.
+	browser.Click(`[data-test="agent-replay"]`)
+	eventually(t, 30*time.Second, "a second attempt of reject.me", func() (bool, string) {
+		n := browsertest.Eval[int](browser, `Array.from(document.querySelectorAll('[data-test="recent-delivery"]')).filter((tr) => tr.textContent.includes("reject.me")).length`)
+		return n == 2, fmt.Sprintf("%d attempts listed", n)
+	})
+	browser.WaitText(`[data-test="agent-dead-entry"]`, "reject.me")
+
 	// The asleep agent's page says it is probed; back to every agent.
 	browser.Open(nasA.internal + "/ui/#agent/agent-01")
 	browser.WaitExact(`[data-test="agent-title"]`, "agent-01")

@@ -276,6 +276,7 @@ async function refreshAgent(id) {
   ]);
   const s = a.agent;
   $("agent-title").textContent = s.agent_id;
+  $("agent-actions").replaceChildren(...agentButton(s.agent_id, s.flow).childNodes);
   $("agent-armed").textContent = String(s.armed);
   $("agent-state").replaceChildren(document.createTextNode(stateCell(s).textContent));
   $("agent-last").textContent = s.last_delivery ? lastCell(s.last_delivery).textContent : "none kept";
@@ -295,9 +296,20 @@ async function refreshAgent(id) {
   $("agent-recent").querySelectorAll("tr").forEach((tr, i) => {
     if (a.recent[i]) tr.dataset.test = "recent-delivery";
   });
-  fill($("agent-dead"), dead.entries.map((e) => [cell(e.job_id, "mono"), cell(when(e.fire_at)), cell(when(e.failed_at)),
-    cell(e.reason, "reason"), cell(String(e.attempts), "num")]),
-  "No dead letter.", 5);
+  fill($("agent-dead"), dead.entries.map((e) => {
+    const btn = document.createElement("button");
+    btn.type = "button";
+    btn.textContent = "Replay";
+    btn.dataset.test = "agent-replay";
+    btn.addEventListener("click", () => replay(btn, e.schedule_id));
+    const act = document.createElement("td");
+    act.appendChild(btn);
+    return [cell(e.job_id, "mono"), cell(when(e.fire_at)), cell(when(e.failed_at)), cell(e.reason, "reason"),
+      cell(String(e.attempts), "num"), act];
+  }), "No dead letter.", 6);
+  $("agent-dead").querySelectorAll("tr").forEach((tr, i) => {
+    if (dead.entries[i]) tr.dataset.test = "agent-dead-entry";
+  });
 }
 
 // route shows the page the location's hash names: #agent/ID, else the

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,7 +122,8 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 	browser.Click(`[data-test="job-page-run"]`)
 	browser.WaitVisible(`[data-test="run-row"][data-state="succeeded"]`)
 	browser.Click(`[data-test="run-row"][data-state="succeeded"] [data-test="run-open"]`)
-	browser.WaitText(`[data-test="run-output"]`, "hello from the dashboard")
+	browser.WaitText(`[data-test="run-output"] [data-test="run-stdout"]`, "hello from the dashboard")
+	checkOutputBeside(t, browser, `[data-test="run-row"][data-state="succeeded"]`)
 	if !browsertest.Eval[bool](browser, `window.chronosNoReload === true`) {
 		t.Fatal("the page was reloaded: the run did not arrive through the event stream")
 	}
@@ -129,8 +132,12 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 
 	// Pause with a reason, then resume, from the jobs list.
 	browser.Click(`[data-test="nav-jobs"]`)
-	browser.Fill(`[data-test="pause-reason"]`, "maintenance window")
+	if browsertest.Eval[bool](browser, `!!document.querySelector('#view-jobs [data-test="pause-reason"], #view-jobs .pause-line')`) {
+		t.Fatal("the jobs list shows a reason for pausing before any Pause was pressed")
+	}
 	browser.Click(`[data-job-id="hello"] [data-test="job-pause"]`)
+	browser.Fill(`[data-job-id="hello"] [data-test="row-pause-reason"]`, "maintenance window")
+	browser.Click(`[data-job-id="hello"] [data-test="row-pause-confirm"]`)
 	browser.WaitExact(`[data-job-id="hello"] [data-test="job-state"]`, "paused")
 	browser.WaitText(`[data-job-id="hello"]`, "maintenance window")
 	var job struct {
@@ -154,6 +161,11 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 	browser.WaitVisible(`[data-test="job-page"][data-job-id="tiles"]`)
 	browser.Click(`[data-test="job-page-run"]`)
 	browser.WaitVisible(`[data-test="run-row"][data-role="parent"][data-state="succeeded"]`)
+	// The children are collapsed under their parent until it is expanded.
+	if n := browsertest.Eval[int](browser, `document.querySelectorAll('[data-test="run-child"]').length`); n != 0 {
+		t.Fatalf("%d fanout children shown before their parent was expanded", n)
+	}
+	browser.Click(`[data-test="run-row"][data-role="parent"] [data-test="run-expand"]`)
 	browser.WaitVisible(`[data-test="run-child"][data-item="north"][data-state="succeeded"]`)
 	browser.WaitVisible(`[data-test="run-child"][data-item="south"][data-state="succeeded"]`)
 	browser.WaitVisible(`[data-test="run-child"][data-role="reducer"][data-state="succeeded"]`)
@@ -165,8 +177,13 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 	}
 	browser.Click(`[data-test="run-child"][data-item="south"] [data-test="run-open"]`)
 	browser.WaitText(`[data-test="run-output"]`, "tile south")
-
+	checkOutputBeside(t, browser, `[data-test="run-child"][data-item="south"]`)
 	checkLayout(t, browser, "agent-dashboard")
+	browser.Click(`[data-test="run-row"][data-role="parent"] [data-test="run-expand"]`)
+	browser.WaitGone(`[data-test="run-child"]`)
+
+	checkRunsViews(t, browser, uiURL, token, home)
+	checkNarrow(t, browser, filepath.Join(t.TempDir(), "agent-runs-390.png"), "a job's runs")
 
 	// A workflow shows its dependencies with a status dot each; its run,
 	// declined for a dependency without a run, is shown skipped with the
@@ -232,4 +249,123 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 	if !reset {
 		t.Fatalf("after the reset the agent has %+v", breakers.Breakers)
 	}
+}
+
+// checkOutputBeside checks that the output of the run of row (a selector)
+// opened right under it: the next row of the table, with no gap.
+func checkOutputBeside(t *testing.T, browser *browsertest.Browser, row string) {
+	t.Helper()
+	browser.WaitVisible(`[data-test="run-output-row"]`)
+	gap := browsertest.Eval[float64](browser, `(() => {
+		const run = document.querySelector(`+strconv.Quote(row)+`), out = document.querySelector('[data-test="run-output-row"]');
+		if (!run || !out || run.nextElementSibling !== out || out.dataset.runId !== run.dataset.runId) return -1;
+		return out.getBoundingClientRect().top - run.getBoundingClientRect().bottom;
+	})()`)
+	if gap < 0 || gap > 4 {
+		t.Fatalf("the output of %s opened %v px away from its run (-1: not the next row)", row, gap)
+	}
+}
+
+// selectRuns sets a select of the job page's runs bar and fires its change.
+func selectRuns(browser *browsertest.Browser, test, value string) {
+	browsertest.Eval[bool](browser, `(() => { const s = document.querySelector('[data-test="`+test+`"]');
+		s.value = "`+value+`"; s.dispatchEvent(new Event("change")); return true; })()`)
+}
+
+// checkRunsViews drives a job's page through the runs' views: times in the
+// job's zone, standard output and standard error apart (and an output file
+// recorded as one stream shown whole), the chart of recent runs, the state
+// filter and the paging.
+func checkRunsViews(t *testing.T, browser *browsertest.Browser, uiURL, token, home string) {
+	t.Helper()
+	agentAPI(t, uiURL, token, http.MethodPost, "/api/jobs", map[string]any{
+		"id": "report", "schedule": "0 9 * * *", "timezone": "America/New_York",
+		"payload": map[string]any{"kind": "shell", "shell": map[string]any{
+			"command": `echo "rows: $(( $(date +%s) % 7 ))"; if [ -e "$CHRONOS_HOME/fail-once" ]; then rm "$CHRONOS_HOME/fail-once"; echo "disk full" >&2; exit 3; fi; echo "report written" >&2`,
+			"env":     map[string]string{"CHRONOS_HOME": home}}},
+	}, nil)
+	for i := range 12 {
+		if i == 5 {
+			writeFile(t, home, "fail-once", "")
+		}
+		agentAPI(t, uiURL, token, http.MethodPost, "/api/jobs/report/run", map[string]any{"force": true, "wait": true}, nil)
+	}
+	browser.Click(`[data-test="nav-jobs"]`)
+	browser.Click(`[data-job-id="report"] [data-test="job-link"]`)
+	browser.WaitVisible(`[data-test="job-page"][data-job-id="report"]`)
+	browser.WaitVisible(`[data-test="run-row"][data-state="failed"]`)
+	// Every time carries its zone: the job's.
+	browser.WaitText(`[data-test="run-row"] [data-test="run-slot"]`, "America/New_York")
+	browser.WaitText(`#job-details`, "America/New_York")
+
+	// The chart: a bar per run, the failed one in its own colour.
+	browser.WaitVisible(`[data-test="runs-chart"] [data-test="chart-bar"][data-state="failed"]`)
+	if n := browsertest.Eval[int](browser, `document.querySelectorAll('[data-test="chart-bar"]').length`); n != 12 {
+		t.Errorf("the chart has %d bars, want the job's 12 runs", n)
+	}
+	browser.WaitText(`[data-test="runs-chart-caption"]`, "11 succeeded")
+
+	// Standard output and standard error apart.
+	browser.Click(`[data-test="run-row"][data-state="failed"] [data-test="run-open"]`)
+	browser.WaitText(`[data-test="run-output"] [data-test="run-stderr"]`, "disk full")
+	if out := browser.Text(`[data-test="run-output"] [data-test="run-stdout"]`); !strings.Contains(out, "rows: ") || strings.Contains(out, "disk full") {
+		t.Errorf("stdout of the failed run: %q", out)
+	}
+	checkOutputBeside(t, browser, `[data-test="run-row"][data-state="failed"]`)
+	if os.Getenv(EnvUpdateScreenshots) == "1" {
+		browser.Screenshot(filepath.Join(repoRoot, "docs", "agent-dashboard-runs.png"), 1280, 900)
+	}
+	browser.Click(`[data-test="run-output-close"]`)
+	browser.WaitGone(`[data-test="run-output-row"]`)
+
+	// A run recorded before the streams were kept apart reads whole.
+	var runs struct {
+		Runs []struct {
+			RunID  string `json:"run_id"`
+			Output string `json:"output"`
+		} `json:"runs"`
+	}
+	agentAPI(t, uiURL, token, http.MethodGet, "/api/runs?job_id=report&status=succeeded&limit=1", nil, &runs)
+	if len(runs.Runs) != 1 || runs.Runs[0].Output == "" {
+		t.Fatalf("no succeeded run of report with output: %+v", runs.Runs)
+	}
+	old := runs.Runs[0]
+	if err := os.Remove(filepath.Join(home, strings.TrimSuffix(old.Output, ".log")+".streams.json")); err != nil {
+		t.Fatalf("the run's streams file: %v", err)
+	}
+	browser.Click(`[data-test="run-row"][data-run-id="` + old.RunID + `"] [data-test="run-open"]`)
+	browser.WaitText(`[data-test="run-output"] [data-test="run-combined"]`, "report written")
+
+	// The state filter and the paging.
+	selectRuns(browser, "runs-filter", "failed")
+	browser.WaitExact(`[data-test="runs-page"]`, "page 1, failed only")
+	if n := browsertest.Eval[int](browser, `document.querySelectorAll('[data-test="run-row"]').length`); n != 1 {
+		t.Errorf("%d runs shown under the failed filter, want 1", n)
+	}
+	selectRuns(browser, "runs-filter", "cancelled")
+	browser.WaitVisible(`[data-test="no-runs"]`)
+	selectRuns(browser, "runs-filter", "")
+	selectRuns(browser, "runs-page-size", "10")
+	browser.WaitExact(`[data-test="runs-page"]`, "page 1")
+	pageIDs := func() []string {
+		return browsertest.Eval[[]string](browser, `[...document.querySelectorAll('[data-test="run-row"]')].map((r) => r.dataset.runId)`)
+	}
+	eventually(t, 10*time.Second, "10 runs on the first page", func() (bool, string) {
+		ids := pageIDs()
+		return len(ids) == 10, fmt.Sprint(len(ids))
+	})
+	first := pageIDs()
+	browser.Click(`[data-test="runs-older"]`)
+	browser.WaitExact(`[data-test="runs-page"]`, "page 2")
+	eventually(t, 10*time.Second, "the 2 older runs on page 2", func() (bool, string) {
+		ids := pageIDs()
+		return len(ids) == 2 && !slices.Contains(first, ids[0]) && !slices.Contains(first, ids[1]), fmt.Sprint(ids)
+	})
+	if !browsertest.Eval[bool](browser, `document.querySelector('[data-test="runs-older"]').disabled`) {
+		t.Error("Older is enabled on the last page")
+	}
+	browser.Click(`[data-test="runs-newer"]`)
+	browser.WaitExact(`[data-test="runs-page"]`, "page 1")
+	// The reason for pausing is on the job page, beside its Pause.
+	browser.WaitVisible(`#view-job [data-test="pause-reason"]`)
 }

@@ -3,7 +3,10 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { jobs: new Map(), auth: false, readsOpen: false, view: "jobs", jobId: null, openRun: null, openChain: null };
+const state = { jobs: new Map(), auth: false, readsOpen: false, view: "jobs", jobId: null, openRun: null, openChain: null,
+  // The job page's runs: the cursors of the pages seen (cursors[page] fetches page), the state
+  // filter, the page size, and the fanout parents shown expanded.
+  runs: { cursors: [""], page: 0, next: "", status: "", size: 20, expanded: new Set() } };
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -42,10 +45,35 @@ async function api(method, path, body) {
   return data;
 }
 
-function time(t) {
+// browserZone is the zone of this browser, for times of jobs that name none.
+const browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+const zoneFormats = new Map();
+
+// time formats t in zone (an IANA name; the browser's when empty) as
+// "2026-06-02 09:00:00 Europe/Paris": every time shown says its zone.
+function time(t, zone) {
   if (!t) return "-";
   const d = new Date(t);
-  return isNaN(d) ? t : d.toLocaleString();
+  if (isNaN(d)) return t;
+  zone = zone || browserZone;
+  let f = zoneFormats.get(zone);
+  if (!f) {
+    try {
+      f = new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
+        hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" });
+    } catch (e) {
+      return time(t, "UTC");
+    }
+    zoneFormats.set(zone, f);
+  }
+  const p = Object.fromEntries(f.formatToParts(d).map((x) => [x.type, x.value]));
+  return p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + ":" + p.second + " " + zone;
+}
+
+// jobZone is the zone a job's times are shown in: its own, else the browser's.
+function jobZone(id) {
+  const j = state.jobs.get(id);
+  return (j && j.timezone) || "";
 }
 
 function badge(status, reason) {
@@ -119,9 +147,24 @@ async function act(what, fn) {
 function showJob(j) {
   if (j) { state.jobs.set(j.id, j); renderJobs(); }
 }
+// pauseJob pauses id with the reason of the job page's field.
 function pauseJob(id) {
-  const reason = $("#pause-reason").value.trim();
+  pauseWith(id, $("#pause-reason").value.trim());
+}
+function pauseWith(id, reason) {
   act("Paused " + id + ".", () => api("POST", "/api/jobs/" + encodeURIComponent(id) + "/pause", { reason })).then(showJob);
+}
+// rowPause asks for the reason in the job's row of the jobs table, where
+// its Pause was pressed, and pauses on the second button.
+function rowPause(id, button) {
+  const cell = button.closest("td");
+  if (cell.querySelector('[data-test="row-pause-reason"]')) return;
+  const input = el("input", { "data-test": "row-pause-reason", placeholder: "reason (optional)", "aria-label": "Reason for pausing " + id });
+  const box = el("div", { class: "row-pause" }, input,
+    el("button", { type: "button", "data-test": "row-pause-confirm", "data-mutates": true, onclick: () => { box.remove(); pauseWith(id, input.value.trim()); }, text: "Pause " + id }),
+    el("button", { type: "button", onclick: () => box.remove(), text: "Cancel" }));
+  cell.append(box);
+  input.focus();
 }
 function resumeJob(id) {
   act("Resumed " + id + ".", () => api("POST", "/api/jobs/" + encodeURIComponent(id) + "/resume")).then(showJob);
@@ -149,14 +192,14 @@ function jobButtons(j, prefix) {
     class: cls, disabled: !state.auth, hidden: hide, onclick: (ev) => fn(j.id, ev.currentTarget), text: label });
   return [
     b("run", "Run now", runJob, false),
-    b("pause", "Pause", pauseJob, j.state === "paused" || j.state === "finished"),
+    b("pause", "Pause", rowPause, j.state === "paused" || j.state === "finished"),
     b("resume", "Resume", resumeJob, j.state !== "paused"),
     b("remove", "Remove", removeJob, false, "danger"),
   ];
 }
 
 function jobRow(j) {
-  const next = j.next_fires && j.next_fires.length ? time(j.next_fires[0]) : (j.state === "paused" ? "paused" : "-");
+  const next = j.next_fires && j.next_fires.length ? time(j.next_fires[0], j.timezone) : (j.state === "paused" ? "paused" : "-");
   return el("tr", { "data-test": "job-row", "data-job-id": j.id },
     el("td", {}, el("a", { href: "#/jobs/" + encodeURIComponent(j.id), "data-test": "job-link", text: j.id }),
       j.name ? el("div", { class: "reason", text: j.name }) : null),
@@ -199,8 +242,8 @@ function renderJobPage() {
   }
   $("#job-title").textContent = "Job " + j.id + (j.name ? " — " + j.name : "");
   const rows = [["schedule", j.schedule + " (" + j.kind + ")"], ["understood as", j.describe || "-"],
-    ["time zone", j.timezone || "agent default"], ["state", j.state + (j.paused_reason ? " (" + j.paused_reason + ")" : "")],
-    ["next fires", (j.next_fires || []).map(time).join(", ") || "-"], ["last run", time(j.last_run_at)],
+    ["time zone", j.timezone || "agent default (times shown in " + browserZone + ")"], ["state", j.state + (j.paused_reason ? " (" + j.paused_reason + ")" : "")],
+    ["next fires", (j.next_fires || []).map((t) => time(t, j.timezone)).join(", ") || "-"], ["last run", time(j.last_run_at, j.timezone)],
     ["last status", (j.last_status || "-") + (j.last_error ? ": " + j.last_error : "")],
     ["payload", j.payload && j.payload.shell ? (j.payload.shell.command || (j.payload.shell.argv || []).join(" ")) : (j.payload && j.payload.http ? j.payload.http.url : "-")],
     ["policies", "misfire " + j.misfire + ", overlap " + j.overlap + ", window " + j.window + ", on interrupt " + j.on_interrupt],
@@ -220,6 +263,7 @@ function renderJobPage() {
   $("#job-details").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
   renderDeps(j);
   $("#job-page-pause").hidden = j.state === "paused" || j.state === "finished";
+  $("#pause-line").hidden = $("#job-page-pause").hidden;
   $("#job-page-resume").hidden = j.state !== "paused";
 }
 
@@ -239,16 +283,22 @@ function result(r) {
 
 function runActions(r) {
   return el("td", { class: "actions" },
-    el("button", { type: "button", "data-test": "run-open", onclick: () => openRun(r.run_id), text: "Output" }),
+    el("button", { type: "button", "data-test": "run-open", "aria-expanded": state.openRun === r.run_id ? "true" : "false",
+      onclick: () => (state.openRun === r.run_id ? closeRun() : openRun(r.run_id)), text: state.openRun === r.run_id ? "Hide output" : "Output" }),
     r.live ? el("button", { type: "button", "data-test": "run-cancel", "data-mutates": true, disabled: !state.auth, class: "danger",
       onclick: () => cancelRun(r.run_id), text: "Cancel" }) : null);
 }
 
 function runRow(r) {
+  const zone = jobZone(r.job_id);
+  const parent = r.role === "parent";
+  const open = state.runs.expanded.has(r.run_id);
   return el("tr", { "data-test": "run-row", "data-run-id": r.run_id, "data-state": r.state, "data-role": r.role },
-    el("td", { class: "mono", text: r.run_id }, r.role === "parent" ? el("div", { class: "reason", text: "fanout" }) : null),
+    el("td", { class: "mono", text: r.run_id }, parent ? el("div", {},
+      el("button", { type: "button", class: "link", "data-test": "run-expand", "data-expanded": open ? "true" : "false", "aria-expanded": open ? "true" : "false",
+        onclick: () => toggleChildren(r.run_id), text: (open ? "\u25be" : "\u25b8") + " fanout: " + (open ? "hide" : "show") + " items" })) : null),
     el("td", { text: r.trigger || "-" }),
-    el("td", { text: time(r.slot) }),
+    el("td", { "data-test": "run-slot", text: time(r.slot, zone) }),
     el("td", { "data-test": "run-state" }, badge(r.state, r.reason)),
     el("td", { text: result(r) }),
     el("td", { class: "reason", "data-test": "run-reason", text: r.reason || r.error || "" }),
@@ -270,8 +320,6 @@ function childRow(r) {
     runActions(r));
 }
 
-// maxNested bounds the fanout parents whose children a job page fetches.
-const maxNested = 10;
 let runsSeq = 0;
 let runsTimer = null;
 
@@ -281,47 +329,165 @@ function scheduleRuns() {
   runsTimer = setTimeout(() => { runsTimer = null; loadRuns(); }, 150);
 }
 
+// resetRuns goes back to the first page of the job's runs.
+function resetRuns() {
+  Object.assign(state.runs, { cursors: [""], page: 0, next: "", expanded: new Set() });
+  state.openRun = null;
+}
+
+function runsQuery(limit, cursor, status) {
+  let q = "/api/runs?top_level=true&limit=" + limit + "&job_id=" + encodeURIComponent(state.jobId);
+  if (status) q += "&status=" + encodeURIComponent(status);
+  if (cursor) q += "&cursor=" + encodeURIComponent(cursor);
+  return q;
+}
+
+// loadRuns shows one page of the job's runs (newest first, whole runs:
+// a fanout's children are fetched when its row is expanded), the open
+// run's output under its row, and the chart of recent runs.
 async function loadRuns() {
   if (!state.jobId) return;
   const seq = ++runsSeq;
+  const rs = state.runs;
   try {
-    const list = await api("GET", "/api/runs?limit=50&job_id=" + encodeURIComponent(state.jobId));
-    const ids = new Set(list.runs.map((r) => r.run_id));
-    const top = list.runs.filter((r) => !r.parent_run_id || !ids.has(r.parent_run_id));
-    const parents = top.filter((r) => r.role === "parent").slice(0, maxNested);
-    const kids = new Map(await Promise.all(parents.map(async (p) => {
-      const g = await api("GET", "/api/runs/" + encodeURIComponent(p.run_id) + "/children").catch(() => ({ children: [] }));
-      return [p.run_id, g.children];
+    const [list, recent] = await Promise.all([
+      api("GET", runsQuery(rs.size, rs.cursors[rs.page], rs.status)),
+      api("GET", runsQuery(chartRuns, "", "")),
+    ]);
+    const expanded = [...rs.expanded].filter((id) => list.runs.some((r) => r.run_id === id));
+    const kids = new Map(await Promise.all(expanded.map(async (id) => {
+      const g = await api("GET", "/api/runs/" + encodeURIComponent(id) + "/children").catch(() => ({ children: [] }));
+      return [id, g.children];
     })));
+    let detail = null;
+    if (state.openRun) detail = await api("GET", "/api/runs/" + encodeURIComponent(state.openRun)).catch((e) => ({ fetchError: e.message }));
     if (seq !== runsSeq) return;
+    rs.next = list.next_cursor || "";
     const rows = [];
-    for (const r of top) {
-      rows.push(runRow(r));
-      for (const c of kids.get(r.run_id) || list.runs.filter((x) => x.parent_run_id === r.run_id)) rows.push(childRow(c));
+    const add = (row, r) => {
+      rows.push(row);
+      if (detail && r.run_id === state.openRun) rows.push(outputRow(r.run_id, detail));
+    };
+    for (const r of list.runs) {
+      add(runRow(r), r);
+      for (const c of kids.get(r.run_id) || []) add(childRow(c), c);
     }
     $("#runs-table tbody").replaceChildren(...rows);
+    $("#no-runs").hidden = list.runs.length > 0;
+    $("#runs-page").textContent = "page " + (rs.page + 1) + (rs.status ? ", " + rs.status + " only" : "");
+    $("#runs-newer").disabled = rs.page === 0;
+    $("#runs-older").disabled = !rs.next;
+    drawChart(recent.runs);
   } catch (e) {
     say("Cannot read the runs: " + e.message, true);
   }
 }
 
+function toggleChildren(id) {
+  if (state.runs.expanded.has(id)) state.runs.expanded.delete(id);
+  else state.runs.expanded.add(id);
+  loadRuns();
+}
+
+// outputRow is the row right under run id: its output, standard output and
+// standard error side by side when the agent kept them apart.
+function outputRow(id, r) {
+  const zone = jobZone(r.job_id || state.jobId);
+  const title = "Output of " + id + (r.state ? " (" + r.state + (r.last_at ? ", " + time(r.last_at, zone) : "") + ")" : "") +
+    (r.output_truncated ? ", last part only" : "");
+  let body;
+  if (r.fetchError) {
+    body = el("p", { class: "error", text: "Cannot read run " + id + ": " + r.fetchError });
+  } else if (r.streams_apart) {
+    body = el("div", { class: "streams" },
+      el("div", {}, el("h4", { text: "stdout" }), el("pre", { "data-test": "run-stdout", text: r.stdout_text || "(nothing)" })),
+      el("div", {}, el("h4", { text: "stderr" }), el("pre", { "data-test": "run-stderr", class: "stderr", text: r.stderr_text || "(nothing)" })));
+  } else {
+    body = el("div", {}, el("h4", { text: (r.output_text ? "stdout and stderr together (recorded as one stream)" : "") }),
+      el("pre", { "data-test": "run-combined", text: r.output_text || r.output_error || "(no output)" }));
+  }
+  return el("tr", { "data-test": "run-output-row", class: "output-row", "data-run-id": id },
+    el("td", { colspan: 7 }, el("div", { "data-test": "run-output", class: "output-panel" },
+      el("div", { class: "output-head" }, el("strong", { text: title }),
+        el("button", { type: "button", "data-test": "run-output-close", onclick: closeRun, text: "Close" })), body)));
+}
+
 async function openRun(id) {
   state.openRun = id;
-  try {
-    const r = await api("GET", "/api/runs/" + encodeURIComponent(id));
-    $("#output-title").hidden = false;
-    $("#output-title").textContent = "Output of " + id + " (" + r.state + ")" + (r.output_truncated ? ", last part only" : "");
-    const out = $("#run-output");
-    out.hidden = false;
-    out.textContent = r.output_text || r.output_error || "(no output)";
-  } catch (e) {
-    say("Cannot read run " + id + ": " + e.message, true);
-  }
+  await loadRuns();
+  const row = document.querySelector('[data-test="run-output-row"][data-run-id="' + CSS.escape(id) + '"]');
+  if (row) row.scrollIntoView({ block: "nearest" });
+}
+
+function closeRun() {
+  state.openRun = null;
+  loadRuns();
+}
+
+// The chart: the job's last chartRuns runs, oldest left, a bar each, its
+// height the duration and its colour the outcome. Drawn here as SVG.
+const chartRuns = 50;
+const chartColours = { succeeded: "#2e9b4f", failed: "#c8372b", partial: "#8bb23a", running: "#3b7bd8", claimed: "#3b7bd8",
+  interrupted: "#e0892f", cancelled: "#59626b", skipped: "#b8c0c8", missed: "#d9a21b", duplicate: "#8a63c4" };
+
+function drawChart(runs) {
+  const svg = $("#runs-chart");
+  const ns = "http://www.w3.org/2000/svg";
+  const mk = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text) e.textContent = text;
+    return e;
+  };
+  const zone = jobZone(state.jobId);
+  const list = runs.slice().reverse();
+  const W = 600, H = 120, top = 8, bottom = 18, left = 44;
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+  const maxMs = Math.max(1, ...list.map((r) => r.duration_ms || 0));
+  const slot = (W - left) / Math.max(list.length, 10);
+  const kids = [mk("line", { x1: left, y1: H - bottom, x2: W, y2: H - bottom, class: "axis" }),
+    mk("text", { x: left - 4, y: top + 8, "text-anchor": "end", class: "tick" }, fmtMs(maxMs)),
+    mk("text", { x: left - 4, y: H - bottom, "text-anchor": "end", class: "tick" }, "0")];
+  list.forEach((r, i) => {
+    const ms = r.duration_ms || 0;
+    const h = Math.max(2, (H - top - bottom) * ms / maxMs);
+    const bar = mk("rect", { x: left + i * slot + 1, y: H - bottom - h, width: Math.max(2, slot - 2), height: h,
+      fill: chartColours[r.state] || "#9aa4ae", "data-test": "chart-bar", "data-run-id": r.run_id, "data-state": r.state });
+    bar.append(mk("title", {}, r.run_id + ": " + r.state + ", " + (r.duration_ms != null ? fmtMs(ms) : "no duration") + ", " + time(r.first_at || r.slot, zone)));
+    bar.addEventListener("click", () => openRun(r.run_id));
+    kids.push(bar);
+  });
+  svg.replaceChildren(...kids);
+  const counts = {};
+  for (const r of list) counts[r.state] = (counts[r.state] || 0) + 1;
+  $("#runs-chart-caption").textContent = list.length
+    ? "The last " + list.length + " runs, oldest left: bar height is the duration (longest " + fmtMs(maxMs) + "), colour the outcome — " +
+      Object.entries(counts).map(([k, v]) => v + " " + k).join(", ") + (list.length ? ". From " + time(list[0].first_at || list[0].slot, zone) + "." : "")
+    : "No runs yet.";
+}
+
+function fmtMs(ms) {
+  return ms >= 60000 ? (ms / 60000).toFixed(1) + " min" : ms >= 1000 ? (ms / 1000).toFixed(1) + " s" : ms + " ms";
 }
 
 function cancelRun(id) {
   act("Cancelling run " + id + ".", () => api("POST", "/api/runs/" + encodeURIComponent(id) + "/cancel", {}));
 }
+
+$("#runs-filter").addEventListener("change", (ev) => { state.runs.status = ev.target.value; resetRuns(); loadRuns(); });
+$("#runs-page-size").addEventListener("change", (ev) => { state.runs.size = Number(ev.target.value); resetRuns(); loadRuns(); });
+$("#runs-older").addEventListener("click", () => {
+  const rs = state.runs;
+  if (!rs.next) return;
+  rs.cursors[rs.page + 1] = rs.next;
+  rs.page++;
+  loadRuns();
+});
+$("#runs-newer").addEventListener("click", () => {
+  if (state.runs.page === 0) return;
+  state.runs.page--;
+  loadRuns();
+});
 
 for (const [name, fn] of [["run", runJob], ["pause", pauseJob], ["resume", resumeJob], ["remove", removeJob]]) {
   const b = $("#job-page-" + name);
@@ -359,7 +525,7 @@ const liveMax = 200;
 
 function liveItem(e) {
   return el("li", { "data-test": "live-item", "data-run-id": e.run_id, "data-state": e.state, "data-role": e.role },
-    el("span", { class: "reason", text: time(e.time) }),
+    el("span", { class: "reason", text: time(e.time, jobZone(e.job_id)) }),
     el("a", { href: "#/jobs/" + encodeURIComponent(e.job_id), text: e.job_id }),
     el("span", { class: "mono", text: e.run_id }),
     badge(e.state, e.reason),
@@ -385,10 +551,7 @@ function onRunLine(e) {
   list.prepend(liveItem(e));
   while (list.children.length > liveMax) list.lastChild.remove();
   if (state.view !== "job") return;
-  if (state.jobId === e.job_id) {
-    scheduleRuns();
-    if (state.openRun === e.run_id) openRun(e.run_id);
-  }
+  if (state.jobId === e.job_id) scheduleRuns();
   // A dependency's run ended: the workflow's dots change.
   const j = state.jobs.get(state.jobId);
   if (j && j.workflow && terminal(e.state) && !e.parent_run_id && j.workflow.depends_on.includes(e.job_id)) {
@@ -529,9 +692,7 @@ function route() {
   $("#view-chains").hidden = state.view !== "chains";
   if (state.view === "chains") loadChains();
   if (state.view === "job") {
-    state.openRun = null;
-    $("#run-output").hidden = true;
-    $("#output-title").hidden = true;
+    resetRuns();
     renderJobPage();
     loadRuns();
   }

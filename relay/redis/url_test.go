@@ -2,6 +2,7 @@ package redis
 
 import (
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -67,6 +68,52 @@ func TestNewClientURLForms(t *testing.T) {
 			}
 			if opts.Prefix != tc.prefix || opts.Shards != tc.shards {
 				t.Errorf("options prefix %q shards %d, want %q %d", opts.Prefix, opts.Shards, tc.prefix, tc.shards)
+			}
+		})
+	}
+}
+
+func TestNewClientFailoverOptions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, url   string
+		ok          bool
+		refresh     time.Duration // the Cluster client's reload interval; 0 for a node
+		minReplicas int
+		replicaWait time.Duration
+	}{
+		{"cluster default refresh", "redis+cluster://10.0.0.1:7000", true, DefaultClusterRefresh, 0, 0},
+		{"cluster refresh", "redis+cluster://10.0.0.1:7000?cluster_refresh=500ms", true, 500 * time.Millisecond, 0, 0},
+		{"replicas", "redis://127.0.0.1:6379?min_replicas=1&replica_timeout=250ms", true, 0, 1, 250 * time.Millisecond},
+		{"bad refresh", "redis+cluster://10.0.0.1:7000?cluster_refresh=often", false, 0, 0, 0},
+		{"negative replicas", "redis://127.0.0.1:6379?min_replicas=-1", false, 0, 0, 0},
+		{"bad replica timeout", "redis://127.0.0.1:6379?replica_timeout=0s", false, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var opts Options
+			c, err := newClient(tc.url, &opts)
+			if !tc.ok {
+				if err == nil {
+					_ = c.Close()
+					t.Fatalf("newClient(%q) succeeded, want an error", tc.url)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("newClient(%q): %v", tc.url, err)
+			}
+			defer c.Close()
+			if cc, ok := c.(*goredis.ClusterClient); ok {
+				if got := cc.Options().ClusterStateReloadInterval; got != tc.refresh {
+					t.Errorf("reload interval %s, want %s", got, tc.refresh)
+				}
+				if got := cc.Options().DialerRetries; got != 1 {
+					t.Errorf("dialer retries %d, want 1", got)
+				}
+			}
+			if opts.MinReplicas != tc.minReplicas || opts.ReplicaTimeout != tc.replicaWait {
+				t.Errorf("min replicas %d timeout %s, want %d %s", opts.MinReplicas, opts.ReplicaTimeout, tc.minReplicas, tc.replicaWait)
 			}
 		})
 	}

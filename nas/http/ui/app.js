@@ -50,6 +50,11 @@ function fill(tbody, rows, empty, columns) {
     tr.appendChild(td);
     trs.push(tr);
   }
+  // Rows that read the same are left in place: a button is not swapped
+  // under the pointer as the operator clicks it.
+  const sig = trs.map((tr) => tr.textContent + "\u0001" + Array.from(tr.querySelectorAll("[data-test]"), (e) => e.dataset.test).join(",")).join("\u0002");
+  if (tbody.dataset.sig === sig) return;
+  tbody.dataset.sig = sig;
   tbody.replaceChildren(...trs);
 }
 

@@ -432,7 +432,7 @@ const chartColours = { succeeded: "#2e9b4f", failed: "#c8372b", partial: "#8bb23
 
 function drawChart(runs) {
   const svg = $("#runs-chart");
-  const ns = "http://www.w3.org/2000/svg";
+  const ns = svg.namespaceURI; // the SVG namespace, from the element in the page
   const mk = (tag, attrs, text) => {
     const e = document.createElementNS(ns, tag);
     for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);

@@ -311,3 +311,13 @@ func (v *DirectVerifier) lean(ctx context.Context, token string, req contract.Fi
 
 // String names the verifier without its keys.
 func (v *DirectVerifier) String() string { return fmt.Sprintf("fireauth.DirectVerifier(%T)", v.nas) }
+
+// Health reports the NAS verifier's key set (its load, age and fetches),
+// when it keeps one: the agent's key-set metrics and status read it
+// through this verifier. A direct token needs no key set.
+func (v *DirectVerifier) Health(ctx context.Context) Health {
+	if h, ok := v.nas.(interface{ Health(context.Context) Health }); ok {
+		return h.Health(ctx)
+	}
+	return Health{}
+}

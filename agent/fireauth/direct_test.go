@@ -455,3 +455,14 @@ func BenchmarkVerifyDirectToken(b *testing.B) {
 		}
 	}
 }
+
+// TestDirectVerifierReportsTheKeySetHealth: the direct verifier reports the
+// NAS verifier's key set, so the agent's key-set metrics stay exported.
+func TestDirectVerifierReportsTheKeySetHealth(t *testing.T) {
+	t.Parallel()
+	e := newDirectEnv(t)
+	h := e.v.Health(context.Background())
+	if !h.Loaded || h.Keys != 1 {
+		t.Fatalf("health through the direct verifier %+v, want the NAS verifier's loaded key set", h)
+	}
+}

@@ -274,19 +274,27 @@ allow_private_callbacks: true
 	browser.Click(`[data-test="armed-next"]`)
 	browser.WaitText(`[data-test="armed-range"]`, "26–30 of 30")
 	browser.WaitText(`[data-test="armed-fire"]`, "job-25")
-	search(`[data-test="armed-search"]`, "JOB-07")
-	browser.WaitText(`[data-test="armed-range"]`, "1–1 of 1")
-	browser.WaitText(`[data-test="armed-fire"]`, "job-07")
 
-	// Its dead letter replays from its page: reject.me is armed again, due
-	// now, the agent refuses it again and it is back in the dead letter,
-	// with a second attempt among the recent deliveries.
+	// A job's name narrows every table to it: reject.me is not armed, has
+	// one attempt and a dead letter. Its dead letter replays from the page:
+	// reject.me is armed again, due now, the agent refuses it again and it
+	// is back in the dead letter, with a second attempt listed.
+	browser.Click(`[data-test="agent-dead-entry"] [data-test="job-link"]`)
+	browser.WaitText(`[data-test="agent-armed-list"]`, "No armed job matches.")
+	eventually(t, 10*time.Second, "the recent deliveries narrowed to reject.me", func() (bool, string) {
+		n := browsertest.Eval[int](browser, `document.querySelectorAll('[data-test="recent-delivery"]').length`)
+		return n == 1, fmt.Sprintf("%d rows", n)
+	})
 	browser.Click(`[data-test="agent-replay"]`)
 	eventually(t, 30*time.Second, "a second attempt of reject.me", func() (bool, string) {
 		n := browsertest.Eval[int](browser, `Array.from(document.querySelectorAll('[data-test="recent-delivery"]')).filter((tr) => tr.textContent.includes("reject.me")).length`)
 		return n == 2, fmt.Sprintf("%d attempts listed", n)
 	})
 	browser.WaitText(`[data-test="agent-dead-entry"]`, "reject.me")
+	search(`[data-test="armed-search"]`, "JOB-07")
+	browser.WaitText(`[data-test="armed-range"]`, "1–1 of 1")
+	browser.WaitText(`[data-test="armed-fire"]`, "job-07")
+	browser.WaitText(`[data-test="agent-dead"]`, "No dead letter of a matching job.")
 
 	// The asleep agent's page says it is probed; back to every agent.
 	browser.Open(nasA.internal + "/ui/#agent/agent-01")

@@ -267,6 +267,32 @@ async function refreshExplorer() {
   renderProcesses(procs);
 }
 
+// jobCell is a job id that, clicked, narrows every table of the agent's
+// page to that job.
+function jobCell(job) {
+  const td = document.createElement("td");
+  td.className = "mono";
+  const a = document.createElement("a");
+  a.href = "#";
+  a.textContent = job;
+  a.title = "Show only this job";
+  a.dataset.test = "job-link";
+  a.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    $("armed-search").value = job;
+    ex.armedQuery = job;
+    ex.armedCursors = [""];
+    refresh();
+  });
+  td.appendChild(a);
+  return td;
+}
+
+// ofJob reports whether job matches the job search of the agent's page.
+function ofJob(job) {
+  return ex.armedQuery === "" || job.toLowerCase().includes(ex.armedQuery.toLowerCase());
+}
+
 // refreshAgent reads and renders the page of agent id.
 async function refreshAgent(id) {
   const [a, armed, dead] = await Promise.all([
@@ -282,7 +308,7 @@ async function refreshAgent(id) {
   $("agent-last").textContent = s.last_delivery ? lastCell(s.last_delivery).textContent : "none kept";
   $("agent-flow").textContent = s.flow.in_flight + " in flight, " + s.flow.held + " held, parallelism " + s.flow.parallelism +
     ", rate " + (s.flow.rate > 0 ? s.flow.rate + "/s" : "unlimited");
-  fill($("agent-armed-list"), armed.armed.map((f) => [cell(f.job_id, "mono"), cell(when(f.fire_at)),
+  fill($("agent-armed-list"), armed.armed.map((f) => [jobCell(f.job_id), cell(when(f.fire_at)),
     cell(f.attempt > 0 ? "retry " + f.attempt + (f.last_error ? ": " + f.last_error : "") : (f.direct ? "direct" : "mediated"), f.last_error ? "reason" : ""),
     cell(f.instance_id, "mono")]),
   ex.armedQuery ? "No armed job matches." : "The agent holds no armed fire.", 4);
@@ -290,13 +316,15 @@ async function refreshAgent(id) {
     if (armed.armed[i]) tr.dataset.test = "armed-fire";
   });
   pager("armed", armed, ex.armedCursors);
-  fill($("agent-recent"), a.recent.map((d) => [cell(when(d.at)), cell(d.job_id, "mono"), cell(d.outcome, "outcome-" + d.outcome),
+  const recent = a.recent.filter((d) => ofJob(d.job_id));
+  fill($("agent-recent"), recent.map((d) => [cell(when(d.at)), jobCell(d.job_id), cell(d.outcome, "outcome-" + d.outcome),
     cell(String(d.attempt), "num"), cell(seconds(d.lag_seconds), "num"), cell(d.reason || "", d.reason ? "reason" : "")]),
-  "No delivery kept (the last 25 hours).", 6);
+  ex.armedQuery ? "No delivery of a matching job kept." : "No delivery kept (the last 25 hours).", 6);
   $("agent-recent").querySelectorAll("tr").forEach((tr, i) => {
-    if (a.recent[i]) tr.dataset.test = "recent-delivery";
+    if (recent[i]) tr.dataset.test = "recent-delivery";
   });
-  fill($("agent-dead"), dead.entries.map((e) => {
+  const deadOf = dead.entries.filter((e) => ofJob(e.job_id));
+  fill($("agent-dead"), deadOf.map((e) => {
     const btn = document.createElement("button");
     btn.type = "button";
     btn.textContent = "Replay";
@@ -304,11 +332,11 @@ async function refreshAgent(id) {
     btn.addEventListener("click", () => replay(btn, e.schedule_id));
     const act = document.createElement("td");
     act.appendChild(btn);
-    return [cell(e.job_id, "mono"), cell(when(e.fire_at)), cell(when(e.failed_at)), cell(e.reason, "reason"),
+    return [jobCell(e.job_id), cell(when(e.fire_at)), cell(when(e.failed_at)), cell(e.reason, "reason"),
       cell(String(e.attempts), "num"), act];
-  }), "No dead letter.", 6);
+  }), ex.armedQuery ? "No dead letter of a matching job." : "No dead letter.", 6);
   $("agent-dead").querySelectorAll("tr").forEach((tr, i) => {
-    if (dead.entries[i]) tr.dataset.test = "agent-dead-entry";
+    if (deadOf[i]) tr.dataset.test = "agent-dead-entry";
   });
 }
 

@@ -182,8 +182,9 @@ func capped(out io.Writer, capBytes int64) (stdout, stderr io.Writer) {
 // that cannot be created fails every write, and Close returns why, so the
 // run is recorded failed with the reason.
 //
-// The file holds both streams as they came, in order (what every reader
-// of the output reads); the byte ranges that came from standard error are
+// The file holds both streams (what every reader of the output reads),
+// each in the order the run wrote it and the two in the order they were
+// read from their pipes; the byte ranges that came from standard error are
 // written at Close beside it (output.StreamsFile), so that a reader can
 // show the two apart. A file without it (a run recorded before the streams
 // were told apart, or an agent that died mid-run) is one stream.

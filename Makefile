@@ -176,9 +176,10 @@ lint: tools
 ## unit: every test. Where podman is installed and the tests run as root, the image test
 ## (e2e.TestImageRunsNAS) must build and run the image: CHRONOS_REQUIRE_IMAGE=1 turns its skip
 ## (a host that cannot run containers) into a failure. Set CHRONOS_REQUIRE_IMAGE=0 to allow it.
-REQUIRE_IMAGE := $(shell [ "$$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && echo 1 || echo 0)
 unit:
-	CHRONOS_REQUIRE_IMAGE=$${CHRONOS_REQUIRE_IMAGE:-$(REQUIRE_IMAGE)} $(GO) test $(TESTFLAGS) $(PKGS)
+	@req=$${CHRONOS_REQUIRE_IMAGE:-$$([ "$$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && echo 1 || echo 0)}; \
+	echo "CHRONOS_REQUIRE_IMAGE=$$req $(GO) test $(TESTFLAGS) $(PKGS)"; \
+	CHRONOS_REQUIRE_IMAGE=$$req $(GO) test $(TESTFLAGS) $(PKGS)
 
 ## bench: the benchmarks of the hot paths (short); see README for `chronos bench relay`.
 bench:

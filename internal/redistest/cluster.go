@@ -260,7 +260,8 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot int, to *Server, step in
 }
 
 // StartClusterWithReplicas starts masters redis-server nodes and one
-// replica of each in cluster mode, with cluster-node-timeout nodeTimeout,
+// replica of each in cluster mode, with cluster-node-timeout nodeTimeout
+// and cluster-require-full-coverage no (see Options.ClusterPartialCoverage),
 // joins them with `redis-cli --cluster create --cluster-replicas 1`, and
 // waits until every node reports the cluster ok and every replica is in
 // sync with its master. Nodes holds the masters first, then the replicas.
@@ -277,7 +278,7 @@ func StartClusterWithReplicas(t testing.TB, masters int, nodeTimeout time.Durati
 	c := &Cluster{}
 	args := []string{"--cluster", "create"}
 	for range 2 * masters {
-		s := Start(t, Options{Cluster: true, ClusterNodeTimeout: nodeTimeout})
+		s := Start(t, Options{Cluster: true, ClusterNodeTimeout: nodeTimeout, ClusterPartialCoverage: true})
 		c.Nodes = append(c.Nodes, s)
 		args = append(args, s.Addr())
 	}

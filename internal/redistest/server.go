@@ -48,6 +48,11 @@ type Options struct {
 	// how long a node may not answer before the others fail it over.
 	// Default 3s.
 	ClusterNodeTimeout time.Duration
+	// ClusterPartialCoverage sets cluster-require-full-coverage no: the
+	// masters that are up keep serving their slots while another master's
+	// slots have no node (between its failure and its replica's
+	// promotion), as a Redis Cluster under Chronos should run.
+	ClusterPartialCoverage bool
 }
 
 // Server is a redis-server process owned by a test.
@@ -248,6 +253,9 @@ func (s *Server) launch() error {
 	if s.opts.Cluster {
 		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", strconv.FormatInt(cmp.Or(s.opts.ClusterNodeTimeout, 3*time.Second).Milliseconds(), 10), "--cluster-port", strconv.Itoa(s.bus))
+		if s.opts.ClusterPartialCoverage {
+			args = append(args, "--cluster-require-full-coverage", "no")
+		}
 	}
 	if s.opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")

@@ -220,10 +220,12 @@ func TestAgentDashboardInABrowser(t *testing.T) {
 	browser.WaitExact(`[data-test="chain-row"][data-chain-id="probe-1"] [data-test="chain-state"]`, "armed")
 	browser.WaitVisible(`[data-chain-id="probe-1"] [data-test="chain-step"][data-status="pending"]`)
 	browser.WaitText(`[data-test="chain-row"][data-chain-id="disk-2"] [data-test="chain-reason"]`, "still full")
-	rows := browsertest.Eval[[]string](browser, `[...document.querySelectorAll('[data-test="chain-row"]')].map((r) => r.dataset.chainId)`)
-	if want := "probe-1 disk-3 disk-2 disk-1"; strings.Join(rows, " ") != want {
-		t.Fatalf("chains listed %v, want %s", rows, want)
-	}
+	// Open chains first, then the closed ones newest first, once the view
+	// has the last close (it follows the event stream).
+	eventually(t, 10*time.Second, "the chains in order", func() (bool, string) {
+		rows := browsertest.Eval[[]string](browser, `[...document.querySelectorAll('[data-test="chain-row"]')].map((r) => r.dataset.chainId)`)
+		return strings.Join(rows, " ") == "probe-1 disk-3 disk-2 disk-1", fmt.Sprintf("%v, want probe-1 disk-3 disk-2 disk-1", rows)
+	})
 	browser.Click(`[data-test="chain-row"][data-chain-id="probe-1"] [data-test="chain-open"]`)
 	browser.WaitText(`[data-test="chain-story"]`, "Chain probe-1 (class probe): armed")
 	browser.WaitVisible(`[data-test="chain-transition"]`)

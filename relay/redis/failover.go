@@ -274,5 +274,5 @@ type clientLog struct{}
 
 // Printf implements go-redis's logger.
 func (clientLog) Printf(ctx context.Context, format string, v ...any) {
-	clientFaults.warn(ctx, slog.Default(), "redis client", errors.New(fmt.Sprintf(format, v...)))
+	clientFaults.warn(ctx, slog.Default(), "redis client", fmt.Errorf(format, v...))
 }

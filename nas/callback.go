@@ -30,7 +30,7 @@ type CallbackPolicy struct {
 
 // policy returns p as package agentcall has it.
 func (p CallbackPolicy) policy() agentcall.Policy {
-	return agentcall.Policy{AllowPrivate: p.AllowPrivate, Allow: agentcall.Allowlist(p.Allow)}
+	return agentcall.Policy{AllowPrivate: p.AllowPrivate, Allow: p.Allow}
 }
 
 // AllowedAddr reports whether ip may be dialled.

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/secretfile"
 	"github.com/chronoscron/chronos/relay"
@@ -585,33 +585,10 @@ func (c Config) Warnings() []string {
 	return out
 }
 
-// Allowlist is the parsed callback_allowlist: address prefixes and host names.
-type Allowlist struct {
-	Prefixes []netip.Prefix
-	Hosts    []string
-}
+// Allowlist is the parsed callback_allowlist: address prefixes and host
+// names (agentcall's, which enforces it).
+type Allowlist = agentcall.Allowlist
 
 // ParseAllowlist parses callback_allowlist entries: a CIDR, a single IP, or a
 // host name.
-func ParseAllowlist(entries []string) (Allowlist, error) {
-	var a Allowlist
-	for _, e := range entries {
-		e = strings.TrimSpace(e)
-		if e == "" {
-			continue
-		}
-		if p, err := netip.ParsePrefix(e); err == nil {
-			a.Prefixes = append(a.Prefixes, p.Masked())
-			continue
-		}
-		if ip, err := netip.ParseAddr(e); err == nil {
-			a.Prefixes = append(a.Prefixes, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
-			continue
-		}
-		if strings.ContainsAny(e, "/: ") {
-			return Allowlist{}, fmt.Errorf("entry %q is neither a CIDR, an IP nor a host name", e)
-		}
-		a.Hosts = append(a.Hosts, strings.ToLower(strings.TrimSuffix(e, ".")))
-	}
-	return a, nil
-}
+func ParseAllowlist(entries []string) (Allowlist, error) { return agentcall.ParseAllowlist(entries) }

@@ -103,7 +103,7 @@ func TestOpenAPIOperations(t *testing.T) {
 	doc := loadSpec(t)
 	errorSchema := doc.Components.Schemas["Error"]
 	public := map[string]bool{"/.well-known/jwks.json": true, "/healthz": true, "/readyz": true, "/metrics": true,
-		"/": true, "/ui/": true, "/ui/{asset}": true, "/api/operator/session": true,
+		"/": true, "/ui": true, "/ui/{asset}": true, "/api/operator/session": true,
 		// The agent's local API: the dashboard, its assets and the login.
 		"/assets/{name}": true, "/api/session": true, "/api/login": true, "/api/logout": true}
 	ids := map[string]string{}

@@ -1,6 +1,7 @@
 package chronos_test
 
 import (
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -42,4 +43,15 @@ func TestOpenAPINullableHasType(t *testing.T) {
 		}
 	}
 	walk(&root, "")
+}
+
+// TestOpenAPIPathsHaveNoTrailingSlash: no path but the root ends with a
+// slash (linters refuse "/ui/" beside "/ui/{asset}").
+func TestOpenAPIPathsHaveNoTrailingSlash(t *testing.T) {
+	t.Parallel()
+	for path := range loadSpec(t).Paths.Map() {
+		if path != "/" && strings.HasSuffix(path, "/") {
+			t.Errorf("openapi.yaml path %q ends with a slash", path)
+		}
+	}
 }

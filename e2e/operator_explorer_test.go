@@ -131,7 +131,7 @@ allow_private_callbacks: true
 
 	login := func(base string) {
 		t.Helper()
-		browser.Open(base + "/ui/")
+		browser.Open(base + "/ui")
 		browser.WaitVisible(`[data-test="login"]`)
 		browser.Fill(`[data-test="token"]`, opToken)
 		browser.Click(`[data-test="login-submit"]`)
@@ -155,7 +155,7 @@ allow_private_callbacks: true
 	armedB := browser.Text(`[data-test="armed-total"]`)
 	// The session cookie (signed with the operator token both share) logs
 	// the browser in on NAS A too.
-	browser.Open(nasA.internal + "/ui/")
+	browser.Open(nasA.internal + "/ui")
 	browser.WaitVisible(`[data-test="dashboard"]`)
 	waitDelivered("NAS A's dashboard")
 	browser.WaitExact(`[data-test="armed-total"]`, armedB)
@@ -306,7 +306,7 @@ allow_private_callbacks: true
 
 	// NAS B's dashboard, logged in a moment ago, still shows the same
 	// delivered count.
-	browser.Open(nasB.internal + "/ui/")
+	browser.Open(nasB.internal + "/ui")
 	browser.WaitVisible(`[data-test="dashboard"]`)
 	waitDelivered("NAS B's dashboard again")
 	if os.Getenv(EnvUpdateScreenshots) == "1" {

@@ -23,8 +23,9 @@ import (
 
 // Routes of the operator dashboard.
 const (
-	// PathDashboard is the dashboard page; "/" serves it too.
-	PathDashboard = "/ui/"
+	// PathDashboard is the dashboard page; "/" serves it too, and "/ui/"
+	// redirects to it (308). Its assets are under "/ui/".
+	PathDashboard = "/ui"
 	// OperatorCookie is the name of the operator's session cookie.
 	OperatorCookie = "chronos_operator"
 )
@@ -32,7 +33,7 @@ const (
 //go:embed ui
 var uiFiles embed.FS
 
-// uiAssets is the ui directory, served under /ui/.
+// uiAssets is the ui directory, served under /ui/ (its index.html at /ui).
 var uiAssets = func() fs.FS {
 	sub, err := fs.Sub(uiFiles, "ui")
 	if err != nil {
@@ -50,14 +51,17 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 func (s *Server) dashboardRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
 	e.GET("/", s.dashboardAsset, m...)
 	e.GET(PathDashboard, s.dashboardAsset, m...)
-	e.GET(PathDashboard+":asset", s.dashboardAsset, m...)
+	e.GET(PathDashboard+"/", func(c echo.Context) error {
+		return c.Redirect(http.StatusPermanentRedirect, PathDashboard)
+	}, m...)
+	e.GET(PathDashboard+"/:asset", s.dashboardAsset, m...)
 	e.POST(contract.PathOperatorSession, s.login, m...)
 	e.DELETE(contract.PathOperatorSession, s.logout, m...)
 	e.GET(contract.PathOperatorOverview, s.operator(s.overview), m...)
 	s.explorerRoutes(e, m...)
 }
 
-// dashboardAsset serves an embedded file of the dashboard; / and /ui/ are
+// dashboardAsset serves an embedded file of the dashboard; / and /ui are
 // its index.html.
 func (s *Server) dashboardAsset(c echo.Context) error {
 	name := c.Param("asset")

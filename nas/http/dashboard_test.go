@@ -254,7 +254,7 @@ func TestDashboardAssets(t *testing.T) {
 	b := setup(t, func(c *nas.Config, _ *nas.Options) { c.RelayListen = "127.0.0.1:0" })
 	for _, tt := range []struct{ path, ctype, contains string }{
 		{"/", "text/html; charset=utf-8", `id="login-form"`},
-		{"/ui/", "text/html; charset=utf-8", `id="login-form"`},
+		{"/ui", "text/html; charset=utf-8", `id="login-form"`},
 		{"/ui/app.js", "text/javascript; charset=utf-8", "/api/operator/session"},
 		{"/ui/app.css", "text/css; charset=utf-8", "@media"},
 	} {
@@ -276,12 +276,20 @@ func TestDashboardAssets(t *testing.T) {
 		t.Fatalf("missing asset: %d %s", rec.Code, rec.Body)
 	}
 	// The public listener of a split NAS serves no dashboard.
-	if rec := b.do(b.public, request{method: "GET", path: "/ui/", invalid: true}); rec.Code != 404 {
-		t.Fatalf("public /ui/: %d", rec.Code)
+	if rec := b.do(b.public, request{method: "GET", path: "/ui", invalid: true}); rec.Code != 404 {
+		t.Fatalf("public /ui: %d", rec.Code)
+	}
+	// The page's earlier address, /ui/, sends browsers and bookmarks to
+	// /ui (an alias the API description leaves out: a path with a trailing
+	// slash).
+	redirect := httptest.NewRecorder()
+	b.srv.InternalHandler().ServeHTTP(redirect, httptest.NewRequest(http.MethodGet, "/ui/", nil))
+	if redirect.Code != http.StatusPermanentRedirect || redirect.Header().Get("Location") != nashttp.PathDashboard {
+		t.Fatalf("/ui/: %d to %q, want 308 to %s", redirect.Code, redirect.Header().Get("Location"), nashttp.PathDashboard)
 	}
 	// Nor does a NAS without an operator token.
 	off := setup(t, func(c *nas.Config, _ *nas.Options) { c.OperatorToken = "" })
-	for _, p := range []string{"/ui/", contract.PathOperatorOverview} {
+	for _, p := range []string{"/ui", contract.PathOperatorOverview} {
 		if rec := off.do(off.internal, request{method: "GET", path: p}); rec.Code != 404 {
 			t.Fatalf("%s without operator token: %d", p, rec.Code)
 		}

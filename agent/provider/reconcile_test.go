@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -890,5 +891,43 @@ func TestRunCostsOneListAndOneProvisionPerFire(t *testing.T) {
 	// (Reconciling on every write of the store made it 13 or 14 lists.)
 	if lists > fires+3 || provisions > fires+2 {
 		t.Fatalf("%d fires cost %d lists and %d provisions, want at most %d and %d", fires, lists, provisions, fires+3, fires+2)
+	}
+}
+
+// TestReconcileThatChangesNothingIsDebug: a reconcile that provisions or
+// cancels logs "reconciled" at info; one that finds NAS in sync, at debug.
+func TestReconcileThatChangesNothingIsDebug(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.add(t, "a", "every 1h")
+	var logs bytes.Buffer
+	rec, err := provider.NewReconciler(provider.ReconcilerConfig{
+		Source: b.rt, NAS: b.nas, CallbackURL: callback, Home: b.home, CatchUp: true, Now: b.clock.Now,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := rec.Reconcile(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var info, debug int
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if !strings.Contains(line, "msg=reconciled") {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "level=INFO") && strings.Contains(line, "provisioned=1"):
+			info++
+		case strings.Contains(line, "level=DEBUG") && strings.Contains(line, "provisioned=0"):
+			debug++
+		default:
+			t.Errorf("unexpected line %q", line)
+		}
+	}
+	if info != 1 || debug != 2 {
+		t.Fatalf("%d info and %d debug reconciled lines, want 1 and 2:\n%s", info, debug, logs.String())
 	}
 }

@@ -5,7 +5,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/chronoscron/chronos/internal/filelock"
 )
@@ -14,16 +13,9 @@ import (
 // returns the function that releases it. Several processes sharing a home
 // (the agent and the jobs CLI) reconcile one at a time.
 func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := filelock.LockPath(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("provider: lock: %w", err)
 	}
-	if err := filelock.Acquire(ctx, f, filelock.Exclusive, 0); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("provider: lock: %w", err)
-	}
-	return func() {
-		filelock.Release(f)
-		_ = f.Close()
-	}, nil
+	return unlock, nil
 }

@@ -77,3 +77,21 @@ func Acquire(ctx context.Context, f *os.File, m Mode, timeout time.Duration) err
 
 // Release lets go of the lock of f.
 func Release(f *os.File) { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// LockPath takes an exclusive lock on the file at path (created 0600 when
+// missing), waiting until ctx ends, and returns the function that releases
+// it and closes the file.
+func LockPath(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := Acquire(ctx, f, Exclusive, 0); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		Release(f)
+		_ = f.Close()
+	}, nil
+}

@@ -77,3 +77,28 @@ func TestWaiterGetsTheLockOnceFreed(t *testing.T) {
 		t.Fatalf("waiter: %v", err)
 	}
 }
+
+// TestLockPath: LockPath creates the lock file private and holds it
+// exclusively until unlocked.
+func TestLockPath(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "x.lock")
+	unlock, err := LockPath(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("lock file %v, %v; want mode 0600", fi, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := LockPath(ctx, path); err == nil {
+		t.Fatal("a second lock was taken while the first was held")
+	}
+	unlock()
+	again, err := LockPath(context.Background(), path)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	again()
+}

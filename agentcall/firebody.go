@@ -1,10 +1,8 @@
 package agentcall
 
 import (
-	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/chronoscron/chronos/contract"
 )
@@ -27,7 +25,7 @@ func fireBodySize(f *contract.FireRequest) int {
 // reflection or the Marshaler round trip of fire_at.
 func AppendFireBody(b []byte, f *contract.FireRequest) []byte {
 	b = append(b, `{"job_id":`...)
-	b = appendJSONString(b, f.JobID)
+	b = contract.AppendJSONString(b, f.JobID)
 	if f.FireAt.IsZero() {
 		b = append(b, `,"fire_at":null`...)
 	} else {
@@ -36,7 +34,7 @@ func AppendFireBody(b []byte, f *contract.FireRequest) []byte {
 		b = append(b, '"')
 	}
 	b = append(b, `,"schedule_id":`...)
-	b = appendJSONString(b, f.ScheduleID)
+	b = contract.AppendJSONString(b, f.ScheduleID)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(f.Attempt), 10)
 	return append(b, '}')
@@ -50,19 +48,4 @@ func appendTimeText(b []byte, t contract.Time) []byte {
 		return append(b, s...)
 	}
 	return t.UTC().AppendFormat(b, time.RFC3339Nano)
-}
-
-// appendJSONString appends s as encoding/json quotes it. Printable ASCII
-// without the characters json escapes is copied as is; anything else goes
-// through encoding/json so the bytes stay identical.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			v, _ := json.Marshal(s)
-			return append(b, v...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

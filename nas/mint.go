@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -129,11 +128,11 @@ func (m *Minter) headerSegment(key *SigningKey) string {
 func encodeHeader(alg, kid string) string {
 	hdr := make([]byte, 0, 96)
 	hdr = append(hdr, `{"alg":`...)
-	hdr = appendJSONString(hdr, alg)
+	hdr = contract.AppendJSONString(hdr, alg)
 	hdr = append(hdr, `,"kid":`...)
-	hdr = appendJSONString(hdr, kid)
+	hdr = contract.AppendJSONString(hdr, kid)
 	hdr = append(hdr, `,"typ":`...)
-	hdr = appendJSONString(hdr, contract.TokenTypeCronFire)
+	hdr = contract.AppendJSONString(hdr, contract.TokenTypeCronFire)
 	hdr = append(hdr, '}')
 	return base64.RawURLEncoding.EncodeToString(hdr)
 }
@@ -248,11 +247,11 @@ func appendSigningInput(b []byte, header string, claims []byte) []byte {
 func (c *fireClaims) appendJSON(b []byte) []byte {
 	f := &c.token
 	b = append(b, `{"iss":`...)
-	b = appendJSONString(b, c.issuer)
+	b = contract.AppendJSONString(b, c.issuer)
 	b = append(b, `,"aud":`...)
 	b = appendAudience(b, f.InstanceID)
 	b = append(b, `,"purpose":`...)
-	b = appendJSONString(b, contract.PurposeCronFire)
+	b = contract.AppendJSONString(b, contract.PurposeCronFire)
 	b = append(b, `,"iat":`...)
 	b = appendNumericDate(b, c.iat)
 	b = append(b, `,"nbf":`...)
@@ -262,11 +261,11 @@ func (c *fireClaims) appendJSON(b []byte) []byte {
 	b = append(b, `,"jti":"`...)
 	b = base64.RawURLEncoding.AppendEncode(b, c.jti[:])
 	b = append(b, `","job_id":`...)
-	b = appendJSONString(b, f.Fire.JobID)
+	b = contract.AppendJSONString(b, f.Fire.JobID)
 	b = append(b, `,"fire_at":"`...)
 	b = appendTimeText(b, f.Fire.FireAt)
 	b = append(b, `","schedule_id":`...)
-	b = appendJSONString(b, f.Fire.ScheduleID)
+	b = contract.AppendJSONString(b, f.Fire.ScheduleID)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(f.Fire.Attempt), 10)
 	b = append(b, `,"bh":"`...)
@@ -276,11 +275,11 @@ func (c *fireClaims) appendJSON(b []byte) []byte {
 }
 
 // appendAudience appends the `aud` claim for instanceID as a JSON string,
-// as appendJSONString(b, contract.Audience(instanceID)) would, without
+// as contract.AppendJSONString(b, contract.Audience(instanceID)) would, without
 // building the string.
 func appendAudience(b []byte, instanceID string) []byte {
 	if !plainJSON(instanceID) {
-		return appendJSONString(b, contract.Audience(instanceID))
+		return contract.AppendJSONString(b, contract.Audience(instanceID))
 	}
 	b = append(b, '"')
 	b = append(b, contract.AudiencePrefix...)
@@ -318,17 +317,4 @@ func plainJSON(s string) bool {
 		}
 	}
 	return true
-}
-
-// appendJSONString appends s as encoding/json quotes it. Printable ASCII
-// without the characters json escapes is copied as is; anything else goes
-// through encoding/json so the bytes stay identical.
-func appendJSONString(b []byte, s string) []byte {
-	if !plainJSON(s) {
-		v, _ := json.Marshal(s)
-		return append(b, v...)
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

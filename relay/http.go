@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/chronoscron/chronos/contract"
 )
@@ -216,35 +215,20 @@ func (h *HTTPDeliverer) Deliver(ctx context.Context, l Lease) Outcome {
 func relayBody(l Lease) []byte {
 	b := make([]byte, 0, 128+len(l.ScheduleID)+len(l.AgentID)+len(l.JobID))
 	b = append(b, `{"schedule_id":`...)
-	b = appendJSONString(b, l.ScheduleID)
+	b = contract.AppendJSONString(b, l.ScheduleID)
 	b = append(b, `,"agent_id":`...)
-	b = appendJSONString(b, l.AgentID)
+	b = contract.AppendJSONString(b, l.AgentID)
 	b = append(b, `,"job_id":`...)
-	b = appendJSONString(b, l.JobID)
+	b = contract.AppendJSONString(b, l.JobID)
 	b = append(b, `,"fire_at":`...)
 	if l.FireAt.IsZero() {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, contract.FormatTime(l.FireAt))
+		b = contract.AppendJSONString(b, contract.FormatTime(l.FireAt))
 	}
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(l.Attempt), 10)
 	return append(b, '}')
-}
-
-// appendJSONString appends s quoted as encoding/json quotes it: printable
-// ASCII without the characters json escapes is copied as is; anything else
-// goes through encoding/json so the bytes stay identical.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			v, _ := json.Marshal(s)
-			return append(b, v...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // classify maps NAS's answer to an Outcome.

@@ -214,27 +214,12 @@ func answer(w http.ResponseWriter, status int, body []byte) {
 func appendAccepted(dst []byte, jobID, runID string) []byte {
 	dst = append(dst, `{"status":"`+contract.FireAccepted+`"`...)
 	if jobID != "" {
-		dst = appendJSONString(append(dst, `,"job_id":`...), jobID)
+		dst = contract.AppendJSONString(append(dst, `,"job_id":`...), jobID)
 	}
 	if runID != "" {
-		dst = appendJSONString(append(dst, `,"run_id":`...), runID)
+		dst = contract.AppendJSONString(append(dst, `,"run_id":`...), runID)
 	}
 	return append(dst, "}\n"...)
-}
-
-// appendJSONString appends s as encoding/json writes it: as is between
-// quotes when it holds only printable ASCII that encoding/json leaves alone,
-// else through json.Marshal.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always marshals
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
 }
 
 // wait blocks until every expected fire arrived, or ctx ends.

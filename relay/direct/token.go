@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -60,7 +59,7 @@ func signToken(key cronkey.Key, c *contract.FireClaims) string {
 // golang-jwt writes it: {"alg","kid","typ"}, keys sorted.
 func appendHeader(b []byte, kid string) []byte {
 	b = append(b, `{"alg":"`+contract.DirectTokenAlg+`","kid":`...)
-	b = appendJSONString(b, kid)
+	b = contract.AppendJSONString(b, kid)
 	return append(b, `,"typ":"`+contract.TokenTypeCronFire+`"}`...)
 }
 
@@ -72,11 +71,11 @@ func appendClaims(b []byte, c *contract.FireClaims) []byte {
 		return append(b, v...)
 	}
 	b = append(b, `{"iss":`...)
-	b = appendJSONString(b, c.Issuer)
+	b = contract.AppendJSONString(b, c.Issuer)
 	b = append(b, `,"aud":`...)
-	b = appendJSONString(b, c.Audience)
+	b = contract.AppendJSONString(b, c.Audience)
 	b = append(b, `,"purpose":`...)
-	b = appendJSONString(b, c.Purpose)
+	b = contract.AppendJSONString(b, c.Purpose)
 	b = append(b, `,"iat":`...)
 	b = strconv.AppendInt(b, c.IssuedAt.Truncate(time.Second).Unix(), 10)
 	b = append(b, `,"nbf":`...)
@@ -84,31 +83,16 @@ func appendClaims(b []byte, c *contract.FireClaims) []byte {
 	b = append(b, `,"exp":`...)
 	b = strconv.AppendInt(b, c.ExpiresAt.Truncate(time.Second).Unix(), 10)
 	b = append(b, `,"jti":`...)
-	b = appendJSONString(b, c.ID)
+	b = contract.AppendJSONString(b, c.ID)
 	b = append(b, `,"job_id":`...)
-	b = appendJSONString(b, c.JobID)
+	b = contract.AppendJSONString(b, c.JobID)
 	b = append(b, `,"fire_at":`...)
-	b = appendJSONString(b, c.FireAt)
+	b = contract.AppendJSONString(b, c.FireAt)
 	b = append(b, `,"schedule_id":`...)
-	b = appendJSONString(b, c.ScheduleID)
+	b = contract.AppendJSONString(b, c.ScheduleID)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(c.Attempt), 10)
 	b = append(b, `,"bh":`...)
-	b = appendJSONString(b, c.BodyHash)
+	b = contract.AppendJSONString(b, c.BodyHash)
 	return append(b, '}')
-}
-
-// appendJSONString appends s as encoding/json quotes it: printable ASCII
-// without the characters it escapes as is, anything else through
-// encoding/json.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			v, _ := json.Marshal(s)
-			return append(b, v...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }

@@ -6,6 +6,7 @@ package nashttp
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -73,11 +74,17 @@ func pageParams(c echo.Context) (int, string, error) {
 			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "query parameter %q given more than once", k)
 		}
 	}
+	return limitAndCursor(q)
+}
+
+// limitAndCursor reads the limit and cursor of a paged list: an absent
+// limit is 0, one too large for an int is clamped like any large one, an
+// empty cursor is refused.
+func limitAndCursor(q url.Values) (int, string, error) {
 	limit := 0
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v[0])
 		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v[0], "-") {
-			// A limit too large for an int is clamped like any large one.
 			n, err = contract.MaxListLimit, nil
 		}
 		if err != nil || n < 1 {

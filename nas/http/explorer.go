@@ -4,10 +4,8 @@ package nashttp
 // agents, one agent and its armed fires, the processes dispatching.
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -45,26 +43,6 @@ func queryParams(q url.Values, allowed ...string) error {
 	return nil
 }
 
-// explorerPage reads the limit and cursor of an explorer list.
-func explorerPage(q url.Values) (int, string, error) {
-	limit := 0
-	if v, ok := q["limit"]; ok {
-		n, err := strconv.Atoi(v[0])
-		if errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v[0], "-") {
-			n, err = contract.MaxListLimit, nil
-		}
-		if err != nil || n < 1 {
-			return 0, "", contract.BadRequest(contract.CodeInvalidRequest, "limit must be a positive integer")
-		}
-		limit = n
-	}
-	cursor := q.Get("cursor")
-	if _, ok := q["cursor"]; ok && cursor == "" {
-		return 0, "", contract.BadRequest(contract.CodeInvalidCursor, "cursor must not be empty")
-	}
-	return limit, cursor, nil
-}
-
 func (s *Server) history(c echo.Context) error {
 	q := c.Request().URL.Query()
 	if err := queryParams(q, "window"); err != nil {
@@ -89,7 +67,7 @@ func (s *Server) agents(c echo.Context) error {
 	if err := queryParams(q, "q", "limit", "cursor"); err != nil {
 		return err
 	}
-	limit, cursor, err := explorerPage(q)
+	limit, cursor, err := limitAndCursor(q)
 	if err != nil {
 		return err
 	}
@@ -116,7 +94,7 @@ func (s *Server) agentArmed(c echo.Context) error {
 	if err := queryParams(q, "job", "limit", "cursor"); err != nil {
 		return err
 	}
-	limit, cursor, err := explorerPage(q)
+	limit, cursor, err := limitAndCursor(q)
 	if err != nil {
 		return err
 	}

@@ -85,18 +85,10 @@ func NewDirect(nas NASVerifier, keys CronKeys, cfg Config) (*DirectVerifier, err
 		return nil, err
 	}
 	return &DirectVerifier{
-		nas:   nas,
-		keys:  keys,
-		check: newVerifier(cfg),
-		parser: jwt.NewParser(
-			jwt.WithValidMethods(directMethods),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithLeeway(cfg.Leeway),
-			jwt.WithIssuer(cfg.Issuer),
-			jwt.WithAudience(cfg.Audience),
-			jwt.WithTimeFunc(cfg.Now),
-		),
+		nas:    nas,
+		keys:   keys,
+		check:  newVerifier(cfg),
+		parser: jwt.NewParser(append(claimChecks(cfg), jwt.WithValidMethods(directMethods))...),
 	}, nil
 }
 

@@ -275,28 +275,27 @@ func NewStatic(jwks []byte, cfg Config) (*JWTVerifier, error) {
 	return v, nil
 }
 
+// claimChecks are the checks of a token's registered claims every verifier
+// makes, by parser or validator alike: exp required, iat, the leeway,
+// issuer and audience, on cfg's clock.
+func claimChecks(cfg Config) []jwt.ParserOption {
+	return []jwt.ParserOption{
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(cfg.Leeway),
+		jwt.WithIssuer(cfg.Issuer),
+		jwt.WithAudience(cfg.Audience),
+		jwt.WithTimeFunc(cfg.Now),
+	}
+}
+
 func newVerifier(cfg Config) *JWTVerifier {
 	return &JWTVerifier{
-		cfg:   cfg,
-		ready: make(chan struct{}),
-		parser: jwt.NewParser(
-			jwt.WithValidMethods(cfg.Methods),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithLeeway(cfg.Leeway),
-			jwt.WithIssuer(cfg.Issuer),
-			jwt.WithAudience(cfg.Audience),
-			jwt.WithTimeFunc(cfg.Now),
-		),
-		validator: jwt.NewValidator(
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithLeeway(cfg.Leeway),
-			jwt.WithIssuer(cfg.Issuer),
-			jwt.WithAudience(cfg.Audience),
-			jwt.WithTimeFunc(cfg.Now),
-		),
-		health: Health{Fetches: map[string]FetchCount{}},
+		cfg:       cfg,
+		ready:     make(chan struct{}),
+		parser:    jwt.NewParser(append(claimChecks(cfg), jwt.WithValidMethods(cfg.Methods))...),
+		validator: jwt.NewValidator(claimChecks(cfg)...),
+		health:    Health{Fetches: map[string]FetchCount{}},
 	}
 }
 

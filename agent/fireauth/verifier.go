@@ -463,14 +463,9 @@ func (v *JWTVerifier) validFrom(claims jwt.Claims, err error) (time.Time, bool) 
 	if from.IsZero() {
 		return time.Time{}, false
 	}
-	then := jwt.NewValidator(
-		jwt.WithExpirationRequired(),
-		jwt.WithIssuedAt(),
-		jwt.WithLeeway(v.cfg.Leeway),
-		jwt.WithIssuer(v.cfg.Issuer),
-		jwt.WithAudience(v.cfg.Audience),
-		jwt.WithTimeFunc(func() time.Time { return from }),
-	)
+	at := v.cfg
+	at.Now = func() time.Time { return from }
+	then := jwt.NewValidator(claimChecks(at)...)
 	if then.Validate(claims) != nil {
 		return time.Time{}, false
 	}

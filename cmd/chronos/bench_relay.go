@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/chronoscron/chronos/internal/cmdline"
-	"github.com/chronoscron/chronos/internal/relaybench"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/relaybench"
 	"github.com/chronoscron/chronos/nas"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/cmd/chronos/internal/relaybench"
 	"github.com/chronoscron/chronos/internal/redistest"
-	"github.com/chronoscron/chronos/internal/relaybench"
 )
 
 // TestBenchRelaySmall runs `chronos bench relay` end to end at a small size on

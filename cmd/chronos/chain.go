@@ -13,7 +13,7 @@ import (
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/provider"
-	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
 )
 
 // chainCLI holds the flags of the chain commands.

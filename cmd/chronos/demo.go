@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/chronoscron/chronos/internal/demo"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/demo"
 )
 
 func newDemoCmd() *cobra.Command {

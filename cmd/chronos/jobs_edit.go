@@ -9,7 +9,7 @@ import (
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/jobfile"
 	"github.com/chronoscron/chronos/agent/localapi"
-	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
 )
 
 func (c *jobsCLI) addCmd() *cobra.Command {

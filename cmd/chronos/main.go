@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
 )
 
 // Exit codes of the binary.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/chronoscron/chronos/internal/logging"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/logging"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/nas/node"
 )

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent/notify"
-	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
 )
 
 // notifyCLI is what the notify commands share: the --home flag.

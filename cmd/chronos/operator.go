@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
 	"github.com/chronoscron/chronos/contract"
-	"github.com/chronoscron/chronos/internal/cmdline"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/nas/operator"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
 )
 
 func newRunsCmd() *cobra.Command {

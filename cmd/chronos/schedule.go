@@ -10,7 +10,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/schedule"
-	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
 )
 
 // maxScheduleCount bounds -n so a typo cannot ask for a billion lines.

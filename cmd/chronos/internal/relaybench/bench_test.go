@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chronoscron/chronos/internal/relaybench"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/relaybench"
 )
 
 // TestRunDeliversEveryFire runs a small burst on the memory store: every

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/chronoscron/chronos/internal/cmdline"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/cmdline"
 )
 
 func TestUsageErrors(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chronoscron/chronos/internal/logging"
+	"github.com/chronoscron/chronos/cmd/chronos/internal/logging"
 )
 
 func TestParseLevel(t *testing.T) {

@@ -11,12 +11,12 @@ import (
 var _ relay.Census = (*Engine)(nil)
 
 // ArmedByAgent implements relay.Census.
-func (e *Engine) ArmedByAgent(ctx context.Context, max int) ([]relay.AgentArmed, bool, error) {
-	if err := e.lock(ctx); err != nil {
+func (ct *control) ArmedByAgent(ctx context.Context, max int) ([]relay.AgentArmed, bool, error) {
+	if err := ct.lock(ctx); err != nil {
 		return nil, false, fmt.Errorf("memory: armed by agent: %w", err)
 	}
-	ids := make([]string, 0, len(e.jobs))
-	for agent, jobs := range e.jobs {
+	ids := make([]string, 0, len(ct.jobs))
+	for agent, jobs := range ct.jobs {
 		if len(jobs) > 0 {
 			ids = append(ids, agent)
 		}
@@ -29,22 +29,22 @@ func (e *Engine) ArmedByAgent(ctx context.Context, max int) ([]relay.AgentArmed,
 	}
 	out := make([]relay.AgentArmed, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, relay.AgentArmed{AgentID: id, Armed: int64(len(e.jobs[id]))})
+		out = append(out, relay.AgentArmed{AgentID: id, Armed: int64(len(ct.jobs[id]))})
 	}
-	e.mu.Unlock()
+	ct.mu.Unlock()
 	return out, more, nil
 }
 
 // StoppedInstances implements relay.Census.
-func (e *Engine) StoppedInstances(ctx context.Context, max int) ([]string, bool, error) {
-	if err := e.lock(ctx); err != nil {
+func (ct *control) StoppedInstances(ctx context.Context, max int) ([]string, bool, error) {
+	if err := ct.lock(ctx); err != nil {
 		return nil, false, fmt.Errorf("memory: stopped instances: %w", err)
 	}
-	ids := make([]string, 0, len(e.stopped))
-	for id := range e.stopped {
+	ids := make([]string, 0, len(ct.stopped))
+	for id := range ct.stopped {
 		ids = append(ids, id)
 	}
-	e.mu.Unlock()
+	ct.mu.Unlock()
 	slices.Sort(ids)
 	max = relay.CensusMax(max)
 	if len(ids) > max {

@@ -10,6 +10,10 @@ import (
 	"github.com/chronoscron/chronos/relay"
 )
 
+// flows is the engine's relay.Flows and Queue.Down; the flow steps that
+// arming, claiming and settling take are core's (below).
+type flows struct{ *core }
+
 // agentState is one agent's flow control (see relay.Flow).
 type agentState struct {
 	policy relay.AgentPolicy
@@ -28,11 +32,11 @@ type agentState struct {
 }
 
 // agent returns agentID's state, made on first use.
-func (e *Engine) agent(agentID string) *agentState {
-	a := e.agents[agentID]
+func (c *core) agent(agentID string) *agentState {
+	a := c.agents[agentID]
 	if a == nil {
 		a = &agentState{leased: make(map[*entry]struct{}), flex: make(map[*entry]struct{})}
-		e.agents[agentID] = a
+		c.agents[agentID] = a
 	}
 	return a
 }
@@ -78,20 +82,20 @@ func (a *agentState) room(par int, nowMs int64) int {
 
 // endLease forgets a lease of ent that ended and gives its agent's held
 // fires the room it freed; the caller has taken ent off the lease heap.
-func (e *Engine) endLease(ent *entry) {
-	a := e.agents[ent.shot.AgentID]
+func (c *core) endLease(ent *entry) {
+	a := c.agents[ent.shot.AgentID]
 	if a == nil {
 		return
 	}
 	delete(a.leased, ent)
-	if e.release(a, e.now().UnixMilli()) {
-		e.signal()
+	if c.release(a, c.now().UnixMilli()) {
+		c.signal()
 	}
 }
 
 // release returns as many of a's held fires to the due heap as its room
 // allows, in due order; it reports whether it returned any.
-func (e *Engine) release(a *agentState, nowMs int64) bool {
+func (c *core) release(a *agentState, nowMs int64) bool {
 	if len(a.held) == 0 {
 		return false
 	}
@@ -104,7 +108,7 @@ func (e *Engine) release(a *agentState, nowMs int64) bool {
 		ent := a.held[0]
 		a.held.remove(ent)
 		ent.held = false
-		e.due.push(ent)
+		c.due.push(ent)
 		moved = true
 	}
 	return moved
@@ -112,11 +116,11 @@ func (e *Engine) release(a *agentState, nowMs int64) bool {
 
 // releaseAll releases every agent's held fires its room allows; it reports
 // whether any came back.
-func (e *Engine) releaseAll() bool {
-	nowMs := e.now().UnixMilli()
+func (c *core) releaseAll() bool {
+	nowMs := c.now().UnixMilli()
 	moved := false
-	for _, a := range e.agents {
-		if e.release(a, nowMs) {
+	for _, a := range c.agents {
+		if c.release(a, nowMs) {
 			moved = true
 		}
 	}
@@ -124,9 +128,9 @@ func (e *Engine) releaseAll() bool {
 }
 
 // nextGate is the earliest gate of an agent with held fires, if any.
-func (e *Engine) nextGate() (int64, bool) {
+func (c *core) nextGate() (int64, bool) {
 	best, ok := int64(0), false
-	for _, a := range e.agents {
+	for _, a := range c.agents {
 		if len(a.held) == 0 || a.policy.Disabled {
 			continue
 		}
@@ -137,124 +141,54 @@ func (e *Engine) nextGate() (int64, bool) {
 	return best, ok
 }
 
-// Claim implements relay.Queue. Entries come out in due order, ties in arm
-// order, under flow: a due entry whose agent has no room is moved to the
-// agent's held heap instead. Each claim takes a fresh fencing token from an
-// engine-wide counter, so a token is never handed out twice, not even after
-// a replay resets the attempt counter.
-func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flow relay.Flow) ([]relay.Lease, error) {
-	if max <= 0 {
-		return nil, nil
-	}
-	if leaseFor <= 0 {
-		return nil, fmt.Errorf("memory: claim: lease duration %s is not positive", leaseFor)
-	}
-	if err := e.lock(ctx); err != nil {
-		return nil, fmt.Errorf("memory: claim: %w", err)
-	}
-	defer e.mu.Unlock()
-	now := e.now()
-	nowMs := now.UnixMilli()
-	until := now.Add(leaseFor)
-	untilMs := ceilMs(until)
-	// Agents whose gate passed, or whose room grew, get their held fires
-	// back first, by this claim's flow.
-	for _, a := range e.agents {
-		if len(a.held) > 0 {
-			a.ep = a.policy.Effective(flow).Parallelism
-			e.release(a, nowMs)
-		}
-	}
-	var out []relay.Lease
-	claimed := time.Now()
-	for len(out) < max && len(e.due) > 0 && e.due[0].dueMs <= nowMs {
-		ent := e.due[0]
-		e.due.remove(ent)
-		a := e.agent(ent.shot.AgentID)
-		p := a.policy.Effective(flow)
-		a.ep = p.Parallelism
-		if a.room(p.Parallelism, nowMs) == 0 {
-			ent.held = true
-			a.held.push(ent)
-			continue
-		}
-		if p.Rate > 0 {
-			a.tatMs = math.Max(a.tatMs, float64(nowMs)) + 1000/p.Rate
-		}
-		e.tokens++
-		ent.token = e.tokens
-		ent.untilMs = untilMs
-		ent.shot.Attempt++
-		ent.shot.State = relay.StateLeased
-		e.leases.push(ent)
-		a.leased[ent] = struct{}{}
-		out = append(out, relay.Lease{OneShot: ent.shot, Token: ent.token, Until: until,
-			ClaimedAt: claimed, InstanceStopped: e.stopped[ent.shot.InstanceID], AgentFailures: a.failures})
-		e.pullForward(a, now, nowMs)
-	}
-	return out, nil
-}
-
-// pullForward makes a's armed fires whose flexible window has opened due
-// now, so that they go out in the wake a claim just started.
-func (e *Engine) pullForward(a *agentState, now time.Time, nowMs int64) {
-	for ent := range a.flex {
-		if ent.dueIdx >= 0 && !ent.held && ent.dueMs > nowMs && !ent.shot.FireAt.After(now) {
-			ent.dueMs = nowMs
-			ent.shot.DueAt = now
-			e.due.fix(ent)
-		}
-	}
-}
-
 // Down implements relay.Queue.
-func (e *Engine) Down(ctx context.Context, l relay.Lease, delay, hold time.Duration, reason string) error {
-	if err := e.lock(ctx); err != nil {
+func (fl *flows) Down(ctx context.Context, l relay.Lease, delay, hold time.Duration, reason string) error {
+	if err := fl.lock(ctx); err != nil {
 		return fmt.Errorf("memory: down: %w", err)
 	}
-	defer e.mu.Unlock()
-	ent, err := e.held(l)
+	defer fl.mu.Unlock()
+	ent, err := fl.held(l)
 	if err != nil {
 		return fmt.Errorf("memory: down %s: %w", l.ScheduleID, err)
 	}
-	a := e.agent(l.AgentID)
+	a := fl.agent(l.AgentID)
 	a.probing = true
 	a.failures = max(a.failures, l.AgentFailures+1)
-	a.gateMs = max(a.gateMs, e.now().Add(max(hold, 0)).UnixMilli())
-	e.requeue(ent, delay, reason)
+	a.gateMs = max(a.gateMs, fl.now().Add(max(hold, 0)).UnixMilli())
+	fl.requeue(ent, delay, reason)
 	return nil
 }
 
 // SetAgentPolicy implements relay.Flows.
-func (e *Engine) SetAgentPolicy(ctx context.Context, agentID string, p relay.AgentPolicy) error {
+func (fl *flows) SetAgentPolicy(ctx context.Context, agentID string, p relay.AgentPolicy) error {
 	if agentID == "" {
 		return fmt.Errorf("memory: set agent policy: empty agent id: %w", relay.ErrInvalidPolicy)
 	}
 	if err := p.Check(); err != nil {
 		return fmt.Errorf("memory: set agent policy of %s: %w: %w", agentID, relay.ErrInvalidPolicy, err)
 	}
-	if err := e.lock(ctx); err != nil {
+	if err := fl.lock(ctx); err != nil {
 		return fmt.Errorf("memory: set agent policy: %w", err)
 	}
-	defer e.mu.Unlock()
-	a := e.agent(agentID)
+	defer fl.mu.Unlock()
+	a := fl.agent(agentID)
 	a.policy = p
 	// Without a parallelism of its own the agent takes the next claim's
 	// default: every held fire goes back for that claim to judge.
 	a.ep = p.Parallelism
-	if e.release(a, e.now().UnixMilli()) {
-		e.signal()
+	if fl.release(a, fl.now().UnixMilli()) {
+		fl.signal()
 	}
 	return nil
 }
 
-// flowOf reports a's state; the caller holds e.mu.
-func (e *Engine) flowOf(agentID string, a *agentState) relay.AgentFlow {
+// flowOf reports a's state; the caller holds mu.
+func (fl *flows) flowOf(agentID string, a *agentState) relay.AgentFlow {
 	f := relay.AgentFlow{AgentID: agentID}
 	if a == nil {
 		return f
 	}
-	nowMs := e.now().UnixMilli()
+	nowMs := fl.now().UnixMilli()
 	f.Policy = a.policy
 	f.InFlight = a.inFlight(nowMs)
 	f.Held = len(a.held)
@@ -267,26 +201,26 @@ func (e *Engine) flowOf(agentID string, a *agentState) relay.AgentFlow {
 }
 
 // AgentFlow implements relay.Flows.
-func (e *Engine) AgentFlow(ctx context.Context, agentID string) (relay.AgentFlow, error) {
-	if err := e.lock(ctx); err != nil {
+func (fl *flows) AgentFlow(ctx context.Context, agentID string) (relay.AgentFlow, error) {
+	if err := fl.lock(ctx); err != nil {
 		return relay.AgentFlow{}, fmt.Errorf("memory: agent flow: %w", err)
 	}
-	defer e.mu.Unlock()
-	return e.flowOf(agentID, e.agents[agentID]), nil
+	defer fl.mu.Unlock()
+	return fl.flowOf(agentID, fl.agents[agentID]), nil
 }
 
 // AgentFlows implements relay.Flows.
-func (e *Engine) AgentFlows(ctx context.Context) ([]relay.AgentFlow, error) {
-	if err := e.lock(ctx); err != nil {
+func (fl *flows) AgentFlows(ctx context.Context) ([]relay.AgentFlow, error) {
+	if err := fl.lock(ctx); err != nil {
 		return nil, fmt.Errorf("memory: agent flows: %w", err)
 	}
-	defer e.mu.Unlock()
+	defer fl.mu.Unlock()
 	var out []relay.AgentFlow
-	for id, a := range e.agents {
+	for id, a := range fl.agents {
 		if a.policy == (relay.AgentPolicy{}) && len(a.held) == 0 && !a.probing {
 			continue
 		}
-		out = append(out, e.flowOf(id, a))
+		out = append(out, fl.flowOf(id, a))
 	}
 	slices.SortFunc(out, func(x, y relay.AgentFlow) int {
 		switch {
@@ -301,15 +235,15 @@ func (e *Engine) AgentFlows(ctx context.Context) ([]relay.AgentFlow, error) {
 }
 
 // AgentPhase implements relay.Flows.
-func (e *Engine) AgentPhase(ctx context.Context, agentID string) (float64, error) {
-	if err := e.lock(ctx); err != nil {
+func (fl *flows) AgentPhase(ctx context.Context, agentID string) (float64, error) {
+	if err := fl.lock(ctx); err != nil {
 		return 0, fmt.Errorf("memory: agent phase: %w", err)
 	}
-	defer e.mu.Unlock()
-	a := e.agent(agentID)
+	defer fl.mu.Unlock()
+	a := fl.agent(agentID)
 	if a.phase == 0 {
-		e.phases++
-		a.phase = relay.VanDerCorput(e.phases)
+		fl.phases++
+		a.phase = relay.VanDerCorput(fl.phases)
 	}
 	return a.phase, nil
 }

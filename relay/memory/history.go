@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/chronoscron/chronos/relay"
@@ -21,24 +22,34 @@ type history struct {
 	beats   map[string]relay.ProcessBeat
 }
 
+// deliveryHistory is the engine's relay.History. It has a lock of its own:
+// history never waits for a claim.
+type deliveryHistory struct {
+	now func() time.Time // the engine's clock
+
+	// history is the delivery history, made on first use, under histMu.
+	histMu  sync.Mutex
+	history *history
+}
+
 // hist returns the engine's history state, made on first use; the caller
-// holds e.histMu.
-func (e *Engine) hist() *history {
-	if e.history == nil {
-		e.history = &history{minutes: map[int64]*relay.HistoryMinute{}, recent: map[string][]relay.DeliveryRecord{},
+// holds dh.histMu.
+func (dh *deliveryHistory) hist() *history {
+	if dh.history == nil {
+		dh.history = &history{minutes: map[int64]*relay.HistoryMinute{}, recent: map[string][]relay.DeliveryRecord{},
 			beats: map[string]relay.ProcessBeat{}}
 	}
-	return e.history
+	return dh.history
 }
 
 // AddHistory implements relay.History.
-func (e *Engine) AddHistory(ctx context.Context, minutes []relay.HistoryMinute, recent []relay.DeliveryRecord) error {
+func (dh *deliveryHistory) AddHistory(ctx context.Context, minutes []relay.HistoryMinute, recent []relay.DeliveryRecord) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: add history: %w", err)
 	}
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
-	h := e.hist()
+	dh.histMu.Lock()
+	defer dh.histMu.Unlock()
+	h := dh.hist()
 	for _, m := range minutes {
 		k := m.Minute.Unix() / 60
 		cur := h.minutes[k]
@@ -56,7 +67,7 @@ func (e *Engine) AddHistory(ctx context.Context, minutes []relay.HistoryMinute, 
 		h.recent[r.AgentID] = list
 	}
 	// Forget what is past the retention.
-	oldest := e.now().Add(-relay.HistoryRetention)
+	oldest := dh.now().Add(-relay.HistoryRetention)
 	for k, m := range h.minutes {
 		if m.Minute.Before(oldest) {
 			delete(h.minutes, k)
@@ -71,14 +82,14 @@ func (e *Engine) AddHistory(ctx context.Context, minutes []relay.HistoryMinute, 
 }
 
 // HistoryMinutes implements relay.History.
-func (e *Engine) HistoryMinutes(ctx context.Context, from, to time.Time) ([]relay.HistoryMinute, error) {
+func (dh *deliveryHistory) HistoryMinutes(ctx context.Context, from, to time.Time) ([]relay.HistoryMinute, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: history minutes: %w", err)
 	}
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
+	dh.histMu.Lock()
+	defer dh.histMu.Unlock()
 	var out []relay.HistoryMinute
-	for _, m := range e.hist().minutes {
+	for _, m := range dh.hist().minutes {
 		if !m.Minute.Before(from) && m.Minute.Before(to) {
 			c := relay.HistoryMinute{Minute: m.Minute}
 			c.Add(*m)
@@ -90,16 +101,16 @@ func (e *Engine) HistoryMinutes(ctx context.Context, from, to time.Time) ([]rela
 }
 
 // RecentDeliveries implements relay.History.
-func (e *Engine) RecentDeliveries(ctx context.Context, agentID string, max int) ([]relay.DeliveryRecord, error) {
+func (dh *deliveryHistory) RecentDeliveries(ctx context.Context, agentID string, max int) ([]relay.DeliveryRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: recent deliveries: %w", err)
 	}
 	if max <= 0 || max > relay.HistoryRecent {
 		max = relay.HistoryRecent
 	}
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
-	list := e.hist().recent[agentID]
+	dh.histMu.Lock()
+	defer dh.histMu.Unlock()
+	list := dh.hist().recent[agentID]
 	out := make([]relay.DeliveryRecord, 0, min(max, len(list)))
 	for i := len(list) - 1; i >= 0 && len(out) < max; i-- {
 		out = append(out, list[i])
@@ -108,14 +119,14 @@ func (e *Engine) RecentDeliveries(ctx context.Context, agentID string, max int) 
 }
 
 // LastDeliveries implements relay.History.
-func (e *Engine) LastDeliveries(ctx context.Context) (map[string]relay.DeliveryRecord, error) {
+func (dh *deliveryHistory) LastDeliveries(ctx context.Context) (map[string]relay.DeliveryRecord, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: last deliveries: %w", err)
 	}
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
-	out := make(map[string]relay.DeliveryRecord, len(e.hist().recent))
-	for a, list := range e.hist().recent {
+	dh.histMu.Lock()
+	defer dh.histMu.Unlock()
+	out := make(map[string]relay.DeliveryRecord, len(dh.hist().recent))
+	for a, list := range dh.hist().recent {
 		if len(list) > 0 {
 			out[a] = list[len(list)-1]
 		}
@@ -123,47 +134,25 @@ func (e *Engine) LastDeliveries(ctx context.Context) (map[string]relay.DeliveryR
 	return out, nil
 }
 
-// DueHistogram implements relay.History: one-shots leased now count at
-// their due time too (a retry of theirs is due again then or later).
-func (e *Engine) DueHistogram(ctx context.Context, from time.Time, step time.Duration, n int) ([]int64, error) {
-	if step <= 0 || n <= 0 {
-		return nil, fmt.Errorf("memory: due histogram: step %s and n %d must be positive", step, n)
-	}
-	if err := e.lock(ctx); err != nil {
-		return nil, fmt.Errorf("memory: due histogram: %w", err)
-	}
-	defer e.mu.Unlock()
-	out := make([]int64, n)
-	fromMs, stepMs := from.UnixMilli(), step.Milliseconds()
-	for _, ent := range e.rows {
-		if d := ent.dueMs - fromMs; d >= 0 {
-			if i := d / stepMs; i < int64(n) {
-				out[i]++
-			}
-		}
-	}
-	return out, nil
-}
-
 // Beat implements relay.History.
-func (e *Engine) Beat(ctx context.Context, p relay.ProcessBeat) error {
+func (dh *deliveryHistory) Beat(ctx context.Context, p relay.ProcessBeat) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: beat: %w", err)
 	}
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
-	e.hist().beats[p.ID] = p
+	dh.histMu.Lock()
+	defer dh.histMu.Unlock()
+	dh.hist().beats[p.ID] = p
 	return nil
 }
 
 // Processes implements relay.History.
-func (e *Engine) Processes(ctx context.Context, since time.Time) ([]relay.ProcessBeat, error) {
+func (dh *deliveryHistory) Processes(ctx context.Context, since time.Time) ([]relay.ProcessBeat, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memory: processes: %w", err)
 	}
-	e.histMu.Lock()
-	defer e.histMu.Unlock()
-	h := e.hist()
+	dh.histMu.Lock()
+	defer dh.histMu.Unlock()
+	h := dh.hist()
 	out := make([]relay.ProcessBeat, 0, len(h.beats))
 	for id, p := range h.beats {
 		if p.BeatAt.Before(since) {

@@ -11,6 +11,9 @@ import (
 	"github.com/chronoscron/chronos/relay"
 )
 
+// records is the engine's relay.LastFires and relay.Instances.
+type records struct{ *core }
+
 // defaultUnarmedMax bounds an Unarmed answer when the query sets no Max.
 const defaultUnarmedMax = 1000
 
@@ -22,12 +25,12 @@ type lastFireRecord struct {
 
 // judged is what a record is worth against the armed rows: kept (the job
 // has no one-shot, or still the one the record is about) or superseded.
-// unarmed says the job has no one-shot at all. The caller holds e.mu.
-func (e *Engine) judge(r *lastFireRecord, expireBefore time.Time) (keep, unarmed bool) {
+// unarmed says the job has no one-shot at all. The caller holds mu.
+func (rs *records) judge(r *lastFireRecord, expireBefore time.Time) (keep, unarmed bool) {
 	if !expireBefore.IsZero() && r.fire.At.Before(expireBefore) {
 		return false, false
 	}
-	ent := e.rows[key{r.fire.AgentID, r.fire.JobID}]
+	ent := rs.rows[key{r.fire.AgentID, r.fire.JobID}]
 	switch {
 	case ent == nil:
 		return true, true
@@ -38,56 +41,56 @@ func (e *Engine) judge(r *lastFireRecord, expireBefore time.Time) (keep, unarmed
 	}
 }
 
-// forget drops the record of (agent, job). The caller holds e.mu.
-func (e *Engine) forget(agent, job string) {
-	jobs := e.lastFires[agent]
+// forget drops the record of (agent, job). The caller holds mu.
+func (rs *records) forget(agent, job string) {
+	jobs := rs.lastFires[agent]
 	delete(jobs, job)
 	if len(jobs) == 0 {
-		delete(e.lastFires, agent)
+		delete(rs.lastFires, agent)
 	}
 }
 
 // RecordLastFire implements relay.LastFires.
-func (e *Engine) RecordLastFire(ctx context.Context, f relay.LastFire) error {
+func (rs *records) RecordLastFire(ctx context.Context, f relay.LastFire) error {
 	if f.AgentID == "" || f.JobID == "" || f.ScheduleID == "" || f.Outcome == "" {
 		return errors.New("memory: record last fire: agent id, job id, schedule id and outcome are required")
 	}
-	if err := e.lock(ctx); err != nil {
+	if err := rs.lock(ctx); err != nil {
 		return fmt.Errorf("memory: record last fire: %w", err)
 	}
-	defer e.mu.Unlock()
-	if e.lastFires == nil {
-		e.lastFires = make(map[string]map[string]*lastFireRecord)
+	defer rs.mu.Unlock()
+	if rs.lastFires == nil {
+		rs.lastFires = make(map[string]map[string]*lastFireRecord)
 	}
-	jobs := e.lastFires[f.AgentID]
+	jobs := rs.lastFires[f.AgentID]
 	if jobs == nil {
 		jobs = make(map[string]*lastFireRecord)
-		e.lastFires[f.AgentID] = jobs
+		rs.lastFires[f.AgentID] = jobs
 	}
 	jobs[f.JobID] = &lastFireRecord{fire: f}
 	return nil
 }
 
 // ForgetLastFire implements relay.LastFires.
-func (e *Engine) ForgetLastFire(ctx context.Context, agentID, jobID string) error {
-	if err := e.lock(ctx); err != nil {
+func (rs *records) ForgetLastFire(ctx context.Context, agentID, jobID string) error {
+	if err := rs.lock(ctx); err != nil {
 		return fmt.Errorf("memory: forget last fire: %w", err)
 	}
-	defer e.mu.Unlock()
-	e.forget(agentID, jobID)
+	defer rs.mu.Unlock()
+	rs.forget(agentID, jobID)
 	return nil
 }
 
 // LastFiresOf implements relay.LastFires.
-func (e *Engine) LastFiresOf(ctx context.Context, agentID string, expireBefore time.Time) ([]relay.LastFire, error) {
-	if err := e.lock(ctx); err != nil {
+func (rs *records) LastFiresOf(ctx context.Context, agentID string, expireBefore time.Time) ([]relay.LastFire, error) {
+	if err := rs.lock(ctx); err != nil {
 		return nil, fmt.Errorf("memory: last fires: %w", err)
 	}
-	defer e.mu.Unlock()
+	defer rs.mu.Unlock()
 	var out []relay.LastFire
-	for job, r := range e.lastFires[agentID] {
-		if keep, _ := e.judge(r, expireBefore); !keep {
-			e.forget(agentID, job)
+	for job, r := range rs.lastFires[agentID] {
+		if keep, _ := rs.judge(r, expireBefore); !keep {
+			rs.forget(agentID, job)
 			continue
 		}
 		out = append(out, r.fire)
@@ -97,20 +100,20 @@ func (e *Engine) LastFiresOf(ctx context.Context, agentID string, expireBefore t
 }
 
 // Unarmed implements relay.LastFires.
-func (e *Engine) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.UnarmedFire, bool, error) {
+func (rs *records) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.UnarmedFire, bool, error) {
 	if q.Max <= 0 {
 		q.Max = defaultUnarmedMax
 	}
-	if err := e.lock(ctx); err != nil {
+	if err := rs.lock(ctx); err != nil {
 		return nil, false, fmt.Errorf("memory: unarmed: %w", err)
 	}
-	defer e.mu.Unlock()
+	defer rs.mu.Unlock()
 	var found []*lastFireRecord
 	visit := func(agent string, jobs map[string]*lastFireRecord) {
 		for job, r := range jobs {
-			keep, unarmed := e.judge(r, q.ExpireBefore)
+			keep, unarmed := rs.judge(r, q.ExpireBefore)
 			if !keep {
-				e.forget(agent, job)
+				rs.forget(agent, job)
 				continue
 			}
 			if unarmed && !r.fire.At.After(q.Before) {
@@ -119,9 +122,9 @@ func (e *Engine) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.Una
 		}
 	}
 	if q.AgentID != "" {
-		visit(q.AgentID, e.lastFires[q.AgentID])
+		visit(q.AgentID, rs.lastFires[q.AgentID])
 	} else {
-		for agent, jobs := range e.lastFires {
+		for agent, jobs := range rs.lastFires {
 			visit(agent, jobs)
 		}
 	}
@@ -145,15 +148,15 @@ func (e *Engine) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.Una
 }
 
 // NoteInstance implements relay.Instances.
-func (e *Engine) NoteInstance(ctx context.Context, instanceID string, state relay.InstanceState, at time.Time) error {
+func (rs *records) NoteInstance(ctx context.Context, instanceID string, state relay.InstanceState, at time.Time) error {
 	if err := state.Check(); err != nil {
 		return fmt.Errorf("memory: note instance: %w", err)
 	}
-	if err := e.lock(ctx); err != nil {
+	if err := rs.lock(ctx); err != nil {
 		return fmt.Errorf("memory: note instance: %w", err)
 	}
-	defer e.mu.Unlock()
-	info := e.instance(instanceID)
+	defer rs.mu.Unlock()
+	info := rs.instance(instanceID)
 	if state == relay.InstanceStopped {
 		info.StoppedAt = at
 	} else {
@@ -163,39 +166,39 @@ func (e *Engine) NoteInstance(ctx context.Context, instanceID string, state rela
 }
 
 // SetInstanceCallback implements relay.Instances.
-func (e *Engine) SetInstanceCallback(ctx context.Context, instanceID, callbackURL string) error {
-	if err := e.lock(ctx); err != nil {
+func (rs *records) SetInstanceCallback(ctx context.Context, instanceID, callbackURL string) error {
+	if err := rs.lock(ctx); err != nil {
 		return fmt.Errorf("memory: set instance callback: %w", err)
 	}
-	defer e.mu.Unlock()
-	e.instance(instanceID).CallbackURL = callbackURL
+	defer rs.mu.Unlock()
+	rs.instance(instanceID).CallbackURL = callbackURL
 	return nil
 }
 
 // Instance implements relay.Instances.
-func (e *Engine) Instance(ctx context.Context, instanceID string) (relay.InstanceInfo, error) {
-	if err := e.lock(ctx); err != nil {
+func (rs *records) Instance(ctx context.Context, instanceID string) (relay.InstanceInfo, error) {
+	if err := rs.lock(ctx); err != nil {
 		return relay.InstanceInfo{}, fmt.Errorf("memory: instance: %w", err)
 	}
-	defer e.mu.Unlock()
+	defer rs.mu.Unlock()
 	info := relay.InstanceInfo{InstanceID: instanceID}
-	if i := e.instances[instanceID]; i != nil {
+	if i := rs.instances[instanceID]; i != nil {
 		info = *i
 	}
-	info.Stopped = e.stopped[instanceID]
+	info.Stopped = rs.stopped[instanceID]
 	return info, nil
 }
 
 // instance returns the record of instanceID, creating it. The caller holds
-// e.mu.
-func (e *Engine) instance(id string) *relay.InstanceInfo {
-	if e.instances == nil {
-		e.instances = make(map[string]*relay.InstanceInfo)
+// mu.
+func (rs *records) instance(id string) *relay.InstanceInfo {
+	if rs.instances == nil {
+		rs.instances = make(map[string]*relay.InstanceInfo)
 	}
-	i := e.instances[id]
+	i := rs.instances[id]
 	if i == nil {
 		i = &relay.InstanceInfo{InstanceID: id}
-		e.instances[id] = i
+		rs.instances[id] = i
 	}
 	return i
 }

@@ -9,29 +9,29 @@ import (
 
 // RaiseRekeyFloor implements relay.Control. The floor is kept in whole
 // milliseconds, rounded up, as the Redis engine keeps it.
-func (e *Engine) RaiseRekeyFloor(ctx context.Context, agentID string, at time.Time) (time.Time, error) {
+func (ct *control) RaiseRekeyFloor(ctx context.Context, agentID string, at time.Time) (time.Time, error) {
 	if agentID == "" {
 		return time.Time{}, errors.New("memory: raise rekey floor: empty agent id")
 	}
-	if err := e.lock(ctx); err != nil {
+	if err := ct.lock(ctx); err != nil {
 		return time.Time{}, fmt.Errorf("memory: raise rekey floor: %w", err)
 	}
-	defer e.mu.Unlock()
-	if e.rekey == nil {
-		e.rekey = make(map[string]time.Time)
+	defer ct.mu.Unlock()
+	if ct.rekey == nil {
+		ct.rekey = make(map[string]time.Time)
 	}
 	floor := time.UnixMilli(ceilMs(at)).UTC()
-	if cur, ok := e.rekey[agentID]; !ok || floor.After(cur) {
-		e.rekey[agentID] = floor
+	if cur, ok := ct.rekey[agentID]; !ok || floor.After(cur) {
+		ct.rekey[agentID] = floor
 	}
-	return e.rekey[agentID], nil
+	return ct.rekey[agentID], nil
 }
 
 // RekeyFloor implements relay.Control.
-func (e *Engine) RekeyFloor(ctx context.Context, agentID string) (time.Time, error) {
-	if err := e.lock(ctx); err != nil {
+func (ct *control) RekeyFloor(ctx context.Context, agentID string) (time.Time, error) {
+	if err := ct.lock(ctx); err != nil {
 		return time.Time{}, fmt.Errorf("memory: rekey floor: %w", err)
 	}
-	defer e.mu.Unlock()
-	return e.rekey[agentID], nil
+	defer ct.mu.Unlock()
+	return ct.rekey[agentID], nil
 }

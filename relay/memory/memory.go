@@ -42,9 +42,9 @@ type entry struct {
 
 // Engine is the in-memory relay.Engine. It is safe for concurrent use.
 //
-// Its methods come from the parts it is made of, one per responsibility,
-// all on one state (core) under one lock but history, which has a lock of
-// its own.
+// Its methods come from the parts it is made of, one per responsibility.
+// Every part but history works on the one shared state (core) under its one
+// lock; history keeps a lock of its own.
 type Engine struct {
 	*core            // the state, its lock, Close
 	*queue           // armed rows, claims and leases: relay.Armed, relay.Queue (queue.go)

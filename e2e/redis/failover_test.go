@@ -25,11 +25,6 @@ import (
 const (
 	foShards      = 12
 	foNodeTimeout = 2 * time.Second
-	// foMaxLiveRepeats bounds the repeats of the surviving masters' fires
-	// in a burst, to catch a return to the earlier behaviour (57 to 230 per
-	// run) on a loaded machine: 0 to 11 per run now, about 25 with
-	// cluster-require-full-coverage yes.
-	foMaxLiveRepeats = 40
 	// foRecover is how soon after the promotion of the replica the failed
 	// master's shards must flow again and its agents' API calls answer 200.
 	foRecover = 5 * time.Second
@@ -413,17 +408,14 @@ func TestClusterFailoverDuringBurst(t *testing.T) {
 	if resumedAt.Sub(promoted) > foRecover {
 		t.Errorf("the failed master's fires flowed again %s after the promotion, want within %s", resumedAt.Sub(promoted), foRecover)
 	}
-	// Issue 38 asks for no repeat at all on the surviving masters and for
-	// every fire due before the promotion within 5 s of it; a few repeats
-	// of fires in flight at the kill, and a few such fires retried later,
-	// remain (see docs/capacity.md). The bounds below catch a return to the
-	// earlier behaviour (hundreds of repeats, a pause of a minute).
-	if dupLive > 0 || lateDead > foRecover {
-		t.Logf("short of the target: %d repeats on the surviving masters (want 0); fires due before the promotion arrived up to %s after it (want %s)",
-			dupLive, lateDead.Round(time.Millisecond), foRecover)
+	if dupLive > 0 {
+		t.Errorf("%d fires of the surviving masters delivered twice, want none", dupLive)
 	}
-	if dupLive > foMaxLiveRepeats {
-		t.Errorf("%d fires of the surviving masters delivered twice, want at most %d", dupLive, foMaxLiveRepeats)
+	// Fires in flight on the failed master when it died come back when
+	// their leases lapse and NAS answers again: later than the flow of its
+	// other fires, within a few seconds more (see docs/capacity.md).
+	if lateDead > foRecover {
+		t.Logf("fires of the failed master due before the promotion arrived up to %s after it", lateDead.Round(time.Millisecond))
 	}
 	if lateDead > 3*foRecover {
 		t.Errorf("the failed master's fires due before the promotion arrived up to %s after it, want within %s", lateDead, 3*foRecover)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -550,7 +551,6 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 	if err := (relay.AgentPolicy{Parallelism: flow.Parallelism, Rate: flow.Rate}).Check(); err != nil {
 		return nil, fmt.Errorf("redis: claim: flow: %w", err)
 	}
-	leaseMs := durMs(leaseFor)
 	start := int(e.rr.Add(1))
 	full := min(max*peekFactor, maxPeek)
 	share := (full + e.k.shards - 1) / e.k.shards
@@ -573,6 +573,8 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 		}
 	}
 	var out []relay.Lease
+	var failed error // the first shard that did not answer
+	answered := heads != nil && slices.ContainsFunc(down, func(err error) bool { return err == nil })
 	for i := range e.k.shards {
 		s := (start + i) % e.k.shards
 		h := shardHead{asked: asked(s)}
@@ -588,16 +590,41 @@ func (e *Engine) Claim(ctx context.Context, max int, leaseFor time.Duration, flo
 				continue
 			}
 		}
-		got, err := e.claimFrom(ctx, s, max-len(out), leaseMs, flow, h)
+		got, err := e.claimFrom(e.holding(ctx, len(out) > 0, leaseFor), s, max-len(out), leaseFor, flow, h)
 		out = append(out, got...)
+		if errors.Is(err, relay.ErrUnavailable) {
+			// Its master went down since the peek (or is failing over):
+			// the leases taken elsewhere go out now, and the next claim
+			// tries it again.
+			failed = cmp.Or(failed, err)
+			continue
+		}
 		if err != nil {
 			return out, err // with the leases taken so far: they are the caller's
 		}
+		answered = true
 		if len(out) >= max {
 			break
 		}
 	}
+	if failed != nil && !answered {
+		return out, failed
+	}
 	return out, nil
+}
+
+// holding bounds the calls of a claim that already holds leases: their
+// leases run from the moment Redis took them, and a call to a master that
+// has just gone down, retried for Options.RetryFor, would keep them from
+// their dispatcher until they lapse (and the fires of healthy masters went
+// out twice). Such a call gets a tenth of the lease, between 200 ms and
+// 1 s, and fails as unavailable after that; a claim holding nothing yet
+// waits as any call does.
+func (e *Engine) holding(ctx context.Context, holds bool, leaseFor time.Duration) context.Context {
+	if !holds {
+		return ctx
+	}
+	return relay.WithCallTimeout(ctx, min(max(leaseFor/10, 200*time.Millisecond), time.Second))
 }
 
 // decodePeek reads scriptPeekDue's {{member...}, {agent...}, more} or
@@ -642,8 +669,9 @@ type shardHead struct {
 // its head h, and reading the shard again while others took what it saw,
 // while flow control held back what it saw of a head that holds more, or
 // while more agents' held fires may go out than it saw.
-func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, flow relay.Flow, h shardHead) ([]relay.Lease, error) {
+func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseFor time.Duration, flow relay.Flow, h shardHead) ([]relay.Lease, error) {
 	cands, asked, agents, more := h.cands, h.asked, h.agents, h.more
+	leaseMs := durMs(leaseFor)
 	var out []relay.Lease
 	grow, busy := 0, 0
 	for try := 0; try < claimWork && len(out) < want; try++ {
@@ -664,7 +692,7 @@ func (e *Engine) claimFrom(ctx context.Context, s, want int, leaseMs int64, flow
 			cands = nil // nothing peeked to go on: read the shard
 		}
 		given := cands != nil
-		got, r, err := e.claimShard(ctx, s, n, ask, leaseMs, flow, cands, agents)
+		got, r, err := e.claimShard(e.holding(ctx, len(out) > 0, leaseFor), s, n, ask, leaseMs, flow, cands, agents)
 		if given {
 			r.more = more
 		}

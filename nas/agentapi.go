@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,8 +20,16 @@ import (
 	"github.com/chronoscron/chronos/relay/cronkey"
 )
 
+// AgentAPI is the agent API. It is safe for concurrent use.
+type AgentAPI struct {
+	*core
+	flow   *Flow
+	heal   *SelfHeal
+	direct *directKeys
+}
+
 // checkArm validates one arm request and returns the normalised callback.
-func (s *Service) checkArm(jobID string, fireAt contract.Time, callback, dedupKey string, flexSeconds int64, now time.Time) (string, *contract.Error) {
+func (s *AgentAPI) checkArm(jobID string, fireAt contract.Time, callback, dedupKey string, flexSeconds int64, now time.Time) (string, *contract.Error) {
 	if e := checkJobID(jobID); e != nil {
 		return "", e
 	}
@@ -64,14 +73,14 @@ func newScheduleID() string {
 // window, the fire is first due at the agent's phase inside it
 // (relay.FlexDue), so that the fires of many agents spread over their
 // windows while each agent's own fires stay together.
-func (s *Service) armRequest(ctx context.Context, id Identity, jobID string, fireAt contract.Time, callback string, flexSeconds int64) (relay.ArmRequest, error) {
+func (s *AgentAPI) armRequest(ctx context.Context, id Identity, jobID string, fireAt contract.Time, callback string, flexSeconds int64) (relay.ArmRequest, error) {
 	req := relay.ArmRequest{
 		AgentID: id.AgentID, InstanceID: id.InstanceID, JobID: jobID,
 		FireAt: fireAt.Time, FireAtSpelling: fireAt.Spelling(), CallbackURL: callback,
 		ScheduleID: newScheduleID(), MaxArmed: s.cfg.Limits.MaxArmedPerAgent,
 	}
 	if flexSeconds > 0 {
-		phase, err := s.agentPhase(ctx, id.AgentID)
+		phase, err := s.flow.agentPhase(ctx, id.AgentID)
 		if err != nil {
 			return relay.ArmRequest{}, err
 		}
@@ -92,7 +101,7 @@ func (s *Service) armRequest(ctx context.Context, id Identity, jobID string, fir
 // direct delivery NAS does not allow, or for "nas", is armed NAS-mediated
 // (a key the job held is retired) and answered delivery "nas". One that
 // asks for nothing is answered as before delivery modes existed.
-func (s *Service) Provision(ctx context.Context, id Identity, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
+func (s *AgentAPI) Provision(ctx context.Context, id Identity, req contract.ProvisionRequest) (contract.ProvisionResponse, error) {
 	if !contract.ValidDelivery(req.Delivery) {
 		return contract.ProvisionResponse{}, contract.BadRequest(contract.CodeInvalidRequest,
 			"delivery must be %q or %q (or left out), not %q", contract.DeliveryNAS, contract.DeliveryDirect, req.Delivery)
@@ -109,19 +118,19 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 		res relay.ArmResult
 		key cronkey.Key
 	)
-	if req.Delivery == contract.DeliveryDirect && s.directAllowed(ctx, id.AgentID) {
-		minted, err := s.withCronKey(ctx, &arm)
+	if req.Delivery == contract.DeliveryDirect && s.direct.directAllowed(ctx, id.AgentID) {
+		minted, err := s.direct.withCronKey(ctx, &arm)
 		if err != nil {
 			return contract.ProvisionResponse{}, err
 		}
-		res, key, err = s.armDirect(ctx, arm, minted)
+		res, key, err = s.direct.armDirect(ctx, arm, minted)
 		if err != nil {
 			return contract.ProvisionResponse{}, s.engineErr("provision", err)
 		}
 	} else if res, err = s.engine.Arm(ctx, arm); err != nil {
 		return contract.ProvisionResponse{}, s.engineErr("provision", err)
 	}
-	s.logRekeyed(ctx, res)
+	s.direct.logRekeyed(ctx, res)
 	if res.Changed {
 		s.noteSummary(ctx, summaryArmed, 0)
 		if s.log.Enabled(ctx, slog.LevelDebug) {
@@ -129,7 +138,7 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 				"schedule_id", res.OneShot.ScheduleID, "fire_at", contract.FormatTime(res.OneShot.FireAt), "replaced", res.Replaced)
 		}
 	}
-	s.rememberCallback(ctx, id.InstanceID, cb)
+	s.heal.rememberCallback(ctx, id.InstanceID, cb)
 	resp := contract.ProvisionResponse{ScheduleID: res.OneShot.ScheduleID, FireAt: fireAt(res.OneShot), Armed: true}
 	switch {
 	case req.Delivery == "":
@@ -142,7 +151,7 @@ func (s *Service) Provision(ctx context.Context, id Identity, req contract.Provi
 }
 
 // Cancel removes id's job; an unknown job is a no-op.
-func (s *Service) Cancel(ctx context.Context, id Identity, req contract.CancelRequest) (contract.OKResponse, error) {
+func (s *AgentAPI) Cancel(ctx context.Context, id Identity, req contract.CancelRequest) (contract.OKResponse, error) {
 	if e := checkJobID(req.JobID); e != nil {
 		return contract.OKResponse{}, e
 	}
@@ -172,7 +181,7 @@ const listChunk = 1000
 // (no cursor) also carries the agent's failed fires: those dead-lettered
 // within failed_fires_retention that it has not acknowledged, oldest first,
 // at most contract.MaxFailedFires. Reading consumes nothing.
-func (s *Service) List(ctx context.Context, id Identity, limit int, cursor string) (contract.ListResponse, error) {
+func (s *AgentAPI) List(ctx context.Context, id Identity, limit int, cursor string) (contract.ListResponse, error) {
 	engineCursor := ""
 	if cursor != "" {
 		c, ok := s.cursors.Open(id.AgentID, cursor)
@@ -214,7 +223,7 @@ func (s *Service) List(ctx context.Context, id Identity, limit int, cursor strin
 				Attempts: d.Attempt, Reason: d.Reason, FailedAt: contract.NewTime(d.FailedAt),
 			})
 		}
-		if resp.Unarmed, resp.Instance, err = s.listExtras(ctx, id); err != nil {
+		if resp.Unarmed, resp.Instance, err = s.heal.listExtras(ctx, id); err != nil {
 			return contract.ListResponse{}, s.engineErr("list", err)
 		}
 	}
@@ -223,7 +232,7 @@ func (s *Service) List(ctx context.Context, id Identity, limit int, cursor strin
 
 // listAll reads every armed row of agentID after the engine cursor, in
 // chunks, so that no single engine call holds the store for long.
-func (s *Service) listAll(ctx context.Context, agentID, cursor string) ([]relay.OneShot, error) {
+func (s *AgentAPI) listAll(ctx context.Context, agentID, cursor string) ([]relay.OneShot, error) {
 	var all []relay.OneShot
 	for {
 		items, next, err := s.engine.List(ctx, agentID, cursor, listChunk)
@@ -243,7 +252,7 @@ func (s *Service) listAll(ctx context.Context, agentID, cursor string) ([]relay.
 // unknown, of another agent, replayed or already acknowledged are ignored;
 // the answer counts the others. 1 to contract.MaxFailedFires non-empty ids of
 // at most 256 bytes; anything else is a 400 and changes nothing.
-func (s *Service) AckFailedFires(ctx context.Context, id Identity, req contract.FailedFiresAckRequest) (contract.FailedFiresAckResponse, error) {
+func (s *AgentAPI) AckFailedFires(ctx context.Context, id Identity, req contract.FailedFiresAckRequest) (contract.FailedFiresAckResponse, error) {
 	switch n := len(req.ScheduleIDs); {
 	case req.ScheduleIDs == nil:
 		return contract.FailedFiresAckResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "schedule_ids is required")
@@ -280,7 +289,7 @@ func armedJob(o relay.OneShot) contract.ArmedJob {
 // PutArmed makes id's armed set equal to req: it validates every entry first
 // (nothing is written on any error), cancels jobs not listed, then arms each
 // listed job (an upsert per job).
-func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArmedRequest) (contract.PutArmedResponse, error) {
+func (s *AgentAPI) PutArmed(ctx context.Context, id Identity, req contract.PutArmedRequest) (contract.PutArmedResponse, error) {
 	now := s.now()
 	if req.Armed == nil {
 		return contract.PutArmedResponse{}, contract.BadRequest(contract.CodeInvalidRequest, "armed is required (an empty list cancels everything)")
@@ -308,7 +317,7 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 	if flex {
 		// Read before anything is written: a phase the store cannot give
 		// fails the call with nothing changed.
-		if _, err := s.agentPhase(ctx, id.AgentID); err != nil {
+		if _, err := s.flow.agentPhase(ctx, id.AgentID); err != nil {
 			return contract.PutArmedResponse{}, fmt.Errorf("put armed: %w", err)
 		}
 	}
@@ -346,7 +355,7 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 		}
 		// The bulk form carries no delivery mode and no key: a direct job
 		// stays direct under the key it holds (a provision re-keys it).
-		if held := existing[jobID].Direct; held.IsDirect() && s.directAllowed(ctx, id.AgentID) {
+		if held := existing[jobID].Direct; held.IsDirect() && s.direct.directAllowed(ctx, id.AgentID) {
 			arm.Direct = held
 		}
 		res, err := s.engine.Arm(ctx, arm)
@@ -363,10 +372,39 @@ func (s *Service) PutArmed(ctx context.Context, id Identity, req contract.PutArm
 			resp.Created = append(resp.Created, jobID)
 		}
 		resp.Armed = append(resp.Armed, armedJob(res.OneShot))
-		s.rememberCallback(ctx, id.InstanceID, callbacks[jobID])
+		s.heal.rememberCallback(ctx, id.InstanceID, callbacks[jobID])
 	}
 	sort.Strings(resp.Cancelled)
 	s.log.InfoContext(ctx, "armed set replaced", "agent_id", id.AgentID, "created", len(resp.Created),
 		"updated", len(resp.Updated), "cancelled", len(resp.Cancelled), "unchanged", len(resp.Unchanged))
 	return resp, nil
+}
+
+// Authorize identifies the agent of an Authorization header and takes one
+// token of its rate limit. Errors are *contract.Error: 401 unauthenticated
+// (missing or malformed header), 401 invalid_token, 403 invalid_client (not
+// a provisioned agent, or one the operator or the agents file disabled:
+// known from memory, never from a store read that could fail), 429
+// rate_limited with RetryAfter.
+func (s *AgentAPI) Authorize(ctx context.Context, authorization string) (Identity, error) {
+	token, ok := contract.BearerToken(authorization)
+	if !ok {
+		return Identity{}, contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "missing or malformed Authorization: Bearer header")
+	}
+	id, err := s.verifier.VerifyAgent(ctx, token)
+	switch {
+	case errors.Is(err, ErrUnknownAgent):
+		return Identity{}, contract.Errorf(http.StatusForbidden, contract.CodeInvalidClient, "the token is not a provisioned agent")
+	case err != nil:
+		return Identity{}, contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "the token could not be verified")
+	}
+	if s.flow.AgentDisabled(id.AgentID) {
+		return Identity{}, errAgentDisabled()
+	}
+	if allowed, wait := s.limiter.Allow(id.AgentID, s.now()); !allowed {
+		e := contract.Errorf(http.StatusTooManyRequests, contract.CodeRateLimited, "too many calls; retry later")
+		e.RetryAfter = wait
+		return Identity{}, e
+	}
+	return id, nil
 }

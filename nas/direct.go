@@ -14,13 +14,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
 	"github.com/chronoscron/chronos/relay/cronkey"
 )
 
-// directState is the Service's part for direct delivery.
-type directState struct {
+// directKeys is the Service's part for direct delivery: it mints and seals
+// the jobs' cron keys.
+type directKeys struct {
+	*core
 	// sealer seals cron keys for the store; nil without
 	// relay.cron_key_encryption_key_file (no agent gets direct delivery).
 	sealer *cronkey.Sealer
@@ -37,18 +38,18 @@ func errNoCronKeyFile(agentID string) error {
 		"make a key with `head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE` and name FILE there, or remove delivery: direct", agentID)
 }
 
-// initDirect loads the encryption key of cron keys and refuses an agents
+// newDirectKeys loads the encryption key of cron keys and refuses an agents
 // file that allows an agent direct delivery without one.
-func (s *Service) initDirect(src AgentPolicySource) error {
-	sealer, err := s.cfg.CronKeySealer()
+func newDirectKeys(c *core) (*directKeys, error) {
+	sealer, err := c.cfg.CronKeySealer()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.direct.sealer = sealer
-	if sealer != nil || src == nil {
-		return nil
+	s := &directKeys{core: c, sealer: sealer}
+	if sealer != nil || c.source == nil {
+		return s, nil
 	}
-	policies, _ := src.AgentPolicies()
+	policies, _ := c.source.AgentPolicies()
 	var first string
 	for a, p := range policies {
 		if p.Direct && (first == "" || a < first) {
@@ -56,25 +57,25 @@ func (s *Service) initDirect(src AgentPolicySource) error {
 		}
 	}
 	if first != "" {
-		return errNoCronKeyFile(first)
+		return nil, errNoCronKeyFile(first)
 	}
-	return nil
+	return s, nil
 }
 
 // directAllowed reports whether the agents file allows agentID direct
 // delivery and NAS can seal its keys. An agents file reloaded with a new
 // direct agent while NAS has no encryption key arms it NAS-mediated and
 // says so once.
-func (s *Service) directAllowed(ctx context.Context, agentID string) bool {
-	if s.flow.source == nil {
+func (s *directKeys) directAllowed(ctx context.Context, agentID string) bool {
+	if s.source == nil {
 		return false
 	}
-	policies, _ := s.flow.source.AgentPolicies()
+	policies, _ := s.source.AgentPolicies()
 	if !policies[agentID].Direct {
 		return false
 	}
-	if s.direct.sealer == nil {
-		if _, seen := s.direct.warned.LoadOrStore(agentID, true); !seen {
+	if s.sealer == nil {
+		if _, seen := s.warned.LoadOrStore(agentID, true); !seen {
 			s.log.WarnContext(ctx, "the agents file allows the agent direct delivery, but relay.cron_key_encryption_key_file is not set: its fires are armed NAS-mediated until NAS restarts with it",
 				"agent_id", agentID)
 		}
@@ -87,7 +88,7 @@ func (s *Service) directAllowed(ctx context.Context, agentID string) bool {
 // sealed for the job, which the store keeps only when the job's row holds no
 // key minted since the agent's rekey floor and within
 // relay.cron_key_max_age. It returns the fresh key.
-func (s *Service) withCronKey(ctx context.Context, arm *relay.ArmRequest) (cronkey.Key, error) {
+func (s *directKeys) withCronKey(ctx context.Context, arm *relay.ArmRequest) (cronkey.Key, error) {
 	floor, err := s.engine.RekeyFloor(ctx, arm.AgentID)
 	if err != nil {
 		return cronkey.Key{}, s.engineErr("provision: rekey floor", err)
@@ -102,12 +103,12 @@ func (s *Service) withCronKey(ctx context.Context, arm *relay.ArmRequest) (cronk
 
 // sealFresh mints a key for arm's job, seals it and sets arm.Direct and
 // arm.KeepKeyFrom.
-func (s *Service) sealFresh(arm *relay.ArmRequest, now, keepFrom time.Time) (cronkey.Key, error) {
+func (s *directKeys) sealFresh(arm *relay.ArmRequest, now, keepFrom time.Time) (cronkey.Key, error) {
 	key, err := cronkey.Mint()
 	if err != nil {
 		return cronkey.Key{}, fmt.Errorf("provision: %w", err)
 	}
-	sealed, err := s.direct.sealer.Seal(arm.AgentID, arm.JobID, key)
+	sealed, err := s.sealer.Seal(arm.AgentID, arm.JobID, key)
 	if err != nil {
 		return cronkey.Key{}, fmt.Errorf("provision: %w", err)
 	}
@@ -123,7 +124,7 @@ func (s *Service) sealFresh(arm *relay.ArmRequest, now, keepFrom time.Time) (cro
 // (sealed under an encryption key since replaced, or damaged) is replaced
 // by a new one at once, so that the agent is never answered a key its
 // fires are not signed with.
-func (s *Service) armDirect(ctx context.Context, arm relay.ArmRequest, minted cronkey.Key) (relay.ArmResult, cronkey.Key, error) {
+func (s *directKeys) armDirect(ctx context.Context, arm relay.ArmRequest, minted cronkey.Key) (relay.ArmResult, cronkey.Key, error) {
 	res, err := s.engine.Arm(ctx, arm)
 	if err != nil {
 		return relay.ArmResult{}, cronkey.Key{}, err
@@ -132,7 +133,7 @@ func (s *Service) armDirect(ctx context.Context, arm relay.ArmRequest, minted cr
 	if held.KeyID == minted.ID {
 		return res, minted, nil
 	}
-	key, err := s.direct.sealer.Open(arm.AgentID, arm.JobID, held.Sealed)
+	key, err := s.sealer.Open(arm.AgentID, arm.JobID, held.Sealed)
 	if err == nil && key.ID == held.KeyID {
 		return res, key, nil
 	}
@@ -159,7 +160,7 @@ func (s *Service) armDirect(ctx context.Context, arm relay.ArmRequest, minted cr
 }
 
 // logRekeyed notes a job whose cron key changed (by its id only).
-func (s *Service) logRekeyed(ctx context.Context, res relay.ArmResult) {
+func (s *directKeys) logRekeyed(ctx context.Context, res relay.ArmResult) {
 	if !res.Rekeyed || !s.log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
@@ -170,38 +171,4 @@ func (s *Service) logRekeyed(ctx context.Context, res relay.ArmResult) {
 		return
 	}
 	s.log.InfoContext(ctx, "cron key retired: the job is armed NAS-mediated", "agent_id", o.AgentID, "job_id", o.JobID, "schedule_id", o.ScheduleID)
-}
-
-// RekeyAgent retires every cron key of agentID's direct jobs: it raises the
-// agent's rekey floor in the store to now, so that the next provision of
-// each job mints a new key (in every NAS process at once), and asks the
-// agent's instances to reconcile (reason contract.ReconcileReasonRekey),
-// which provisions them. A fire armed under an old key keeps it until its
-// job is provisioned again, so no fire is lost. An agent NAS knows nothing
-// of is 404 and nothing changes, as for DisableAgent.
-func (s *Service) RekeyAgent(ctx context.Context, agentID string) (contract.AgentRekeyResponse, error) {
-	if e := checkPathID("agent_id", agentID); e != nil {
-		return contract.AgentRekeyResponse{}, e
-	}
-	fl, err := s.engine.AgentFlow(ctx, agentID)
-	if err != nil {
-		return contract.AgentRekeyResponse{}, fmt.Errorf("rekey: %w", err)
-	}
-	known, err := s.agentKnown(ctx, agentID, fl)
-	if err != nil {
-		return contract.AgentRekeyResponse{}, fmt.Errorf("rekey: %w", err)
-	}
-	if !known {
-		return contract.AgentRekeyResponse{}, errUnknownAgent(agentID)
-	}
-	// Every key minted up to this millisecond is retired (MintedAt is kept
-	// in whole milliseconds).
-	floor, err := s.engine.RaiseRekeyFloor(ctx, agentID, s.now().Truncate(time.Millisecond).Add(time.Millisecond))
-	if err != nil {
-		return contract.AgentRekeyResponse{}, fmt.Errorf("rekey: %w", err)
-	}
-	s.log.InfoContext(ctx, "agent re-keyed: its cron keys are replaced as its direct jobs are provisioned", "agent_id", agentID,
-		"rekeyed_at", contract.FormatTime(floor))
-	s.nudgeAgent(ctx, agentID, contract.ReconcileReasonRekey)
-	return contract.AgentRekeyResponse{AgentID: agentID, RekeyedAt: contract.NewTime(floor)}, nil
 }

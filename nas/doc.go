@@ -11,6 +11,14 @@
 // the SSRF-safe agent caller, and metrics. The HTTP adapter lives in nas/http;
 // cmd/chronos wires the parts together.
 //
+// Service builds and wires the domain's parts, each of one responsibility:
+// AgentAPI (the agent API), Fires (the fire path, whose answer is a Verdict
+// that nas/http writes to the wire and LocalDeliverer maps to the relay's
+// outcome), Operator (the operator's actions), OperatorAuth (the operator's
+// token and sessions), Explorer (the dashboard's views), Flow (the agents'
+// flow control and kill switch) and SelfHeal (last fires, unarmed jobs,
+// reconcile requests).
+//
 // Identity always comes from the caller's token, never from a body, path or
 // header the caller controls: another agent's job is answered exactly as a
 // missing one.

@@ -40,7 +40,7 @@ func errNoHistory() *contract.Error {
 	return contract.Errorf(http.StatusInternalServerError, contract.CodeServerError, "the store keeps no delivery history")
 }
 
-func (s *Service) historyStore() (relay.History, error) {
+func (s *Explorer) historyStore() (relay.History, error) {
 	h, ok := s.engine.(relay.History)
 	if !ok {
 		return nil, errNoHistory()
@@ -52,7 +52,7 @@ func (s *Service) historyStore() (relay.History, error) {
 // contract.HistoryWindowHour, a point a minute) or day (HistoryWindowDay, a
 // point per ten minutes), the dead letters by when they failed, and the
 // fires due in each hour of the next 24.
-func (s *Service) History(ctx context.Context, win string) (contract.OperatorHistory, error) {
+func (s *Explorer) History(ctx context.Context, win string) (contract.OperatorHistory, error) {
 	h, err := s.historyStore()
 	if err != nil {
 		return contract.OperatorHistory{}, err
@@ -111,7 +111,7 @@ func (s *Service) History(ctx context.Context, win string) (contract.OperatorHis
 // chartDead counts the dead letters into the points by when they failed,
 // reading at most explorerDeadMax of them, newest first; it reports
 // whether it stopped before the window's start.
-func (s *Service) chartDead(ctx context.Context, points []contract.HistoryPoint, from time.Time, step time.Duration) (bool, error) {
+func (s *Explorer) chartDead(ctx context.Context, points []contract.HistoryPoint, from time.Time, step time.Duration) (bool, error) {
 	cursor, read := "", 0
 	for {
 		items, next, err := s.engine.ListDead(ctx, "", cursor, contract.MaxListLimit)
@@ -158,7 +158,7 @@ func lagQuantile(buckets []int64, q float64) *float64 {
 // those the agents file lists, those holding armed fires, those with a flow
 // state and those with recent deliveries, in id order, paged by an offset
 // cursor.
-func (s *Service) Agents(ctx context.Context, query, cursor string, limit int) (contract.OperatorAgents, error) {
+func (s *Explorer) Agents(ctx context.Context, query, cursor string, limit int) (contract.OperatorAgents, error) {
 	h, err := s.historyStore()
 	if err != nil {
 		return contract.OperatorAgents{}, err
@@ -194,8 +194,8 @@ func (s *Service) Agents(ctx context.Context, query, cursor string, limit int) (
 	for a := range last {
 		ids[a] = true
 	}
-	if s.flow.source != nil {
-		policies, _ := s.flow.source.AgentPolicies()
+	if s.source != nil {
+		policies, _ := s.source.AgentPolicies()
 		for a := range policies {
 			ids[a] = true
 		}
@@ -225,7 +225,7 @@ func (s *Service) Agents(ctx context.Context, query, cursor string, limit int) (
 
 // agentSummary puts together what the explorer lists of one agent; an
 // agent without a flow state of its own gets the defaults.
-func (s *Service) agentSummary(agentID string, armed int64, flow contract.AgentFlowState, last map[string]relay.DeliveryRecord) contract.AgentSummary {
+func (s *Explorer) agentSummary(agentID string, armed int64, flow contract.AgentFlowState, last map[string]relay.DeliveryRecord) contract.AgentSummary {
 	if flow.AgentID == "" {
 		p := relay.AgentPolicy{}.Effective(s.cfg.Relay.Flow())
 		flow = contract.AgentFlowState{AgentID: agentID, Parallelism: p.Parallelism, Rate: p.Rate}
@@ -260,7 +260,7 @@ func deliveryAttempt(r relay.DeliveryRecord) contract.DeliveryAttempt {
 
 // armedCounts returns the armed count of every agent holding fires, from
 // the overview's census (read afresh when it is stale).
-func (s *Service) armedCounts(ctx context.Context) (map[string]int64, error) {
+func (s *Explorer) armedCounts(ctx context.Context) (map[string]int64, error) {
 	c, ok := s.engine.(relay.Census)
 	if !ok {
 		return map[string]int64{}, nil
@@ -279,7 +279,7 @@ func (s *Service) armedCounts(ctx context.Context) (map[string]int64, error) {
 
 // Agent returns one agent's summary and recent deliveries; an agent NAS
 // does not know is 404.
-func (s *Service) Agent(ctx context.Context, agentID string) (contract.OperatorAgent, error) {
+func (s *Explorer) Agent(ctx context.Context, agentID string) (contract.OperatorAgent, error) {
 	if e := checkPathID("agent_id", agentID); e != nil {
 		return contract.OperatorAgent{}, e
 	}
@@ -322,13 +322,13 @@ func (s *Service) Agent(ctx context.Context, agentID string) (contract.OperatorA
 }
 
 // countArmed counts agentID's armed fires (up to explorerArmedMax).
-func (s *Service) countArmed(ctx context.Context, agentID string) (int64, error) {
+func (s *Explorer) countArmed(ctx context.Context, agentID string) (int64, error) {
 	all, err := s.readArmed(ctx, agentID)
 	return int64(len(all)), err
 }
 
 // readArmed reads agentID's armed fires, at most explorerArmedMax.
-func (s *Service) readArmed(ctx context.Context, agentID string) ([]relay.OneShot, error) {
+func (s *Explorer) readArmed(ctx context.Context, agentID string) ([]relay.OneShot, error) {
 	var all []relay.OneShot
 	cursor := ""
 	for len(all) < explorerArmedMax {
@@ -347,7 +347,7 @@ func (s *Service) readArmed(ctx context.Context, agentID string) ([]relay.OneSho
 
 // AgentArmed pages agentID's armed fires whose job id contains job (any
 // case), next first (fire_at, then job id), by an offset cursor.
-func (s *Service) AgentArmed(ctx context.Context, agentID, job, cursor string, limit int) (contract.AgentArmedPage, error) {
+func (s *Explorer) AgentArmed(ctx context.Context, agentID, job, cursor string, limit int) (contract.AgentArmedPage, error) {
 	if e := checkPathID("agent_id", agentID); e != nil {
 		return contract.AgentArmedPage{}, e
 	}
@@ -396,7 +396,7 @@ func (s *Service) AgentArmed(ctx context.Context, agentID, job, cursor string, l
 
 // Processes lists the processes dispatching fires whose beat is at most
 // ProcessAliveWithin old.
-func (s *Service) Processes(ctx context.Context) (contract.OperatorProcesses, error) {
+func (s *Explorer) Processes(ctx context.Context) (contract.OperatorProcesses, error) {
 	h, err := s.historyStore()
 	if err != nil {
 		return contract.OperatorProcesses{}, err

@@ -29,17 +29,10 @@ type fireSummary struct {
 // between fires: each re-arms its job's next one.
 const summaryArmed = "armed"
 
-// countFire counts one relayed fire by outcome in the metrics and the
-// summary (lag is the delivered fire's lag after fire_at, else 0).
-func (s *Service) countFire(ctx context.Context, outcome string, lag time.Duration) {
-	s.metrics.countDelivery(outcome)
-	s.noteSummary(ctx, outcome, lag)
-}
-
 // noteSummary counts one event (an outcome of the relay route, or
 // summaryArmed) in the summary, and writes the summary when its period is
 // over.
-func (s *Service) noteSummary(ctx context.Context, event string, lag time.Duration) {
+func (s *core) noteSummary(ctx context.Context, event string, lag time.Duration) {
 	if args := s.summary.note(s.now(), event, lag); args != nil && s.log.Enabled(ctx, slog.LevelInfo) {
 		s.log.Log(ctx, slog.LevelInfo, "fires summary", args...)
 	}

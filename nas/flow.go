@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
-	"github.com/chronoscron/chronos/relay"
 )
 
 // AgentsRefreshInterval is how often a NAS process reads the agents the
@@ -23,10 +22,10 @@ import (
 // it) and applies a reloaded agents file's flow control.
 const AgentsRefreshInterval = 2 * time.Second
 
-// flowState is the Service's part for the above.
-type flowState struct {
-	// source is the agents file's flow control; nil without one.
-	source AgentPolicySource
+// Flow is the Service's part for the above: it writes the agents file's
+// flow control to the store and keeps the disabled agents in memory.
+type Flow struct {
+	*core
 
 	mu sync.Mutex
 	// disabled are the agents the store had disabled at the last refresh,
@@ -72,25 +71,25 @@ func policySource(v AgentVerifier) AgentPolicySource {
 	return nil
 }
 
-// initFlow finds the agents file and applies its flow control once, best
-// effort: WatchAgents (or the next SyncAgents) retries a failure.
-func (s *Service) initFlow() {
-	s.flow.source = policySource(s.verifier)
-	s.flow.disabled = map[string]bool{}
+// newFlow applies the agents file's flow control once, best effort:
+// WatchAgents (or the next SyncAgents) retries a failure.
+func newFlow(c *core) *Flow {
+	s := &Flow{core: c, disabled: map[string]bool{}}
 	ctx, cancel := context.WithTimeout(context.Background(), AgentsRefreshInterval)
 	defer cancel()
 	if err := s.SyncAgents(ctx); err != nil {
 		s.log.Warn("applying the agents' flow control failed; retried every "+AgentsRefreshInterval.String(), "error", err)
-		s.flow.mu.Lock()
-		s.flow.failing = true
-		s.flow.mu.Unlock()
+		s.mu.Lock()
+		s.failing = true
+		s.mu.Unlock()
 	}
+	return s
 }
 
 // WatchAgents runs SyncAgents every AgentsRefreshInterval until ctx ends: a
 // reloaded agents file is applied to the store, and the agents another
 // process disabled or enabled are refused or served here within it.
-func (s *Service) WatchAgents(ctx context.Context) {
+func (s *Flow) WatchAgents(ctx context.Context) {
 	t := time.NewTicker(AgentsRefreshInterval)
 	defer t.Stop()
 	for {
@@ -103,10 +102,10 @@ func (s *Service) WatchAgents(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.flow.mu.Lock()
-		was := s.flow.failing
-		s.flow.failing = err != nil
-		s.flow.mu.Unlock()
+		s.mu.Lock()
+		was := s.failing
+		s.failing = err != nil
+		s.mu.Unlock()
 		switch {
 		case err != nil && !was:
 			s.log.WarnContext(ctx, "reading the agents' flow control failed; the last known disabled agents stay refused", "error", err)
@@ -119,7 +118,7 @@ func (s *Service) WatchAgents(ctx context.Context) {
 // SyncAgents applies the agents file's flow control to the store when the
 // file was (re)loaded since it was last applied, then reads the agents the
 // store has disabled.
-func (s *Service) SyncAgents(ctx context.Context) error {
+func (s *Flow) SyncAgents(ctx context.Context) error {
 	if err := s.applyAgentsFile(ctx); err != nil {
 		return err
 	}
@@ -131,14 +130,14 @@ func (s *Service) SyncAgents(ctx context.Context) error {
 // (or disabled: true) this process saw the file set and that a reload
 // removed is reset (the agent is enabled); anything else stays as the store
 // has it, so a restart does not enable an agent an operator disabled.
-func (s *Service) applyAgentsFile(ctx context.Context) error {
-	if s.flow.source == nil {
+func (s *Flow) applyAgentsFile(ctx context.Context) error {
+	if s.source == nil {
 		return nil
 	}
-	policies, gen := s.flow.source.AgentPolicies()
-	s.flow.mu.Lock()
-	done, applied := s.flow.fileGen == gen, s.flow.applied
-	s.flow.mu.Unlock()
+	policies, gen := s.source.AgentPolicies()
+	s.mu.Lock()
+	done, applied := s.fileGen == gen, s.applied
+	s.mu.Unlock()
 	if done {
 		return nil
 	}
@@ -157,15 +156,15 @@ func (s *Service) applyAgentsFile(ctx context.Context) error {
 			return err
 		}
 	}
-	s.flow.mu.Lock()
-	s.flow.fileGen, s.flow.applied = gen, policies
-	s.flow.mu.Unlock()
+	s.mu.Lock()
+	s.fileGen, s.applied = gen, policies
+	s.mu.Unlock()
 	return nil
 }
 
 // applyFilePolicy writes agentID's policy as the file now says (now) after
 // it said prev.
-func (s *Service) applyFilePolicy(ctx context.Context, agentID string, now, prev FilePolicy) error {
+func (s *Flow) applyFilePolicy(ctx context.Context, agentID string, now, prev FilePolicy) error {
 	fl, err := s.engine.AgentFlow(ctx, agentID)
 	if err != nil {
 		return fmt.Errorf("agents file: reading the policy of %s: %w", agentID, err)
@@ -204,10 +203,10 @@ func (s *Service) applyFilePolicy(ctx context.Context, agentID string, now, prev
 // refreshDisabled reads the agents the store has disabled into the cache,
 // unless this process disabled or enabled one meanwhile (the next refresh
 // reads it).
-func (s *Service) refreshDisabled(ctx context.Context) error {
-	s.flow.mu.Lock()
-	changes := s.flow.changes
-	s.flow.mu.Unlock()
+func (s *Flow) refreshDisabled(ctx context.Context) error {
+	s.mu.Lock()
+	changes := s.changes
+	s.mu.Unlock()
 	flows, err := s.engine.AgentFlows(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the agents' flow control: %w", err)
@@ -218,32 +217,32 @@ func (s *Service) refreshDisabled(ctx context.Context) error {
 			disabled[f.AgentID] = true
 		}
 	}
-	s.flow.mu.Lock()
-	if s.flow.changes == changes {
-		s.flow.disabled = disabled
+	s.mu.Lock()
+	if s.changes == changes {
+		s.disabled = disabled
 	}
-	s.flow.mu.Unlock()
+	s.mu.Unlock()
 	return nil
 }
 
 // noteDisabled records this process's own change of agentID in the cache.
-func (s *Service) noteDisabled(agentID string, disabled bool) {
-	s.flow.mu.Lock()
-	defer s.flow.mu.Unlock()
-	s.flow.changes++
+func (s *Flow) noteDisabled(agentID string, disabled bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changes++
 	if disabled {
-		s.flow.disabled[agentID] = true
+		s.disabled[agentID] = true
 	} else {
-		delete(s.flow.disabled, agentID)
+		delete(s.disabled, agentID)
 	}
 }
 
 // fileDisabled reports whether the agents file disables agentID.
-func (s *Service) fileDisabled(agentID string) bool {
-	if s.flow.source == nil {
+func (s *Flow) fileDisabled(agentID string) bool {
+	if s.source == nil {
 		return false
 	}
-	policies, _ := s.flow.source.AgentPolicies()
+	policies, _ := s.source.AgentPolicies()
 	return policies[agentID].Disabled
 }
 
@@ -251,13 +250,13 @@ func (s *Service) fileDisabled(agentID string) bool {
 // agents file, and the store's disabled agents as last read (at most
 // AgentsRefreshInterval ago, and at once for this process's own changes).
 // It never reads the store.
-func (s *Service) AgentDisabled(agentID string) bool {
+func (s *Flow) AgentDisabled(agentID string) bool {
 	if s.fileDisabled(agentID) {
 		return true
 	}
-	s.flow.mu.Lock()
-	defer s.flow.mu.Unlock()
-	return s.flow.disabled[agentID]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.disabled[agentID]
 }
 
 // errAgentDisabled is the answer to every API call of a disabled agent:
@@ -266,121 +265,16 @@ func errAgentDisabled() *contract.Error {
 	return contract.Errorf(http.StatusForbidden, contract.CodeInvalidClient, "the operator disabled this agent at NAS")
 }
 
-// DisableAgent is the kill switch: every fire of agentID is held in the
-// store (none is delivered, none is lost) and its API calls are refused
-// with 403 invalid_client, in every NAS process within
-// AgentsRefreshInterval, until EnableAgent. An agent NAS knows nothing of
-// is 404 and nothing changes.
-func (s *Service) DisableAgent(ctx context.Context, agentID string) (contract.AgentStateResponse, error) {
-	return s.setAgentDisabled(ctx, agentID, true)
-}
-
-// EnableAgent ends DisableAgent: the agent's held fires go out (those more
-// than relay.misfire_grace late are dead-lettered, and so reported to the
-// agent as failed fires) and its calls are served again. An agent the
-// agents file disables cannot be enabled here: 409 conflict.
-func (s *Service) EnableAgent(ctx context.Context, agentID string) (contract.AgentStateResponse, error) {
-	return s.setAgentDisabled(ctx, agentID, false)
-}
-
-func (s *Service) setAgentDisabled(ctx context.Context, agentID string, disabled bool) (contract.AgentStateResponse, error) {
-	if e := checkPathID("agent_id", agentID); e != nil {
-		return contract.AgentStateResponse{}, e
-	}
-	if !disabled && s.fileDisabled(agentID) {
-		return contract.AgentStateResponse{}, contract.Errorf(http.StatusConflict, contract.CodeConflict,
-			"the agents file disables agent %s (disabled: true); remove that from its entry to enable it", agentID)
-	}
-	fl, err := s.engine.AgentFlow(ctx, agentID)
-	if err != nil {
-		return contract.AgentStateResponse{}, fmt.Errorf("agent state: %w", err)
-	}
-	known, err := s.agentKnown(ctx, agentID, fl)
-	if err != nil {
-		return contract.AgentStateResponse{}, fmt.Errorf("agent state: %w", err)
-	}
-	if !known {
-		return contract.AgentStateResponse{}, errUnknownAgent(agentID)
-	}
-	p := fl.Policy
-	changed := p.Disabled != disabled
-	if changed {
-		p.Disabled = disabled
-		if err := s.engine.SetAgentPolicy(ctx, agentID, p); err != nil {
-			return contract.AgentStateResponse{}, fmt.Errorf("agent state: %w", err)
-		}
-	}
-	s.noteDisabled(agentID, disabled)
-	s.invalidateCensus()
-	s.log.InfoContext(ctx, "agent state changed", "agent_id", agentID, "disabled", disabled)
-	if changed && !disabled {
-		s.nudgeAgent(ctx, agentID, contract.ReconcileReasonAgentEnabled)
-	}
-	return contract.AgentStateResponse{AgentID: agentID, Disabled: disabled}, nil
-}
-
-// nudgeAgent asks the instances of agentID that hold armed fires to
-// reconcile, giving reason (in the background, see nudge): an agent enabled
-// again learns it at once, where its calls were refused while it was
-// disabled, instead of at its next resync, and a re-keyed one provisions its
-// direct jobs for their new keys. An agent with nothing armed is not asked:
-// NAS knows no callback of it to ask.
-func (s *Service) nudgeAgent(ctx context.Context, agentID, reason string) {
-	items, _, err := s.engine.List(ctx, agentID, "", nudgeListLimit)
-	if err != nil {
-		s.log.WarnContext(ctx, "reconcile request not sent: listing the agent's fires failed; it heals on its own resync", "agent_id", agentID, "error", err)
-		return
-	}
-	seen := make(map[string]bool, 1)
-	for _, o := range items {
-		if o.InstanceID == "" || seen[o.InstanceID] {
-			continue
-		}
-		seen[o.InstanceID] = true
-		s.nudge(ctx, o.InstanceID, reason)
-	}
-}
-
-// nudgeListLimit is how many of an agent's armed fires nudgeAgent reads to
-// find its instances (an agent has one instance, as a rule).
-const nudgeListLimit = 100
-
-// agentKnown reports whether NAS knows agentID: the agents file lists it,
-// or the store holds something of it (a policy or flow state, an armed
-// fire, a last fire, a dead letter).
-func (s *Service) agentKnown(ctx context.Context, agentID string, fl relay.AgentFlow) (bool, error) {
-	if s.flow.source != nil {
-		if policies, _ := s.flow.source.AgentPolicies(); policies != nil {
-			if _, ok := policies[agentID]; ok {
-				return true, nil
-			}
-		}
-	}
-	if fl.Policy != (relay.AgentPolicy{}) || fl.InFlight > 0 || fl.Held > 0 || fl.Probing || fl.Failures > 0 {
-		return true, nil
-	}
-	armed, _, err := s.engine.List(ctx, agentID, "", 1)
-	if err != nil || len(armed) > 0 {
-		return len(armed) > 0, err
-	}
-	fires, err := s.engine.LastFiresOf(ctx, agentID, time.Time{})
-	if err != nil || len(fires) > 0 {
-		return len(fires) > 0, err
-	}
-	dead, _, err := s.engine.ListDead(ctx, agentID, "", 1)
-	return len(dead) > 0, err
-}
-
 // agentPhase returns agentID's spreading phase, read from the store once
 // per process.
-func (s *Service) agentPhase(ctx context.Context, agentID string) (float64, error) {
-	if v, ok := s.flow.phases.Load(agentID); ok {
+func (s *Flow) agentPhase(ctx context.Context, agentID string) (float64, error) {
+	if v, ok := s.phases.Load(agentID); ok {
 		return v.(float64), nil
 	}
 	phase, err := s.engine.AgentPhase(ctx, agentID)
 	if err != nil {
 		return 0, fmt.Errorf("agent phase: %w", err)
 	}
-	s.flow.phases.Store(agentID, phase)
+	s.phases.Store(agentID, phase)
 	return phase, nil
 }

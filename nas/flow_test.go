@@ -157,7 +157,7 @@ func TestAgentsFilePolicyReachesTheStore(t *testing.T) {
 		return fl.Policy
 	}
 	authorize := func(svc *nas.Service, token string) error {
-		_, err := svc.Authorize(ctx, "Bearer "+token)
+		_, err := svc.AgentAPI().Authorize(ctx, "Bearer "+token)
 		return err
 	}
 	isDisabledAnswer := func(err error) bool {
@@ -181,7 +181,7 @@ func TestAgentsFilePolicyReachesTheStore(t *testing.T) {
 		t.Fatalf("an enabled agent's call: %v", err)
 	}
 	// The operator cannot enable what the file disables.
-	_, err := svc.EnableAgent(ctx, "b")
+	_, err := svc.Operator().EnableAgent(ctx, "b")
 	var ce *contract.Error
 	if !errors.As(err, &ce) || ce.HTTPStatus() != http.StatusConflict || ce.Code != contract.CodeConflict || !strings.Contains(ce.Description, "agents file") {
 		t.Fatalf("enable a file-disabled agent: %v, want 409 conflict naming the agents file", err)
@@ -192,7 +192,7 @@ func TestAgentsFilePolicyReachesTheStore(t *testing.T) {
 
 	// The operator disables a; a restart (a new process on the same file)
 	// does not enable it again, and keeps the file's fields.
-	if _, err := svc.DisableAgent(ctx, "a"); err != nil {
+	if _, err := svc.Operator().DisableAgent(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	restarted := flowService(t, eng, path)
@@ -206,7 +206,7 @@ func TestAgentsFilePolicyReachesTheStore(t *testing.T) {
 	// A reload that drops b's disabled: true enables b; one that drops a's
 	// rate resets it and keeps the operator's disable.
 	write(line("a", hA, ", parallelism: 2") + line("b", hB, ""))
-	if err := restarted.SyncAgents(ctx); err != nil {
+	if err := restarted.Flow().SyncAgents(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if p := policy("b"); p != (relay.AgentPolicy{}) {
@@ -219,14 +219,14 @@ func TestAgentsFilePolicyReachesTheStore(t *testing.T) {
 		t.Fatalf("b enabled by the file is still refused: %v", err)
 	}
 	// The first process learns of it at its next sync.
-	if err := svc.SyncAgents(ctx); err != nil {
+	if err := svc.Flow().SyncAgents(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if svc.AgentDisabled("b") || !svc.AgentDisabled("a") {
-		t.Fatalf("the other process: b disabled %v, a disabled %v", svc.AgentDisabled("b"), svc.AgentDisabled("a"))
+	if svc.Flow().AgentDisabled("b") || !svc.Flow().AgentDisabled("a") {
+		t.Fatalf("the other process: b disabled %v, a disabled %v", svc.Flow().AgentDisabled("b"), svc.Flow().AgentDisabled("a"))
 	}
 	// Now the operator may enable a.
-	if resp, err := restarted.EnableAgent(ctx, "a"); err != nil || resp.Disabled {
+	if resp, err := restarted.Operator().EnableAgent(ctx, "a"); err != nil || resp.Disabled {
 		t.Fatalf("enable a: %+v %v", resp, err)
 	}
 	if p := policy("a"); p != (relay.AgentPolicy{Parallelism: 2}) {
@@ -247,26 +247,26 @@ func TestDisableAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	one, two := flowService(t, eng, path), flowService(t, eng, path)
-	if _, err := one.DisableAgent(ctx, "a"); err != nil {
+	if _, err := one.Operator().DisableAgent(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if !one.AgentDisabled("a") {
+	if !one.Flow().AgentDisabled("a") {
 		t.Fatal("the process that disabled it does not know")
 	}
-	if two.AgentDisabled("a") {
+	if two.Flow().AgentDisabled("a") {
 		t.Fatal("the other process knew before it synced: it read the store")
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); two.WatchAgents(wctx) }()
+	go func() { defer close(done); two.Flow().WatchAgents(wctx) }()
 	deadline := time.Now().Add(3 * nas.AgentsRefreshInterval)
-	for !two.AgentDisabled("a") {
+	for !two.Flow().AgentDisabled("a") {
 		if time.Now().After(deadline) {
 			t.Fatal("the other process never learnt of the disable")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := two.Authorize(ctx, "Bearer tok"); err == nil {
+	if _, err := two.AgentAPI().Authorize(ctx, "Bearer tok"); err == nil {
 		t.Fatal("the other process served a disabled agent")
 	}
 	cancel()

@@ -177,8 +177,8 @@ func TestRelayRouteDeliversDirect(t *testing.T) {
 	}
 	body, _ := json.Marshal(contract.RelayRequest{ScheduleID: "s-1", AgentID: "a", JobID: "job-1", FireAt: contract.NewTime(at), Attempt: 1})
 	h := contract.WebhookHeaders([][]byte{relaySecret}, "d-1", time.Now(), body)
-	resp, err := svc.Relay(ctx, nas.RelayHeaders{ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp], Signature: h[contract.HeaderWebhookSignature]}, body)
-	if err != nil || resp.Status != contract.RelayDelivered || direct.Load() != 1 {
+	resp, err := svc.Fires().Relay(ctx, nas.RelayHeaders{ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp], Signature: h[contract.HeaderWebhookSignature]}, body)
+	if err != nil || resp.Kind != nas.VerdictDelivered || direct.Load() != 1 {
 		t.Fatalf("relay route: %+v, %v; %d direct tokens verified", resp, err, direct.Load())
 	}
 }

@@ -1,6 +1,12 @@
 package nas
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/relay"
+)
 
 // TestSeenSetGenerations: a delivery id is recognised as a repeat among the
 // last seenCap to 2×seenCap ids, across generation changes in which the
@@ -42,5 +48,41 @@ func TestSeenSetGenerations(t *testing.T) {
 	}
 	if len(m.cur) != 2 || len(m.prev) != seenCap {
 		t.Fatalf("generations hold %d and %d ids, want 2 and %d", len(m.cur), len(m.prev), seenCap)
+	}
+}
+
+// TestOutcomeOf: each verdict ends a fire as the relay's HTTPDeliverer ends
+// it from the relay route's answer to the same verdict: the same kind,
+// reason, delay and cold-start and agent-down marks, and the last-fire
+// record with a final verdict only.
+func TestOutcomeOf(t *testing.T) {
+	t.Parallel()
+	rec := lastFireOut{Record: &relay.LastFire{JobID: "j"}}
+	for _, tc := range []struct {
+		name string
+		v    Verdict
+		want relay.Outcome
+	}{
+		{"delivered", Verdict{Kind: VerdictDelivered}, relay.Outcome{Kind: relay.Done, Reason: "delivered", Record: rec.Record}},
+		{"delivered accepted", Verdict{Kind: VerdictDelivered, AgentStatus: contract.FireAccepted}, relay.Outcome{Kind: relay.Done, Reason: "delivered: accepted", Record: rec.Record}},
+		{"delivered gone", Verdict{Kind: VerdictDelivered, AgentStatus: contract.FireGone}, relay.Outcome{Kind: relay.Done, Reason: "delivered: gone", Record: rec.Record}},
+		{"dropped", Verdict{Kind: VerdictDropped, Reason: "job was re-armed"}, relay.Outcome{Kind: relay.Done, Reason: "dropped: job was re-armed", Record: rec.Record}},
+		{"instance stopped", Verdict{Kind: VerdictInstanceStopped}, relay.Outcome{Kind: relay.Done, Reason: "instance_stopped", Record: rec.Record}},
+		{"duplicate", Verdict{Kind: VerdictDuplicate}, relay.Outcome{Kind: relay.Done, Reason: "duplicate", Record: rec.Record}},
+		{"rejected", Verdict{Kind: VerdictRejected, Reason: "agent answered 404"}, relay.Outcome{Kind: relay.Dead, Reason: "rejected by the agent: agent answered 404"}},
+		{"agent down", Verdict{Kind: VerdictRetry, Reason: "connection refused", AgentDown: true, RetryAfter: 2 * time.Second},
+			relay.Outcome{Kind: relay.Retry, RetryAfter: 2 * time.Second, Reason: "nas answered 503: agent_unavailable: connection refused", ColdStart: true, AgentDown: true}},
+		{"agent up", Verdict{Kind: VerdictRetry, Reason: "agent answered 500"},
+			relay.Outcome{Kind: relay.Retry, Reason: "nas answered 502: agent_unavailable: agent answered 500"}},
+		{"wild delay", Verdict{Kind: VerdictRetry, Reason: "agent answered 429", AgentDown: true, RetryAfter: 48 * time.Hour},
+			relay.Outcome{Kind: relay.Retry, RetryAfter: relay.MaxRetryAfter, Reason: "nas answered 503: agent_unavailable: agent answered 429", ColdStart: true, AgentDown: true}},
+		{"no verdict", Verdict{}, relay.Outcome{Kind: relay.Retry, Reason: "nas answered 502: agent_unavailable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := outcomeOf(tc.v, rec); got != tc.want {
+				t.Fatalf("outcomeOf(%+v) = %+v, want %+v", tc.v, got, tc.want)
+			}
+		})
 	}
 }

@@ -312,10 +312,10 @@ func TestFireTokenIssuerIsPublicURL(t *testing.T) {
 			body, _ := json.Marshal(contract.RelayRequest{ScheduleID: res.OneShot.ScheduleID, AgentID: "a", JobID: "j", FireAt: contract.NewTime(fireAt), Attempt: 1})
 			key, _ := contract.ParseWebhookSecret(secret)
 			h := contract.WebhookHeaders([][]byte{key}, "d-1", time.Now(), body)
-			out, err := svc.Relay(context.Background(), nas.RelayHeaders{
+			out, err := svc.Fires().Relay(context.Background(), nas.RelayHeaders{
 				ID: h[contract.HeaderWebhookID], Timestamp: h[contract.HeaderWebhookTimestamp], Signature: h[contract.HeaderWebhookSignature],
 			}, body)
-			if err != nil || out.Status != contract.RelayDelivered {
+			if err != nil || out.Kind != nas.VerdictDelivered {
 				t.Fatalf("relay: %+v %v", out, err)
 			}
 			var c contract.FireClaims

@@ -2,7 +2,7 @@ package nas
 
 // The operator routes: stop and start an instance, cancel every job of an
 // agent, page and replay the dead letter (the unarmed view is in
-// selfheal.go). AuthorizeOperator guards them all.
+// selfheal.go). OperatorAuth guards them all.
 
 import (
 	"context"
@@ -10,10 +10,19 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
 )
+
+// Operator is the operator's actions. It is safe for concurrent use.
+type Operator struct {
+	*core
+	flow     *Flow
+	heal     *SelfHeal
+	explorer *Explorer
+}
 
 // checkPathID answers 400 for a path parameter that cannot be an id.
 func checkPathID(name, v string) *contract.Error {
@@ -25,17 +34,17 @@ func checkPathID(name, v string) *contract.Error {
 
 // StopInstance stops an agent instance: its fires are dropped, not retried,
 // until StartInstance.
-func (s *Service) StopInstance(ctx context.Context, instanceID string) (contract.InstanceStateResponse, error) {
+func (s *Operator) StopInstance(ctx context.Context, instanceID string) (contract.InstanceStateResponse, error) {
 	return s.setInstanceState(ctx, instanceID, relay.InstanceStopped)
 }
 
 // StartInstance starts a stopped agent instance again and asks its agent to
 // reconcile.
-func (s *Service) StartInstance(ctx context.Context, instanceID string) (contract.InstanceStateResponse, error) {
+func (s *Operator) StartInstance(ctx context.Context, instanceID string) (contract.InstanceStateResponse, error) {
 	return s.setInstanceState(ctx, instanceID, relay.InstanceRunning)
 }
 
-func (s *Service) setInstanceState(ctx context.Context, instanceID string, state relay.InstanceState) (contract.InstanceStateResponse, error) {
+func (s *Operator) setInstanceState(ctx context.Context, instanceID string, state relay.InstanceState) (contract.InstanceStateResponse, error) {
 	if e := checkPathID("instance_id", instanceID); e != nil {
 		return contract.InstanceStateResponse{}, e
 	}
@@ -54,12 +63,12 @@ func (s *Service) setInstanceState(ctx context.Context, instanceID string, state
 	if err := s.engine.NoteInstance(ctx, instanceID, state, at); err != nil {
 		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
 	}
-	s.invalidateCensus()
+	s.explorer.invalidateCensus()
 	s.log.InfoContext(ctx, "instance state changed", "instance_id", instanceID, "stopped", stopped)
 	if !stopped {
 		// Its agent may sleep with jobs whose fires were dropped meanwhile:
 		// ask it to reconcile now rather than at its next resync.
-		s.nudge(ctx, instanceID, contract.ReconcileReasonInstanceStarted)
+		s.heal.nudge(ctx, instanceID, contract.ReconcileReasonInstanceStarted)
 	}
 	return contract.InstanceStateResponse{InstanceID: instanceID, Stopped: stopped}, nil
 }
@@ -67,8 +76,8 @@ func (s *Service) setInstanceState(ctx context.Context, instanceID string, state
 // instanceKnown reports whether NAS knows instanceID: the agents file lists
 // it, or the store remembers it (an agent armed a fire with it through NAS,
 // or an operator stopped or started it).
-func (s *Service) instanceKnown(ctx context.Context, instanceID string) (bool, error) {
-	if src, ok := s.flow.source.(InstanceSource); ok && src.KnowsInstance(instanceID) {
+func (s *Operator) instanceKnown(ctx context.Context, instanceID string) (bool, error) {
+	if src, ok := s.source.(InstanceSource); ok && src.KnowsInstance(instanceID) {
 		return true, nil
 	}
 	info, err := s.engine.Instance(ctx, instanceID)
@@ -92,26 +101,9 @@ func errUnknownAgent(agentID string) *contract.Error {
 		"NAS knows no agent %s: it is not in the agents file and the store holds nothing of it", agentID)
 }
 
-// checkAgentKnown answers 404 for an agent NAS does not know; it reads the
-// store (see agentKnown).
-func (s *Service) checkAgentKnown(ctx context.Context, agentID string) error {
-	fl, err := s.engine.AgentFlow(ctx, agentID)
-	if err != nil {
-		return err
-	}
-	known, err := s.agentKnown(ctx, agentID, fl)
-	if err != nil {
-		return err
-	}
-	if !known {
-		return errUnknownAgent(agentID)
-	}
-	return nil
-}
-
 // CancelAgent cancels every job of an agent. An agent NAS knows nothing of
 // is 404.
-func (s *Service) CancelAgent(ctx context.Context, agentID string) (contract.CancelAllResponse, error) {
+func (s *Operator) CancelAgent(ctx context.Context, agentID string) (contract.CancelAllResponse, error) {
 	if e := checkPathID("agent_id", agentID); e != nil {
 		return contract.CancelAllResponse{}, e
 	}
@@ -126,23 +118,14 @@ func (s *Service) CancelAgent(ctx context.Context, agentID string) (contract.Can
 			return contract.CancelAllResponse{}, s.operatorErr("cancel agent", err)
 		}
 	}
-	s.invalidateCensus()
+	s.explorer.invalidateCensus()
 	s.log.InfoContext(ctx, "agent jobs cancelled", "agent_id", agentID, "cancelled", n)
 	return contract.CancelAllResponse{AgentID: agentID, Cancelled: n}, nil
 }
 
-// operatorErr wraps err with what failed unless it is already an answer
-// (a *contract.Error such as 404 for an unknown id).
-func (s *Service) operatorErr(what string, err error) error {
-	if ce := (*contract.Error)(nil); errors.As(err, &ce) {
-		return ce
-	}
-	return s.engineErr(what, err)
-}
-
 // ListDead pages the dead letter, optionally of one agent (an agent NAS
 // knows nothing of is 404).
-func (s *Service) ListDead(ctx context.Context, agentID, cursor string, limit int) (contract.DLQListResponse, error) {
+func (s *Operator) ListDead(ctx context.Context, agentID, cursor string, limit int) (contract.DLQListResponse, error) {
 	if limit <= 0 || limit > contract.MaxListLimit {
 		limit = contract.MaxListLimit
 	}
@@ -173,7 +156,7 @@ func (s *Service) ListDead(ctx context.Context, agentID, cursor string, limit in
 // re-armed (Entries), or dropped with the reason (an entry whose job was
 // armed again since). A schedule id that names no dead letter is 404 and
 // nothing is replayed; so is an agent NAS knows nothing of.
-func (s *Service) Replay(ctx context.Context, req contract.DLQReplayRequest) (contract.DLQReplayResponse, error) {
+func (s *Operator) Replay(ctx context.Context, req contract.DLQReplayRequest) (contract.DLQReplayResponse, error) {
 	var res relay.ReplayResult
 	var err error
 	switch {
@@ -209,7 +192,7 @@ func (s *Service) Replay(ctx context.Context, req contract.DLQReplayRequest) (co
 		// Part of a replay may have happened: the dead letter says what is left.
 		return contract.DLQReplayResponse{}, fmt.Errorf("replay: %w", err)
 	}
-	s.invalidateCensus()
+	s.explorer.invalidateCensus()
 	resp := contract.DLQReplayResponse{
 		Replayed: len(res.Replayed),
 		Entries:  make([]contract.DLQReplayEntry, 0, len(res.Replayed)),
@@ -250,4 +233,91 @@ func errUnknownDeadLetters(ids []string) *contract.Error {
 	}
 	return contract.Errorf(http.StatusNotFound, contract.CodeNotFound,
 		"no dead letter has schedule id %s%s: nothing was replayed", strings.Join(named, ", "), more)
+}
+
+// DisableAgent is the kill switch: every fire of agentID is held in the
+// store (none is delivered, none is lost) and its API calls are refused
+// with 403 invalid_client, in every NAS process within
+// AgentsRefreshInterval, until EnableAgent. An agent NAS knows nothing of
+// is 404 and nothing changes.
+func (s *Operator) DisableAgent(ctx context.Context, agentID string) (contract.AgentStateResponse, error) {
+	return s.setAgentDisabled(ctx, agentID, true)
+}
+
+// EnableAgent ends DisableAgent: the agent's held fires go out (those more
+// than relay.misfire_grace late are dead-lettered, and so reported to the
+// agent as failed fires) and its calls are served again. An agent the
+// agents file disables cannot be enabled here: 409 conflict.
+func (s *Operator) EnableAgent(ctx context.Context, agentID string) (contract.AgentStateResponse, error) {
+	return s.setAgentDisabled(ctx, agentID, false)
+}
+
+func (s *Operator) setAgentDisabled(ctx context.Context, agentID string, disabled bool) (contract.AgentStateResponse, error) {
+	if e := checkPathID("agent_id", agentID); e != nil {
+		return contract.AgentStateResponse{}, e
+	}
+	if !disabled && s.flow.fileDisabled(agentID) {
+		return contract.AgentStateResponse{}, contract.Errorf(http.StatusConflict, contract.CodeConflict,
+			"the agents file disables agent %s (disabled: true); remove that from its entry to enable it", agentID)
+	}
+	fl, err := s.engine.AgentFlow(ctx, agentID)
+	if err != nil {
+		return contract.AgentStateResponse{}, fmt.Errorf("agent state: %w", err)
+	}
+	known, err := s.agentKnown(ctx, agentID, fl)
+	if err != nil {
+		return contract.AgentStateResponse{}, fmt.Errorf("agent state: %w", err)
+	}
+	if !known {
+		return contract.AgentStateResponse{}, errUnknownAgent(agentID)
+	}
+	p := fl.Policy
+	changed := p.Disabled != disabled
+	if changed {
+		p.Disabled = disabled
+		if err := s.engine.SetAgentPolicy(ctx, agentID, p); err != nil {
+			return contract.AgentStateResponse{}, fmt.Errorf("agent state: %w", err)
+		}
+	}
+	s.flow.noteDisabled(agentID, disabled)
+	s.explorer.invalidateCensus()
+	s.log.InfoContext(ctx, "agent state changed", "agent_id", agentID, "disabled", disabled)
+	if changed && !disabled {
+		s.heal.nudgeAgent(ctx, agentID, contract.ReconcileReasonAgentEnabled)
+	}
+	return contract.AgentStateResponse{AgentID: agentID, Disabled: disabled}, nil
+}
+
+// RekeyAgent retires every cron key of agentID's direct jobs: it raises the
+// agent's rekey floor in the store to now, so that the next provision of
+// each job mints a new key (in every NAS process at once), and asks the
+// agent's instances to reconcile (reason contract.ReconcileReasonRekey),
+// which provisions them. A fire armed under an old key keeps it until its
+// job is provisioned again, so no fire is lost. An agent NAS knows nothing
+// of is 404 and nothing changes, as for DisableAgent.
+func (s *Operator) RekeyAgent(ctx context.Context, agentID string) (contract.AgentRekeyResponse, error) {
+	if e := checkPathID("agent_id", agentID); e != nil {
+		return contract.AgentRekeyResponse{}, e
+	}
+	fl, err := s.engine.AgentFlow(ctx, agentID)
+	if err != nil {
+		return contract.AgentRekeyResponse{}, fmt.Errorf("rekey: %w", err)
+	}
+	known, err := s.agentKnown(ctx, agentID, fl)
+	if err != nil {
+		return contract.AgentRekeyResponse{}, fmt.Errorf("rekey: %w", err)
+	}
+	if !known {
+		return contract.AgentRekeyResponse{}, errUnknownAgent(agentID)
+	}
+	// Every key minted up to this millisecond is retired (MintedAt is kept
+	// in whole milliseconds).
+	floor, err := s.engine.RaiseRekeyFloor(ctx, agentID, s.now().Truncate(time.Millisecond).Add(time.Millisecond))
+	if err != nil {
+		return contract.AgentRekeyResponse{}, fmt.Errorf("rekey: %w", err)
+	}
+	s.log.InfoContext(ctx, "agent re-keyed: its cron keys are replaced as its direct jobs are provisioned", "agent_id", agentID,
+		"rekeyed_at", contract.FormatTime(floor))
+	s.heal.nudgeAgent(ctx, agentID, contract.ReconcileReasonRekey)
+	return contract.AgentRekeyResponse{AgentID: agentID, RekeyedAt: contract.NewTime(floor)}, nil
 }

@@ -51,10 +51,10 @@ func TestStopAndStartInstance(t *testing.T) {
 		call func(context.Context, string) (contract.InstanceStateResponse, error)
 		want bool
 	}{
-		{"stop", svc.StopInstance, true},
-		{"stop again", svc.StopInstance, true},
-		{"start", svc.StartInstance, false},
-		{"stop once more", svc.StopInstance, true},
+		{"stop", svc.Operator().StopInstance, true},
+		{"stop again", svc.Operator().StopInstance, true},
+		{"start", svc.Operator().StartInstance, false},
+		{"stop once more", svc.Operator().StopInstance, true},
 	} {
 		resp, err := step.call(ctx, "i")
 		if err != nil {
@@ -65,7 +65,7 @@ func TestStopAndStartInstance(t *testing.T) {
 		}
 		stopped(step.want)
 	}
-	for _, call := range []func(context.Context, string) (contract.InstanceStateResponse, error){svc.StopInstance, svc.StartInstance} {
+	for _, call := range []func(context.Context, string) (contract.InstanceStateResponse, error){svc.Operator().StopInstance, svc.Operator().StartInstance} {
 		_, err := call(ctx, "i/x")
 		var ce *contract.Error
 		if !errors.As(err, &ce) || ce.HTTPStatus() != http.StatusBadRequest || ce.Code != contract.CodeInvalidRequest {

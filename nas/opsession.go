@@ -25,6 +25,14 @@ import (
 	"github.com/chronoscron/chronos/contract"
 )
 
+// OperatorAuth authorizes the operator: the operator token of scripts and
+// the browser sessions of the dashboard. It is safe for concurrent use.
+type OperatorAuth struct {
+	*core
+	revoked sessionRevocations // sessions ended by a logout
+	logins  *loginThrottle     // the login's failures per address
+}
+
 // OperatorSessionTTL is how long an operator's browser session lasts.
 const OperatorSessionTTL = 12 * time.Hour
 
@@ -32,18 +40,18 @@ const OperatorSessionTTL = 12 * time.Hour
 // version carried no id, so a logout could not end them; they are refused.
 const operatorSessionVersion = "v2"
 
-// OperatorLogin checks an operator token typed into the login form, sent
+// Login checks an operator token typed into the login form, sent
 // from the client address remoteAddr (the TCP peer, host:port), and returns
 // the value of a session that expires at the returned time. Errors are
 // *contract.Error: 404 when the operator routes are disabled, 401 for a
 // wrong or empty token, 429 rate_limited with RetryAfter while remoteAddr
 // (or every address together) has sent too many wrong tokens: the token is
 // then not even compared, so the right one is refused too.
-func (s *Service) OperatorLogin(remoteAddr, token string) (string, time.Time, error) {
-	if !s.HasOperator() {
+func (s *OperatorAuth) Login(remoteAddr, token string) (string, time.Time, error) {
+	if !s.hasOperator() {
 		return "", time.Time{}, contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
 	}
-	right := token != "" && subtle.ConstantTimeCompare([]byte(token), s.operator) == 1
+	right := token != "" && subtle.ConstantTimeCompare([]byte(token), s.operatorToken) == 1
 	now := s.now()
 	v := s.logins.attempt(loginClient(remoteAddr), now, right)
 	switch {
@@ -65,12 +73,12 @@ func (s *Service) OperatorLogin(remoteAddr, token string) (string, time.Time, er
 	return operatorSessionVersion + "." + id + "." + stamp + "." + s.sessionMAC(id, stamp), exp, nil
 }
 
-// AuthorizeOperatorSession checks a session value OperatorLogin returned:
+// AuthorizeSession checks a session value Login returned:
 // 404 when the operator routes are disabled, 401 for a value that is
 // malformed, forged (or from another operator token), expired or logged
 // out. An error reading the revocation list wraps relay.ErrUnavailable.
-func (s *Service) AuthorizeOperatorSession(ctx context.Context, value string) error {
-	if !s.HasOperator() {
+func (s *OperatorAuth) AuthorizeSession(ctx context.Context, value string) error {
+	if !s.hasOperator() {
 		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
 	}
 	refused := contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "the operator session is not valid or has expired; log in again")
@@ -78,7 +86,7 @@ func (s *Service) AuthorizeOperatorSession(ctx context.Context, value string) er
 	if !ok {
 		return refused
 	}
-	revoked, err := s.sessions.Revoked(ctx, id)
+	revoked, err := s.revoked.Revoked(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -88,20 +96,20 @@ func (s *Service) AuthorizeOperatorSession(ctx context.Context, value string) er
 	return nil
 }
 
-// OperatorLogout ends the session of value on every NAS process sharing the
+// Logout ends the session of value on every NAS process sharing the
 // store: its id is listed as revoked until it would have expired. A value
 // that is not a live session (absent, malformed, forged, expired) changes
 // nothing and is no error. Errors: 404 when the operator routes are
 // disabled; an error writing the revocation list wraps relay.ErrUnavailable.
-func (s *Service) OperatorLogout(ctx context.Context, value string) error {
-	if !s.HasOperator() {
+func (s *OperatorAuth) Logout(ctx context.Context, value string) error {
+	if !s.hasOperator() {
 		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
 	}
 	id, exp, ok := s.parseSession(value)
 	if !ok {
 		return nil
 	}
-	if err := s.sessions.Revoke(ctx, id, exp.Sub(s.now())); err != nil {
+	if err := s.revoked.Revoke(ctx, id, exp.Sub(s.now())); err != nil {
 		return err
 	}
 	s.log.InfoContext(ctx, "operator logged out", "session_expires_at", exp.UTC().Format(time.RFC3339))
@@ -110,7 +118,7 @@ func (s *Service) OperatorLogout(ctx context.Context, value string) error {
 
 // parseSession returns the id and expiry of a session value whose HMAC is
 // right and that has not expired.
-func (s *Service) parseSession(value string) (id string, exp time.Time, ok bool) {
+func (s *OperatorAuth) parseSession(value string) (id string, exp time.Time, ok bool) {
 	parts := strings.Split(value, ".")
 	if len(parts) != 4 || parts[0] != operatorSessionVersion || parts[1] == "" {
 		return "", time.Time{}, false
@@ -128,8 +136,25 @@ func (s *Service) parseSession(value string) (id string, exp time.Time, ok bool)
 
 // sessionMAC is the HMAC-SHA256 of a session's id and expiry stamp, keyed
 // by the operator token.
-func (s *Service) sessionMAC(id, stamp string) string {
-	m := hmac.New(sha256.New, s.operator)
+func (s *OperatorAuth) sessionMAC(id, stamp string) string {
+	m := hmac.New(sha256.New, s.operatorToken)
 	m.Write([]byte("chronos operator session " + operatorSessionVersion + "\x00" + id + "\x00" + stamp))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// AuthorizeToken checks an operator bearer token in constant time: 401
+// unauthenticated without one, 403 forbidden for a wrong one, 404 when the
+// operator routes are disabled.
+func (s *OperatorAuth) AuthorizeToken(authorization string) error {
+	if !s.hasOperator() {
+		return contract.Errorf(http.StatusNotFound, contract.CodeNotFound, "no such route")
+	}
+	tok, ok := contract.BearerToken(authorization)
+	if !ok {
+		return contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "missing or malformed Authorization: Bearer header")
+	}
+	if subtle.ConstantTimeCompare([]byte(tok), s.operatorToken) != 1 {
+		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "wrong operator token")
+	}
+	return nil
 }

@@ -39,10 +39,18 @@ type censusCache struct {
 	agentsMore, stoppedMore bool
 }
 
+// Explorer is what the operator's dashboard reads: the overview, the
+// history, the agents and their armed fires, the relay processes. It is
+// safe for concurrent use.
+type Explorer struct {
+	*core
+	census censusCache // the overview's agents and stopped instances
+}
+
 // Overview gathers the operator's overview: the store's gauges, the agents
 // holding fires (when the engine implements relay.Census), this process's
 // fire lag percentiles and deliveries by outcome, and stopped instances.
-func (s *Service) Overview(ctx context.Context) (contract.OperatorOverview, error) {
+func (s *Explorer) Overview(ctx context.Context) (contract.OperatorOverview, error) {
 	st, err := s.engine.Stats(ctx)
 	if err != nil {
 		return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
@@ -76,7 +84,7 @@ func (s *Service) Overview(ctx context.Context) (contract.OperatorOverview, erro
 
 // freshCensus reads the census afresh when the cached one is stale; the
 // caller holds s.census.mu.
-func (s *Service) freshCensus(ctx context.Context, c relay.Census) error {
+func (s *Explorer) freshCensus(ctx context.Context, c relay.Census) error {
 	if now := s.now(); s.census.at.IsZero() || now.Sub(s.census.at) >= s.census.ttl || now.Before(s.census.at) {
 		start := time.Now()
 		if err := s.readCensus(ctx, c); err != nil {
@@ -90,14 +98,14 @@ func (s *Service) freshCensus(ctx context.Context, c relay.Census) error {
 // agentFlows reads every agent's flow state (relay.Flows.AgentFlows), with
 // the defaults filled in and the agents the agents file disables, at most
 // overviewMax of them in id order; it reports whether there were more.
-func (s *Service) agentFlows(ctx context.Context) ([]contract.AgentFlowState, bool, error) {
+func (s *Explorer) agentFlows(ctx context.Context) ([]contract.AgentFlowState, bool, error) {
 	flows, err := s.engine.AgentFlows(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	byFile := map[string]bool{}
-	if s.flow.source != nil {
-		policies, _ := s.flow.source.AgentPolicies()
+	if s.source != nil {
+		policies, _ := s.source.AgentPolicies()
 		for a, p := range policies {
 			if p.Disabled {
 				byFile[a] = true
@@ -137,7 +145,7 @@ func (s *Service) agentFlows(ctx context.Context) ([]contract.AgentFlowState, bo
 
 // invalidateCensus makes the next overview read the census afresh: an
 // operator who just stopped an instance or replayed fires sees it at once.
-func (s *Service) invalidateCensus() {
+func (s *Explorer) invalidateCensus() {
 	s.census.mu.Lock()
 	s.census.at = time.Time{}
 	s.census.mu.Unlock()
@@ -145,7 +153,7 @@ func (s *Service) invalidateCensus() {
 
 // readCensus reads the agents holding fires and the stopped instances (with
 // when they were stopped) into s.census; the caller holds its lock.
-func (s *Service) readCensus(ctx context.Context, c relay.Census) error {
+func (s *Explorer) readCensus(ctx context.Context, c relay.Census) error {
 	agents, agentsMore, err := c.ArmedByAgent(ctx, overviewMax)
 	if err != nil {
 		return err

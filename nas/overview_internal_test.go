@@ -84,7 +84,7 @@ func TestOverviewReusesTheCensusBriefly(t *testing.T) {
 	e := &countingCensus{Engine: memory.New(memory.Options{})}
 	t.Cleanup(func() { _ = e.Close() })
 	now := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	s := &Service{engine: e, now: func() time.Time { return now }, metrics: newMetrics(e)}
+	s := &Explorer{core: &core{engine: e, now: func() time.Time { return now }, metrics: newMetrics(e)}}
 	ctx := context.Background()
 	arm := func(agent string) {
 		t.Helper()

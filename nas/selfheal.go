@@ -38,8 +38,10 @@ const (
 	nudgeBackoff  = time.Second
 )
 
-// selfHeal is the Service's state for the above.
-type selfHeal struct {
+// SelfHeal is the Service's part for the above: the last fires it records,
+// the unarmed jobs it reports and the reconcile requests it sends.
+type SelfHeal struct {
+	*core
 	unarmed prometheus.Gauge
 	nudger  reconcileCaller
 	// callbacks caches, per instance, the callback last written and when.
@@ -55,39 +57,41 @@ type callbackSeen struct {
 	at  time.Time
 }
 
-// initSelfHeal sets up the unarmed gauge and the reconcile caller.
-func (s *Service) initSelfHeal() {
-	s.heal.unarmed = prometheus.NewGauge(prometheus.GaugeOpts{
+// newSelfHeal sets up the unarmed gauge and the reconcile caller.
+func newSelfHeal(c *core) *SelfHeal {
+	s := &SelfHeal{core: c}
+	s.unarmed = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "chronos_nas_unarmed_jobs",
 		Help: "Jobs left without an armed fire for longer than unarmed_after after their last fire was delivered, dropped (instance stopped) or dead-lettered.",
 	})
-	s.metrics.Registry.MustRegister(s.heal.unarmed)
+	s.metrics.Registry.MustRegister(s.unarmed)
 	if rc, ok := s.caller.(reconcileCaller); ok {
-		s.heal.nudger = rc
+		s.nudger = rc
 	} else {
-		s.heal.nudger = NewAgentCaller(s.policy, s.cfg.DeliveryTimeout)
+		s.nudger = NewAgentCaller(s.policy, s.cfg.DeliveryTimeout)
 	}
-	s.heal.bgCtx, s.heal.bgCancel = context.WithCancel(context.Background())
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	return s
 }
 
-// Close stops the background work of the Service (reconcile requests in
-// flight) and waits for it.
-func (s *Service) Close() {
-	s.heal.bgCancel()
-	s.heal.bg.Wait()
-	if c, ok := s.heal.nudger.(*AgentCaller); ok {
+// close stops the background work (reconcile requests in flight) and waits
+// for it.
+func (s *SelfHeal) close() {
+	s.bgCancel()
+	s.bg.Wait()
+	if c, ok := s.nudger.(*AgentCaller); ok {
 		c.CloseIdle()
 	}
 }
 
 // rememberCallback records the callback instanceID arms with, writing it to
 // the store only when it changed or was written long ago by this process.
-func (s *Service) rememberCallback(ctx context.Context, instanceID, callback string) {
+func (s *SelfHeal) rememberCallback(ctx context.Context, instanceID, callback string) {
 	if instanceID == "" || callback == "" {
 		return
 	}
 	now := s.now()
-	if v, ok := s.heal.callbacks.Load(instanceID); ok {
+	if v, ok := s.callbacks.Load(instanceID); ok {
 		if seen := v.(callbackSeen); seen.url == callback && now.Sub(seen.at) < callbackRefresh {
 			return
 		}
@@ -97,12 +101,12 @@ func (s *Service) rememberCallback(ctx context.Context, instanceID, callback str
 		s.log.WarnContext(ctx, "recording the instance's callback failed", "instance_id", instanceID, "error", err)
 		return
 	}
-	s.heal.callbacks.Store(instanceID, callbackSeen{url: callback, at: now})
+	s.callbacks.Store(instanceID, callbackSeen{url: callback, at: now})
 }
 
 // recordLastFire records the final outcome of a relayed fire of row. A
 // failure is logged: the fire's own outcome stands.
-func (s *Service) recordLastFire(ctx context.Context, row relay.OneShot, outcome, reason string) {
+func (s *SelfHeal) recordLastFire(ctx context.Context, row relay.OneShot, outcome, reason string) {
 	err := s.engine.RecordLastFire(ctx, relay.LastFire{
 		AgentID: row.AgentID, InstanceID: row.InstanceID, JobID: row.JobID, ScheduleID: row.ScheduleID,
 		FireAt: row.FireAt, CallbackURL: row.CallbackURL, Outcome: outcome, Reason: reason, At: s.now(),
@@ -116,7 +120,7 @@ func (s *Service) recordLastFire(ctx context.Context, row relay.OneShot, outcome
 // listExtras returns what the first page of id's list carries besides the
 // armed set: the jobs whose last fire has an outcome and that are not armed
 // again since, and the state of id's instance.
-func (s *Service) listExtras(ctx context.Context, id Identity) ([]contract.UnarmedJob, *contract.InstanceStatus, error) {
+func (s *SelfHeal) listExtras(ctx context.Context, id Identity) ([]contract.UnarmedJob, *contract.InstanceStatus, error) {
 	fires, err := s.engine.LastFiresOf(ctx, id.AgentID, s.now().Add(-lastFireRetention))
 	if err != nil {
 		return nil, nil, fmt.Errorf("list last fires: %w", err)
@@ -151,7 +155,7 @@ func (s *Service) listExtras(ctx context.Context, id Identity) ([]contract.Unarm
 // without an armed fire for longer than unarmed_after after their last
 // fire, oldest first. It marks nothing: it is an operator's look. An agent
 // NAS knows nothing of is 404.
-func (s *Service) Unarmed(ctx context.Context, agentID string) (contract.UnarmedResponse, error) {
+func (s *SelfHeal) Unarmed(ctx context.Context, agentID string) (contract.UnarmedResponse, error) {
 	if agentID != "" {
 		if e := checkPathID("agent", agentID); e != nil {
 			return contract.UnarmedResponse{}, e
@@ -185,7 +189,7 @@ func unarmedJob(f relay.LastFire) contract.UnarmedJob {
 
 // UnarmedCheckInterval is how often WatchUnarmed looks: a quarter of
 // unarmed_after, between 1 s and 1 min.
-func (s *Service) UnarmedCheckInterval() time.Duration {
+func (s *SelfHeal) UnarmedCheckInterval() time.Duration {
 	return min(max(s.cfg.UnarmedAfter/4, time.Second), time.Minute)
 }
 
@@ -193,7 +197,7 @@ func (s *Service) UnarmedCheckInterval() time.Duration {
 // UnarmedCheckInterval it counts them into chronos_nas_unarmed_jobs and
 // logs one warn line per job the first time it is found (once across every
 // NAS process sharing the store).
-func (s *Service) WatchUnarmed(ctx context.Context) {
+func (s *SelfHeal) WatchUnarmed(ctx context.Context) {
 	t := time.NewTicker(s.UnarmedCheckInterval())
 	defer t.Stop()
 	for {
@@ -209,7 +213,7 @@ func (s *Service) WatchUnarmed(ctx context.Context) {
 }
 
 // CheckUnarmed runs one check of WatchUnarmed.
-func (s *Service) CheckUnarmed(ctx context.Context) error {
+func (s *SelfHeal) CheckUnarmed(ctx context.Context) error {
 	now := s.now()
 	found, more, err := s.engine.Unarmed(ctx, relay.UnarmedQuery{
 		Before: now.Add(-s.cfg.UnarmedAfter), ExpireBefore: now.Add(-lastFireRetention), Max: maxUnarmed, Mark: true,
@@ -221,7 +225,7 @@ func (s *Service) CheckUnarmed(ctx context.Context) error {
 	if more {
 		n++ // at least one more
 	}
-	s.heal.unarmed.Set(n)
+	s.unarmed.Set(n)
 	for _, f := range found {
 		if !f.New {
 			continue
@@ -238,7 +242,7 @@ func (s *Service) CheckUnarmed(ctx context.Context) error {
 // cron_reconcile token signed like fire tokens, POSTed to the callback the
 // instance last armed with, retried a few times while the agent cannot take
 // it (waking, 5xx, connection refused).
-func (s *Service) nudge(ctx context.Context, instanceID, reason string) {
+func (s *SelfHeal) nudge(ctx context.Context, instanceID, reason string) {
 	info, err := s.engine.Instance(ctx, instanceID)
 	if err != nil {
 		s.log.WarnContext(ctx, "reconcile request not sent: reading the instance failed; the agent heals on its own resync", "instance_id", instanceID, "error", err)
@@ -254,8 +258,8 @@ func (s *Service) nudge(ctx context.Context, instanceID, reason string) {
 		return
 	}
 	url := ReconcileURL(info.CallbackURL)
-	s.heal.bg.Go(func() {
-		ctx := s.heal.bgCtx
+	s.bg.Go(func() {
+		ctx := s.bgCtx
 		log := s.log.With("instance_id", instanceID, "url", url)
 		delay := nudgeBackoff
 		for attempt := 1; ; attempt++ {
@@ -264,7 +268,7 @@ func (s *Service) nudge(ctx context.Context, instanceID, reason string) {
 				log.ErrorContext(ctx, "reconcile request not sent", "error", err)
 				return
 			}
-			res := s.heal.nudger.Reconcile(ctx, url, token, body)
+			res := s.nudger.Reconcile(ctx, url, token, body)
 			switch {
 			case res.Outcome == OutcomeDelivered:
 				log.InfoContext(ctx, "agent asked to reconcile", "reason", reason, "attempt", attempt, "agent_status", res.AgentStatus)
@@ -286,3 +290,29 @@ func (s *Service) nudge(ctx context.Context, instanceID, reason string) {
 		}
 	})
 }
+
+// nudgeAgent asks the instances of agentID that hold armed fires to
+// reconcile, giving reason (in the background, see nudge): an agent enabled
+// again learns it at once, where its calls were refused while it was
+// disabled, instead of at its next resync, and a re-keyed one provisions its
+// direct jobs for their new keys. An agent with nothing armed is not asked:
+// NAS knows no callback of it to ask.
+func (s *SelfHeal) nudgeAgent(ctx context.Context, agentID, reason string) {
+	items, _, err := s.engine.List(ctx, agentID, "", nudgeListLimit)
+	if err != nil {
+		s.log.WarnContext(ctx, "reconcile request not sent: listing the agent's fires failed; it heals on its own resync", "agent_id", agentID, "error", err)
+		return
+	}
+	seen := make(map[string]bool, 1)
+	for _, o := range items {
+		if o.InstanceID == "" || seen[o.InstanceID] {
+			continue
+		}
+		seen[o.InstanceID] = true
+		s.nudge(ctx, o.InstanceID, reason)
+	}
+}
+
+// nudgeListLimit is how many of an agent's armed fires nudgeAgent reads to
+// find its instances (an agent has one instance, as a rule).
+const nudgeListLimit = 100

@@ -1,16 +1,17 @@
 package nas
 
-// What the Service is built from and what every route shares: construction,
-// readiness, the mapping of engine errors. The routes themselves are in
-// agentapi.go (agent API), relayroute.go (the signed relay route) and
-// operator.go (operator routes), their callers checked in auth.go.
+// What the Service is built from and how its parts are wired: construction,
+// readiness and the accessors of the parts. The parts are in agentapi.go
+// (AgentAPI), relayroute.go and localdelivery.go (Fires), operator.go
+// (Operator), opsession.go (OperatorAuth), overview.go and explorer.go
+// (Explorer), flow.go (Flow), selfheal.go (SelfHeal) and direct.go; what
+// they share is in core.go.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
@@ -43,30 +44,32 @@ type Options struct {
 	Caller FireCaller
 }
 
-// Service is NAS's domain: agent API, relay route, operator actions. It is
-// safe for concurrent use.
+// Service is NAS's domain. It is a façade that builds and wires its parts,
+// each of which does one thing:
+//
+//   - AgentAPI: the agent API (provision, cancel, list, the bulk armed set,
+//     the acknowledgement of failed fires) and the agents' authorization;
+//   - Fires: the fire path, from a relay call or a leased fire to the
+//     agent's answer (mint the fire token, call the agent, say what the
+//     answer means as a Verdict);
+//   - Operator: the operator's actions (stop and start instances, disable,
+//     enable, re-key and cancel agents, the dead letter);
+//   - OperatorAuth: the operator token and the dashboard's sessions;
+//   - Explorer: the overview, history and agent views the dashboard reads;
+//   - Flow: the agents file's flow control and the disabled agents;
+//   - SelfHeal: last fires, unarmed jobs and reconcile requests.
+//
+// It is safe for concurrent use.
 type Service struct {
-	cfg      Config
-	engine   relay.Engine
-	verifier AgentVerifier
-	keys     *KeyRing
-	log      *slog.Logger
-	now      func() time.Time
-	caller   FireCaller
-	policy   CallbackPolicy
-	minter   *Minter
-	secrets  [][]byte
-	cursors  cursorSigner
-	limiter  *agentLimiter
-	metrics  *Metrics
-	operator []byte
-	heal     selfHeal
-	census   censusCache        // the overview's agents and stopped instances
-	flow     flowState          // the agents' flow control and kill switch
-	summary  fireSummary        // the relay route's fires since its last INFO summary
-	sessions sessionRevocations // operator sessions ended by a logout
-	logins   *loginThrottle     // the dashboard login's failures per address
-	direct   directState        // direct delivery's cron keys
+	*core
+	agents   *AgentAPI
+	fires    *Fires
+	operator *Operator
+	auth     *OperatorAuth
+	explorer *Explorer
+	flow     *Flow
+	heal     *SelfHeal
+	direct   *directKeys
 }
 
 // New builds a Service. Config must validate after WithDefaults, except that
@@ -102,7 +105,7 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nas: callback_allowlist: %w", err)
 	}
-	s := &Service{
+	c := &core{
 		cfg:      cfg,
 		engine:   opts.Engine,
 		verifier: opts.Verifier,
@@ -114,32 +117,64 @@ func New(opts Options) (*Service, error) {
 		secrets:  secrets,
 		cursors:  newCursorSigner(secrets),
 		limiter:  newAgentLimiter(cfg.Limits.RatePerSecond, cfg.Limits.Burst),
+		source:   policySource(opts.Verifier),
+		summary:  &fireSummary{},
 	}
-	if s.log == nil {
-		s.log = slog.Default()
+	if c.log == nil {
+		c.log = slog.Default()
 	}
-	if s.now == nil {
-		s.now = time.Now
+	if c.now == nil {
+		c.now = time.Now
 	}
-	if s.caller == nil {
-		s.caller = NewAgentCaller(s.policy, cfg.DeliveryTimeout)
+	if c.caller == nil {
+		c.caller = NewAgentCaller(c.policy, cfg.DeliveryTimeout)
 	}
 	if cfg.OperatorToken != "" {
-		s.operator = []byte(cfg.OperatorToken)
+		c.operatorToken = []byte(cfg.OperatorToken)
 	}
 	// iss is public_url exactly as configured: the agents compare it with
 	// their portal_url, which operators copy from the same place.
-	s.minter = &Minter{Keys: opts.Keys, Issuer: cfg.PublicURL, TTL: cfg.FireTokenTTL}
-	s.metrics = newMetrics(opts.Engine)
-	if err := s.initDirect(policySource(s.verifier)); err != nil {
+	c.minter = &Minter{Keys: opts.Keys, Issuer: cfg.PublicURL, TTL: cfg.FireTokenTTL}
+	c.metrics = newMetrics(opts.Engine)
+	s := &Service{core: c}
+	if s.direct, err = newDirectKeys(c); err != nil {
 		return nil, fmt.Errorf("nas: %w", err)
 	}
-	s.initSelfHeal()
-	s.initFlow()
-	s.sessions = newSessionRevocations(opts.Engine, cfg.Store, s.log, s.now)
-	s.logins = newLoginThrottle(s.log, s.now)
+	s.heal = newSelfHeal(c)
+	s.flow = newFlow(c)
+	s.explorer = &Explorer{core: c}
+	s.agents = &AgentAPI{core: c, flow: s.flow, heal: s.heal, direct: s.direct}
+	s.fires = &Fires{core: c, heal: s.heal, direct: s.direct}
+	s.operator = &Operator{core: c, flow: s.flow, heal: s.heal, explorer: s.explorer}
+	s.auth = &OperatorAuth{core: c, revoked: newSessionRevocations(opts.Engine, cfg.Store, c.log, c.now), logins: newLoginThrottle(c.log, c.now)}
 	return s, nil
 }
+
+// AgentAPI returns the agent API.
+func (s *Service) AgentAPI() *AgentAPI { return s.agents }
+
+// Fires returns the fire path: the relay route's delivery of a fire.
+func (s *Service) Fires() *Fires { return s.fires }
+
+// Operator returns the operator's actions.
+func (s *Service) Operator() *Operator { return s.operator }
+
+// OperatorAuth returns the operator's authorization: token and sessions.
+func (s *Service) OperatorAuth() *OperatorAuth { return s.auth }
+
+// Explorer returns the dashboard's views: overview, history, agents.
+func (s *Service) Explorer() *Explorer { return s.explorer }
+
+// Flow returns the agents' flow control and kill switch state.
+func (s *Service) Flow() *Flow { return s.flow }
+
+// SelfHeal returns the self-healing part: unarmed jobs and reconcile
+// requests.
+func (s *Service) SelfHeal() *SelfHeal { return s.heal }
+
+// Close stops the background work of the Service (reconcile requests in
+// flight) and waits for it.
+func (s *Service) Close() { s.heal.close() }
 
 // Config returns the effective configuration.
 func (s *Service) Config() Config { return s.cfg }
@@ -151,7 +186,7 @@ func (s *Service) Metrics() *Metrics { return s.metrics }
 func (s *Service) JWKS() []byte { return s.keys.Current().JWKS() }
 
 // HasOperator reports whether the operator routes are enabled.
-func (s *Service) HasOperator() bool { return len(s.operator) > 0 }
+func (s *Service) HasOperator() bool { return s.hasOperator() }
 
 // Ready reports whether NAS can serve: keys are loaded, the engine answers
 // and (on an engine that can lose its data under NAS, relay.StoreEpoch) no
@@ -170,20 +205,6 @@ func (s *Service) Ready(ctx context.Context) map[string]error {
 		checks["agent_keys"] = r.Ready(ctx)
 	}
 	return checks
-}
-
-// engineErr maps the engine errors an agent can cause to their answers and
-// wraps any other with op.
-func (s *Service) engineErr(op string, err error) error {
-	switch {
-	case errors.Is(err, relay.ErrQuotaExceeded):
-		return contract.Errorf(http.StatusUnprocessableEntity, contract.CodeQuotaExceeded,
-			"the agent already has %d armed jobs", s.cfg.Limits.MaxArmedPerAgent)
-	case errors.Is(err, relay.ErrInvalidCursor):
-		return contract.BadRequest(contract.CodeInvalidCursor, "cursor is not one NAS issued to this agent")
-	default:
-		return fmt.Errorf("%s: %w", op, err)
-	}
 }
 
 // checkJobID answers 400 invalid_job_id for an id that is not a job id.

@@ -21,9 +21,9 @@ import (
 // maxRelayResponseBytes caps how much of NAS's answer is read.
 const maxRelayResponseBytes = 64 << 10
 
-// maxRetryAfter caps a Retry-After, so a wild header cannot park a fire
-// until it is too old to retry.
-const maxRetryAfter = time.Hour
+// MaxRetryAfter caps the delay a Retry outcome asks for (a Retry-After), so
+// a wild header cannot park a fire until it is too old to retry.
+const MaxRetryAfter = time.Hour
 
 // HTTPDelivererConfig configures an HTTPDeliverer.
 type HTTPDelivererConfig struct {
@@ -238,24 +238,24 @@ func classify(status int, retryAfter string, body []byte, now time.Time, unautho
 		if err := json.Unmarshal(body, &r); err != nil {
 			return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay answer %d is not a relay response: %v", status, err)}
 		}
-		return AnswerOutcome(r)
+		return answerOutcome(r)
 	}
 	var e contract.Error
 	_ = json.Unmarshal(body, &e) // best effort: the code and text only enrich the reason
 	e.Status, e.RetryAfter = status, parseRetryAfter(retryAfter, now)
-	out := ErrorOutcome(&e)
+	out := errorOutcome(&e)
 	if status == http.StatusUnauthorized {
 		out.RetryAfter = max(out.RetryAfter, unauthorizedDelay)
 	}
 	return out
 }
 
-// AnswerOutcome maps a final answer of NAS's relay route (a 200
+// answerOutcome maps a final answer of NAS's relay route (a 200
 // RelayResponse) to an Outcome: delivered, dropped, instance_stopped and
-// duplicate are Done, rejected is Dead, anything else a Retry. A deliverer in
-// NAS's own process maps NAS's answers with it and ErrorOutcome, as the
-// HTTPDeliverer does, so both paths end a fire alike.
-func AnswerOutcome(r contract.RelayResponse) Outcome {
+// duplicate are Done, rejected is Dead, anything else a Retry. (NAS's own
+// dispatchers map NAS's verdicts alike, without the wire: see
+// nas.LocalDeliverer.)
+func answerOutcome(r contract.RelayResponse) Outcome {
 	switch r.Status {
 	case contract.RelayDelivered, contract.RelayDropped, contract.RelayInstanceStopped, contract.RelayDuplicate:
 		return Outcome{Kind: Done, Reason: joinReason(r.Status, r.AgentStatus, r.Reason)}
@@ -265,30 +265,39 @@ func AnswerOutcome(r contract.RelayResponse) Outcome {
 	return Outcome{Kind: Retry, Reason: fmt.Sprintf("relay answer has an unknown status %q", r.Status)}
 }
 
-// ErrorOutcome maps an error answer of NAS's relay route (its Status, Code,
+// errorOutcome maps an error answer of NAS's relay route (its Status, Code,
 // Description and RetryAfter) to an Outcome: 503 agent_unavailable (the
-// agent is not answering) and a 502 for a refused connection are
-// cold-start retries of an agent that is down; 408, 425, 429, 5xx
-// and 3xx are retries honouring RetryAfter, and so is 401 (the caller adds
-// its own floor); any other status is Dead.
-func ErrorOutcome(e *contract.Error) Outcome {
+// agent is not answering) is a cold-start retry of an agent that is down, as
+// is the 502 an older NAS answered for a refused connection; 408, 425, 429,
+// 5xx and 3xx are retries honouring RetryAfter, and so is 401 (the caller
+// adds its own floor); any other status is Dead.
+func errorOutcome(e *contract.Error) Outcome {
 	status := e.Status
 	reason := joinReason(fmt.Sprintf("nas answered %d", status), e.Code, e.Description)
-	wait := min(max(e.RetryAfter, 0), maxRetryAfter)
+	wait := min(max(e.RetryAfter, 0), MaxRetryAfter)
 	switch {
 	case status == http.StatusUnauthorized:
 		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason}
 	case status == http.StatusServiceUnavailable && e.Code == contract.CodeAgentUnavailable:
 		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true, AgentDown: true}
-	case status == http.StatusBadGateway && e.Code == contract.CodeAgentUnavailable &&
-		strings.Contains(strings.ToLower(e.Description), "connection refused"):
-		// An older NAS answered 502 for a refused connection.
+	case status == http.StatusBadGateway && e.Code == contract.CodeAgentUnavailable && olderNASRefused(e.Description):
 		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason, ColdStart: true, AgentDown: true}
 	case status == http.StatusRequestTimeout, status == http.StatusTooEarly, status == http.StatusTooManyRequests,
 		status >= 500, status >= 300 && status < 400:
 		return Outcome{Kind: Retry, RetryAfter: wait, Reason: reason}
 	}
 	return Outcome{Kind: Dead, Reason: reason}
+}
+
+// olderNASRefused reports whether the description of a 502
+// agent_unavailable is that of a NAS older than its 503 for an agent that is
+// not answering, which answered a refused connection 502 with the dial
+// error's text. The answer comes from another process over the wire, where
+// no typed error survives, so its text is all there is to read; NAS's own
+// dispatchers never come here (they map NAS's verdict, which carries
+// AgentDown).
+func olderNASRefused(description string) bool {
+	return strings.Contains(strings.ToLower(description), "connection refused")
 }
 
 // joinReason joins the non-empty parts with ": ".
@@ -303,7 +312,7 @@ func joinReason(parts ...string) string {
 }
 
 // parseRetryAfter reads a Retry-After header (delay seconds or an HTTP date)
-// as a delay from now, capped at maxRetryAfter; 0 when absent or invalid.
+// as a delay from now, capped at MaxRetryAfter; 0 when absent or invalid.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -314,9 +323,9 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		if secs < 0 {
 			return 0
 		}
-		d = time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+		d = time.Duration(min(secs, int64(MaxRetryAfter/time.Second))) * time.Second
 	} else if t, err := http.ParseTime(v); err == nil {
 		d = t.Sub(now)
 	}
-	return min(max(d, 0), maxRetryAfter)
+	return min(max(d, 0), MaxRetryAfter)
 }

@@ -16,13 +16,27 @@ import (
 	"github.com/chronoscron/chronos/nas"
 )
 
+// agentAPI is the handlers of the agent API.
+type agentAPI struct {
+	api *nas.AgentAPI
+}
+
+// routes registers the agent API on e.
+func (s *agentAPI) routes(e *echo.Echo) {
+	e.POST(contract.PathProvision, s.agent(s.provision))
+	e.POST(contract.PathCancel, s.agent(s.cancel))
+	e.GET(contract.PathList, s.agent(s.list))
+	e.PUT(contract.PathArmed, s.agent(s.putArmed))
+	e.POST(contract.PathFailedFiresAck, s.agent(s.ackFailedFires))
+}
+
 type agentHandler func(c echo.Context, id nas.Identity) error
 
 // agent authenticates the caller from its token alone (and takes one token
 // of its rate limit) before the handler reads anything else.
-func (s *Server) agent(h agentHandler) echo.HandlerFunc {
+func (s *agentAPI) agent(h agentHandler) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id, err := s.svc.Authorize(c.Request().Context(), c.Request().Header.Get(contract.HeaderAuthorization))
+		id, err := s.api.Authorize(c.Request().Context(), c.Request().Header.Get(contract.HeaderAuthorization))
 		if err != nil {
 			return err
 		}
@@ -37,24 +51,24 @@ func decode(c echo.Context, limit int64, v any) error {
 	return nil
 }
 
-func (s *Server) provision(c echo.Context, id nas.Identity) error {
+func (s *agentAPI) provision(c echo.Context, id nas.Identity) error {
 	var req contract.ProvisionRequest
 	if err := decode(c, contract.DefaultMaxBodyBytes, &req); err != nil {
 		return err
 	}
-	resp, err := s.svc.Provision(c.Request().Context(), id, req)
+	resp, err := s.api.Provision(c.Request().Context(), id, req)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, resp)
 }
 
-func (s *Server) cancel(c echo.Context, id nas.Identity) error {
+func (s *agentAPI) cancel(c echo.Context, id nas.Identity) error {
 	var req contract.CancelRequest
 	if err := decode(c, contract.DefaultMaxBodyBytes, &req); err != nil {
 		return err
 	}
-	resp, err := s.svc.Cancel(c.Request().Context(), id, req)
+	resp, err := s.api.Cancel(c.Request().Context(), id, req)
 	if err != nil {
 		return err
 	}
@@ -99,7 +113,7 @@ func limitAndCursor(q url.Values) (int, string, error) {
 	return limit, cursor, nil
 }
 
-func (s *Server) list(c echo.Context, id nas.Identity) error {
+func (s *agentAPI) list(c echo.Context, id nas.Identity) error {
 	if _, ok := c.Request().URL.Query()["agent_id"]; ok {
 		return contract.BadRequest(contract.CodeInvalidRequest, "unknown query parameter \"agent_id\"")
 	}
@@ -107,32 +121,32 @@ func (s *Server) list(c echo.Context, id nas.Identity) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.svc.List(c.Request().Context(), id, limit, cursor)
+	resp, err := s.api.List(c.Request().Context(), id, limit, cursor)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, resp)
 }
 
-func (s *Server) ackFailedFires(c echo.Context, id nas.Identity) error {
+func (s *agentAPI) ackFailedFires(c echo.Context, id nas.Identity) error {
 	var req contract.FailedFiresAckRequest
 	// Up to 1000 ids of up to 256 bytes: more than the small-body limit.
 	if err := decode(c, contract.DefaultMaxBulkBodyBytes, &req); err != nil {
 		return err
 	}
-	resp, err := s.svc.AckFailedFires(c.Request().Context(), id, req)
+	resp, err := s.api.AckFailedFires(c.Request().Context(), id, req)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, resp)
 }
 
-func (s *Server) putArmed(c echo.Context, id nas.Identity) error {
+func (s *agentAPI) putArmed(c echo.Context, id nas.Identity) error {
 	var req contract.PutArmedRequest
 	if err := decode(c, contract.DefaultMaxBulkBodyBytes, &req); err != nil {
 		return err
 	}
-	resp, err := s.svc.PutArmed(c.Request().Context(), id, req)
+	resp, err := s.api.PutArmed(c.Request().Context(), id, req)
 	if err != nil {
 		return err
 	}

@@ -83,12 +83,65 @@ func BenchmarkLocalDelivery(b *testing.B) {
 	}
 }
 
+// retryCaller answers every fire as the agent answering status: a retry.
+type retryCaller struct{ status int }
+
+func (c retryCaller) Fire(context.Context, string, string, []byte) nas.FireResult {
+	return nas.FireResult{Outcome: nas.OutcomeRetry, HTTPStatus: c.status, ColdStart: c.status == http.StatusServiceUnavailable,
+		Reason: "agent answered " + strconv.Itoa(c.status), RetryAfter: time.Second}
+}
+
+// BenchmarkLocalDeliveryRetry measures one fire handed to NAS in process
+// that the agent does not take (a 503: the agent is down; a 500): the path
+// from the agent's answer to the dispatcher's Retry outcome.
+func BenchmarkLocalDeliveryRetry(b *testing.B) {
+	for _, status := range []int{http.StatusServiceUnavailable, http.StatusInternalServerError} {
+		b.Run(strconv.Itoa(status), func(b *testing.B) {
+			f := newBenchFire(b, nas.AlgEdDSA, "stub-agent")
+			f.svc = newBenchService(b, f.eng, retryCaller{status: status})
+			d := f.svc.LocalDeliverer()
+			lease := relay.Lease{OneShot: f.row, Token: 0}
+			lease.Attempt = 1
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				lease.Token++
+				lease.ClaimedAt = time.Now()
+				if out := d.Deliver(ctx, lease); out.Kind != relay.Retry || out.RetryAfter != time.Second {
+					b.Fatalf("outcome %+v", out)
+				}
+			}
+		})
+	}
+}
+
 // benchFire is a NAS service on the embedded engine with one armed fire,
 // for the delivery benchmarks.
 type benchFire struct {
 	svc    *nas.Service
+	eng    relay.Engine
 	row    relay.OneShot
 	fireAt time.Time
+}
+
+// newBenchService builds a NAS service signing with EdDSA on eng that calls
+// agents with caller.
+func newBenchService(b *testing.B, eng relay.Engine, caller nas.FireCaller) *nas.Service {
+	b.Helper()
+	keys, err := nas.NewEphemeralKeyRing(nas.AlgEdDSA)
+	if err != nil {
+		b.Fatal(err)
+	}
+	agents, _ := nas.NewStaticAgents(nil)
+	svc, err := nas.New(nas.Options{
+		Config: nas.Config{PublicURL: publicURL, Relay: nas.RelayConfig{Secrets: []string{relaySecret}}, AllowPrivateCallbacks: true},
+		Engine: eng, Verifier: agents, Keys: keys, Logger: slog.New(slog.DiscardHandler), Caller: caller,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	return svc
 }
 
 // newBenchFire builds a NAS service signing with alg whose one armed fire
@@ -124,7 +177,7 @@ func newBenchFire(b *testing.B, alg, mode string) benchFire {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return benchFire{svc: svc, row: res.OneShot, fireAt: fireAt}
+	return benchFire{svc: svc, eng: eng, row: res.OneShot, fireAt: fireAt}
 }
 
 // BenchmarkProvision measures one provision call through the agent API

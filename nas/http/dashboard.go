@@ -47,8 +47,17 @@ var uiAssets = func() fs.FS {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-// dashboardRoutes registers the dashboard on e.
-func (s *Server) dashboardRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
+// dashboard is the handlers of the operator dashboard: its page, its
+// session and what it reads (the overview and the explorer), each read
+// behind the operator routes' guard.
+type dashboard struct {
+	ops      *operatorAPI
+	auth     *nas.OperatorAuth
+	explorer *nas.Explorer
+}
+
+// routes registers the dashboard on e.
+func (s *dashboard) routes(e *echo.Echo, m ...echo.MiddlewareFunc) {
 	e.GET("/", s.dashboardAsset, m...)
 	e.GET(PathDashboard, s.dashboardAsset, m...)
 	e.GET(PathDashboard+"/", func(c echo.Context) error {
@@ -57,13 +66,13 @@ func (s *Server) dashboardRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
 	e.GET(PathDashboard+"/:asset", s.dashboardAsset, m...)
 	e.POST(contract.PathOperatorSession, s.login, m...)
 	e.DELETE(contract.PathOperatorSession, s.logout, m...)
-	e.GET(contract.PathOperatorOverview, s.operator(s.overview), m...)
+	e.GET(contract.PathOperatorOverview, s.ops.guard(s.overview), m...)
 	s.explorerRoutes(e, m...)
 }
 
 // dashboardAsset serves an embedded file of the dashboard; / and /ui are
 // its index.html.
-func (s *Server) dashboardAsset(c echo.Context) error {
+func (s *dashboard) dashboardAsset(c echo.Context) error {
 	name := c.Param("asset")
 	if name == "" {
 		name = "index.html"
@@ -103,7 +112,7 @@ func setPageHeaders(h http.Header) {
 // post from another origin, 429 with Retry-After while the client address
 // (the TCP peer: no forwarded header is trusted) is locked out after too
 // many wrong tokens.
-func (s *Server) login(c echo.Context) error {
+func (s *dashboard) login(c echo.Context) error {
 	r := c.Request()
 	if !sameOrigin(r) {
 		return crossOrigin()
@@ -112,7 +121,7 @@ func (s *Server) login(c echo.Context) error {
 	if err := decode(c, 8<<10, &req); err != nil {
 		return err
 	}
-	value, exp, err := s.svc.OperatorLogin(r.RemoteAddr, req.Token)
+	value, exp, err := s.auth.Login(r.RemoteAddr, req.Token)
 	if err != nil {
 		return err
 	}
@@ -127,13 +136,13 @@ func (s *Server) login(c echo.Context) error {
 // process sharing the store then refuses it) and clears the cookie. Without
 // a live session it only clears the cookie; when the store cannot record
 // the end it fails and leaves the cookie, which still works.
-func (s *Server) logout(c echo.Context) error {
+func (s *dashboard) logout(c echo.Context) error {
 	r := c.Request()
 	if !sameOrigin(r) {
 		return crossOrigin()
 	}
 	if ck, err := r.Cookie(OperatorCookie); err == nil {
-		if err := s.svc.OperatorLogout(r.Context(), ck.Value); err != nil {
+		if err := s.auth.Logout(r.Context(), ck.Value); err != nil {
 			return err
 		}
 	}
@@ -144,11 +153,11 @@ func (s *Server) logout(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, contract.OKResponse{OK: true})
 }
 
-func (s *Server) overview(c echo.Context) error {
+func (s *dashboard) overview(c echo.Context) error {
 	if len(c.QueryParams()) > 0 {
 		return contract.BadRequest(contract.CodeInvalidRequest, "the overview takes no query parameters")
 	}
-	resp, err := s.svc.Overview(c.Request().Context())
+	resp, err := s.explorer.Overview(c.Request().Context())
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ func TestDashboardLogin(t *testing.T) {
 				c.MaxAge != int(nas.OperatorSessionTTL.Seconds()) || strings.Contains(c.Value, opToken) {
 				t.Fatalf("cookie %+v", c)
 			}
-			if err := b.svc.AuthorizeOperatorSession(context.Background(), c.Value); err != nil {
+			if err := b.svc.OperatorAuth().AuthorizeSession(context.Background(), c.Value); err != nil {
 				t.Fatalf("the cookie is not a session: %v", err)
 			}
 			got := decodeBody[contract.OperatorSessionResponse](t, rec)
@@ -224,7 +224,7 @@ func TestDashboardSessionExpires(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
 	b := setup(t, func(_ *nas.Config, o *nas.Options) { o.Now = func() time.Time { return now } })
-	value, exp, err := b.svc.OperatorLogin("192.0.2.1:1234", opToken)
+	value, exp, err := b.svc.OperatorAuth().Login("192.0.2.1:1234", opToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,19 +232,19 @@ func TestDashboardSessionExpires(t *testing.T) {
 		t.Fatalf("expiry %v", exp)
 	}
 	ctx := context.Background()
-	if err := b.svc.AuthorizeOperatorSession(ctx, value); err != nil {
+	if err := b.svc.OperatorAuth().AuthorizeSession(ctx, value); err != nil {
 		t.Fatalf("fresh session refused: %v", err)
 	}
 	parts := strings.Split(value, ".")
 	for _, bad := range []string{"", "v2", value + "x", "v1." + parts[2] + "." + parts[3], "v1." + parts[1] + "." + parts[2] + "." + parts[3],
 		"v2." + parts[1] + "x." + parts[2] + "." + parts[3], "v2." + parts[1] + "." + parts[2] + "0." + parts[3], "v2." + parts[1] + ".x." + parts[3],
 		"v2.." + parts[2] + "." + parts[3]} {
-		if err := b.svc.AuthorizeOperatorSession(ctx, bad); err == nil {
+		if err := b.svc.OperatorAuth().AuthorizeSession(ctx, bad); err == nil {
 			t.Errorf("session %q accepted", bad)
 		}
 	}
 	now = exp
-	if err := b.svc.AuthorizeOperatorSession(ctx, value); err == nil {
+	if err := b.svc.OperatorAuth().AuthorizeSession(ctx, value); err == nil {
 		t.Fatal("expired session accepted")
 	}
 }

@@ -14,12 +14,12 @@ import (
 )
 
 // explorerRoutes registers the explorer's routes on e.
-func (s *Server) explorerRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
-	e.GET(contract.PathOperatorHistory, s.operator(s.history), m...)
-	e.GET(contract.PathOperatorAgents, s.operator(s.agents), m...)
-	e.GET(echoPath(contract.PathOperatorAgent), s.operator(s.agentView), m...)
-	e.GET(echoPath(contract.PathOperatorAgentArmed), s.operator(s.agentArmed), m...)
-	e.GET(contract.PathOperatorProcesses, s.operator(s.processes), m...)
+func (s *dashboard) explorerRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
+	e.GET(contract.PathOperatorHistory, s.ops.guard(s.history), m...)
+	e.GET(contract.PathOperatorAgents, s.ops.guard(s.agents), m...)
+	e.GET(echoPath(contract.PathOperatorAgent), s.ops.guard(s.agentView), m...)
+	e.GET(echoPath(contract.PathOperatorAgentArmed), s.ops.guard(s.agentArmed), m...)
+	e.GET(contract.PathOperatorProcesses, s.ops.guard(s.processes), m...)
 }
 
 // queryParams checks that q has only the allowed parameters, each at most
@@ -43,7 +43,7 @@ func queryParams(q url.Values, allowed ...string) error {
 	return nil
 }
 
-func (s *Server) history(c echo.Context) error {
+func (s *dashboard) history(c echo.Context) error {
 	q := c.Request().URL.Query()
 	if err := queryParams(q, "window"); err != nil {
 		return err
@@ -55,14 +55,14 @@ func (s *Server) history(c echo.Context) error {
 			return contract.BadRequest(contract.CodeInvalidRequest, "window must be %q or %q", contract.HistoryWindowHour, contract.HistoryWindowDay)
 		}
 	}
-	resp, err := s.svc.History(c.Request().Context(), window)
+	resp, err := s.explorer.History(c.Request().Context(), window)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, resp)
 }
 
-func (s *Server) agents(c echo.Context) error {
+func (s *dashboard) agents(c echo.Context) error {
 	q := c.Request().URL.Query()
 	if err := queryParams(q, "q", "limit", "cursor"); err != nil {
 		return err
@@ -71,25 +71,25 @@ func (s *Server) agents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.svc.Agents(c.Request().Context(), q.Get("q"), cursor, limit)
+	resp, err := s.explorer.Agents(c.Request().Context(), q.Get("q"), cursor, limit)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, resp)
 }
 
-func (s *Server) agentView(c echo.Context) error {
+func (s *dashboard) agentView(c echo.Context) error {
 	if err := queryParams(c.Request().URL.Query()); err != nil {
 		return err
 	}
-	resp, err := s.svc.Agent(c.Request().Context(), c.Param("agent_id"))
+	resp, err := s.explorer.Agent(c.Request().Context(), c.Param("agent_id"))
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, resp)
 }
 
-func (s *Server) agentArmed(c echo.Context) error {
+func (s *dashboard) agentArmed(c echo.Context) error {
 	q := c.Request().URL.Query()
 	if err := queryParams(q, "job", "limit", "cursor"); err != nil {
 		return err
@@ -98,18 +98,18 @@ func (s *Server) agentArmed(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.svc.AgentArmed(c.Request().Context(), c.Param("agent_id"), q.Get("job"), cursor, limit)
+	resp, err := s.explorer.AgentArmed(c.Request().Context(), c.Param("agent_id"), q.Get("job"), cursor, limit)
 	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, resp)
 }
 
-func (s *Server) processes(c echo.Context) error {
+func (s *dashboard) processes(c echo.Context) error {
 	if err := queryParams(c.Request().URL.Query()); err != nil {
 		return err
 	}
-	resp, err := s.svc.Processes(c.Request().Context())
+	resp, err := s.explorer.Processes(c.Request().Context())
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func (s *Server) relay(c echo.Context) error {
 		}
 		return contract.BadRequest(contract.CodeInvalidRequest, "reading body failed")
 	}
-	resp, err := s.svc.Relay(r.Context(), nas.RelayHeaders{
+	v, err := s.svc.Fires().Relay(r.Context(), nas.RelayHeaders{
 		ID:        r.Header.Get(contract.HeaderWebhookID),
 		Timestamp: r.Header.Get(contract.HeaderWebhookTimestamp),
 		Signature: r.Header.Get(contract.HeaderWebhookSignature),
@@ -38,5 +38,36 @@ func (s *Server) relay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	resp, e := relayAnswer(v)
+	if e != nil {
+		return e
+	}
 	return writeJSON(c, http.StatusOK, resp)
+}
+
+// relayAnswer is the wire form of NAS's verdict on a relayed fire: a final
+// verdict is a 200 RelayResponse; a retry is agent_unavailable with the
+// agent's Retry-After (handleError writes "0" for none), 503 when the agent
+// is not answering (the relay then holds the agent's fires and probes it),
+// else 502.
+func relayAnswer(v nas.Verdict) (contract.RelayResponse, *contract.Error) {
+	switch v.Kind {
+	case nas.VerdictDelivered:
+		return contract.RelayResponse{Status: contract.RelayDelivered, AgentStatus: v.AgentStatus}, nil
+	case nas.VerdictDropped:
+		return contract.RelayResponse{Status: contract.RelayDropped, Reason: v.Reason}, nil
+	case nas.VerdictInstanceStopped:
+		return contract.RelayResponse{Status: contract.RelayInstanceStopped}, nil
+	case nas.VerdictDuplicate:
+		return contract.RelayResponse{Status: contract.RelayDuplicate}, nil
+	case nas.VerdictRejected:
+		return contract.RelayResponse{Status: contract.RelayRejected, Reason: v.Reason}, nil
+	}
+	status := http.StatusBadGateway
+	if v.AgentDown {
+		status = http.StatusServiceUnavailable
+	}
+	e := contract.Errorf(status, contract.CodeAgentUnavailable, "%s", v.Reason)
+	e.RetryAfter = v.RetryAfter
+	return contract.RelayResponse{}, e
 }

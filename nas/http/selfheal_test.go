@@ -159,7 +159,7 @@ func TestNASReportsJobsLeftUnarmed(t *testing.T) {
 		t.Fatalf("reported for agent B: %v", got)
 	}
 	for range 2 {
-		if err := b.svc.CheckUnarmed(context.Background()); err != nil {
+		if err := b.svc.SelfHeal().CheckUnarmed(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,7 +189,7 @@ func TestNASReportsJobsLeftUnarmed(t *testing.T) {
 	if got := strings.Join(b.unarmedJobs(t, ""), " "); got != "agent-a/kept:delivered" {
 		t.Fatalf("after a cancel and an arm: %q", got)
 	}
-	if err := b.svc.CheckUnarmed(context.Background()); err != nil {
+	if err := b.svc.SelfHeal().CheckUnarmed(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := b.metric(t, "chronos_nas_unarmed_jobs"); got != "1" {

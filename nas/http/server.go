@@ -168,11 +168,7 @@ func (s *Server) healthRoutes(e *echo.Echo) {
 }
 
 func (s *Server) agentRoutes(e *echo.Echo) {
-	e.POST(contract.PathProvision, s.agent(s.provision))
-	e.POST(contract.PathCancel, s.agent(s.cancel))
-	e.GET(contract.PathList, s.agent(s.list))
-	e.PUT(contract.PathArmed, s.agent(s.putArmed))
-	e.POST(contract.PathFailedFiresAck, s.agent(s.ackFailedFires))
+	(&agentAPI{api: s.svc.AgentAPI()}).routes(e)
 	e.GET(contract.PathJWKS, s.jwks)
 }
 
@@ -182,16 +178,9 @@ func (s *Server) internalRoutes(e *echo.Echo, m ...echo.MiddlewareFunc) {
 	e.POST(contract.PathRelay, s.relay, m...)
 	e.GET(contract.PathMetrics, echo.WrapHandler(promhttp.HandlerFor(s.svc.Metrics().Registry, promhttp.HandlerOpts{})), m...)
 	if s.svc.HasOperator() {
-		e.POST(echoPath(contract.PathOperatorInstanceStop), s.operator(s.stopInstance), m...)
-		e.POST(echoPath(contract.PathOperatorInstanceStart), s.operator(s.startInstance), m...)
-		e.POST(echoPath(contract.PathOperatorAgentCancel), s.operator(s.cancelAll), m...)
-		e.POST(echoPath(contract.PathOperatorAgentDisable), s.operator(s.disableAgent), m...)
-		e.POST(echoPath(contract.PathOperatorAgentEnable), s.operator(s.enableAgent), m...)
-		e.POST(echoPath(contract.PathOperatorAgentRekey), s.operator(s.rekeyAgent), m...)
-		e.GET(contract.PathOperatorDLQ, s.operator(s.listDead), m...)
-		e.POST(contract.PathOperatorDLQReplay, s.operator(s.replay), m...)
-		e.GET(contract.PathOperatorUnarmed, s.operator(s.unarmed), m...)
-		s.dashboardRoutes(e, m...)
+		ops := &operatorAPI{ops: s.svc.Operator(), auth: s.svc.OperatorAuth(), heal: s.svc.SelfHeal()}
+		ops.routes(e, m...)
+		(&dashboard{ops: ops, auth: s.svc.OperatorAuth(), explorer: s.svc.Explorer()}).routes(e, m...)
 	}
 }
 

@@ -172,8 +172,8 @@ func (n *Node) Run(ctx context.Context) error {
 		g.goErr(func() error { return n.srv.ServeInternal(ctx, n.relayLn) })
 	}
 	g.goDone(func() { watchKeys(ctx, n.keys, n.cfg.KeyCheckInterval, n.log) })
-	g.goDone(func() { n.svc.WatchUnarmed(ctx) })
-	g.goDone(func() { n.svc.WatchAgents(ctx) })
+	g.goDone(func() { n.svc.SelfHeal().WatchUnarmed(ctx) })
+	g.goDone(func() { n.svc.Flow().WatchAgents(ctx) })
 	n.startDispatchers(ctx, g)
 	systemd.Ready(ctx, n.log, storeAlive(n.engine))
 	return g.wait()

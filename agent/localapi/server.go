@@ -2,9 +2,6 @@ package localapi
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -81,8 +78,7 @@ type Server struct {
 	hub    *hub
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
-	mu     sync.Mutex
-	sessns map[string]time.Time // session id -> expiry
+	access *access
 	hosts  hostNames
 	keys   *cronkeys.Store // nil: every job is delivered through NAS
 }
@@ -104,7 +100,7 @@ func New(o Options) (*Server, error) {
 	if o.OutputCap <= 0 {
 		o.OutputCap = DefaultOutputCap
 	}
-	s := &Server{o: o, rt: o.Runtime, log: o.Logger, sessns: map[string]time.Time{}, hosts: newHostNames(o.Hosts), keys: o.Keys}
+	s := &Server{o: o, rt: o.Runtime, log: o.Logger, access: newAccess(o.Token), hosts: newHostNames(o.Hosts), keys: o.Keys}
 	if s.keys == nil {
 		keys, err := cronkeys.Open(o.Runtime.Store().Home(), cronkeys.Options{Logger: o.Logger})
 		if err != nil {
@@ -137,10 +133,10 @@ func (s *Server) routes() *echo.Echo {
 	e.Pre(s.headers, s.checkHost)
 	e.GET("/", s.dashboard)
 	e.GET("/assets/:name", s.asset)
-	e.GET("/api/session", s.session)
-	e.POST("/api/login", s.login)
-	e.POST("/api/logout", s.logout)
-	r := e.Group("/api", s.readAuth)
+	e.GET("/api/session", s.access.session)
+	e.POST("/api/login", s.access.login)
+	e.POST("/api/logout", s.access.logout)
+	r := e.Group("/api", s.access.readAuth)
 	r.GET("/jobs", s.listJobs)
 	r.GET("/jobs/:id", s.showJob)
 	r.GET("/runs", s.listRuns)
@@ -151,7 +147,7 @@ func (s *Server) routes() *echo.Echo {
 	r.GET("/chain-breakers", s.listBreakers)
 	r.GET("/status", s.status)
 	r.GET("/events", s.events)
-	m := e.Group("/api", s.writeAuth)
+	m := e.Group("/api", s.access.writeAuth)
 	m.POST("/jobs", s.addJob)
 	m.PATCH("/jobs/:id", s.editJob)
 	m.DELETE("/jobs/:id", s.removeJob)
@@ -173,181 +169,6 @@ func (s *Server) headers(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("Referrer-Policy", "no-referrer")
 		return next(c)
 	}
-}
-
-// how a request is authenticated.
-type credential int
-
-const (
-	credNone credential = iota
-	credBearer
-	credCookie
-	credBadBearer
-)
-
-// credentialOf says how r is authenticated.
-func (s *Server) credentialOf(r *http.Request) credential {
-	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := contract.BearerToken(h)
-		if ok && s.tokenOK(tok) {
-			return credBearer
-		}
-		return credBadBearer
-	}
-	if ck, err := r.Cookie(SessionCookie); err == nil && s.sessionOK(ck.Value) {
-		return credCookie
-	}
-	return credNone
-}
-
-func (s *Server) tokenOK(tok string) bool {
-	return subtle.ConstantTimeCompare([]byte(tok), []byte(strings.TrimSpace(s.o.Token))) == 1
-}
-
-func (s *Server) sessionOK(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	exp, ok := s.sessns[id]
-	if ok && time.Now().After(exp) {
-		delete(s.sessns, id)
-		return false
-	}
-	return ok
-}
-
-func unauthenticated(why string) *contract.Error {
-	return contract.Errorf(http.StatusUnauthorized, contract.CodeUnauthenticated, "%s", why)
-}
-
-// readAuth needs the token, or a session of the dashboard used from its
-// own origin, for every read: jobs carry their environment, runs their
-// output.
-func (s *Server) readAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		switch s.credentialOf(c.Request()) {
-		case credBearer:
-			return next(c)
-		case credCookie:
-			if err := sameSiteRead(c.Request()); err != nil {
-				return err
-			}
-			return next(c)
-		case credBadBearer:
-			return contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "the bearer token is not the agent's admin token")
-		}
-		return unauthenticated("reads need the agent's admin token: Authorization: Bearer <token>, or log in")
-	}
-}
-
-// sameSiteRead refuses a read made with the session cookie by another
-// origin: a foreign Origin, or a Sec-Fetch-Site other than same-origin or
-// none (another port of the same host is the same site to the cookie, not
-// the same origin).
-func sameSiteRead(r *http.Request) *contract.Error {
-	if err := sameOriginLogin(r); err != nil {
-		return err
-	}
-	if sf := r.Header.Get("Sec-Fetch-Site"); sf != "" && sf != "same-origin" && sf != "none" {
-		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "cross-site request refused")
-	}
-	return nil
-}
-
-// writeAuth needs the token for every change; a change authenticated by the
-// session cookie must come from the dashboard itself.
-func (s *Server) writeAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		switch s.credentialOf(c.Request()) {
-		case credBearer:
-			return next(c)
-		case credCookie:
-			if err := sameOrigin(c.Request()); err != nil {
-				return err
-			}
-			return next(c)
-		case credBadBearer:
-			return contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "the bearer token is not the agent's admin token")
-		}
-		return unauthenticated("changes need the agent's admin token: Authorization: Bearer <token>, or log in")
-	}
-}
-
-// sameOrigin refuses a request another site made: a foreign Origin, a
-// cross-site Sec-Fetch-Site, or no X-Chronos-UI header.
-func sameOrigin(r *http.Request) *contract.Error {
-	if err := sameSiteRead(r); err != nil {
-		return err
-	}
-	if r.Header.Get(HeaderUI) == "" {
-		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "a change made with the session cookie needs the %s header", HeaderUI)
-	}
-	return nil
-}
-
-// LoginRequest is the body of POST /api/login.
-type LoginRequest struct {
-	Token string `json:"token"`
-}
-
-// SessionInfo answers GET /api/session, POST /api/login and POST
-// /api/logout: whether the caller is authenticated. ReadsOpen is always
-// false (every read needs the token or a session); it is kept for clients
-// that read it.
-type SessionInfo struct {
-	Authenticated bool `json:"authenticated"`
-	ReadsOpen     bool `json:"reads_open"`
-}
-
-func (s *Server) session(c echo.Context) error {
-	cred := s.credentialOf(c.Request())
-	return writeJSON(c, http.StatusOK, SessionInfo{Authenticated: cred == credBearer || cred == credCookie})
-}
-
-func (s *Server) login(c echo.Context) error {
-	if err := sameOriginLogin(c.Request()); err != nil {
-		return err
-	}
-	var req LoginRequest
-	if err := decode(c, &req); err != nil {
-		return err
-	}
-	if !s.tokenOK(strings.TrimSpace(req.Token)) {
-		return contract.Errorf(http.StatusUnauthorized, contract.CodeInvalidToken, "that is not the agent's admin token")
-	}
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	now := time.Now()
-	s.mu.Lock()
-	for old, exp := range s.sessns {
-		if now.After(exp) {
-			delete(s.sessns, old)
-		}
-	}
-	s.sessns[id] = now.Add(sessionTTL)
-	s.mu.Unlock()
-	http.SetCookie(c.Response(), &http.Cookie{Name: SessionCookie, Value: id, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second), Secure: c.Request().TLS != nil})
-	return writeJSON(c, http.StatusOK, SessionInfo{Authenticated: true})
-}
-
-// sameOriginLogin refuses a login posted from another site.
-func sameOriginLogin(r *http.Request) *contract.Error {
-	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host && o != "https://"+r.Host {
-		return contract.Errorf(http.StatusForbidden, contract.CodeForbidden, "cross-origin request refused")
-	}
-	return nil
-}
-
-func (s *Server) logout(c echo.Context) error {
-	if ck, err := c.Request().Cookie(SessionCookie); err == nil {
-		s.mu.Lock()
-		delete(s.sessns, ck.Value)
-		s.mu.Unlock()
-	}
-	http.SetCookie(c.Response(), &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	return writeJSON(c, http.StatusOK, SessionInfo{})
 }
 
 // handleError answers every error with the documented error body.

@@ -203,7 +203,7 @@ type ackItem struct {
 // in one queue per shard: a burst costs a few round trips, not one per
 // fire, and the acks of a shard whose master is down (retried until
 // Options.RetryFor) never hold up those of another.
-func (e *Engine) Ack(ctx context.Context, l relay.Lease) error {
+func (e *queue) Ack(ctx context.Context, l relay.Lease) error {
 	return e.ack(ctx, ackItem{l: l})
 }
 
@@ -211,7 +211,7 @@ var _ relay.AckRecorder = (*Engine)(nil)
 
 // AckRecord implements relay.AckRecorder: the record goes out in the ack's
 // script call, group-committed with other acks.
-func (e *Engine) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) error {
+func (e *queue) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) error {
 	if err := checkLastFire(f); err != nil {
 		return fmt.Errorf("redis: ack: %w", err)
 	}
@@ -219,7 +219,7 @@ func (e *Engine) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire)
 }
 
 // ack queues one ack on its shard's group commit and waits for its batch.
-func (e *Engine) ack(ctx context.Context, a ackItem) error {
+func (e *queue) ack(ctx context.Context, a ackItem) error {
 	err := submit(ctx, &e.acker[e.k.shardOf(a.l.AgentID)], a, e.groupTimeout(), e.ackMany)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("redis: ack: %w", err)
@@ -228,13 +228,13 @@ func (e *Engine) ack(ctx context.Context, a ackItem) error {
 }
 
 // groupTimeout bounds one group-committed batch, retries included.
-func (e *Engine) groupTimeout() time.Duration {
+func (e *core) groupTimeout() time.Duration {
 	return max(e.opts.RetryFor, 0) + 10*time.Second
 }
 
 // ackMany runs one batch of acks, one script call per shard, all in one
 // pipeline, and answers each caller.
-func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
+func (e *queue) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
 	shards, parts := byShard(batch, func(a ackItem) int { return e.k.shardOf(a.l.AgentID) })
 	calls := make([]scriptCall, len(shards))
 	for i, s := range shards {
@@ -272,7 +272,7 @@ func (e *Engine) ackMany(ctx context.Context, batch []*groupReq[ackItem]) {
 }
 
 // ackCall is the scriptAckMany call of shard s's acks.
-func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
+func (e *queue) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
 	agentOf := make(map[string]int, 4) // agent → its index j, from 1
 	var agents []string
 	for _, r := range part {
@@ -312,19 +312,19 @@ func (e *Engine) ackCall(s int, part []*groupReq[ackItem]) scriptCall {
 // shard is announced on the wake channel, so that every dispatcher, in any
 // process, waiting for a later time learns of it: a retry comes at its step
 // of the ladder, not at a dispatcher's next recheck.
-func (e *Engine) Nack(ctx context.Context, l relay.Lease, delay time.Duration, reason string) error {
+func (e *queue) Nack(ctx context.Context, l relay.Lease, delay time.Duration, reason string) error {
 	return e.nack(ctx, "nack", l, delay, reason, "")
 }
 
 // Down implements relay.Queue: Nack, and one script also starts the
 // agent's probe, holds its fires until hold has passed and counts its
 // failure.
-func (e *Engine) Down(ctx context.Context, l relay.Lease, delay, hold time.Duration, reason string) error {
+func (e *queue) Down(ctx context.Context, l relay.Lease, delay, hold time.Duration, reason string) error {
 	return e.nack(ctx, "down", l, delay, reason, strconv.FormatInt(durMs(max(hold, 0)), 10))
 }
 
 // nack runs scriptNack for Nack (hold "") or Down (hold in ms).
-func (e *Engine) nack(ctx context.Context, op string, l relay.Lease, delay time.Duration, reason, hold string) error {
+func (e *queue) nack(ctx context.Context, op string, l relay.Lease, delay time.Duration, reason, hold string) error {
 	s := e.k.shardOf(l.AgentID)
 	fk := e.k.flowKeys(s, l.AgentID)
 	v, err := e.runWrite(ctx, scriptNack,
@@ -341,7 +341,7 @@ func (e *Engine) nack(ctx context.Context, op string, l relay.Lease, delay time.
 }
 
 // Kill implements relay.Queue.
-func (e *Engine) Kill(ctx context.Context, l relay.Lease, reason string) error {
+func (e *queue) Kill(ctx context.Context, l relay.Lease, reason string) error {
 	s := e.k.shardOf(l.AgentID)
 	fk := e.k.flowKeys(s, l.AgentID)
 	v, err := e.runWrite(ctx, scriptKill,

@@ -161,7 +161,7 @@ return #jobs
 `)
 
 // Arm implements relay.Armed: one script writes the row and its due entry.
-func (e *Engine) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult, error) {
+func (e *queue) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult, error) {
 	if req.AgentID == "" || req.JobID == "" || req.ScheduleID == "" {
 		return relay.ArmResult{}, errors.New("redis: arm: agent id, job id and schedule id are required")
 	}
@@ -243,7 +243,7 @@ func ceilMs(t time.Time) int64 {
 }
 
 // Cancel implements relay.Armed.
-func (e *Engine) Cancel(ctx context.Context, agentID, jobID string) (bool, error) {
+func (e *queue) Cancel(ctx context.Context, agentID, jobID string) (bool, error) {
 	s := e.k.shardOf(agentID)
 	fk := e.k.flowKeys(s, agentID)
 	v, err := e.run(ctx, scriptCancel,
@@ -261,7 +261,7 @@ func (e *Engine) Cancel(ctx context.Context, agentID, jobID string) (bool, error
 }
 
 // CancelAgent implements relay.Control.
-func (e *Engine) CancelAgent(ctx context.Context, agentID string) (int, error) {
+func (e *queue) CancelAgent(ctx context.Context, agentID string) (int, error) {
 	s := e.k.shardOf(agentID)
 	v, err := e.run(ctx, scriptCancelAgent,
 		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s), e.k.inFlight(s), e.k.heldOf(s, agentID),

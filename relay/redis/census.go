@@ -19,7 +19,7 @@ const censusScanCount = 1000
 
 // ArmedByAgent implements relay.Census: it scans each shard's row hashes
 // (on every master of a cluster) and counts their fields.
-func (e *Engine) ArmedByAgent(ctx context.Context, max int) ([]relay.AgentArmed, bool, error) {
+func (e *storeChecks) ArmedByAgent(ctx context.Context, max int) ([]relay.AgentArmed, bool, error) {
 	max = relay.CensusMax(max)
 	keys := make(map[string]string) // row key → agent id
 	for s := range e.k.shards {
@@ -72,7 +72,7 @@ func (e *Engine) ArmedByAgent(ctx context.Context, max int) ([]relay.AgentArmed,
 }
 
 // StoppedInstances implements relay.Census.
-func (e *Engine) StoppedInstances(ctx context.Context, max int) ([]string, bool, error) {
+func (e *storeChecks) StoppedInstances(ctx context.Context, max int) ([]string, bool, error) {
 	var ids []string
 	err := e.retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -92,7 +92,7 @@ func (e *Engine) StoppedInstances(ctx context.Context, max int) ([]string, bool,
 
 // scanKeys returns the keys matching pattern, from every master of a
 // cluster or from the one server.
-func (e *Engine) scanKeys(ctx context.Context, pattern string) ([]string, error) {
+func (e *storeChecks) scanKeys(ctx context.Context, pattern string) ([]string, error) {
 	scan := func(ctx context.Context, c goredis.Cmdable) ([]string, error) {
 		var out []string
 		it := c.Scan(ctx, 0, pattern, censusScanCount).Iterator()

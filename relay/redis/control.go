@@ -26,7 +26,7 @@ return 1
 // shard's copy of the stopped set (read by claims) first, then to the
 // control set (read by InstanceStopped): once it returns, both agree. A
 // failure part way is reported; calling it again completes the change.
-func (e *Engine) SetInstanceState(ctx context.Context, instanceID string, state relay.InstanceState) error {
+func (e *fireRecords) SetInstanceState(ctx context.Context, instanceID string, state relay.InstanceState) error {
 	if err := state.Check(); err != nil {
 		return fmt.Errorf("redis: set instance state: %w", err)
 	}
@@ -48,7 +48,7 @@ func (e *Engine) SetInstanceState(ctx context.Context, instanceID string, state 
 // set holds is added to each copy, and an instance started again meanwhile
 // (gone from the control set when it is read a second time) is taken out
 // again.
-func (e *Engine) copyStopped(ctx context.Context) error {
+func (e *fireRecords) copyStopped(ctx context.Context) error {
 	var ids []string
 	read := func(ctx context.Context) error {
 		var err error
@@ -104,7 +104,7 @@ func stoppedFlag(state relay.InstanceState) string {
 }
 
 // InstanceStopped implements relay.Control.
-func (e *Engine) InstanceStopped(ctx context.Context, instanceID string) (bool, error) {
+func (e *fireRecords) InstanceStopped(ctx context.Context, instanceID string) (bool, error) {
 	var stopped bool
 	err := e.retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -118,7 +118,7 @@ func (e *Engine) InstanceStopped(ctx context.Context, instanceID string) (bool, 
 }
 
 // NoteInstance implements relay.Instances.
-func (e *Engine) NoteInstance(ctx context.Context, instanceID string, state relay.InstanceState, at time.Time) error {
+func (e *fireRecords) NoteInstance(ctx context.Context, instanceID string, state relay.InstanceState, at time.Time) error {
 	if err := state.Check(); err != nil {
 		return fmt.Errorf("redis: note instance: %w", err)
 	}
@@ -136,7 +136,7 @@ func (e *Engine) NoteInstance(ctx context.Context, instanceID string, state rela
 }
 
 // SetInstanceCallback implements relay.Instances.
-func (e *Engine) SetInstanceCallback(ctx context.Context, instanceID, callbackURL string) error {
+func (e *fireRecords) SetInstanceCallback(ctx context.Context, instanceID, callbackURL string) error {
 	err := e.retry(ctx, func(ctx context.Context) error {
 		return e.c.HSet(ctx, e.k.instance(instanceID), "callback", callbackURL).Err()
 	})
@@ -148,7 +148,7 @@ func (e *Engine) SetInstanceCallback(ctx context.Context, instanceID, callbackUR
 
 // Instance implements relay.Instances: the instance's hash and its stopped
 // flag in one pipeline.
-func (e *Engine) Instance(ctx context.Context, instanceID string) (relay.InstanceInfo, error) {
+func (e *fireRecords) Instance(ctx context.Context, instanceID string) (relay.InstanceInfo, error) {
 	info := relay.InstanceInfo{InstanceID: instanceID}
 	var fields map[string]string
 	err := e.retry(ctx, func(ctx context.Context) error {

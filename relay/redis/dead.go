@@ -108,7 +108,7 @@ return out
 // ListDead implements relay.DeadLetters: newest first (failed at, then
 // schedule id, descending), across every shard when agentID is "". A cursor
 // is bound to the filter it was issued for; limit <= 0 means 100.
-func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int) ([]relay.DeadLetter, string, error) {
+func (e *deadLetters) ListDead(ctx context.Context, agentID, cursor string, limit int) ([]relay.DeadLetter, string, error) {
 	pos, err := relay.DecodeCursor(relay.CursorDead, agentID, cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("redis: list dead: %w", err)
@@ -171,7 +171,7 @@ func (e *Engine) ListDead(ctx context.Context, agentID, cursor string, limit int
 // so every shard is first asked which of them it holds; an id no shard holds
 // fails the replay before anything changes. An id another replay takes
 // between that check and the replay is reported Missing.
-func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (relay.ReplayResult, error) {
+func (e *deadLetters) Replay(ctx context.Context, scheduleIDs []string) (relay.ReplayResult, error) {
 	ids := relay.UniqueIDs(scheduleIDs)
 	found := make(map[string]bool, len(ids))
 	byShard := make([][][2]string, e.k.shards)
@@ -222,7 +222,7 @@ func (e *Engine) Replay(ctx context.Context, scheduleIDs []string) (relay.Replay
 
 // ReplayAgent implements relay.DeadLetters. Ids of the agent's index that
 // name no dead letter (left by an interrupted write) are only cleaned up.
-func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (relay.ReplayResult, error) {
+func (e *deadLetters) ReplayAgent(ctx context.Context, agentID string) (relay.ReplayResult, error) {
 	s := e.k.shardOf(agentID)
 	var res relay.ReplayResult
 	for {
@@ -252,7 +252,7 @@ func (e *Engine) ReplayAgent(ctx context.Context, agentID string) (relay.ReplayR
 
 // replayShard replays (schedule id, agent) pairs of shard s in one script
 // and adds what it did to res.
-func (e *Engine) replayShard(ctx context.Context, s int, pairs [][2]string, res *relay.ReplayResult) error {
+func (e *deadLetters) replayShard(ctx context.Context, s int, pairs [][2]string, res *relay.ReplayResult) error {
 	keys := []string{e.k.dead(s), e.k.deadByTime(s), e.k.due(s)}
 	args := []any{e.nowArg(), e.k.wake()}
 	for _, p := range pairs {

@@ -53,7 +53,7 @@ return 1
 // FirstDelivery implements relay.Control. The record expires by the engine's
 // clock after ttl. Each call writes a nonce of its own, so when the reply to
 // a call that did record the id is lost, the retry still answers true.
-func (e *Engine) FirstDelivery(ctx context.Context, deliveryID string, ttl time.Duration) (bool, error) {
+func (e *queue) FirstDelivery(ctx context.Context, deliveryID string, ttl time.Duration) (bool, error) {
 	if ttl <= 0 {
 		ttl = time.Millisecond
 	}
@@ -99,7 +99,7 @@ var _ relay.DeliveryLookup = (*Engine)(nil)
 // alone); only when some instance is stopped does a second call ask about
 // the row's instance. Its record is kept in the agent's shard, apart from
 // FirstDelivery's: the relay route of a fire depends on no other master.
-func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
+func (e *queue) LookupDelivery(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
 	if e.opts.Now != nil {
 		// A test clock needs the scripted FirstDelivery: take the long way.
 		return e.lookupDeliverySlow(ctx, deliveryID, ttl, agentID, jobID)
@@ -177,7 +177,7 @@ func (e *Engine) LookupDelivery(ctx context.Context, deliveryID string, ttl time
 
 // shardInstanceStopped reads shard s's copy of the stopped set, which
 // SetInstanceState writes before the control set.
-func (e *Engine) shardInstanceStopped(ctx context.Context, s int, instanceID string) (bool, error) {
+func (e *queue) shardInstanceStopped(ctx context.Context, s int, instanceID string) (bool, error) {
 	var stopped bool
 	err := e.retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -191,7 +191,7 @@ func (e *Engine) shardInstanceStopped(ctx context.Context, s int, instanceID str
 }
 
 // lookupDeliverySlow is LookupDelivery as its three separate calls.
-func (e *Engine) lookupDeliverySlow(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
+func (e *queue) lookupDeliverySlow(ctx context.Context, deliveryID string, ttl time.Duration, agentID, jobID string) (relay.DeliveryInfo, error) {
 	var info relay.DeliveryInfo
 	if ttl <= 0 {
 		ttl = time.Millisecond

@@ -80,7 +80,32 @@ type Options struct {
 }
 
 // Engine is the Redis relay engine. It is safe for concurrent use.
+//
+// Its methods come from the parts it is made of, one per responsibility,
+// all on the one client and state (core). Every part's receiver is named
+// e, for the engine it is a part of.
 type Engine struct {
+	*core            // the client, the calls' plumbing, Close, Wake (engine.go, failover.go, group.go, retry.go, wake.go)
+	*queue           // armed rows, claims, leases and outcomes: relay.Armed, relay.Queue (arm.go, claim.go, ack.go, lookup.go)
+	*flowControl     // relay.Flows and the re-key floor (flow.go, rekey.go)
+	*fireRecords     // last fires, instances, first deliveries, failed fires (lastfire.go, control.go, delivery.go, failed.go)
+	*deadLetters     // relay.DeadLetters (dead.go)
+	*storeChecks     // relay.Census and relay.StoreEpoch (census.go, epoch.go)
+	*deliveryHistory // relay.History (history.go)
+}
+
+// The parts of an Engine.
+type (
+	queue           struct{ *core }
+	flowControl     struct{ *core }
+	fireRecords     struct{ *core }
+	deadLetters     struct{ *core }
+	storeChecks     struct{ *core }
+	deliveryHistory struct{ *core }
+)
+
+// core is the engine's client and state, and the plumbing its parts share.
+type core struct {
 	c         goredis.UniversalClient
 	owned     bool // Close closes c
 	k         keys
@@ -148,7 +173,7 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 	if opts.ReplicaTimeout <= 0 {
 		opts.ReplicaTimeout = DefaultReplicaTimeout
 	}
-	e := &Engine{
+	b := &core{
 		c:         c,
 		k:         newKeys(opts.Prefix, opts.Shards),
 		opts:      opts,
@@ -159,7 +184,9 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 		acker:     make([]groupCommit[ackItem], opts.Shards),
 		lastFirer: make([]groupCommit[relay.LastFire], opts.Shards),
 	}
-	e.cluster, _ = c.(*goredis.ClusterClient)
+	b.cluster, _ = c.(*goredis.ClusterClient)
+	e := &Engine{core: b, queue: &queue{b}, flowControl: &flowControl{b}, fireRecords: &fireRecords{b},
+		deadLetters: &deadLetters{b}, storeChecks: &storeChecks{b}, deliveryHistory: &deliveryHistory{b}}
 	if err := e.checkShards(ctx); err != nil {
 		return nil, err
 	}
@@ -177,7 +204,7 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 }
 
 // checkShards records the shard count on first use and refuses a mismatch.
-func (e *Engine) checkShards(ctx context.Context) error {
+func (e *core) checkShards(ctx context.Context) error {
 	want := strconv.Itoa(e.opts.Shards)
 	var got string
 	err := e.retry(ctx, func(ctx context.Context) error {
@@ -199,7 +226,7 @@ func (e *Engine) checkShards(ctx context.Context) error {
 
 // Close stops the wake subscription and the epoch check and, if the engine
 // opened its client, closes it.
-func (e *Engine) Close() error {
+func (e *core) Close() error {
 	e.closeMu.Lock()
 	if e.isClosed {
 		e.closeMu.Unlock()
@@ -222,17 +249,17 @@ func (e *Engine) Close() error {
 }
 
 // Client returns the engine's Redis client.
-func (e *Engine) Client() goredis.UniversalClient { return e.c }
+func (e *core) Client() goredis.UniversalClient { return e.c }
 
 // Prefix returns the key prefix in use.
-func (e *Engine) Prefix() string { return e.opts.Prefix }
+func (e *core) Prefix() string { return e.opts.Prefix }
 
 // Shards returns the shard count in use.
-func (e *Engine) Shards() int { return e.opts.Shards }
+func (e *core) Shards() int { return e.opts.Shards }
 
 // nowArg is ARGV[1] of every script: the injected clock in ms, or "" for
 // Redis's clock.
-func (e *Engine) nowArg() string {
+func (e *core) nowArg() string {
 	if e.opts.Now == nil {
 		return ""
 	}
@@ -240,7 +267,7 @@ func (e *Engine) nowArg() string {
 }
 
 // run runs a script, retrying a lost connection.
-func (e *Engine) run(ctx context.Context, s *goredis.Script, keys []string, args ...any) (any, error) {
+func (e *core) run(ctx context.Context, s *goredis.Script, keys []string, args ...any) (any, error) {
 	var v any
 	err := e.retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -257,7 +284,7 @@ func (e *Engine) run(ctx context.Context, s *goredis.Script, keys []string, args
 // a single node; one per node on a Cluster): keys(s) and args(s) give the
 // KEYS and ARGV of shard s. A script Redis no longer knows (after a restart)
 // is loaded and the pipeline sent again.
-func (e *Engine) runShards(ctx context.Context, sc *goredis.Script, keys func(s int) []string, args func(s int) []any) ([]any, error) {
+func (e *core) runShards(ctx context.Context, sc *goredis.Script, keys func(s int) []string, args func(s int) []any) ([]any, error) {
 	out := make([]any, e.k.shards)
 	err := e.retry(ctx, func(ctx context.Context) error {
 		for try := 0; ; try++ {

@@ -104,12 +104,12 @@ return {cur, now, lost, redis.call('PTTL', KEYS[2])}
 // background check raises: a copy gone, replaced or behind what this
 // engine saw (a master restarted empty, or a promoted replica that missed
 // writes) is reported as a loss, with ReasonShardLost.
-func (e *Engine) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
+func (e *storeChecks) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
 	return e.checkEpoch(ctx, false)
 }
 
 // checkEpoch is CheckEpoch; bump raises the shards' sequence numbers.
-func (e *Engine) checkEpoch(ctx context.Context, bump bool) (relay.EpochStatus, error) {
+func (e *storeChecks) checkEpoch(ctx context.Context, bump bool) (relay.EpochStatus, error) {
 	// One check at a time adopts the marker; a caller waits for another's
 	// check no longer than its context allows.
 	select {
@@ -160,7 +160,7 @@ func (e *Engine) checkEpoch(ctx context.Context, bump bool) (relay.EpochStatus, 
 // left for a later check. Only the background check raises the shards'
 // sequence numbers, a write every Options.EpochCheck: a readiness probe
 // only reads them.
-func (e *Engine) checkShardEpochs(ctx context.Context, marker string) string {
+func (e *storeChecks) checkShardEpochs(ctx context.Context, marker string) string {
 	bump := "0"
 	if e.bumpEpoch {
 		bump = "1"
@@ -230,7 +230,7 @@ func decodeEpoch(v any) (relay.EpochStatus, string, error) {
 
 // watchEpoch checks the epoch marker every Options.EpochCheck until the
 // engine closes, so that a lost store is logged even when nobody asks.
-func (e *Engine) watchEpoch() {
+func (e *storeChecks) watchEpoch() {
 	defer e.wg.Done()
 	t := time.NewTicker(e.opts.EpochCheck)
 	defer t.Stop()

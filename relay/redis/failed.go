@@ -79,7 +79,7 @@ return n
 `)
 
 // ListFailed implements relay.Armed.
-func (e *Engine) ListFailed(ctx context.Context, agentID string, keep time.Duration, max int) ([]relay.DeadLetter, error) {
+func (e *fireRecords) ListFailed(ctx context.Context, agentID string, keep time.Duration, max int) ([]relay.DeadLetter, error) {
 	if max <= 0 {
 		max = relay.FailedFeedCap
 	}
@@ -106,7 +106,7 @@ func (e *Engine) ListFailed(ctx context.Context, agentID string, keep time.Durat
 }
 
 // AckFailed implements relay.Armed.
-func (e *Engine) AckFailed(ctx context.Context, agentID string, keep time.Duration, scheduleIDs []string) (int, error) {
+func (e *fireRecords) AckFailed(ctx context.Context, agentID string, keep time.Duration, scheduleIDs []string) (int, error) {
 	s := e.k.shardOf(agentID)
 	total := 0
 	for chunk := range slices.Chunk(scheduleIDs, failedAckBatch) {

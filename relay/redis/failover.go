@@ -27,7 +27,7 @@ var errReplicas = errors.New("replicas did not confirm the write")
 // reload at a time; go-redis spaces them 200 ms apart): after a failover a
 // refused connection is the first sign, and go-redis reloads on MOVED and
 // READONLY only.
-func (e *Engine) reloadMap(err error) {
+func (e *core) reloadMap(err error) {
 	if e.cluster != nil && retryable(err) {
 		e.cluster.ReloadState(context.Background())
 	}
@@ -36,7 +36,7 @@ func (e *Engine) reloadMap(err error) {
 // nodeOf returns the client of the master that serves key: on a Cluster the
 // node's own client, so that a pipeline on it is one connection; else the
 // engine's client.
-func (e *Engine) nodeOf(ctx context.Context, key string) (goredis.Cmdable, error) {
+func (e *core) nodeOf(ctx context.Context, key string) (goredis.Cmdable, error) {
 	if e.cluster == nil {
 		return e.c, nil
 	}
@@ -52,7 +52,7 @@ func (e *Engine) nodeOf(ctx context.Context, key string) (goredis.Cmdable, error
 // write that fewer replicas confirmed within Options.ReplicaTimeout fails
 // with relay.ErrUnavailable (it was applied on the master: the caller's
 // retry finds it done, as after a lost reply).
-func (e *Engine) runWrite(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
+func (e *core) runWrite(ctx context.Context, sc *goredis.Script, keys []string, args ...any) (any, error) {
 	if e.opts.MinReplicas <= 0 {
 		return e.run(ctx, sc, keys, args...)
 	}
@@ -101,7 +101,7 @@ func (e *Engine) runWrite(ctx context.Context, sc *goredis.Script, keys []string
 // ctx, and returns the shards that did not answer, with why, joined into
 // one error naming them ("shards 3,7 unavailable: ..."); nil when every
 // shard answered. On one node every shard is that node.
-func (e *Engine) ShardsDown(ctx context.Context) error {
+func (e *core) ShardsDown(ctx context.Context) error {
 	type answer struct {
 		shard int
 		err   error
@@ -198,7 +198,7 @@ func (f *faultLog) warn(ctx context.Context, log *slog.Logger, msg string, err e
 
 // runEachWrite is runEach for writes under Options.MinReplicas: each call
 // by itself, followed by its WAIT (see runWrite).
-func (e *Engine) runEachWrite(ctx context.Context, sc *goredis.Script, calls []scriptCall, answer func(i int, v any, err error)) {
+func (e *core) runEachWrite(ctx context.Context, sc *goredis.Script, calls []scriptCall, answer func(i int, v any, err error)) {
 	for i, c := range calls {
 		v, err := e.runWrite(ctx, sc, c.keys, c.args...)
 		answer(i, v, err)
@@ -210,7 +210,7 @@ func (e *Engine) runEachWrite(ctx context.Context, sc *goredis.Script, calls []s
 // error and the others their replies, so that a claim or a reap goes on
 // with the shards that are up. Only when no shard answered is the whole
 // retried (as runShards would).
-func (e *Engine) peekShards(ctx context.Context, sc *goredis.Script, keys func(s int) []string, args func(s int) []any) ([]any, []error, error) {
+func (e *core) peekShards(ctx context.Context, sc *goredis.Script, keys func(s int) []string, args func(s int) []any) ([]any, []error, error) {
 	out := make([]any, e.k.shards)
 	errs := make([]error, e.k.shards)
 	err := e.retry(ctx, func(ctx context.Context) error {

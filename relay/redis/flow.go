@@ -152,7 +152,7 @@ var _ relay.Flows = (*Engine)(nil)
 
 // releaseHeld runs release() for agents of shard s with held fires (the
 // safety net of Reap). It returns how many held fires may go out.
-func (e *Engine) releaseHeld(ctx context.Context, s int, agents []any) (int, error) {
+func (e *core) releaseHeld(ctx context.Context, s int, agents []any) (int, error) {
 	total := 0
 	for chunk := range slices.Chunk(agents, releaseBatch) {
 		keys := []string{e.k.ready(s), e.k.held(s), e.k.gated(s)}
@@ -182,7 +182,7 @@ func (e *Engine) releaseHeld(ctx context.Context, s int, agents []any) (int, err
 // SetAgentPolicy implements relay.Flows: one script stores the policy in
 // the agent's flow record and, when it no longer holds the agent's held
 // fires back, makes the agent ready, announced on the wake channel.
-func (e *Engine) SetAgentPolicy(ctx context.Context, agentID string, p relay.AgentPolicy) error {
+func (e *flowControl) SetAgentPolicy(ctx context.Context, agentID string, p relay.AgentPolicy) error {
 	if agentID == "" {
 		return fmt.Errorf("redis: set agent policy: empty agent id: %w", relay.ErrInvalidPolicy)
 	}
@@ -208,7 +208,7 @@ func (e *Engine) SetAgentPolicy(ctx context.Context, agentID string, p relay.Age
 }
 
 // AgentFlow implements relay.Flows.
-func (e *Engine) AgentFlow(ctx context.Context, agentID string) (relay.AgentFlow, error) {
+func (e *flowControl) AgentFlow(ctx context.Context, agentID string) (relay.AgentFlow, error) {
 	s := e.k.shardOf(agentID)
 	c := e.agentFlowCall(s, agentID)
 	v, err := e.run(ctx, scriptAgentFlow, c.keys, c.args...)
@@ -223,14 +223,14 @@ func (e *Engine) AgentFlow(ctx context.Context, agentID string) (relay.AgentFlow
 }
 
 // agentFlowCall is the scriptAgentFlow call of agentID in shard s.
-func (e *Engine) agentFlowCall(s int, agentID string) scriptCall {
+func (e *flowControl) agentFlowCall(s int, agentID string) scriptCall {
 	fk := e.k.flowKeys(s, agentID)
 	return scriptCall{keys: fk[:], args: []any{e.nowArg(), agentID}}
 }
 
 // AgentFlows implements relay.Flows: one pipeline reads which agents each
 // shard knows a policy, held fires or a probe of, another their states.
-func (e *Engine) AgentFlows(ctx context.Context) ([]relay.AgentFlow, error) {
+func (e *flowControl) AgentFlows(ctx context.Context) ([]relay.AgentFlow, error) {
 	type agentAt struct {
 		id    string
 		shard int
@@ -353,7 +353,7 @@ func decodeAgentFlow(agentID string, v any) (relay.AgentFlow, error) {
 // without one takes the next number of the store-wide counter and sets it
 // unless another process did first (two more); the engine remembers it
 // after that.
-func (e *Engine) AgentPhase(ctx context.Context, agentID string) (float64, error) {
+func (e *flowControl) AgentPhase(ctx context.Context, agentID string) (float64, error) {
 	if v, ok := e.phases.Load(agentID); ok {
 		return v.(float64), nil
 	}

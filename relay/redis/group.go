@@ -139,7 +139,7 @@ var errNotSent = errors.New("redis: pipeline sent no command")
 // error to answer. A call that failed in the pipeline for a reason a retry
 // may fix (a script Redis no longer knows, a lost connection) is run again
 // by itself, with the retries of run, as run would have retried it.
-func (e *Engine) runEach(ctx context.Context, sc *goredis.Script, calls []scriptCall, answer func(i int, v any, err error)) {
+func (e *core) runEach(ctx context.Context, sc *goredis.Script, calls []scriptCall, answer func(i int, v any, err error)) {
 	if len(calls) == 1 {
 		v, err := e.run(ctx, sc, calls[0].keys, calls[0].args...)
 		answer(0, v, err)

@@ -35,7 +35,7 @@ func (k keys) histBeats() string { return k.control() + ":hp" }
 
 // AddHistory implements relay.History: one pipeline of HINCRBYs (each
 // minute's hash expiring after relay.HistoryRetention) and LPUSHes.
-func (e *Engine) AddHistory(ctx context.Context, minutes []relay.HistoryMinute, recent []relay.DeliveryRecord) error {
+func (e *deliveryHistory) AddHistory(ctx context.Context, minutes []relay.HistoryMinute, recent []relay.DeliveryRecord) error {
 	if len(minutes) == 0 && len(recent) == 0 {
 		return nil
 	}
@@ -93,7 +93,7 @@ func (e *Engine) AddHistory(ctx context.Context, minutes []relay.HistoryMinute, 
 
 // HistoryMinutes implements relay.History: one HGETALL per minute of the
 // range, in one pipeline.
-func (e *Engine) HistoryMinutes(ctx context.Context, from, to time.Time) ([]relay.HistoryMinute, error) {
+func (e *deliveryHistory) HistoryMinutes(ctx context.Context, from, to time.Time) ([]relay.HistoryMinute, error) {
 	first := (from.Unix() + 59) / 60 // the first minute starting at or after from
 	end := (to.Unix() + 59) / 60
 	if end-first > int64(relay.HistoryRetention/time.Minute) {
@@ -145,7 +145,7 @@ func (e *Engine) HistoryMinutes(ctx context.Context, from, to time.Time) ([]rela
 }
 
 // RecentDeliveries implements relay.History.
-func (e *Engine) RecentDeliveries(ctx context.Context, agentID string, max int) ([]relay.DeliveryRecord, error) {
+func (e *deliveryHistory) RecentDeliveries(ctx context.Context, agentID string, max int) ([]relay.DeliveryRecord, error) {
 	if max <= 0 || max > relay.HistoryRecent {
 		max = relay.HistoryRecent
 	}
@@ -170,7 +170,7 @@ func (e *Engine) RecentDeliveries(ctx context.Context, agentID string, max int) 
 
 // LastDeliveries implements relay.History; records past the retention are
 // removed as they are met.
-func (e *Engine) LastDeliveries(ctx context.Context) (map[string]relay.DeliveryRecord, error) {
+func (e *deliveryHistory) LastDeliveries(ctx context.Context) (map[string]relay.DeliveryRecord, error) {
 	var all map[string]string
 	err := e.retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -199,7 +199,7 @@ func (e *Engine) LastDeliveries(ctx context.Context) (map[string]relay.DeliveryR
 
 // DueHistogram implements relay.History: a ZCOUNT of every shard's due
 // zset per step, in one pipeline.
-func (e *Engine) DueHistogram(ctx context.Context, from time.Time, step time.Duration, n int) ([]int64, error) {
+func (e *deliveryHistory) DueHistogram(ctx context.Context, from time.Time, step time.Duration, n int) ([]int64, error) {
 	if step <= 0 || n <= 0 {
 		return nil, fmt.Errorf("redis: due histogram: step %s and n %d must be positive", step, n)
 	}
@@ -229,7 +229,7 @@ func (e *Engine) DueHistogram(ctx context.Context, from time.Time, step time.Dur
 }
 
 // Beat implements relay.History.
-func (e *Engine) Beat(ctx context.Context, p relay.ProcessBeat) error {
+func (e *deliveryHistory) Beat(ctx context.Context, p relay.ProcessBeat) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("redis: beat: %w", err)
@@ -244,7 +244,7 @@ func (e *Engine) Beat(ctx context.Context, p relay.ProcessBeat) error {
 }
 
 // Processes implements relay.History; beats older than since are removed.
-func (e *Engine) Processes(ctx context.Context, since time.Time) ([]relay.ProcessBeat, error) {
+func (e *deliveryHistory) Processes(ctx context.Context, since time.Time) ([]relay.ProcessBeat, error) {
 	var all map[string]string
 	err := e.retry(ctx, func(ctx context.Context) error {
 		var err error
@@ -272,7 +272,7 @@ func (e *Engine) Processes(ctx context.Context, since time.Time) ([]relay.Proces
 }
 
 // histNow is the engine's clock: the injected one, else the local clock.
-func (e *Engine) histNow() time.Time {
+func (e *core) histNow() time.Time {
 	if e.opts.Now != nil {
 		return e.opts.Now()
 	}

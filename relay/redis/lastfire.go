@@ -117,7 +117,7 @@ return out
 // RecordLastFire implements relay.LastFires. Records are group-committed
 // like acks (see groupCommit), in one queue per shard: every delivered fire
 // writes one, so a burst costs a few round trips, not one per fire.
-func (e *Engine) RecordLastFire(ctx context.Context, f relay.LastFire) error {
+func (e *fireRecords) RecordLastFire(ctx context.Context, f relay.LastFire) error {
 	if err := checkLastFire(f); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
@@ -141,7 +141,7 @@ func checkLastFire(f relay.LastFire) error {
 
 // recordLastFires writes one batch of last fire records, one script call
 // per shard, all in one pipeline, and answers each caller.
-func (e *Engine) recordLastFires(ctx context.Context, batch []*groupReq[relay.LastFire]) {
+func (e *fireRecords) recordLastFires(ctx context.Context, batch []*groupReq[relay.LastFire]) {
 	shards, parts := byShard(batch, func(f relay.LastFire) int { return e.k.shardOf(f.AgentID) })
 	calls := make([]scriptCall, len(shards))
 	for i, s := range shards {
@@ -168,7 +168,7 @@ func (e *Engine) recordLastFires(ctx context.Context, batch []*groupReq[relay.La
 }
 
 // ForgetLastFire implements relay.LastFires.
-func (e *Engine) ForgetLastFire(ctx context.Context, agentID, jobID string) error {
+func (e *fireRecords) ForgetLastFire(ctx context.Context, agentID, jobID string) error {
 	s := e.k.shardOf(agentID)
 	if _, err := e.run(ctx, scriptForgetLastFire, []string{e.k.lastFires(s, agentID), e.k.lastFireIndex(s)},
 		e.nowArg(), jobID, member(agentID, jobID)); err != nil {
@@ -184,7 +184,7 @@ type judgeArgs struct {
 	mark           bool
 }
 
-func (a judgeArgs) argv(e *Engine, agent string, jobs []string) []any {
+func (a judgeArgs) argv(e *core, agent string, jobs []string) []any {
 	expire, before := int64(0), int64(-1)
 	if !a.expire.IsZero() {
 		expire = a.expire.UnixMilli()
@@ -205,7 +205,7 @@ func (a judgeArgs) argv(e *Engine, agent string, jobs []string) []any {
 	return args
 }
 
-func (e *Engine) judgeKeys(agent string) []string {
+func (e *fireRecords) judgeKeys(agent string) []string {
 	s := e.k.shardOf(agent)
 	return []string{e.k.lastFires(s, agent), e.k.rows(s, agent), e.k.lastFireIndex(s)}
 }
@@ -250,8 +250,8 @@ func decodeJudged(agent string, v any) (dropped int, out []relay.UnarmedFire, er
 }
 
 // LastFiresOf implements relay.LastFires.
-func (e *Engine) LastFiresOf(ctx context.Context, agentID string, expireBefore time.Time) ([]relay.LastFire, error) {
-	v, err := e.run(ctx, scriptJudgeLastFires, e.judgeKeys(agentID), judgeArgs{expire: expireBefore}.argv(e, agentID, nil)...)
+func (e *fireRecords) LastFiresOf(ctx context.Context, agentID string, expireBefore time.Time) ([]relay.LastFire, error) {
+	v, err := e.run(ctx, scriptJudgeLastFires, e.judgeKeys(agentID), judgeArgs{expire: expireBefore}.argv(e.core, agentID, nil)...)
 	if err != nil {
 		return nil, fmt.Errorf("redis: last fires: %w", err)
 	}
@@ -274,14 +274,14 @@ const unarmedBatch = 500
 // script call; every agent's are found through each shard's index by
 // outcome time, in batches, each batch judged with one script call per
 // agent in one pipeline.
-func (e *Engine) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.UnarmedFire, bool, error) {
+func (e *fireRecords) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.UnarmedFire, bool, error) {
 	if q.Max <= 0 {
 		q.Max = 1000
 	}
 	args := judgeArgs{expire: q.ExpireBefore, before: q.Before, onlyUnarmed: true, mark: q.Mark}
 	var all []relay.UnarmedFire
 	if q.AgentID != "" {
-		v, err := e.run(ctx, scriptJudgeLastFires, e.judgeKeys(q.AgentID), args.argv(e, q.AgentID, nil)...)
+		v, err := e.run(ctx, scriptJudgeLastFires, e.judgeKeys(q.AgentID), args.argv(e.core, q.AgentID, nil)...)
 		if err != nil {
 			return nil, false, fmt.Errorf("redis: unarmed: %w", err)
 		}
@@ -308,7 +308,7 @@ func (e *Engine) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.Una
 }
 
 // unarmedOfShard finds up to limit unarmed records of shard s.
-func (e *Engine) unarmedOfShard(ctx context.Context, s int, args judgeArgs, limit int) ([]relay.UnarmedFire, error) {
+func (e *fireRecords) unarmedOfShard(ctx context.Context, s int, args judgeArgs, limit int) ([]relay.UnarmedFire, error) {
 	var out []relay.UnarmedFire
 	offset := int64(0)
 	for len(out) < limit {
@@ -348,7 +348,7 @@ func (e *Engine) unarmedOfShard(ctx context.Context, s int, args judgeArgs, limi
 				cmds = cmds[:0]
 				_, err := e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 					for _, a := range agents {
-						cmds = append(cmds, scriptJudgeLastFires.EvalSha(ctx, p, e.judgeKeys(a), args.argv(e, a, byAgent[a])...))
+						cmds = append(cmds, scriptJudgeLastFires.EvalSha(ctx, p, e.judgeKeys(a), args.argv(e.core, a, byAgent[a])...))
 					}
 					return nil
 				})

@@ -50,7 +50,7 @@ return {redis.call('ZCARD', KEYS[1]), redis.call('ZCOUNT', KEYS[1], '-inf', now)
 
 // Get implements relay.Armed. It reads the row with one HGET and decodes it
 // here: Get is on the path of every delivery.
-func (e *Engine) Get(ctx context.Context, agentID, jobID string) (relay.OneShot, error) {
+func (e *queue) Get(ctx context.Context, agentID, jobID string) (relay.OneShot, error) {
 	s := e.k.shardOf(agentID)
 	var packed []byte
 	err := e.retry(ctx, func(ctx context.Context) error {
@@ -77,7 +77,7 @@ func (e *Engine) Get(ctx context.Context, agentID, jobID string) (relay.OneShot,
 
 // List implements relay.Armed. A cursor is bound to the agent it was issued
 // for; limit <= 0 means 100.
-func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([]relay.OneShot, string, error) {
+func (e *queue) List(ctx context.Context, agentID, cursor string, limit int) ([]relay.OneShot, string, error) {
 	after, err := relay.DecodeCursor(relay.CursorArmed, agentID, cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("redis: list: %w", err)
@@ -124,7 +124,7 @@ func (e *Engine) List(ctx context.Context, agentID, cursor string, limit int) ([
 // Stats implements the gauges of relay.Engine, summed over the shards: one
 // pipeline counts every shard's entries, and, when some agents have held
 // fires, another counts those.
-func (e *Engine) Stats(ctx context.Context) (relay.Stats, error) {
+func (e *queue) Stats(ctx context.Context) (relay.Stats, error) {
 	now := e.nowArg()
 	replies, err := e.runShards(ctx, scriptStats,
 		func(s int) []string {

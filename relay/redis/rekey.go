@@ -29,7 +29,7 @@ return cur
 // RaiseRekeyFloor implements relay.Control. The floor is kept in whole
 // milliseconds, rounded up: a key minted in the same millisecond before it
 // is retired too.
-func (e *Engine) RaiseRekeyFloor(ctx context.Context, agentID string, at time.Time) (time.Time, error) {
+func (e *flowControl) RaiseRekeyFloor(ctx context.Context, agentID string, at time.Time) (time.Time, error) {
 	if agentID == "" {
 		return time.Time{}, errors.New("redis: raise rekey floor: empty agent id")
 	}
@@ -45,7 +45,7 @@ func (e *Engine) RaiseRekeyFloor(ctx context.Context, agentID string, at time.Ti
 }
 
 // RekeyFloor implements relay.Control: one HGET.
-func (e *Engine) RekeyFloor(ctx context.Context, agentID string) (time.Time, error) {
+func (e *flowControl) RekeyFloor(ctx context.Context, agentID string) (time.Time, error) {
 	var raw string
 	err := e.retry(ctx, func(ctx context.Context) error {
 		var err error

@@ -22,7 +22,7 @@ import (
 // slot map, and the same failure repeating is logged once with a count. A relay.WithCallTimeout on ctx bounds the whole. An error
 // that says Redis could not be reached or did not answer in time wraps
 // relay.ErrUnavailable.
-func (e *Engine) retry(ctx context.Context, f func(context.Context) error) error {
+func (e *core) retry(ctx context.Context, f func(context.Context) error) error {
 	if d, ok := relay.CallTimeout(ctx); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)

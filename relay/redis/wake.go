@@ -15,7 +15,7 @@ import (
 // once it is confirmed, and reconnects by itself; each resubscription also
 // wakes the dispatchers, since announcements made while it was down are
 // lost, and they then ask NextDue again.
-func (e *Engine) Wake() <-chan struct{} {
+func (e *core) Wake() <-chan struct{} {
 	e.wakeOnce.Do(func() {
 		e.closeMu.Lock()
 		defer e.closeMu.Unlock()
@@ -48,4 +48,4 @@ func (e *Engine) Wake() <-chan struct{} {
 }
 
 // notify wakes every waiting dispatcher of this process.
-func (e *Engine) notify() { e.wake.Notify() }
+func (e *core) notify() { e.wake.Notify() }

@@ -267,7 +267,7 @@ func (s *Explorer) armedCounts(ctx context.Context) (map[string]int64, error) {
 	}
 	s.census.mu.Lock()
 	defer s.census.mu.Unlock()
-	if err := s.freshCensus(ctx, c); err != nil {
+	if err := s.census.fresh(ctx, c); err != nil {
 		return nil, err
 	}
 	out := make(map[string]int64, len(s.census.agents))

@@ -19,9 +19,9 @@ import (
 // Operator is the operator's actions. It is safe for concurrent use.
 type Operator struct {
 	*core
-	flow     *Flow
-	heal     *SelfHeal
-	explorer *Explorer
+	flow   *Flow
+	heal   *SelfHeal
+	census *censusCache
 }
 
 // checkPathID answers 400 for a path parameter that cannot be an id.
@@ -63,7 +63,7 @@ func (s *Operator) setInstanceState(ctx context.Context, instanceID string, stat
 	if err := s.engine.NoteInstance(ctx, instanceID, state, at); err != nil {
 		return contract.InstanceStateResponse{}, fmt.Errorf("instance state: %w", err)
 	}
-	s.explorer.invalidateCensus()
+	s.census.invalidate()
 	s.log.InfoContext(ctx, "instance state changed", "instance_id", instanceID, "stopped", stopped)
 	if !stopped {
 		// Its agent may sleep with jobs whose fires were dropped meanwhile:
@@ -118,7 +118,7 @@ func (s *Operator) CancelAgent(ctx context.Context, agentID string) (contract.Ca
 			return contract.CancelAllResponse{}, s.operatorErr("cancel agent", err)
 		}
 	}
-	s.explorer.invalidateCensus()
+	s.census.invalidate()
 	s.log.InfoContext(ctx, "agent jobs cancelled", "agent_id", agentID, "cancelled", n)
 	return contract.CancelAllResponse{AgentID: agentID, Cancelled: n}, nil
 }
@@ -192,7 +192,7 @@ func (s *Operator) Replay(ctx context.Context, req contract.DLQReplayRequest) (c
 		// Part of a replay may have happened: the dead letter says what is left.
 		return contract.DLQReplayResponse{}, fmt.Errorf("replay: %w", err)
 	}
-	s.explorer.invalidateCensus()
+	s.census.invalidate()
 	resp := contract.DLQReplayResponse{
 		Replayed: len(res.Replayed),
 		Entries:  make([]contract.DLQReplayEntry, 0, len(res.Replayed)),
@@ -280,7 +280,7 @@ func (s *Operator) setAgentDisabled(ctx context.Context, agentID string, disable
 		}
 	}
 	s.flow.noteDisabled(agentID, disabled)
-	s.explorer.invalidateCensus()
+	s.census.invalidate()
 	s.log.InfoContext(ctx, "agent state changed", "agent_id", agentID, "disabled", disabled)
 	if changed && !disabled {
 		s.heal.nudgeAgent(ctx, agentID, contract.ReconcileReasonAgentEnabled)

@@ -29,8 +29,10 @@ const (
 	maxCensusTTL = time.Minute
 )
 
-// censusCache holds the last census an overview read.
+// censusCache holds the last census an overview read; the explorer's
+// agent list reads it too, and the operator's actions invalidate it.
 type censusCache struct {
+	*core
 	mu                      sync.Mutex
 	at                      time.Time     // when it was read; zero: never, or invalidated
 	ttl                     time.Duration // how long it is reused
@@ -39,12 +41,67 @@ type censusCache struct {
 	agentsMore, stoppedMore bool
 }
 
+// fresh reads the census afresh when the cached one is stale; the caller
+// holds s.mu. How long the read took (by the monotonic clock, not the
+// service's) sets how long it is reused.
+func (s *censusCache) fresh(ctx context.Context, c relay.Census) error {
+	if now := s.now(); s.at.IsZero() || now.Sub(s.at) >= s.ttl || now.Before(s.at) {
+		start := time.Now()
+		if err := s.read(ctx, c); err != nil {
+			return err
+		}
+		s.at, s.ttl = now, min(max(10*time.Since(start), minCensusTTL), maxCensusTTL)
+	}
+	return nil
+}
+
+// invalidate makes the next overview read the census afresh: an operator
+// who just stopped an instance or replayed fires sees it at once.
+func (s *censusCache) invalidate() {
+	s.mu.Lock()
+	s.at = time.Time{}
+	s.mu.Unlock()
+}
+
+// read reads the agents holding fires and the stopped instances (with when
+// they were stopped) into s; the caller holds s.mu.
+func (s *censusCache) read(ctx context.Context, c relay.Census) error {
+	agents, agentsMore, err := c.ArmedByAgent(ctx, overviewMax)
+	if err != nil {
+		return err
+	}
+	ids, stoppedMore, err := c.StoppedInstances(ctx, overviewMax)
+	if err != nil {
+		return err
+	}
+	stopped := make([]contract.StoppedInstance, 0, len(ids))
+	for _, id := range ids {
+		inst := contract.StoppedInstance{InstanceID: id}
+		info, err := s.engine.Instance(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !info.StoppedAt.IsZero() {
+			at := contract.NewTime(info.StoppedAt.UTC())
+			inst.StoppedAt = &at
+		}
+		stopped = append(stopped, inst)
+	}
+	counts := make([]contract.AgentArmedCount, 0, len(agents))
+	for _, a := range agents {
+		counts = append(counts, contract.AgentArmedCount{AgentID: a.AgentID, Armed: a.Armed})
+	}
+	s.agents, s.stopped = counts, stopped
+	s.agentsMore, s.stoppedMore = agentsMore, stoppedMore
+	return nil
+}
+
 // Explorer is what the operator's dashboard reads: the overview, the
 // history, the agents and their armed fires, the relay processes. It is
 // safe for concurrent use.
 type Explorer struct {
 	*core
-	census censusCache // the overview's agents and stopped instances
+	census *censusCache // the overview's agents and stopped instances
 }
 
 // Overview gathers the operator's overview: the store's gauges, the agents
@@ -73,26 +130,13 @@ func (s *Explorer) Overview(ctx context.Context) (contract.OperatorOverview, err
 	}
 	s.census.mu.Lock()
 	defer s.census.mu.Unlock()
-	if err := s.freshCensus(ctx, c); err != nil {
+	if err := s.census.fresh(ctx, c); err != nil {
 		return contract.OperatorOverview{}, fmt.Errorf("overview: %w", err)
 	}
 	ov.Agents = append(ov.Agents, s.census.agents...)
 	ov.StoppedInstances = append(ov.StoppedInstances, s.census.stopped...)
 	ov.AgentsTruncated, ov.StoppedTruncated = s.census.agentsMore, s.census.stoppedMore
 	return ov, nil
-}
-
-// freshCensus reads the census afresh when the cached one is stale; the
-// caller holds s.census.mu.
-func (s *Explorer) freshCensus(ctx context.Context, c relay.Census) error {
-	if now := s.now(); s.census.at.IsZero() || now.Sub(s.census.at) >= s.census.ttl || now.Before(s.census.at) {
-		start := time.Now()
-		if err := s.readCensus(ctx, c); err != nil {
-			return err
-		}
-		s.census.at, s.census.ttl = now, min(max(10*time.Since(start), minCensusTTL), maxCensusTTL)
-	}
-	return nil
 }
 
 // agentFlows reads every agent's flow state (relay.Flows.AgentFlows), with
@@ -141,47 +185,6 @@ func (s *Explorer) agentFlows(ctx context.Context) ([]contract.AgentFlowState, b
 		return out[:overviewMax], true, nil
 	}
 	return out, false, nil
-}
-
-// invalidateCensus makes the next overview read the census afresh: an
-// operator who just stopped an instance or replayed fires sees it at once.
-func (s *Explorer) invalidateCensus() {
-	s.census.mu.Lock()
-	s.census.at = time.Time{}
-	s.census.mu.Unlock()
-}
-
-// readCensus reads the agents holding fires and the stopped instances (with
-// when they were stopped) into s.census; the caller holds its lock.
-func (s *Explorer) readCensus(ctx context.Context, c relay.Census) error {
-	agents, agentsMore, err := c.ArmedByAgent(ctx, overviewMax)
-	if err != nil {
-		return err
-	}
-	ids, stoppedMore, err := c.StoppedInstances(ctx, overviewMax)
-	if err != nil {
-		return err
-	}
-	stopped := make([]contract.StoppedInstance, 0, len(ids))
-	for _, id := range ids {
-		inst := contract.StoppedInstance{InstanceID: id}
-		info, err := s.engine.Instance(ctx, id)
-		if err != nil {
-			return err
-		}
-		if !info.StoppedAt.IsZero() {
-			at := contract.NewTime(info.StoppedAt.UTC())
-			inst.StoppedAt = &at
-		}
-		stopped = append(stopped, inst)
-	}
-	counts := make([]contract.AgentArmedCount, 0, len(agents))
-	for _, a := range agents {
-		counts = append(counts, contract.AgentArmedCount{AgentID: a.AgentID, Armed: a.Armed})
-	}
-	s.census.agents, s.census.stopped = counts, stopped
-	s.census.agentsMore, s.census.stoppedMore = agentsMore, stoppedMore
-	return nil
 }
 
 // fireLagSummary reads the fire lag histogram as percentiles.

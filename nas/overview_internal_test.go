@@ -84,7 +84,8 @@ func TestOverviewReusesTheCensusBriefly(t *testing.T) {
 	e := &countingCensus{Engine: memory.New(memory.Options{})}
 	t.Cleanup(func() { _ = e.Close() })
 	now := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	s := &Explorer{core: &core{engine: e, now: func() time.Time { return now }, metrics: newMetrics(e)}}
+	c := &core{engine: e, now: func() time.Time { return now }, metrics: newMetrics(e)}
+	s := &Explorer{core: c, census: &censusCache{core: c}}
 	ctx := context.Background()
 	arm := func(agent string) {
 		t.Helper()
@@ -113,7 +114,7 @@ func TestOverviewReusesTheCensusBriefly(t *testing.T) {
 		t.Fatalf("after the reuse time: %d agents after %d reads", n, e.reads)
 	}
 	arm("c")
-	s.invalidateCensus()
+	s.census.invalidate()
 	if n := agents(); n != 3 || e.reads != 3 {
 		t.Fatalf("after an invalidation: %d agents after %d reads", n, e.reads)
 	}

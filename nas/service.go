@@ -142,10 +142,11 @@ func New(opts Options) (*Service, error) {
 	}
 	s.heal = newSelfHeal(c)
 	s.flow = newFlow(c)
-	s.explorer = &Explorer{core: c}
+	census := &censusCache{core: c}
+	s.explorer = &Explorer{core: c, census: census}
 	s.agents = &AgentAPI{core: c, flow: s.flow, heal: s.heal, direct: s.direct}
 	s.fires = &Fires{core: c, heal: s.heal, direct: s.direct}
-	s.operator = &Operator{core: c, flow: s.flow, heal: s.heal, explorer: s.explorer}
+	s.operator = &Operator{core: c, flow: s.flow, heal: s.heal, census: census}
 	s.auth = &OperatorAuth{core: c, revoked: newSessionRevocations(opts.Engine, cfg.Store, c.log, c.now), logins: newLoginThrottle(c.log, c.now)}
 	return s, nil
 }

@@ -20,7 +20,8 @@ import (
 	"github.com/chronoscron/chronos/relay/cronkey"
 )
 
-// AgentAPI is the agent API. It is safe for concurrent use.
+// AgentAPI is the agent API: Authorize identifies the agent of a call, and
+// the other methods serve that agent. It is safe for concurrent use.
 type AgentAPI struct {
 	*core
 	flow   *Flow

@@ -72,5 +72,6 @@ func (ct *control) CancelAgent(ctx context.Context, agentID string) (int, error)
 	for _, j := range jobs {
 		ct.remove(ct.rows[key{agentID, j}])
 	}
+	delete(ct.ties, agentID)
 	return len(jobs), nil
 }

@@ -2,13 +2,17 @@ package memory
 
 import "container/heap"
 
-// dueHeap orders armed entries by due time, then arm order.
+// dueHeap orders armed entries by due time, then by their place among
+// their agent's fires due in the same millisecond, then arm order.
 type dueHeap []*entry
 
 func (h dueHeap) Len() int { return len(h) }
 func (h dueHeap) Less(i, j int) bool {
 	if h[i].dueMs != h[j].dueMs {
 		return h[i].dueMs < h[j].dueMs
+	}
+	if h[i].tie != h[j].tie {
+		return h[i].tie < h[j].tie
 	}
 	return h[i].seq < h[j].seq
 }

@@ -30,14 +30,18 @@ type key struct{ agent, job string }
 // An armed entry sits in the due heap, a leased one in the lease heap; never
 // both.
 type entry struct {
-	shot    relay.OneShot
-	dueMs   int64  // shot.DueAt in milliseconds, rounded up
-	seq     uint64 // arm order, breaks ties between equal due times
-	token   int64  // fencing token of the current lease; 0 when armed
-	untilMs int64  // lease expiry in milliseconds, when leased
-	dueIdx  int    // index in the due heap or its agent's held heap, or -1
-	leasIdx int    // index in the lease heap, or -1
-	held    bool   // dueIdx is in its agent's held heap (flow control)
+	shot  relay.OneShot
+	dueMs int64  // shot.DueAt in milliseconds, rounded up
+	seq   uint64 // arm order, breaks ties between equal due times and ties
+	// tie is how many fires its agent armed before it due in the same
+	// millisecond (at most maxTie): fires due together come up round the
+	// agents, each agent's in arm order, as on Redis.
+	tie     int
+	token   int64 // fencing token of the current lease; 0 when armed
+	untilMs int64 // lease expiry in milliseconds, when leased
+	dueIdx  int   // index in the due heap or its agent's held heap, or -1
+	leasIdx int   // index in the lease heap, or -1
+	held    bool  // dueIdx is in its agent's held heap (flow control)
 }
 
 // Engine is the in-memory relay.Engine. It is safe for concurrent use.
@@ -92,7 +96,20 @@ type core struct {
 
 	// rekey holds each re-keyed agent's rekey floor (see rekey.go).
 	rekey map[string]time.Time
+
+	// ties holds each agent's last due millisecond armed and how many of
+	// its fires were armed due in it (see entry.tie).
+	ties map[string]tieCount
 }
+
+// tieCount is an agent's count of fires armed due in one millisecond.
+type tieCount struct {
+	ms int64
+	n  int
+}
+
+// maxTie caps entry.tie, as the Redis engine's due scores do.
+const maxTie = 1022
 
 // New returns an empty engine.
 func New(opts Options) *Engine {
@@ -111,6 +128,7 @@ func New(opts Options) *Engine {
 		stopped:  make(map[string]bool),
 		seen:     make(map[string]int64),
 		agents:   make(map[string]*agentState),
+		ties:     make(map[string]tieCount),
 	}
 	return &Engine{
 		core:            c,

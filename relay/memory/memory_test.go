@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +137,37 @@ func TestClosedAndCancelled(t *testing.T) {
 	}
 	if _, _, err := e.NextDue(context.Background()); !errors.Is(err, memory.ErrClosed) {
 		t.Fatalf("next due after close: %v, want ErrClosed", err)
+	}
+}
+
+// TestClaimInterleavesAgentsDueTogether arms, agent after agent, three
+// fires of each of three agents due in the same millisecond: claims take
+// them round the agents, each agent's in the order it armed them, as on
+// Redis.
+func TestClaimInterleavesAgentsDueTogether(t *testing.T) {
+	e := memory.New(memory.Options{})
+	defer e.Close()
+	ctx := context.Background()
+	at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	for _, agent := range []string{"a1", "a2", "a3"} {
+		for _, job := range []string{"j2", "j0", "j1"} {
+			if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: agent, JobID: job, FireAt: at, ScheduleID: agent + job}); err != nil {
+				t.Fatalf("arm: %v", err)
+			}
+		}
+	}
+	var got []string
+	for len(got) < 9 {
+		ls, err := e.Claim(ctx, 3, time.Minute, relay.Flow{})
+		if err != nil || len(ls) != 3 {
+			t.Fatalf("claim: %d leases, %v; want 3", len(ls), err)
+		}
+		for _, l := range ls {
+			got = append(got, l.AgentID+"/"+l.JobID)
+		}
+	}
+	want := "a1/j2 a2/j2 a3/j2 a1/j0 a2/j0 a3/j0 a1/j1 a2/j1 a3/j1"
+	if g := strings.Join(got, " "); g != want {
+		t.Fatalf("claim order %s, want %s", g, want)
 	}
 }

@@ -71,6 +71,14 @@ func (q *queue) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult,
 	}
 	now := q.now()
 	q.seq++
+	dueMs := ceilMs(dueAt)
+	tc := q.ties[req.AgentID]
+	if tc.ms == dueMs {
+		tc.n++
+	} else {
+		tc = tieCount{ms: dueMs}
+	}
+	q.ties[req.AgentID] = tc
 	ent := &entry{
 		shot: relay.OneShot{
 			ScheduleID:     req.ScheduleID,
@@ -86,8 +94,9 @@ func (q *queue) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult,
 			CreatedAt:      now,
 			Direct:         direct,
 		},
-		dueMs:   ceilMs(dueAt),
+		dueMs:   dueMs,
 		seq:     q.seq,
+		tie:     min(tc.n, maxTie),
 		dueIdx:  -1,
 		leasIdx: -1,
 	}

@@ -13,9 +13,21 @@ import (
 // one-shot it replaces loses its lease (its agent's held fires get the room
 // it frees) or its place among its agent's held fires.
 //
+// The due entry of a fire due at ms X scores in (X-1, X]: X-1 plus k+1
+// 1024ths for the agent's k-th fire armed due in X (the last 1022 and on
+// share the last step). Claims compare scores with whole milliseconds, so
+// the fire is due at X exactly as with the score X; but fires due in the
+// same millisecond, a herd armed for 09:00, come up in claims interleaved
+// across agents, each agent's in the order it armed them, where equal
+// scores would sort them by member, that is agent by agent: each claim
+// then took one agent's fires, its first in name order, and held all but
+// its parallelism's worth of them back for nothing. Each shard keeps, per
+// agent, the last due ms armed and its count (KEYS[11]).
+//
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] flow
 // record, KEYS[5] in-flight counts, KEYS[6] held, KEYS[7] flexible fires,
-// KEYS[8] held agents, KEYS[9] gated agents, KEYS[10] ready agents
+// KEYS[8] held agents, KEYS[9] gated agents, KEYS[10] ready agents,
+// KEYS[11] the shard's tie counts
 // ARGV[1] now, ARGV[2] job, ARGV[3] member, ARGV[4] schedule id,
 // ARGV[5] instance id, ARGV[6] fire_at ms, ARGV[7] fire_at ns remainder,
 // ARGV[8] callback url, ARGV[9] quota (0 = none), ARGV[10] wake channel,
@@ -78,6 +90,16 @@ else
   end
 end
 local score = tonumber(ARGV[12])
+-- The due entry's score: due ms less one, plus k + 1 1024ths for the
+-- agent's k-th fire due in that same millisecond.
+local tie = redis.call('HGET', KEYS[11], agent)
+local k = 0
+if tie then
+  local i = string.find(tie, ':', 1, true)
+  if tonumber(string.sub(tie, 1, i - 1)) == score then k = tonumber(string.sub(tie, i + 1)) + 1 end
+end
+redis.call('HSET', KEYS[11], agent, string.format('%d:%d', score, k))
+local due = string.format('%d', score - 1) .. string.sub(string.format('%.10f', (math.min(k, 1022) + 1) / 1024), 2)
 local r = tidy({ARGV[4], ARGV[5], fms, fns, ARGV[8], 0, 0, score - fms, fms - now, '', spelling, flex, ks, kid, kms})
 redis.call('HSET', KEYS[1], job, cmsgpack.pack(r))
 if not old then
@@ -92,7 +114,7 @@ if flex > 0 then
 elseif old then
   redis.call('ZREM', KEYS[7], job)
 end
-redis.call('ZADD', KEYS[2], score, m)
+redis.call('ZADD', KEYS[2], due, m)
 local rel = 0
 if freed > 0 then
   local b = sets(KEYS[10], KEYS[8], KEYS[9])
@@ -140,7 +162,8 @@ return n
 // KEYS[1] rows of the agent, KEYS[2] due, KEYS[3] lease, KEYS[4] in-flight
 // counts, KEYS[5] held, KEYS[6] flexible fires, KEYS[7] held agents,
 // KEYS[8] gated agents, KEYS[9] ready agents, KEYS[10] where an earlier
-// release kept the agent's in-flight leases
+// release kept the agent's in-flight leases, KEYS[11] the shard's tie
+// counts (see scriptArm)
 // ARGV[1] now (unused), ARGV[2] agent
 //
 // Returns how many there were.
@@ -154,6 +177,7 @@ for _, job in ipairs(jobs) do
 end
 redis.call('DEL', KEYS[1], KEYS[5], KEYS[6], KEYS[10])
 redis.call('HDEL', KEYS[4], agent)
+redis.call('HDEL', KEYS[11], agent)
 redis.call('SREM', KEYS[7], agent)
 redis.call('ZREM', KEYS[8], agent)
 redis.call('ZREM', KEYS[9], agent)
@@ -203,7 +227,7 @@ func (e *queue) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult,
 	}
 	v, err := e.runWrite(ctx, scriptArm,
 		[]string{e.k.rows(s, req.AgentID), e.k.due(s), e.k.lease(s), fk[0], fk[1], fk[2], e.k.flexOf(s, req.AgentID),
-			e.k.held(s), e.k.gated(s), e.k.ready(s)},
+			e.k.held(s), e.k.gated(s), e.k.ready(s), e.k.ties(s)},
 		args...)
 	if err != nil {
 		return relay.ArmResult{}, fmt.Errorf("redis: arm: %w", err)
@@ -265,7 +289,7 @@ func (e *queue) CancelAgent(ctx context.Context, agentID string) (int, error) {
 	s := e.k.shardOf(agentID)
 	v, err := e.run(ctx, scriptCancelAgent,
 		[]string{e.k.rows(s, agentID), e.k.due(s), e.k.lease(s), e.k.inFlight(s), e.k.heldOf(s, agentID),
-			e.k.flexOf(s, agentID), e.k.held(s), e.k.gated(s), e.k.ready(s), e.k.legacyInFlight(s, agentID)},
+			e.k.flexOf(s, agentID), e.k.held(s), e.k.gated(s), e.k.ready(s), e.k.legacyInFlight(s, agentID), e.k.ties(s)},
 		e.nowArg(), agentID)
 	if err != nil {
 		return 0, fmt.Errorf("redis: cancel agent: %w", err)

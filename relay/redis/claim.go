@@ -75,7 +75,9 @@ return {redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(A
 // scriptClaim leases, under flow control (see flow.go), the held fires of
 // the agents whose room freed, then the candidates that are still due.
 //
-// Each agent is read once per claim, when it is first met: its policy, over
+// Each agent is read once per claim, when it is first met (one EXISTS over
+// every agent's flow record comes first: when none has one, the rule, none
+// is read and each gets the claim's flow): its policy, over
 // the claim's flow, gives its room (nothing while disabled or before its
 // gate; 1 while probing; its parallelism less its unexpired leases,
 // counting those the claim takes). An agent with room gets its held fires
@@ -137,6 +139,8 @@ local function room(a)
   if a.par <= 0 then return math.huge end
   return a.par - a.inflight
 end
+-- plain: no agent of the claim has a flow record (nil: not known yet).
+local plain, none = nil, {false, false, false, false, false, false, false, false, false}
 local function load(j)
   local a = ags[j]
   if a then return a end
@@ -145,7 +149,21 @@ local function load(j)
     fx = KEYS[b + 4], leased = 0, holds = {}}
   ags[j] = a
   order[#order + 1] = a
-  local f = redis.call('HMGET', a.ag, 'par', 'rate', 'dis', 'ep', 'gate', 'tat', 'probe', 'fails', 'fx')
+  if plain == nil then
+    -- One EXISTS over every agent's flow record: a claim whose agents
+    -- have none (the rule) reads no record.
+    local n = 0
+    for i = 1, na, 1000 do
+      local ks = {}
+      for k = i, math.min(i + 999, na) do ks[#ks + 1] = KEYS[6 + 4 * k] end
+      n = n + redis.call('EXISTS', unpack(ks))
+    end
+    plain = n == 0
+  end
+  local f = none
+  if not plain then
+    f = redis.call('HMGET', a.ag, 'par', 'rate', 'dis', 'ep', 'gate', 'tat', 'probe', 'fails', 'fx')
+  end
   a.par = tonumber(f[1]) or 0
   if a.par <= 0 then a.par = fpar end
   a.rate = tonumber(f[2]) or 0

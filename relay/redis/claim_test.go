@@ -176,3 +176,43 @@ func TestClaimOfThousandsInOneCall(t *testing.T) {
 		t.Fatalf("stats after the acks %+v, %v", st, err)
 	}
 }
+
+// TestClaimInterleavesAgentsDueTogether arms, agent after agent, three
+// fires of each of three agents due in the same millisecond: claims take
+// them round the agents, each agent's in the order it armed them, where
+// sorting by member would hand the first claim one agent's three.
+func TestClaimInterleavesAgentsDueTogether(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, redis.Options{Shards: 1})
+	ctx := ctxFor(t, 10*time.Second)
+	at := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	for _, agent := range []string{"a1", "a2", "a3"} {
+		for _, job := range []string{"j2", "j0", "j1"} {
+			if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: agent, JobID: job, FireAt: at, ScheduleID: agent + job}); err != nil {
+				t.Fatalf("arm: %v", err)
+			}
+		}
+	}
+	var got []string
+	for len(got) < 9 {
+		ls, err := e.Claim(ctx, 3, time.Minute, relay.Flow{})
+		if err != nil || len(ls) != 3 {
+			t.Fatalf("claim: %d leases, %v; want 3", len(ls), err)
+		}
+		for _, l := range ls {
+			got = append(got, l.AgentID+"/"+l.JobID)
+		}
+	}
+	want := []string{"a1/j2", "a2/j2", "a3/j2", "a1/j0", "a2/j0", "a3/j0", "a1/j1", "a2/j1", "a3/j1"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("claim order %v, want %v", got, want)
+	}
+	// Due exactly at its millisecond, as ever: nothing is claimable before.
+	if _, err := e.Arm(ctx, relay.ArmRequest{AgentID: "a1", JobID: "later", FireAt: at.Add(time.Hour), ScheduleID: "later"}); err != nil {
+		t.Fatalf("arm: %v", err)
+	}
+	next, ok, err := e.NextDue(ctx)
+	if err != nil || !ok || next < 59*time.Minute || next > time.Hour {
+		t.Fatalf("next due in %s (%v, %v), want within the hour after now", next, ok, err)
+	}
+}

@@ -209,8 +209,11 @@ func (e *deliveryHistory) DueHistogram(ctx context.Context, from time.Time, step
 		_, err := e.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 			for s := range e.k.shards {
 				for i := range n {
-					lo := strconv.FormatInt(fromMs+int64(i)*stepMs, 10)
-					hi := "(" + strconv.FormatInt(fromMs+int64(i+1)*stepMs, 10)
+					// A fire due at ms X scores in (X-1, X] (see the
+					// arm script): [lo, hi) of due times is (lo-1, hi-1]
+					// of scores.
+					lo := "(" + strconv.FormatInt(fromMs+int64(i)*stepMs-1, 10)
+					hi := strconv.FormatInt(fromMs+int64(i+1)*stepMs-1, 10)
 					cmds[s*n+i] = p.ZCount(ctx, e.k.due(s), lo, hi)
 				}
 			}

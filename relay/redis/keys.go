@@ -164,6 +164,11 @@ func (k keys) phase() string { return k.control() + ":phase" }
 // RaiseRekeyFloor).
 func (k keys) rekeyFloors() string { return k.control() + ":rekey" }
 
+// ties is the shard's hash of each agent's last due millisecond armed and
+// how many of its fires were armed due in it before: "ms:k" (see
+// scriptArm).
+func (k keys) ties(shard int) string { return k.tags[shard] + ":tie" }
+
 // flowKeys are the keys release needs of one agent, in the order the
 // scripts take them: its flow record, the shard's in-flight counts and the
 // agent's held fires.

@@ -43,7 +43,9 @@ local g = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if g[2] and (s < 0 or tonumber(g[2]) < s) then s = tonumber(g[2]) end
 local r = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 if r[2] and (s < 0 or tonumber(r[2]) < s) then s = tonumber(r[2]) end
-return {s, tonumber(t[1]), tonumber(t[2])}
+-- Whole milliseconds, rounded up: a due entry scores a little under
+-- its due ms (see scriptArm).
+return {math.ceil(s), tonumber(t[1]), tonumber(t[2])}
 `)
 
 // scriptExtend renews a lease.

@@ -14,8 +14,6 @@ package fireauth
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -127,34 +125,6 @@ func BenchmarkFastPathDecodeFireClaims(b *testing.B) {
 		for b.Loop() {
 			var c contract.FireClaims
 			if err := json.Unmarshal(claims, &c); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
-// BenchmarkFastPathVerifyES256 compares verifyES256 with golang-jwt's ES256
-// Verify on a valid signature.
-func BenchmarkFastPathVerifyES256(b *testing.B) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		b.Fatal(err)
-	}
-	in := b64(nasHeader(&fireauthtest.Key{Kid: "k1", Method: jwt.SigningMethodES256})) + "." + b64(nasClaims(leanFire()))
-	sig, err := jwt.SigningMethodES256.Sign(in, priv)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("der", func(b *testing.B) {
-		for b.Loop() {
-			if !verifyES256(&priv.PublicKey, in, sig) {
-				b.Fatal("does not verify")
-			}
-		}
-	})
-	b.Run("golang-jwt", func(b *testing.B) {
-		for b.Loop() {
-			if err := jwt.SigningMethodES256.Verify(in, sig, &priv.PublicKey); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -281,32 +251,6 @@ func FuzzLeanParse(f *testing.F) {
 			kind = reconcileToken
 		}
 		lf.check(t, token, kind)
-	})
-}
-
-// FuzzVerifyES256 compares verifyES256 with golang-jwt's ES256 Verify on
-// any signature of any input (a valid one among the seeds).
-func FuzzVerifyES256(f *testing.F) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, in := range []string{"", "a.b", b64(nasClaims(leanFire()))} {
-		sig, err := jwt.SigningMethodES256.Sign(in, priv)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(in, sig)
-		f.Add(in, append(make([]byte, 32), sig[32:]...))
-		f.Add(in, sig[:63])
-		f.Add(in+"x", sig)
-	}
-	f.Add("x", []byte(strings.Repeat("\xff", 64)))
-	f.Fuzz(func(t *testing.T, in string, sig []byte) {
-		want := jwt.SigningMethodES256.Verify(in, sig, &priv.PublicKey) == nil
-		if got := verifyES256(&priv.PublicKey, in, sig); got != want {
-			t.Fatalf("verifyES256 %v, golang-jwt %v", got, want)
-		}
 	})
 }
 

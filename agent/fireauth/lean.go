@@ -1,12 +1,8 @@
 package fireauth
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -167,76 +163,11 @@ func decodeClaims(seg string, claims jwt.Claims) bool {
 	return json.Unmarshal(b, claims) == nil
 }
 
-// errES256 is the signature failure of verifyES256.
-var errES256 = errors.New("ES256 signature does not verify")
-
 // verifySignature checks sig over signingInput with key as method.Verify
-// does; an ES256 signature by a P-256 key is checked without method's
-// big.Int round trip.
+// does.
 func verifySignature(method jwt.SigningMethod, signingInput string, sig []byte, key any) error {
-	if pub, ok := key.(*ecdsa.PublicKey); ok && method == jwt.SigningMethodES256 && pub.Curve == elliptic.P256() {
-		if !verifyES256(pub, signingInput, sig) {
-			return errES256
-		}
-		return nil
-	}
 	if err := method.Verify(signingInput, sig, key); err != nil {
 		return fmt.Errorf("fireauth: %s signature: %w", method.Alg(), err)
 	}
 	return nil
-}
-
-// es256Half is the size of r and of s in a JWS ES256 signature (RFC 7518
-// section 3.4): r || s, each left-padded to 32 bytes.
-const es256Half = 32
-
-// verifyES256 reports whether sig (r || s) is a P-256 ECDSA signature of
-// the SHA-256 of signingInput by pub. It decides exactly as golang-jwt's
-// ES256 Verify: that takes r and s as big.Ints, and ecdsa.Verify refuses a
-// zero r or s, then DER-encodes them as minimal INTEGERs for
-// ecdsa.VerifyASN1; this builds the same DER from the bytes directly.
-func verifyES256(pub *ecdsa.PublicKey, signingInput string, sig []byte) bool {
-	if len(sig) != 2*es256Half {
-		return false
-	}
-	r, s := trimZeros(sig[:es256Half]), trimZeros(sig[es256Half:])
-	if len(r) == 0 || len(s) == 0 {
-		return false
-	}
-	// SEQUENCE { INTEGER r, INTEGER s }: at most 2 + 2×(2+33) = 72 bytes,
-	// so every length fits one byte.
-	der := make([]byte, 0, 72)
-	der = append(der, 0x30, byte(derIntLen(r)+derIntLen(s)))
-	der = appendDERInt(der, r)
-	der = appendDERInt(der, s)
-	digest := sha256.Sum256([]byte(signingInput))
-	return ecdsa.VerifyASN1(pub, digest[:], der)
-}
-
-// trimZeros drops the leading zero bytes of a big-endian integer.
-func trimZeros(b []byte) []byte {
-	for len(b) > 0 && b[0] == 0 {
-		b = b[1:]
-	}
-	return b
-}
-
-// derIntLen is the encoded size of the positive integer b (no leading
-// zeros) as a DER INTEGER: tag, length, a 0x00 when its top bit is set, b.
-func derIntLen(b []byte) int {
-	if b[0]&0x80 != 0 {
-		return 3 + len(b)
-	}
-	return 2 + len(b)
-}
-
-// appendDERInt appends the positive integer b (no leading zeros) as a DER
-// INTEGER.
-func appendDERInt(der, b []byte) []byte {
-	if b[0]&0x80 != 0 {
-		der = append(der, 0x02, byte(len(b)+1), 0x00)
-	} else {
-		der = append(der, 0x02, byte(len(b)))
-	}
-	return append(der, b...)
 }

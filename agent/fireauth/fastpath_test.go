@@ -3,8 +3,7 @@ package fireauth
 // Benchmarks and differential fuzz tests of the fast paths of this package
 // against their slow twins: the lean token path (parseLean) against
 // golang-jwt's parser (parseToken), the plain claims decoder against
-// encoding/json, the ES256 check against golang-jwt's ES256 Verify, and the
-// lean direct-token path against golang-jwt's. Run the benchmarks with
+// encoding/json, and the lean direct-token path against golang-jwt's. Run the benchmarks with
 //
 //	go test -run '^$' -bench 'FastPath' -benchmem ./agent/fireauth/
 //

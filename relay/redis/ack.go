@@ -220,7 +220,7 @@ func (e *queue) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) 
 
 // ack queues one ack on its shard's group commit and waits for its batch.
 func (e *queue) ack(ctx context.Context, a ackItem) error {
-	err := submit(ctx, &e.acker[e.k.shardOf(a.l.AgentID)], a, e.groupTimeout(), e.ackMany)
+	err := submit(ctx, &e.acker[e.queueOf(a.l.AgentID)], a, e.groupTimeout(), e.ackMany)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("redis: ack: %w", err)
 	}

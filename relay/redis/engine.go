@@ -112,7 +112,7 @@ type core struct {
 	opts      Options
 	log       *slog.Logger
 	rr        atomic.Uint32                 // round-robin start shard of claims
-	acker     []groupCommit[ackItem]        // per shard: one dead master stalls only its shards' acks
+	acker     []groupCommit[ackItem]        // per shard on a Cluster, one queue on a single node (see queueOf)
 	lastFirer []groupCommit[relay.LastFire] // per shard, as acker
 	cluster   *goredis.ClusterClient        // c, when it is a Cluster client
 	faults    faultLog                      // repeated failures, logged once with a count
@@ -256,6 +256,18 @@ func (e *core) Prefix() string { return e.opts.Prefix }
 
 // Shards returns the shard count in use.
 func (e *core) Shards() int { return e.opts.Shards }
+
+// queueOf is the index of agent's group-commit queues (acker, lastFirer):
+// its shard's on a Cluster, so that a master that is down stalls only the
+// acknowledgements of its own shards; the one queue of all shards on a
+// single node, where a batch's shards share its round trip (and all go
+// down together).
+func (e *core) queueOf(agent string) int {
+	if e.cluster == nil {
+		return 0
+	}
+	return e.k.shardOf(agent)
+}
 
 // nowArg is ARGV[1] of every script: the injected clock in ms, or "" for
 // Redis's clock.

@@ -121,7 +121,7 @@ func (e *fireRecords) RecordLastFire(ctx context.Context, f relay.LastFire) erro
 	if err := checkLastFire(f); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
-	if err := submit(ctx, &e.lastFirer[e.k.shardOf(f.AgentID)], f, e.groupTimeout(), e.recordLastFires); err != nil {
+	if err := submit(ctx, &e.lastFirer[e.queueOf(f.AgentID)], f, e.groupTimeout(), e.recordLastFires); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
 	return nil

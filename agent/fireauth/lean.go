@@ -102,14 +102,14 @@ func decodeHeader(seg string) (tokenHeader, bool) {
 	return tokenHeader{alg: alg, method: method, kid: kid, typ: typ}, true
 }
 
-// parseLean is parseToken for a token in the common case. It reports
+// parseLean is parseToken for a fire token in the common case. It reports
 // handled=false when token fails any step before the signature check (its
 // form, header, claims' JSON, algorithm, kid, typ, the key's lookup): the
 // caller then runs parseToken on fresh claims, and its error is the verdict.
 // When handled, err is parseToken's verdict: nil, a signature failure
 // (jwt.ErrTokenSignatureInvalid) or a claims failure
 // (jwt.ErrTokenInvalidClaims), and claims are decoded.
-func (v *JWTVerifier) parseLean(set *keySet, token string, claims jwt.Claims, kind tokenKind) (handled bool, err error) {
+func (v *JWTVerifier) parseLean(set *keySet, token string, claims *contract.FireClaims) (handled bool, err error) {
 	hdrSeg, rest, ok := strings.Cut(token, ".")
 	if !ok {
 		return false, nil
@@ -124,7 +124,7 @@ func (v *JWTVerifier) parseLean(set *keySet, token string, claims jwt.Claims, ki
 			return false, nil
 		}
 	}
-	if h.typ != kind.typ || !slices.Contains(v.cfg.Methods, h.alg) {
+	if h.typ != fireToken.typ || !slices.Contains(v.cfg.Methods, h.alg) {
 		return false, nil
 	}
 	k, ok := set.byKID[h.kid]
@@ -152,15 +152,12 @@ func (v *JWTVerifier) parseLean(set *keySet, token string, claims jwt.Claims, ki
 
 // decodeClaims decodes an encoded claims segment into claims as golang-jwt
 // does, reporting whether it decoded.
-func decodeClaims(seg string, claims jwt.Claims) bool {
+func decodeClaims(seg string, claims *contract.FireClaims) bool {
 	b, err := base64.RawURLEncoding.DecodeString(seg)
 	if err != nil {
 		return false
 	}
-	if c, ok := claims.(*contract.FireClaims); ok {
-		return decodeFireClaims(b, c)
-	}
-	return json.Unmarshal(b, claims) == nil
+	return decodeFireClaims(b, claims)
 }
 
 // verifySignature checks sig over signingInput with key as method.Verify

@@ -32,7 +32,7 @@ func (v *JWTVerifier) verified(claims *contract.FireClaims, err error, body []by
 // requiring the kid and typ headers. A kid the set lacks is errUnknownKID.
 func (v *JWTVerifier) parse(ctx context.Context, set *keySet, token string) (*contract.FireClaims, error) {
 	claims := &contract.FireClaims{}
-	if handled, err := v.parseLean(set, token, claims, fireToken); handled {
+	if handled, err := v.parseLean(set, token, claims); handled {
 		return claims, err
 	}
 	claims = &contract.FireClaims{}

@@ -83,11 +83,10 @@ func (v *JWTVerifier) VerifyReconcile(ctx context.Context, token string, body []
 
 // parseReconcile is parse for a reconcile token (typ cron-reconcile+jwt).
 func (v *JWTVerifier) parseReconcile(ctx context.Context, set *keySet, token string) (*contract.ReconcileClaims, error) {
+	// golang-jwt's parser alone: the lean path saves about 4% of a
+	// reconcile token's check (its claims go through encoding/json either
+	// way), not worth a second path for one token per reconcile.
 	claims := &contract.ReconcileClaims{}
-	if handled, err := v.parseLean(set, token, claims, reconcileToken); handled {
-		return claims, err
-	}
-	claims = &contract.ReconcileClaims{}
 	return claims, v.parseToken(ctx, set, token, claims, reconcileToken)
 }
 

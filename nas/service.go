@@ -61,7 +61,7 @@ type Options struct {
 //
 // It is safe for concurrent use.
 type Service struct {
-	*core
+	core     *core
 	agents   *AgentAPI
 	fires    *Fires
 	operator *Operator
@@ -178,31 +178,31 @@ func (s *Service) SelfHeal() *SelfHeal { return s.heal }
 func (s *Service) Close() { s.heal.close() }
 
 // Config returns the effective configuration.
-func (s *Service) Config() Config { return s.cfg }
+func (s *Service) Config() Config { return s.core.cfg }
 
 // Metrics returns the service's metrics.
-func (s *Service) Metrics() *Metrics { return s.metrics }
+func (s *Service) Metrics() *Metrics { return s.core.metrics }
 
 // JWKS returns the published keys as JSON.
-func (s *Service) JWKS() []byte { return s.keys.Current().JWKS() }
+func (s *Service) JWKS() []byte { return s.core.keys.Current().JWKS() }
 
 // HasOperator reports whether the operator routes are enabled.
-func (s *Service) HasOperator() bool { return s.hasOperator() }
+func (s *Service) HasOperator() bool { return s.core.hasOperator() }
 
 // Ready reports whether NAS can serve: keys are loaded, the engine answers
 // and (on an engine that can lose its data under NAS, relay.StoreEpoch) no
 // loss of the store's data is being reported: check "store_epoch".
 func (s *Service) Ready(ctx context.Context) map[string]error {
 	checks := map[string]error{"keys": nil, "store": nil}
-	if set := s.keys.Current(); set == nil || set.Active == nil {
+	if set := s.core.keys.Current(); set == nil || set.Active == nil {
 		checks["keys"] = errors.New("no signing key")
 	}
 	// Bounded by relay.ReadyWithin: a store node that is down fails
 	// "store" (naming its shards) rather than holding the answer.
-	for name, err := range relay.CheckStore(ctx, s.engine) {
+	for name, err := range relay.CheckStore(ctx, s.core.engine) {
 		checks[name] = err
 	}
-	if r, ok := s.verifier.(readier); ok {
+	if r, ok := s.core.verifier.(readier); ok {
 		checks["agent_keys"] = r.Ready(ctx)
 	}
 	return checks

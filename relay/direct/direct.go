@@ -267,9 +267,9 @@ func (d *Deliverer) ErrorOutcome(err error) relay.Outcome {
 	return relay.Outcome{Kind: relay.Retry, Reason: err.Error()}
 }
 
-// outcome maps the agent's answer to row's fire as NAS's relay route and the
-// relay's mapping of its answers do for a mediated fire (nas relayAnswer,
-// relay.AnswerOutcome and relay.ErrorOutcome): delivered is Done with the
+// outcome maps the agent's answer to row's fire as NAS does for a mediated
+// fire (its Verdict, and the relay's reading of its relay route's
+// answers): delivered is Done with the
 // job's last-fire record (but for "gone"), rejected is Dead, and a retry is
 // a cold-start retry of an agent that is down when the agent did not answer
 // or said it cannot take fires now.

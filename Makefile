@@ -185,5 +185,14 @@ unit:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x $(PKGS)
 
+## bench-peers: the same burst through Chronos and through asynq's scheduler, alternating, on a
+## throwaway redis-server that bench/peers starts on a free loopback port and stops after (see
+## bench/peers/README.md). Its own Go module, so not part of `make test`; it takes minutes and
+## wants a quiet machine. PEERFLAGS adds flags, e.g. PEERFLAGS='--n 100000 --rounds 1'.
+PEERFLAGS ?= --rounds 3 --n 10000
+.PHONY: bench-peers
+bench-peers: build
+	cd bench/peers && $(GO) run ./cmd/peerbench --start-redis --chronos $(CURDIR)/bin/chronos $(PEERFLAGS)
+
 clean:
 	rm -rf bin

@@ -472,20 +472,6 @@ func (e *queue) Claim(ctx context.Context, max int, leaseFor time.Duration, flow
 	return out, nil
 }
 
-// holding bounds the calls of a claim that already holds leases: their
-// leases run from the moment Redis took them, and a call to a master that
-// has just gone down, retried for Options.RetryFor, would keep them from
-// their dispatcher until they lapse (and the fires of healthy masters went
-// out twice). Such a call gets a tenth of the lease, between 200 ms and
-// 1 s, and fails as unavailable after that; a claim holding nothing yet
-// waits as any call does.
-func (e *queue) holding(ctx context.Context, holds bool, leaseFor time.Duration) context.Context {
-	if !holds {
-		return ctx
-	}
-	return relay.WithCallTimeout(ctx, min(max(leaseFor/10, 200*time.Millisecond), time.Second))
-}
-
 // claimFrom leases up to want of shard s's due one-shots, starting with
 // its head h, and reading the shard again while others took what it saw,
 // while flow control held back what it saw of a head that holds more, or

@@ -58,7 +58,7 @@ func (e *queue) FirstDelivery(ctx context.Context, deliveryID string, ttl time.D
 		ttl = time.Millisecond
 	}
 	nonce := newNonce()
-	key := e.k.delivery(deliveryID)
+	key := e.k.deliveryOf(e.k.shardOf(deliveryID), deliveryID)
 	if e.opts.Now != nil {
 		v, err := e.run(ctx, scriptFirstDelivery, []string{key}, e.nowArg(), durMs(ttl), nonce)
 		if err != nil {

@@ -57,9 +57,6 @@ func (k keys) failed(shard int, agent string) string { return k.tags[shard] + ":
 // list of schedule ids; ListFailed moves what it finds there into failed.
 func (k keys) failedList(shard int, agent string) string { return k.tags[shard] + ":f:" + agent }
 
-// delivery is the first-delivery record of a delivery id.
-func (k keys) delivery(id string) string { return k.tags[k.shardOf(id)] + ":dd:" + id }
-
 // deliveryOf is the first-delivery record of a delivery id of a fire of
 // shard: LookupDelivery keeps it with the fire's own keys, so that the
 // relay route of a fire depends on its shard's master alone (a record on

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
@@ -44,7 +45,7 @@ func TestEditingAStepKeepsItAStep(t *testing.T) {
 	if _, _, err := b.rt.EditJob(context.Background(), st.Job.ID, JobPatch{Schedule: &every}); !errors.Is(err, ErrInvalidJob) {
 		t.Fatalf("a recurring schedule for a step: %v", err)
 	}
-	if j := b.job(t, st.Job.ID); j.Chain == nil || j.Schedule != "in 3m" || j.OnInterrupt != InterruptRetry {
+	if j := b.job(t, st.Job.ID); j.Chain == nil || j.Schedule != "in 3m" || j.OnInterrupt != job.InterruptRetry {
 		t.Fatalf("step after the edits %+v", j)
 	}
 }
@@ -126,7 +127,7 @@ func TestQueuedRunOfAStepOfAnOpenChainRunsAsTheStep(t *testing.T) {
 // owedRetry starts chain "inc" with a step (on_interrupt retry) whose run's
 // owner died: CatchUp records it interrupted and owes a retry after the
 // backoff, which it returns.
-func (b *bundle) owedRetry(t *testing.T) (ChainStep, store.Pending) {
+func (b *bundle) owedRetry(t *testing.T) (ChainStep, job.Pending) {
 	t.Helper()
 	ctx := context.Background()
 	st := b.gateStep(t, "inc", "skip", "retry")
@@ -143,7 +144,7 @@ func (b *bundle) owedRetry(t *testing.T) (ChainStep, store.Pending) {
 		t.Fatal(err)
 	}
 	j := b.job(t, st.Job.ID)
-	if len(j.Pending) != 1 || j.Pending[0].Cause != store.PendingRetry {
+	if len(j.Pending) != 1 || j.Pending[0].Cause != job.PendingRetry {
 		t.Fatalf("no retry owed: %+v", j.Pending)
 	}
 	return st, j.Pending[0]
@@ -152,7 +153,7 @@ func (b *bundle) owedRetry(t *testing.T) (ChainStep, store.Pending) {
 // settledStep checks that step st's owed retry was recorded skipped with
 // reason, the step marked skipped as that run, chain "inc" closed with
 // closed, and nothing of the step left here or at NAS.
-func (b *bundle) settledStep(t *testing.T, st ChainStep, retry store.Pending, reason, closed string) {
+func (b *bundle) settledStep(t *testing.T, st ChainStep, retry job.Pending, reason, closed string) {
 	t.Helper()
 	r := b.wait(t, retry.RunID)
 	if r.State != ledger.StateSkipped || r.Reason != reason || r.Attempt != 2 || !slices.Equal(r.States, []ledger.State{ledger.StateInterrupted, ledger.StateSkipped}) {
@@ -288,9 +289,9 @@ func TestFanoutStepChildrenCarryTheChain(t *testing.T) {
 	items := []string{"a", "b"}
 	if err := b.rt.Store().Update(ctx, func(state *store.State) error {
 		j := state.Job(st.Job.ID)
-		j.JobKind = JobKindFanout
-		j.Fanout = &store.Fanout{InputsFrom: writeItems(t, items), ItemVar: "FANOUT_ITEM", Concurrency: 1,
-			Reducer: &store.Reducer{Command: "true", RunOn: store.ReduceOnSuccess}}
+		j.JobKind = job.JobKindFanout
+		j.Fanout = &job.Fanout{InputsFrom: writeItems(t, items), ItemVar: "FANOUT_ITEM", Concurrency: 1,
+			Reducer: &job.Reducer{Command: "true", RunOn: job.ReduceOnSuccess}}
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -131,7 +132,7 @@ type ChainClose struct {
 // ChainStep is a chain with the job of the step just added.
 type ChainStep struct {
 	Chain chain.Chain `json:"chain"`
-	Job   Job         `json:"job"`
+	Job   job.Job     `json:"job"`
 }
 
 // ChainFilter selects chains; zero fields select all.
@@ -270,7 +271,7 @@ func StepAt(in, at string, command []string, timeout time.Duration) (StepSpec, e
 
 // stepJob builds the one-shot job of a step (its id and metadata are set
 // by the caller).
-func (rt *Runtime) stepJob(s StepSpec, now time.Time) (*Job, error) {
+func (rt *Runtime) stepJob(s StepSpec, now time.Time) (*job.Job, error) {
 	j, sched, err := newJob(JobSpec{ID: "chain-step", Schedule: s.Schedule, Payload: s.Payload, Timeout: s.Timeout}, now, rt.jobEnv())
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -63,7 +64,7 @@ func (b *bundle) start(t *testing.T, id, class string) ChainStep {
 }
 
 // runStep fires step job id at its slot and waits for its run to be stored.
-func (b *bundle) runStep(t *testing.T, s *seen, job Job) FireResult {
+func (b *bundle) runStep(t *testing.T, s *seen, job job.Job) FireResult {
 	t.Helper()
 	b.clock.Set(*job.NextRunAt)
 	res := b.fire(t, job.ID, *job.NextRunAt)

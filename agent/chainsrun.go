@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -33,7 +34,7 @@ const (
 // RunEnv returns the variables a run of j gets besides its payload's:
 // CHRONOS_HOME (the agent's home, so `chronos chain ...` inside the run
 // finds the store) and, for a chain step, its chain metadata.
-func RunEnv(home string, j *Job) map[string]string {
+func RunEnv(home string, j *job.Job) map[string]string {
 	env := map[string]string{EnvRunHome: home}
 	if m := j.Chain; m != nil {
 		env[EnvChainID] = m.ChainID
@@ -50,7 +51,7 @@ func RunEnv(home string, j *Job) map[string]string {
 }
 
 // runRequest is the runner's request for claim c of j.
-func (rt *Runtime) runRequest(j *Job, c Claim) runner.Request {
+func (rt *Runtime) runRequest(j *job.Job, c job.Claim) runner.Request {
 	return runner.Request{JobID: j.ID, RunID: c.RunID, FireAt: c.Slot, Attempt: c.Attempt, Payload: j.Payload,
 		Chain: j.Chain.Clone(), Env: RunEnv(rt.cfg.Home, j)}
 }
@@ -62,7 +63,7 @@ func stepRef(c *chain.Chain, s chain.Step) *ledger.ChainRef {
 
 // jobChainRef names j's chain and place on the lines of its runs (nil
 // for a job outside chains).
-func jobChainRef(j *Job) *ledger.ChainRef {
+func jobChainRef(j *job.Job) *ledger.ChainRef {
 	if j.Chain == nil {
 		return nil
 	}
@@ -168,7 +169,7 @@ func dropBreakerRows(st *store.State, added map[string]bool) {
 // closed does not run (recorded skipped, and see refuseStep) and p.refused
 // says why; a step that starts is marked running. The caller holds the
 // store lock.
-func (rt *Runtime) admitStep(st *store.State, j *Job, sched *schedule.Schedule, a admission, p *plan) (FireResult, error) {
+func (rt *Runtime) admitStep(st *store.State, j *job.Job, sched *schedule.Schedule, a admission, p *plan) (FireResult, error) {
 	now := rt.now()
 	if j.Chain == nil {
 		return rt.admit(j, sched, a, now, p)
@@ -204,7 +205,7 @@ type stepRefusal struct {
 // open (it expired, the sweeper has not closed it yet) is closed expired;
 // and the job is removed when nothing of it is left. The caller holds the
 // store lock.
-func (rt *Runtime) refuseStep(st *store.State, j *Job, r stepRefusal, now time.Time, p *plan) {
+func (rt *Runtime) refuseStep(st *store.State, j *job.Job, r stepRefusal, now time.Time, p *plan) {
 	rt.skipOwed(j, r.why, now, p)
 	if c := chainOf(st, j); c != nil {
 		if s := c.Step(j.ID); s != nil && s.Status.Open() && len(j.Claims) == 0 {
@@ -219,7 +220,7 @@ func (rt *Runtime) refuseStep(st *store.State, j *Job, r stepRefusal, now time.T
 
 // skipOwed records j's pending runs (queued slots, retries) skipped with
 // reason why and drops them. The caller holds the store lock.
-func (rt *Runtime) skipOwed(j *Job, why string, now time.Time, p *plan) {
+func (rt *Runtime) skipOwed(j *job.Job, why string, now time.Time, p *plan) {
 	for _, q := range j.Pending {
 		e := rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), why})
 		e.Attempt, e.Forced = q.Attempt, q.Forced
@@ -239,7 +240,7 @@ func (rt *Runtime) closeExpired(st *store.State, c *chain.Chain, now time.Time, 
 
 // chainOf returns the chain of step j, or nil (not a step, or its chain
 // is gone).
-func chainOf(st *store.State, j *Job) *chain.Chain {
+func chainOf(st *store.State, j *job.Job) *chain.Chain {
 	if j.Chain == nil {
 		return nil
 	}
@@ -250,7 +251,7 @@ func chainOf(st *store.State, j *Job) *chain.Chain {
 // now: the reason its skip is recorded with and the refusal a manual run
 // answers, wrapping chain.ErrExpired or chain.ErrClosed. Both are empty
 // while the chain is open and before its expiry.
-func stepBlocked(j *Job, c *chain.Chain, now time.Time) (string, error) {
+func stepBlocked(j *job.Job, c *chain.Chain, now time.Time) (string, error) {
 	switch {
 	case c == nil:
 		return "chain gone", fmt.Errorf("%w: chain %s of step %s is gone", chain.ErrClosed, j.Chain.ChainID, j.ID)
@@ -269,7 +270,7 @@ func stepBlocked(j *Job, c *chain.Chain, now time.Time) (string, error) {
 // one owed (a retry, a queued slot) that its chain would let start, is not
 // over: it stays open in its chain, and the run that follows records its
 // end. The caller holds the store lock.
-func (rt *Runtime) endChainStep(st *store.State, j *Job, cp *completion, p *plan) {
+func (rt *Runtime) endChainStep(st *store.State, j *job.Job, cp *completion, p *plan) {
 	if j.Chain == nil || len(j.Claims) > 0 {
 		return
 	}
@@ -410,8 +411,8 @@ func (rt *Runtime) RunChainSweeper(ctx context.Context) error {
 // are still stored: a step whose run ended without its completion (its
 // owner died and the claim was reaped), or one whose chain is gone. The
 // completion of a run removes its step's job, so the sweep removes these.
-func staleSteps(st *store.State) []*Job {
-	var out []*Job
+func staleSteps(st *store.State) []*job.Job {
+	var out []*job.Job
 	for _, j := range st.All() {
 		if j.Chain == nil || len(j.Claims) > 0 || len(j.Pending) > 0 || len(j.Outbound) > 0 {
 			continue

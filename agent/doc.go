@@ -1,6 +1,6 @@
-// Package agent is the agent side of Chronos as a library: the job model and
-// its policies, and the Runtime that keeps the promise "once per slot, never
-// lost, never silent".
+// Package agent is the agent side of Chronos as a library: the Runtime that
+// applies the job model's policies (package job) and keeps the promise "once
+// per slot, never lost, never silent".
 //
 // A Runtime owns one home directory: jobs.json (package store), the run
 // ledger runs/YYYY-MM-DD.jsonl (package ledger) and run output under

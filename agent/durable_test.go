@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
@@ -115,7 +116,7 @@ func TestCompletionHeldUntilDurable(t *testing.T) {
 		}
 	})
 	if _, _, err := rt.AddJob(t.Context(), JobSpec{ID: "h", Schedule: "@yearly", OnInterrupt: "retry",
-		Retry: Retry{Backoff: store.Duration(10 * time.Millisecond)}, Payload: payloadKind("gate")}); err != nil {
+		Retry: job.Retry{Backoff: job.Duration(10 * time.Millisecond)}, Payload: payloadKind("gate")}); err != nil {
 		t.Fatal(err)
 	}
 	since := time.Now().Add(-time.Hour)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
@@ -19,14 +20,14 @@ type JobPatch struct {
 	Payload                               *runner.Payload
 	Timeout, Grace, Flex                  *time.Duration
 	Misfire, Overlap, Window, OnInterrupt *string
-	Retry                                 *Retry
+	Retry                                 *job.Retry
 	// Notify changes the notification policy as it is when the edit is
 	// applied (under the store's lock, so concurrent edits compose).
 	Notify *notify.Change
 }
 
 // specOf returns the spec that defines j.
-func specOf(j *Job) JobSpec {
+func specOf(j *job.Job) JobSpec {
 	return JobSpec{ID: j.ID, Name: j.Name, Schedule: j.Schedule, Timezone: j.Timezone, Repeat: j.Repeat.Times,
 		Payload: j.Payload, Timeout: j.Timeout.Std(), Misfire: string(j.Misfire), Grace: j.Grace.Std(), Flex: j.Flex.Std(),
 		Overlap: string(j.Overlap), Window: string(j.Window), OnInterrupt: string(j.OnInterrupt), Retry: j.Retry,
@@ -85,13 +86,13 @@ func (p JobPatch) apply(s *JobSpec) error {
 // A chain step keeps its chain metadata and must keep a one-shot
 // schedule. Invalid input wraps ErrInvalidJob and an unknown id
 // store.ErrNotFound; either way nothing is written.
-func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job, *schedule.Schedule, error) {
-	var out Job
+func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (job.Job, *schedule.Schedule, error) {
+	var out job.Job
 	var sched *schedule.Schedule
 	if patch.Notify != nil {
 		if np, err := patch.Notify.Apply(notify.Policy{}); err == nil {
 			if err := rt.checkNotifyNames(ctx, np); err != nil {
-				return Job{}, nil, err
+				return job.Job{}, nil, err
 			}
 		}
 	}
@@ -120,7 +121,7 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 		retimed := nj.Schedule != j.Schedule || nj.Timezone != j.Timezone
 		if !retimed {
 			nj.CreatedAt = j.CreatedAt
-			if s, err = parseSchedule(nj, rt.cfg.Location); err != nil {
+			if s, err = job.ParseSchedule(nj, rt.cfg.Location); err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalidJob, err)
 			}
 		}
@@ -135,7 +136,7 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 		return nil
 	})
 	if err != nil {
-		return Job{}, nil, fmt.Errorf("agent: edit job: %w", err)
+		return job.Job{}, nil, fmt.Errorf("agent: edit job: %w", err)
 	}
 	rt.apply(ctx, p)
 	rt.signal()
@@ -144,7 +145,7 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (Job,
 
 // keepState carries what old has lived through over to its edited
 // definition nj.
-func keepState(nj, old *Job, now time.Time) {
+func keepState(nj, old *job.Job, now time.Time) {
 	nj.Enabled, nj.PausedReason = old.Enabled, old.PausedReason
 	if !nj.Enabled {
 		nj.NextRunAt = nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -31,7 +32,7 @@ func TestEditJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Name != "renamed" || j.Overlap != OverlapAllow || !j.NextRunAt.Equal(*before.NextRunAt) ||
+	if j.Name != "renamed" || j.Overlap != job.OverlapAllow || !j.NextRunAt.Equal(*before.NextRunAt) ||
 		!j.CreatedAt.Equal(before.CreatedAt) || j.LastSuccessRun != run.RunID || j.Repeat.Completed != before.Repeat.Completed {
 		t.Fatalf("edit without a new schedule: %+v", j)
 	}

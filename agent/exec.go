@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/output"
@@ -23,7 +24,7 @@ import (
 // register records a run about to start in this process, so the reaper
 // treats its claim as live from the moment it is written. It refuses while
 // the runtime closes.
-func (rt *Runtime) register(jobID string, c Claim) error {
+func (rt *Runtime) register(jobID string, c job.Claim) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.closing.Load() {
@@ -111,7 +112,7 @@ func (rt *Runtime) execute(ctx context.Context, r *activeRun, s startReq) {
 	}
 	stored := rt.finish(log, r, ended{job: j, claim: c, output: rel, res: res, cause: context.Cause(ctx), took: rt.now().Sub(started),
 		state: kr.state, reason: kr.reason, fanout: kr.fanout})
-	if stored && j.JobKind == JobKindFanout && !errors.Is(context.Cause(ctx), errShutdown) {
+	if stored && j.JobKind == job.JobKindFanout && !errors.Is(context.Cause(ctx), errShutdown) {
 		rt.dropPlan(c.RunID, log)
 	}
 }
@@ -332,8 +333,8 @@ var errLeaseLost = errors.New("claim lost: lease expired or taken over")
 // to the home), the runner's result, the cause its context ended with and
 // how long the runner ran.
 type ended struct {
-	job    Job
-	claim  Claim
+	job    job.Job
+	claim  job.Claim
 	output string
 	res    runner.Result
 	cause  error
@@ -457,12 +458,12 @@ func (rt *Runtime) complete(st *store.State, o ended, cp *completion, ran notify
 	default:
 		cur.FailureStreak++
 	}
-	if cp.shutdown && (cur.OnInterrupt == InterruptRetry || cur.JobKind == JobKindFanout) && c.Attempt < maxAttempts(cur) {
-		d := retryDelay(cur.Retry, c.Attempt+1)
-		cur.Pending = append(cur.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
-			Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,
-			Reason: fmt.Sprintf("retry %d/%d after shutdown", c.Attempt+1, maxAttempts(cur))})
-		cp.reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(cur), d)
+	if cp.shutdown && (cur.OnInterrupt == job.InterruptRetry || cur.JobKind == job.JobKindFanout) && c.Attempt < cur.Retry.Attempts() {
+		d := cur.Retry.Delay(c.Attempt + 1)
+		cur.Pending = append(cur.Pending, job.Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
+			Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: job.PendingRetry, Forced: c.Forced,
+			Reason: fmt.Sprintf("retry %d/%d after shutdown", c.Attempt+1, cur.Retry.Attempts())})
+		cp.reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, cur.Retry.Attempts(), d)
 	}
 	cp.line = rt.finalLine(o, cp, now)
 	cp.owed = cp.state != ledger.StateCancelled && rt.owe(cur, cp.line, ran)

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // BenchmarkFanout1000 runs a 1,000-item fanout at concurrency 16 whose
@@ -25,8 +26,8 @@ func BenchmarkFanout1000(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		bb := setup(b)
-		bb.add(b, JobSpec{ID: "scale", Schedule: "@yearly", Payload: shell("true"), JobKind: JobKindFanout,
-			Fanout: &store.Fanout{InputsFrom: writeItems(b, items), Concurrency: 16}})
+		bb.add(b, JobSpec{ID: "scale", Schedule: "@yearly", Payload: shell("true"), JobKind: job.JobKindFanout,
+			Fanout: &job.Fanout{InputsFrom: writeItems(b, items), Concurrency: 16}})
 		var (
 			peak uint64
 			wg   sync.WaitGroup

@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/chronoscron/chronos/agent/fanout"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // TestFanoutPartialNotifies: a fanout parent that fails beyond its
@@ -32,8 +32,8 @@ func TestFanoutPartialNotifies(t *testing.T) {
 		file("succeeded", notify.EventSucceeded), file("all", notify.Events...)}
 	items := writeItems(t, []string{"bad-0", "bad-1"})
 	b.add(t, JobSpec{ID: "scan", Schedule: "@yearly", Payload: shell(`case "$FANOUT_ITEM" in bad*) exit 3;; esac`),
-		JobKind: JobKindFanout, Notify: notify.Policy{Targets: targets},
-		Fanout: &store.Fanout{InputsFrom: items, Concurrency: 2, PartialTolerance: 0.5}})
+		JobKind: job.JobKindFanout, Notify: notify.Policy{Targets: targets},
+		Fanout: &job.Fanout{InputsFrom: items, Concurrency: 2, PartialTolerance: 0.5}})
 	notifying(t, b.rt)
 
 	first := b.runNow(t, "scan")
@@ -118,8 +118,8 @@ func TestFanoutItemForEmbedderRunner(t *testing.T) {
 	rec := &recorder{reqs: map[string]runner.Request{}}
 	b := setup(t, func(c *Config) { c.Runners["rec"] = rec })
 	items := []string{"alpha.example", "beta.example", "gamma.example"}
-	b.add(t, JobSpec{ID: "emb", Schedule: "@yearly", Payload: runner.Payload{Kind: "rec"}, JobKind: JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: writeItems(t, items), Concurrency: 2, ItemVar: "TARGET"}})
+	b.add(t, JobSpec{ID: "emb", Schedule: "@yearly", Payload: runner.Payload{Kind: "rec"}, JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: writeItems(t, items), Concurrency: 2, ItemVar: "TARGET"}})
 	p := b.runNow(t, "emb")
 	if p.State != ledger.StateSucceeded {
 		t.Fatalf("parent %s (%s)", p.State, p.Reason)

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/chronoscron/chronos/agent/fanout"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // killed is what a fanout killed mid-way and resumed left: its runs, how
@@ -37,9 +37,9 @@ func killMidFanout(t *testing.T, onInterrupt string) killed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := rt.AddJob(t.Context(), JobSpec{ID: "fan", Schedule: "@yearly", JobKind: JobKindFanout, OnInterrupt: onInterrupt,
+	if _, _, err := rt.AddJob(t.Context(), JobSpec{ID: "fan", Schedule: "@yearly", JobKind: job.JobKindFanout, OnInterrupt: onInterrupt,
 		Payload: shell(fmt.Sprintf(`echo "$FANOUT_ITEM" >> %s; sleep 0.3`, ran)),
-		Fanout:  &store.Fanout{InputsFrom: writeItems(t, items), Concurrency: 3, PartialTolerance: 0.5}}); err != nil {
+		Fanout:  &job.Fanout{InputsFrom: writeItems(t, items), Concurrency: 3, PartialTolerance: 0.5}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rt.Close(t.Context()); err != nil {

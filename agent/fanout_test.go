@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/fanout"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // writeItems writes items, one per line, with a comment and blank lines
@@ -97,9 +97,9 @@ func TestFanoutPartialWithinTolerance(t *testing.T) {
 	log := filepath.Join(dir, "conc")
 	cmd := fmt.Sprintf(`echo s >> %[1]s; echo "item=$FANOUT_ITEM parent=$CHRONOS_PARENT_RUN_ID"; sleep 0.02; echo e >> %[1]s; case "$FANOUT_ITEM" in fail-*) exit 3;; esac`, log)
 	reduced := filepath.Join(dir, "reduced")
-	b.add(t, JobSpec{ID: "scan", Schedule: "@yearly", Payload: shell(cmd), JobKind: JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: writeItems(t, items), Concurrency: 4, PartialTolerance: 0.1,
-			Reducer: &store.Reducer{Command: `echo "$CHRONOS_PARENT_RUN_ID" > ` + reduced, RunOn: store.ReduceOnAnySuccess}}})
+	b.add(t, JobSpec{ID: "scan", Schedule: "@yearly", Payload: shell(cmd), JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: writeItems(t, items), Concurrency: 4, PartialTolerance: 0.1,
+			Reducer: &job.Reducer{Command: `echo "$CHRONOS_PARENT_RUN_ID" > ` + reduced, RunOn: job.ReduceOnAnySuccess}}})
 	parent := b.runNow(t, "scan")
 	if parent.State != ledger.StatePartial || parent.Role != ledger.RoleParent {
 		t.Fatalf("parent %s role %q (%s), want partial parent", parent.State, parent.Role, parent.Reason)
@@ -159,24 +159,24 @@ func TestFanoutVerdicts(t *testing.T) {
 		name    string
 		items   []string
 		tol     float64
-		runOn   store.ReducerOn
+		runOn   job.ReducerOn
 		state   ledger.State
 		reduced bool
 	}{
-		{"all succeed", []string{"a", "b"}, 0, store.ReduceOnSuccess, ledger.StateSucceeded, true},
-		{"beyond tolerance", []string{"a", "bad", "bad2"}, 0.5, store.ReduceOnSuccess, ledger.StateFailed, false},
-		{"beyond tolerance, always", []string{"a", "bad"}, 0, store.ReduceAlways, ledger.StateFailed, true},
-		{"all failed, any_success", []string{"bad"}, 0, store.ReduceOnAnySuccess, ledger.StateFailed, false},
-		{"zero items", nil, 0, store.ReduceOnSuccess, ledger.StateSucceeded, false},
-		{"zero items, always", nil, 0, store.ReduceAlways, ledger.StateSucceeded, true},
+		{"all succeed", []string{"a", "b"}, 0, job.ReduceOnSuccess, ledger.StateSucceeded, true},
+		{"beyond tolerance", []string{"a", "bad", "bad2"}, 0.5, job.ReduceOnSuccess, ledger.StateFailed, false},
+		{"beyond tolerance, always", []string{"a", "bad"}, 0, job.ReduceAlways, ledger.StateFailed, true},
+		{"all failed, any_success", []string{"bad"}, 0, job.ReduceOnAnySuccess, ledger.StateFailed, false},
+		{"zero items", nil, 0, job.ReduceOnSuccess, ledger.StateSucceeded, false},
+		{"zero items, always", nil, 0, job.ReduceAlways, ledger.StateSucceeded, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			b.add(t, JobSpec{ID: "f", Schedule: "@yearly", Payload: shell(`case "$X" in bad*) exit 1;; esac`), JobKind: JobKindFanout,
-				Fanout: &store.Fanout{InputsFrom: writeItems(t, c.items), Concurrency: 2, PartialTolerance: c.tol, ItemVar: "X",
-					Reducer: &store.Reducer{Command: "true", RunOn: c.runOn}}})
+			b.add(t, JobSpec{ID: "f", Schedule: "@yearly", Payload: shell(`case "$X" in bad*) exit 1;; esac`), JobKind: job.JobKindFanout,
+				Fanout: &job.Fanout{InputsFrom: writeItems(t, c.items), Concurrency: 2, PartialTolerance: c.tol, ItemVar: "X",
+					Reducer: &job.Reducer{Command: "true", RunOn: c.runOn}}})
 			p := b.runNow(t, "f")
 			if p.State != c.state {
 				t.Fatalf("parent %s (%s), want %s", p.State, p.Reason, c.state)
@@ -198,9 +198,9 @@ func TestFanoutChildRetries(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "tries")
 	// Fails on its first attempt only.
 	cmd := fmt.Sprintf(`echo x >> %[1]s.$FANOUT_ITEM; [ "$(wc -l < %[1]s.$FANOUT_ITEM)" -ge 2 ]`, mark)
-	b.add(t, JobSpec{ID: "r", Schedule: "@yearly", Payload: shell(cmd), JobKind: JobKindFanout,
-		Retry:  Retry{MaxAttempts: 2, Backoff: store.Duration(time.Millisecond)},
-		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"a", "b"}), Concurrency: 2}})
+	b.add(t, JobSpec{ID: "r", Schedule: "@yearly", Payload: shell(cmd), JobKind: job.JobKindFanout,
+		Retry:  job.Retry{MaxAttempts: 2, Backoff: job.Duration(time.Millisecond)},
+		Fanout: &job.Fanout{InputsFrom: writeItems(t, []string{"a", "b"}), Concurrency: 2}})
 	p := b.runNow(t, "r")
 	if p.State != ledger.StateSucceeded {
 		t.Fatalf("parent %s (%s)", p.State, p.Reason)
@@ -221,9 +221,9 @@ func TestCancelFanout(t *testing.T) {
 	dir := t.TempDir()
 	started, termed := filepath.Join(dir, "started"), filepath.Join(dir, "termed")
 	cmd := fmt.Sprintf(`echo "$FANOUT_ITEM" >> %s; trap 'echo "$FANOUT_ITEM" >> %s; exit 143' TERM; sleep 30 & wait`, started, termed)
-	b.add(t, JobSpec{ID: "c", Schedule: "@yearly", Payload: shell(cmd), JobKind: JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"1", "2", "3", "4", "5", "6"}), Concurrency: 2,
-			Reducer: &store.Reducer{Command: "true", RunOn: store.ReduceAlways}}})
+	b.add(t, JobSpec{ID: "c", Schedule: "@yearly", Payload: shell(cmd), JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: writeItems(t, []string{"1", "2", "3", "4", "5", "6"}), Concurrency: 2,
+			Reducer: &job.Reducer{Command: "true", RunOn: job.ReduceAlways}}})
 	res, err := b.rt.RunNow(t.Context(), "c", RunOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -274,8 +274,8 @@ func TestCancelWorkflowRun(t *testing.T) {
 	b := setup(t)
 	b.add(t, JobSpec{ID: "dep", Schedule: "@yearly", Payload: shell("true")})
 	b.runNow(t, "dep")
-	b.add(t, JobSpec{ID: "w", Schedule: "@yearly", JobKind: JobKindWorkflow,
-		Workflow: &store.Workflow{DependsOn: []string{"dep"}, Window: store.Duration(time.Hour)}})
+	b.add(t, JobSpec{ID: "w", Schedule: "@yearly", JobKind: job.JobKindWorkflow,
+		Workflow: &job.Workflow{DependsOn: []string{"dep"}, Window: job.Duration(time.Hour)}})
 	res, err := b.rt.RunNow(t.Context(), "w", RunOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -341,15 +341,15 @@ func TestFanoutHTTPAndJobInputs(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	b := setup(t, func(c *Config) { c.NotifyAddresses = notify.AddressPolicy{AllowPrivate: true} })
-	b.add(t, JobSpec{ID: "h", Schedule: "@yearly", Payload: shell("true"), JobKind: JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: srv.URL + "/items", Concurrency: 2}})
+	b.add(t, JobSpec{ID: "h", Schedule: "@yearly", Payload: shell("true"), JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: srv.URL + "/items", Concurrency: 2}})
 	p := b.runNow(t, "h")
 	if kids := b.children(t, p.RunID); p.State != ledger.StateSucceeded || len(kids) != 2 || kids[1].Item != "h2" {
 		t.Fatalf("http fanout %s (%s), children %+v", p.State, p.Reason, kids)
 	}
 	b.add(t, JobSpec{ID: "subs", Schedule: "@yearly", Payload: shell("printf 'a.example\\nb.example\\n'")})
-	b.add(t, JobSpec{ID: "j", Schedule: "@yearly", Payload: shell("true"), JobKind: JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: "job://subs?output_as_lines&window=1h", Concurrency: 2}})
+	b.add(t, JobSpec{ID: "j", Schedule: "@yearly", Payload: shell("true"), JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: "job://subs?output_as_lines&window=1h", Concurrency: 2}})
 	if p := b.runNow(t, "j"); p.State != ledger.StateFailed || !strings.Contains(p.Reason, "no successful run") {
 		t.Fatalf("job input before subs ran: %s %q", p.State, p.Reason)
 	}
@@ -365,9 +365,9 @@ func TestFanoutHTTPAndJobInputs(t *testing.T) {
 func TestFanoutPerItemTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.add(t, JobSpec{ID: "t", Schedule: "@yearly", Payload: shell(`[ "$FANOUT_ITEM" = slow ] && exec sleep 30; true`), JobKind: JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"fast", "slow", "fast2"}), Concurrency: 3,
-			PerItemTimeout: store.Duration(200 * time.Millisecond), PartialTolerance: 0.5}})
+	b.add(t, JobSpec{ID: "t", Schedule: "@yearly", Payload: shell(`[ "$FANOUT_ITEM" = slow ] && exec sleep 30; true`), JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: writeItems(t, []string{"fast", "slow", "fast2"}), Concurrency: 3,
+			PerItemTimeout: job.Duration(200 * time.Millisecond), PartialTolerance: 0.5}})
 	start := time.Now()
 	p := b.runNow(t, "t")
 	if took := time.Since(start); took > 5*time.Second {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -114,7 +115,7 @@ type plan struct {
 // endRun puts line e, which ends a run of j without it running to an
 // answer (missed, interrupted), in p and stores the notifications it owes
 // on j, in the same write.
-func (rt *Runtime) endRun(j *Job, e ledger.Entry, p *plan) {
+func (rt *Runtime) endRun(j *job.Job, e ledger.Entry, p *plan) {
 	p.lines = append(p.lines, e)
 	if rt.owe(j, e, notify.Run{}) {
 		p.owed = true
@@ -129,8 +130,8 @@ type killReq struct {
 }
 
 type startReq struct {
-	job   Job
-	claim Claim
+	job   job.Job
+	claim job.Claim
 	// announced is set once the run's running line is written, with the
 	// lines of the plan that started it.
 	announced bool
@@ -190,7 +191,7 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		if err := rt.drain(st, j, now, p); err != nil {
 			return err
 		}
-		sched, err := parseSchedule(j, rt.cfg.Location)
+		sched, err := job.ParseSchedule(j, rt.cfg.Location)
 		if err != nil {
 			return fmt.Errorf("agent: job %s: %w", j.ID, err)
 		}
@@ -203,9 +204,9 @@ func (rt *Runtime) Fire(ctx context.Context, jobID string, slot time.Time, trigg
 		}
 		// A fire inside the job's flexible window is on time: the grace
 		// counts from the window's end.
-		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == MisfireSkip && late > Tolerance(j, sched) {
+		if late := now.Sub(slot); trigger == TriggerScheduled && j.Misfire == job.MisfireSkip && late > job.Tolerance(j, sched) {
 			runID := missedRunID(j.ID, slot)
-			reason := fmt.Sprintf("misfire skip: fired %s late, beyond the grace of %s", late.Round(time.Millisecond), Grace(j, sched))
+			reason := fmt.Sprintf("misfire skip: fired %s late, beyond the grace of %s", late.Round(time.Millisecond), job.Grace(j, sched))
 			if j.Flex > 0 {
 				reason += fmt.Sprintf(" after the flexible window of %s", j.Flex.Std())
 			}
@@ -252,7 +253,7 @@ func (rt *Runtime) fireFailed(jobID string, slot time.Time, err error) (FireResu
 // refreshed, anything else is a duplicate (recorded). A woken run of a
 // chain step obeys its chain (see drain): refused, it is answered skipped.
 // The caller holds the store lock.
-func (rt *Runtime) fireOffSlot(st *store.State, j *Job, a admission, p *plan) (FireResult, error) {
+func (rt *Runtime) fireOffSlot(st *store.State, j *job.Job, a admission, p *plan) (FireResult, error) {
 	slot, trigger, now := a.slot, a.trig, rt.now()
 	if q := pendingAt(j, slot); q != nil {
 		// A fire armed for a pending run (see Desired) wakes it.
@@ -272,7 +273,7 @@ func (rt *Runtime) fireOffSlot(st *store.State, j *Job, a admission, p *plan) (F
 		}
 		return res, nil
 	}
-	if sched, err := parseSchedule(j, rt.cfg.Location); err == nil && isRefreshPoint(j, sched, slot) {
+	if sched, err := job.ParseSchedule(j, rt.cfg.Location); err == nil && isRefreshPoint(j, sched, slot) {
 		// A refresh fire (NAS's horizon): nothing to run or record;
 		// the reconcile it triggers arms nearer to the slot.
 		return FireResult{Status: FireRefreshed, Reason: fmt.Sprintf("refresh fire: the next slot is %s", j.NextRunAt.Format(time.RFC3339))}, nil
@@ -291,7 +292,7 @@ func (rt *Runtime) fireOffSlot(st *store.State, j *Job, a admission, p *plan) (F
 // fireOverdue answers a fire for slot, j's next_run_at, when later slots are
 // overdue as well: it applies j's misfire policy to all of them, as CatchUp
 // would, and reports what became of slot. The caller holds the store lock.
-func (rt *Runtime) fireOverdue(st *store.State, j *Job, sched *schedule.Schedule, slot time.Time, p *plan) (FireResult, error) {
+func (rt *Runtime) fireOverdue(st *store.State, j *job.Job, sched *schedule.Schedule, slot time.Time, p *plan) (FireResult, error) {
 	before := len(p.lines)
 	if err := rt.misfire(st, j, sched, rt.now(), p); err != nil {
 		return FireResult{}, err
@@ -327,7 +328,7 @@ func (rt *Runtime) RunNow(ctx context.Context, jobID string, o RunOptions) (Fire
 		}
 		now := rt.now()
 		rt.reap(j, now, p)
-		sched, err := parseSchedule(j, rt.cfg.Location)
+		sched, err := job.ParseSchedule(j, rt.cfg.Location)
 		if err != nil {
 			return fmt.Errorf("agent: job %s: %w", j.ID, err)
 		}
@@ -349,7 +350,7 @@ func (rt *Runtime) RunNow(ctx context.Context, jobID string, o RunOptions) (Fire
 	return res, nil
 }
 
-func pausedReason(j *Job) string {
+func pausedReason(j *job.Job) string {
 	if j.PausedReason != "" {
 		return "job paused: " + j.PausedReason
 	}
@@ -366,7 +367,7 @@ type mark struct {
 }
 
 // entry builds the ledger line l of job j, written at now.
-func (rt *Runtime) entry(j *Job, now time.Time, l mark) ledger.Entry {
+func (rt *Runtime) entry(j *job.Job, now time.Time, l mark) ledger.Entry {
 	return ledger.Entry{
 		Time:       now.UTC(),
 		RunID:      l.runID,
@@ -394,7 +395,7 @@ type admission struct {
 
 // admit applies the idempotency window and the overlap policy to the run a
 // asks for and, if it may run, claims it. The caller holds the store lock.
-func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, a admission, now time.Time, p *plan) (FireResult, error) {
+func (rt *Runtime) admit(j *job.Job, sched *schedule.Schedule, a admission, now time.Time, p *plan) (FireResult, error) {
 	slot, trig, forced := a.slot, a.trig, a.forced
 	runID := newRunID(now)
 	skip := func(reason string) FireResult {
@@ -403,34 +404,34 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, a admission, now time
 		p.lines = append(p.lines, e)
 		return FireResult{Status: FireAccepted, RunID: runID, Skipped: true, Reason: reason}
 	}
-	if !forced && j.Window != WindowNone && j.Window != "" && j.LastSuccessSlot != nil {
+	if !forced && j.Window != job.WindowNone && j.Window != "" && j.LastSuccessSlot != nil {
 		loc := sched.Location()
-		if k := WindowKey(j.Window, slot, loc); k != "" && k == WindowKey(j.Window, *j.LastSuccessSlot, loc) {
+		if k := job.WindowKey(j.Window, slot, loc); k != "" && k == job.WindowKey(j.Window, *j.LastSuccessSlot, loc) {
 			return skip(fmt.Sprintf("window %s %s: run %s already succeeded in it (force to run again)", j.Window, k, j.LastSuccessRun)), nil
 		}
 	}
 	if len(j.Claims) > 0 {
 		live := j.Claims[len(j.Claims)-1]
 		switch j.Overlap {
-		case OverlapAllow:
-		case OverlapQueueOne:
+		case job.OverlapAllow:
+		case job.OverlapQueueOne:
 			kept := j.Pending[:0:0]
 			for _, q := range j.Pending {
-				if q.Cause == store.PendingQueued {
+				if q.Cause == job.PendingQueued {
 					e := rt.entry(j, now, mark{q.RunID, ledger.StateSkipped, q.Slot, Trigger(q.Trigger), fmt.Sprintf("overlap queue_one: superseded by run %s for slot %s", runID, slot.Format(time.RFC3339))})
 					p.lines = append(p.lines, e)
 					continue
 				}
 				kept = append(kept, q)
 			}
-			j.Pending = append(kept, Pending{RunID: runID, Slot: slot, Trigger: string(trig), Attempt: 1,
-				Cause: store.PendingQueued, Forced: forced, Reason: "queued behind run " + live.RunID})
+			j.Pending = append(kept, job.Pending{RunID: runID, Slot: slot, Trigger: string(trig), Attempt: 1,
+				Cause: job.PendingQueued, Forced: forced, Reason: "queued behind run " + live.RunID})
 			reason := fmt.Sprintf("overlap queue_one: queued behind run %s", live.RunID)
 			e := rt.entry(j, now, mark{runID, ledger.StateClaimed, slot, trig, reason})
 			e.Forced = forced
 			p.lines = append(p.lines, e)
 			return FireResult{Status: FireAccepted, RunID: runID, Queued: true, Reason: reason}, nil
-		case OverlapReplace:
+		case job.OverlapReplace:
 			for _, c := range j.Claims {
 				e := rt.entry(j, now, mark{c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), fmt.Sprintf("overlap replace: replaced by run %s", runID)})
 				e.Owner, e.Token, e.Attempt = c.Owner, c.Token, c.Attempt
@@ -447,7 +448,7 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, a admission, now time
 			return skip(fmt.Sprintf("overlap skip: run %s is still running", live.RunID)), nil
 		}
 	}
-	if err := rt.claim(j, Claim{RunID: runID, Slot: slot, Trigger: string(trig), Attempt: 1, Forced: forced}, now, "", p); err != nil {
+	if err := rt.claim(j, job.Claim{RunID: runID, Slot: slot, Trigger: string(trig), Attempt: 1, Forced: forced}, now, "", p); err != nil {
 		return FireResult{}, err
 	}
 	return FireResult{Status: FireAccepted, RunID: runID}, nil
@@ -455,7 +456,7 @@ func (rt *Runtime) admit(j *Job, sched *schedule.Schedule, a admission, now time
 
 // claim records c on j with a new fencing token and lease, registers the run
 // locally, and plans its start.
-func (rt *Runtime) claim(j *Job, c Claim, now time.Time, reason string, p *plan) error {
+func (rt *Runtime) claim(j *job.Job, c job.Claim, now time.Time, reason string, p *plan) error {
 	c.Owner = rt.self.String()
 	c.OwnerBoot, c.OwnerNS, c.OwnerStart = rt.where.Boot, rt.where.NS, rt.selfStart
 	c.ClaimedAt = now.UTC()
@@ -494,7 +495,7 @@ const (
 
 // advance moves next_run_at past now (and past slot) after slot was
 // handled; a slot that ran counts against repeat.times.
-func (rt *Runtime) advance(j *Job, sched *schedule.Schedule, slot, now time.Time, u use) {
+func (rt *Runtime) advance(j *job.Job, sched *schedule.Schedule, slot, now time.Time, u use) {
 	j.UpdatedAt = now.UTC()
 	if u == ran {
 		j.Repeat.Completed++
@@ -524,11 +525,11 @@ func (rt *Runtime) advance(j *Job, sched *schedule.Schedule, slot, now time.Time
 // retry the slot is owed again as a pending retry: at once when the owner
 // is provably gone, after the backoff when only its lease expired. The
 // caller holds the store lock.
-func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
+func (rt *Runtime) reap(j *job.Job, now time.Time, p *plan) {
 	if len(j.Claims) == 0 {
 		return
 	}
-	kept := make([]Claim, 0, len(j.Claims))
+	kept := make([]job.Claim, 0, len(j.Claims))
 	for _, c := range j.Claims {
 		var why string
 		gone := false
@@ -554,28 +555,28 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 			why = fmt.Sprintf("lease of owner %s expired at %s", c.Owner, c.LeaseUntil.Format(time.RFC3339))
 		}
 		reason := "interrupted: " + why
-		if j.OnInterrupt == InterruptRetry || rt.resumable(j, c) {
-			if c.Attempt < maxAttempts(j) {
-				d := retryDelay(j.Retry, c.Attempt+1)
+		if j.OnInterrupt == job.InterruptRetry || rt.resumable(j, c) {
+			if c.Attempt < j.Retry.Attempts() {
+				d := j.Retry.Delay(c.Attempt + 1)
 				if gone {
 					d = 0
 				}
-				j.Pending = append(j.Pending, Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
-					Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: store.PendingRetry, Forced: c.Forced,
-					Reason: fmt.Sprintf("retry %d/%d after interruption", c.Attempt+1, maxAttempts(j))})
+				j.Pending = append(j.Pending, job.Pending{RunID: c.RunID, Slot: c.Slot, Trigger: string(TriggerRetry),
+					Attempt: c.Attempt + 1, NotBefore: now.Add(d).UTC(), Cause: job.PendingRetry, Forced: c.Forced,
+					Reason: fmt.Sprintf("retry %d/%d after interruption", c.Attempt+1, j.Retry.Attempts())})
 				if d == 0 {
-					reason += fmt.Sprintf("; retry %d/%d now", c.Attempt+1, maxAttempts(j))
+					reason += fmt.Sprintf("; retry %d/%d now", c.Attempt+1, j.Retry.Attempts())
 				} else {
-					reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, maxAttempts(j), d)
+					reason += fmt.Sprintf("; retry %d/%d in %s", c.Attempt+1, j.Retry.Attempts(), d)
 				}
 			} else {
 				reason += fmt.Sprintf("; no retry left (%d attempts)", c.Attempt)
-				if j.JobKind == JobKindFanout {
+				if j.JobKind == job.JobKindFanout {
 					p.orphans = append(p.orphans, startReq{job: *j, claim: c})
 				}
 			}
 		}
-		j.LastStatus, j.LastError = store.StatusInterrupted, reason
+		j.LastStatus, j.LastError = job.StatusInterrupted, reason
 		j.FailureStreak++
 		e := rt.entry(j, now, mark{c.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), reason})
 		e.Owner, e.Token, e.Attempt, e.Forced = c.Owner, c.Token, c.Attempt, c.Forced
@@ -587,7 +588,7 @@ func (rt *Runtime) reap(j *Job, now time.Time, p *plan) {
 // planKill plans to kill what is left of claim c of a dead owner on this
 // host. Processes of another boot are long gone, and those of another pid
 // namespace are not ours to find: neither is looked for.
-func (rt *Runtime) planKill(j *Job, c Claim, p *plan) {
+func (rt *Runtime) planKill(j *job.Job, c job.Claim, p *plan) {
 	if c.OwnerBoot != "" && rt.where.Boot != "" && c.OwnerBoot != rt.where.Boot ||
 		c.OwnerNS != "" && rt.where.NS != "" && c.OwnerNS != rt.where.NS {
 		return
@@ -618,11 +619,11 @@ func (rt *Runtime) killLeftovers(ctx context.Context, kills []killReq) {
 // closed, the step's pending runs are recorded skipped instead and dropped
 // (see refuseStep); a run that starts marks the step running. The caller
 // holds the store lock.
-func (rt *Runtime) drain(st *store.State, j *Job, now time.Time, p *plan) error {
+func (rt *Runtime) drain(st *store.State, j *job.Job, now time.Time, p *plan) error {
 	if !j.Enabled || len(j.Pending) == 0 {
 		return nil
 	}
-	if len(j.Claims) > 0 && j.Overlap != OverlapAllow {
+	if len(j.Claims) > 0 && j.Overlap != job.OverlapAllow {
 		return nil
 	}
 	for i, q := range j.Pending {
@@ -636,7 +637,7 @@ func (rt *Runtime) drain(st *store.State, j *Job, now time.Time, p *plan) error 
 			}
 		}
 		j.Pending = append(j.Pending[:i:i], j.Pending[i+1:]...)
-		if err := rt.claim(j, Claim{RunID: q.RunID, Slot: q.Slot, Trigger: q.Trigger, Attempt: q.Attempt, Forced: q.Forced}, now, q.Reason, p); err != nil {
+		if err := rt.claim(j, job.Claim{RunID: q.RunID, Slot: q.Slot, Trigger: q.Trigger, Attempt: q.Attempt, Forced: q.Forced}, now, q.Reason, p); err != nil {
 			return err
 		}
 		if c := chainOf(st, j); c != nil {
@@ -648,7 +649,7 @@ func (rt *Runtime) drain(st *store.State, j *Job, now time.Time, p *plan) error 
 }
 
 // pendingAt returns the pending run of j whose wake time is slot, or nil.
-func pendingAt(j *Job, slot time.Time) *Pending {
+func pendingAt(j *job.Job, slot time.Time) *job.Pending {
 	for i := range j.Pending {
 		if !j.Pending[i].NotBefore.IsZero() && j.Pending[i].NotBefore.Equal(slot) {
 			return &j.Pending[i]
@@ -748,7 +749,7 @@ func (rt *Runtime) Recover(ctx context.Context) error {
 // settle reaps j's claims whose owners are gone or whose leases expired,
 // records the slots it let pass while paused, and starts its due pending
 // runs: what Recover and CatchUp do first for every job.
-func (rt *Runtime) settle(st *store.State, j *Job, now time.Time, p *plan) error {
+func (rt *Runtime) settle(st *store.State, j *job.Job, now time.Time, p *plan) error {
 	rt.reap(j, now, p)
 	rt.skipPaused(j, now, p)
 	return rt.drain(st, j, now, p)
@@ -781,7 +782,7 @@ func (rt *Runtime) CatchUp(ctx context.Context) error {
 			if !j.Enabled || j.NextRunAt == nil || j.NextRunAt.After(now) {
 				continue
 			}
-			sched, err := parseSchedule(j, rt.cfg.Location)
+			sched, err := job.ParseSchedule(j, rt.cfg.Location)
 			if err != nil {
 				rt.log.Error("job schedule unreadable", "job_id", j.ID, "error", err)
 				continue
@@ -808,7 +809,7 @@ const maxEnumerate = 1000
 type overdue struct {
 	rt     *Runtime
 	st     *store.State
-	j      *Job
+	j      *job.Job
 	sched  *schedule.Schedule
 	now    time.Time
 	p      *plan
@@ -822,8 +823,8 @@ type overdue struct {
 
 // misfire applies j's misfire policy to its overdue slots. The caller holds
 // the store lock.
-func (rt *Runtime) misfire(st *store.State, j *Job, sched *schedule.Schedule, now time.Time, p *plan) error {
-	o := &overdue{rt: rt, st: st, j: j, sched: sched, now: now, p: p, slots: []time.Time{*j.NextRunAt}, grace: Tolerance(j, sched)}
+func (rt *Runtime) misfire(st *store.State, j *job.Job, sched *schedule.Schedule, now time.Time, p *plan) error {
+	o := &overdue{rt: rt, st: st, j: j, sched: sched, now: now, p: p, slots: []time.Time{*j.NextRunAt}, grace: job.Tolerance(j, sched)}
 	for {
 		n, ok := sched.Next(o.slots[len(o.slots)-1])
 		if !ok || n.After(now) {
@@ -839,9 +840,9 @@ func (rt *Runtime) misfire(st *store.State, j *Job, sched *schedule.Schedule, no
 	o.onTime = !o.more && now.Sub(o.latest) <= o.grace
 	var err error
 	switch j.Misfire {
-	case MisfireSkip:
+	case job.MisfireSkip:
 		err = o.skip()
-	case MisfireRunAll:
+	case job.MisfireRunAll:
 		err = o.runAll()
 	default: // run_once
 		for _, s := range o.slots[:len(o.slots)-1] {
@@ -926,8 +927,8 @@ func (o *overdue) runAll() error {
 		case o.limited():
 			o.missed(s, "repeat limit reached")
 		default:
-			o.j.Pending = append(o.j.Pending, Pending{RunID: newRunID(o.now), Slot: s.UTC(), Trigger: string(o.trig(s)), Attempt: 1,
-				Cause: store.PendingCatchUp, Reason: fmt.Sprintf("misfire run_all: catch-up %d/%d", i+1, min(len(o.slots), bound))})
+			o.j.Pending = append(o.j.Pending, job.Pending{RunID: newRunID(o.now), Slot: s.UTC(), Trigger: string(o.trig(s)), Attempt: 1,
+				Cause: job.PendingCatchUp, Reason: fmt.Sprintf("misfire run_all: catch-up %d/%d", i+1, min(len(o.slots), bound))})
 			o.runs++
 		}
 	}
@@ -971,9 +972,9 @@ func (rt *Runtime) RecordMissed(ctx context.Context, jobID string, slot time.Tim
 			}
 		}
 		if j == nil {
-			j = &Job{ID: jobID}
+			j = &job.Job{ID: jobID}
 		} else if owed {
-			if sched, err := parseSchedule(j, rt.cfg.Location); err == nil {
+			if sched, err := job.ParseSchedule(j, rt.cfg.Location); err == nil {
 				// Move to the slot after the failed one, not past now: later
 				// slots that are overdue too are the misfire policy's to
 				// decide (CatchUp below), never skipped in silence.

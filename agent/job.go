@@ -8,59 +8,11 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/inputs"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
-	"github.com/chronoscron/chronos/agent/store"
 	"github.com/chronoscron/chronos/contract"
-	"github.com/chronoscron/chronos/internal/backoff"
-)
-
-// The job model lives in package store (it is what jobs.json holds); these
-// aliases make it part of this package's API.
-type (
-	// Job is one durable job.
-	Job = store.Job
-	// Misfire is the misfire policy.
-	Misfire = store.Misfire
-	// Overlap is the overlap policy.
-	Overlap = store.Overlap
-	// Window is the idempotency window.
-	Window = store.Window
-	// OnInterrupt is the interrupt policy.
-	OnInterrupt = store.OnInterrupt
-	// Retry bounds retries of interrupted runs.
-	Retry = store.Retry
-	// Repeat bounds the number of runs.
-	Repeat = store.Repeat
-	// Claim is one live run of a job.
-	Claim = store.Claim
-	// Pending is a run owed but not started.
-	Pending = store.Pending
-)
-
-// Policy values, re-exported.
-const (
-	MisfireRunOnce  = store.MisfireRunOnce
-	MisfireSkip     = store.MisfireSkip
-	MisfireRunAll   = store.MisfireRunAll
-	OverlapSkip     = store.OverlapSkip
-	OverlapQueueOne = store.OverlapQueueOne
-	OverlapAllow    = store.OverlapAllow
-	OverlapReplace  = store.OverlapReplace
-	WindowNone      = store.WindowNone
-	WindowHourly    = store.WindowHourly
-	WindowDaily     = store.WindowDaily
-	WindowWeekly    = store.WindowWeekly
-	InterruptRecord = store.InterruptRecord
-	InterruptRetry  = store.InterruptRetry
-)
-
-// Retry defaults under on_interrupt retry.
-const (
-	DefaultRetryAttempts   = 3
-	DefaultRetryBackoff    = 10 * time.Second
-	DefaultRetryMaxBackoff = 5 * time.Minute
 )
 
 // ErrInvalidJob wraps every validation error of a job spec.
@@ -101,7 +53,7 @@ type JobSpec struct {
 	OnInterrupt string
 	// Retry bounds re-runs under on_interrupt retry; zero fields take the
 	// Default retry constants.
-	Retry Retry
+	Retry job.Retry
 	// Paused creates the job paused, with PausedReason.
 	Paused       bool
 	PausedReason string
@@ -111,13 +63,13 @@ type JobSpec struct {
 	// JobKind is plain (default), workflow or fanout, with its settings in
 	// Workflow or Fanout.
 	JobKind  string
-	Workflow *store.Workflow
-	Fanout   *store.Fanout
+	Workflow *job.Workflow
+	Fanout   *job.Fanout
 }
 
 // newJob validates spec and builds the job created at now. reg validates the
 // payload. It returns the parsed schedule too.
-func newJob(spec JobSpec, now time.Time, env jobEnv) (*Job, *schedule.Schedule, error) {
+func newJob(spec JobSpec, now time.Time, env jobEnv) (*job.Job, *schedule.Schedule, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidJob, fmt.Sprintf(format, args...))
 	}
@@ -126,18 +78,18 @@ func newJob(spec JobSpec, now time.Time, env jobEnv) (*Job, *schedule.Schedule, 
 	invalid := func(err error) error {
 		return fmt.Errorf("%w: %w", ErrInvalidJob, err)
 	}
-	j := &Job{
+	j := &job.Job{
 		ID:           strings.TrimSpace(spec.ID),
 		Name:         strings.TrimSpace(spec.Name),
 		Schedule:     strings.TrimSpace(spec.Schedule),
 		Timezone:     strings.TrimSpace(spec.Timezone),
 		Enabled:      !spec.Paused,
 		PausedReason: spec.PausedReason,
-		Repeat:       Repeat{Times: spec.Repeat},
+		Repeat:       job.Repeat{Times: spec.Repeat},
 		Payload:      spec.Payload,
-		Timeout:      store.Duration(spec.Timeout),
-		Grace:        store.Duration(spec.Grace),
-		Flex:         store.Duration(spec.Flex),
+		Timeout:      job.Duration(spec.Timeout),
+		Grace:        job.Duration(spec.Grace),
+		Flex:         job.Duration(spec.Flex),
 		Retry:        spec.Retry,
 		Policy:       spec.Notify,
 		CreatedAt:    now.UTC().Truncate(time.Second),
@@ -146,7 +98,7 @@ func newJob(spec JobSpec, now time.Time, env jobEnv) (*Job, *schedule.Schedule, 
 	if j.ID == "" {
 		j.ID = newJobID()
 	}
-	if err := store.ValidJobID(j.ID); err != nil {
+	if err := job.ValidID(j.ID); err != nil {
 		return nil, nil, invalid(err)
 	}
 	if err := j.CheckText(); err != nil {
@@ -172,7 +124,7 @@ func newJob(spec JobSpec, now time.Time, env jobEnv) (*Job, *schedule.Schedule, 
 	if err := env.checkKind(j, spec); err != nil {
 		return nil, nil, invalid(err)
 	}
-	sched, err := parseSchedule(j, env.loc)
+	sched, err := job.ParseSchedule(j, env.loc)
 	if err != nil {
 		return nil, nil, invalid(err)
 	}
@@ -211,7 +163,7 @@ type jobEnv struct {
 }
 
 // check validates j's payload with its runner and its notification policy.
-func (e jobEnv) check(j *Job) error {
+func (e jobEnv) check(j *job.Job) error {
 	if e.reg != nil {
 		if err := e.reg.Validate(j.Payload); err != nil {
 			return fmt.Errorf("payload: %w", err)
@@ -222,7 +174,7 @@ func (e jobEnv) check(j *Job) error {
 
 // setPolicies parses spec's policies into j, with the retry defaults under
 // on_interrupt retry.
-func setPolicies(j *Job, spec JobSpec) error {
+func setPolicies(j *job.Job, spec JobSpec) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidJob, fmt.Sprintf(format, args...))
 	}
@@ -242,30 +194,30 @@ func setPolicies(j *Job, spec JobSpec) error {
 		return invalid(err)
 	}
 	var err error
-	if j.Misfire, err = store.ParseMisfire(spec.Misfire); err != nil {
+	if j.Misfire, err = job.ParseMisfire(spec.Misfire); err != nil {
 		return invalid(err)
 	}
-	if j.Overlap, err = store.ParseOverlap(spec.Overlap); err != nil {
+	if j.Overlap, err = job.ParseOverlap(spec.Overlap); err != nil {
 		return invalid(err)
 	}
-	if j.Window, err = store.ParseWindow(spec.Window); err != nil {
+	if j.Window, err = job.ParseWindow(spec.Window); err != nil {
 		return invalid(err)
 	}
-	if j.OnInterrupt, err = store.ParseOnInterrupt(spec.OnInterrupt); err != nil {
+	if j.OnInterrupt, err = job.ParseOnInterrupt(spec.OnInterrupt); err != nil {
 		return invalid(err)
 	}
 	if j.Retry.MaxAttempts < 0 || j.Retry.Backoff < 0 || j.Retry.MaxBackoff < 0 {
 		return bad("retry values must not be negative")
 	}
-	if j.OnInterrupt == InterruptRetry {
+	if j.OnInterrupt == job.InterruptRetry {
 		if j.Retry.MaxAttempts == 0 {
-			j.Retry.MaxAttempts = DefaultRetryAttempts
+			j.Retry.MaxAttempts = job.DefaultRetryAttempts
 		}
 		if j.Retry.Backoff == 0 {
-			j.Retry.Backoff = store.Duration(DefaultRetryBackoff)
+			j.Retry.Backoff = job.Duration(job.DefaultRetryBackoff)
 		}
 		if j.Retry.MaxBackoff == 0 {
-			j.Retry.MaxBackoff = store.Duration(DefaultRetryMaxBackoff)
+			j.Retry.MaxBackoff = job.Duration(job.DefaultRetryMaxBackoff)
 		}
 	}
 	return nil
@@ -274,27 +226,6 @@ func setPolicies(j *Job, spec JobSpec) error {
 func utcPtr(t time.Time) *time.Time {
 	u := t.UTC()
 	return &u
-}
-
-// parseSchedule parses the job's schedule in its zone (or defLoc), anchored
-// at its creation.
-func parseSchedule(j *Job, defLoc *time.Location) (*schedule.Schedule, error) {
-	loc := defLoc
-	if loc == nil {
-		loc = time.UTC
-	}
-	if j.Timezone != "" {
-		l, err := time.LoadLocation(j.Timezone)
-		if err != nil {
-			return nil, fmt.Errorf("job %s: zone: %w", j.ID, err)
-		}
-		loc = l
-	}
-	s, err := schedule.Parse(j.Schedule, schedule.Options{Location: loc, Anchor: j.CreatedAt})
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // MaxFlex is the widest flexible window a job may have: one day, NAS's
@@ -313,68 +244,4 @@ func CheckFlex(d time.Duration) error {
 		return fmt.Errorf("flex %s must be whole seconds", d)
 	}
 	return nil
-}
-
-// Tolerance returns how late a fire for a slot of job j (schedule s) may
-// come and still count as on time: the end of j's flexible window plus its
-// misfire grace (see Grace). It is what misfire skip, the catch-up of
-// overdue slots and the backstop measure a slot's lateness against.
-func Tolerance(j *Job, s *schedule.Schedule) time.Duration {
-	return j.Flex.Std() + Grace(j, s)
-}
-
-// Grace returns the misfire grace window of a job with schedule s: the job's
-// own if set, else half the period clamped to [2 min, 2 h].
-func Grace(j *Job, s *schedule.Schedule) time.Duration {
-	if j.Grace > 0 {
-		return j.Grace.Std()
-	}
-	g := s.Period() / 2
-	if g < 2*time.Minute {
-		g = 2 * time.Minute
-	}
-	if g > 2*time.Hour {
-		g = 2 * time.Hour
-	}
-	return g
-}
-
-// WindowKey names the idempotency window t falls in, in loc: "2026-01-29T09"
-// (hourly), "2026-01-29" (daily), "2026-W05" (weekly, ISO), "" for none.
-func WindowKey(w Window, t time.Time, loc *time.Location) string {
-	if loc == nil {
-		loc = time.UTC
-	}
-	lt := t.In(loc)
-	switch w {
-	case WindowHourly:
-		return lt.Format("2006-01-02T15")
-	case WindowDaily:
-		return lt.Format("2006-01-02")
-	case WindowWeekly:
-		y, wk := lt.ISOWeek()
-		return fmt.Sprintf("%04d-W%02d", y, wk)
-	}
-	return ""
-}
-
-// retryDelay is the backoff before attempt (2, 3, ...) of a retried run.
-func retryDelay(r Retry, attempt int) time.Duration {
-	d := r.Backoff.Std()
-	if d <= 0 {
-		d = DefaultRetryBackoff
-	}
-	maxB := r.MaxBackoff.Std()
-	if maxB <= 0 {
-		maxB = DefaultRetryMaxBackoff
-	}
-	// Attempt 2 waits the first step; a max below the backoff caps it.
-	return min(backoff.Policy{Base: d, Max: maxB}.Delay(attempt-1), maxB)
-}
-
-func maxAttempts(j *Job) int {
-	if j.Retry.MaxAttempts > 0 {
-		return j.Retry.MaxAttempts
-	}
-	return DefaultRetryAttempts
 }

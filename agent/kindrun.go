@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/fanout"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // EnvParentRunID is the variable a fanout child and reducer find their
@@ -43,7 +43,7 @@ type kindResult struct {
 func (rt *Runtime) runKind(ctx context.Context, r *activeRun, s startReq, out io.Writer, log *slog.Logger) kindResult {
 	j := s.job
 	switch j.JobKind {
-	case JobKindWorkflow:
+	case job.JobKindWorkflow:
 		g := rt.workflowGate(ctx, &j, rt.now())
 		if !g.run {
 			fmt.Fprintln(out, g.reason)
@@ -52,7 +52,7 @@ func (rt *Runtime) runKind(ctx context.Context, r *activeRun, s startReq, out io
 		}
 		fmt.Fprintf(out, "workflow: %s\n", g.reason)
 		return kindResult{res: rt.runPayload(ctx, r, s, out, log)}
-	case JobKindFanout:
+	case job.JobKindFanout:
 		fctx := ctx
 		if j.Timeout > 0 {
 			var cancel context.CancelFunc
@@ -65,8 +65,8 @@ func (rt *Runtime) runKind(ctx context.Context, r *activeRun, s startReq, out io
 }
 
 // kindRole is the ledger role of j's own runs: parent for a fanout.
-func kindRole(j *Job) string {
-	if j.JobKind == JobKindFanout {
+func kindRole(j *job.Job) string {
+	if j.JobKind == job.JobKindFanout {
 		return ledger.RoleParent
 	}
 	return ""
@@ -75,8 +75,8 @@ func kindRole(j *Job) string {
 // resumable reports whether claim c of j, found interrupted, is a fanout
 // parent whose plan is on disk: it is run again, with the same run id, to
 // resume its children.
-func (rt *Runtime) resumable(j *Job, c Claim) bool {
-	if j.JobKind != JobKindFanout {
+func (rt *Runtime) resumable(j *job.Job, c job.Claim) bool {
+	if j.JobKind != job.JobKindFanout {
 		return false
 	}
 	_, found, err := fanout.ReadPlan(rt.cfg.Home, c.RunID)
@@ -85,7 +85,7 @@ func (rt *Runtime) resumable(j *Job, c Claim) bool {
 
 // childAttempts is how many attempts each fanout child of j has: the
 // retry policy's max_attempts, else one.
-func childAttempts(j *Job) int { return max(j.Retry.MaxAttempts, 1) }
+func childAttempts(j *job.Job) int { return max(j.Retry.MaxAttempts, 1) }
 
 // runFanout runs a fanout parent: the plan (resolved and made durable, or
 // read back when resuming), its children, its verdict and its reducer.
@@ -102,7 +102,7 @@ func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log
 	fmt.Fprintf(out, "fanout: %d items from %s, concurrency %d\n", len(plan.Items), j.Fanout.InputsFrom, j.Fanout.Concurrency)
 	sum := fanout.Execute(ctx, fanout.Config{
 		Items: plan.Items, Prior: prior.children, Concurrency: j.Fanout.Concurrency, MaxAttempts: childAttempts(&j),
-		Backoff: func(a int) time.Duration { return retryDelay(j.Retry, a) },
+		Backoff: func(a int) time.Duration { return j.Retry.Delay(a) },
 		Run: func(cctx context.Context, i, attempt int) fanout.Outcome {
 			return rt.runChild(cctx, &j, c, child{index: i, item: plan.Items[i], attempt: attempt})
 		},
@@ -155,9 +155,9 @@ func fanoutCounts(sum fanout.Summary, plan fanout.Plan, tolerance float64) *noti
 }
 
 // ReducerOnOf is f's reducer condition (success without a reducer).
-func ReducerOnOf(f *Fanout) store.ReducerOn {
+func ReducerOnOf(f *job.Fanout) job.ReducerOn {
 	if f == nil || f.Reducer == nil {
-		return store.ReduceOnSuccess
+		return job.ReduceOnSuccess
 	}
 	return f.Reducer.RunOn
 }
@@ -178,7 +178,7 @@ type resumed struct {
 // fanoutPlan returns the plan of parent run c: read back with what its
 // children and reducer already did when resuming, else resolved from
 // inputs_from and made durable before any child starts.
-func (rt *Runtime) fanoutPlan(ctx context.Context, j *Job, c Claim, log *slog.Logger) (fanout.Plan, resumed, error) {
+func (rt *Runtime) fanoutPlan(ctx context.Context, j *job.Job, c job.Claim, log *slog.Logger) (fanout.Plan, resumed, error) {
 	plan, found, err := fanout.ReadPlan(rt.cfg.Home, c.RunID)
 	if err != nil {
 		return plan, resumed{}, err
@@ -207,7 +207,7 @@ func (rt *Runtime) fanoutPlan(ctx context.Context, j *Job, c Claim, log *slog.Lo
 // on_interrupt retry while attempts remain; a failed child with attempts
 // left runs again. The reducer is settled only when the parent reaches it
 // (see reducerStep).
-func (rt *Runtime) fanoutPrior(ctx context.Context, j *Job, c Claim, plan fanout.Plan) (resumed, error) {
+func (rt *Runtime) fanoutPrior(ctx context.Context, j *job.Job, c job.Claim, plan fanout.Plan) (resumed, error) {
 	runs, err := rt.ledger.Runs(ctx, ledger.Filter{ParentRunID: c.RunID, Since: plan.CreatedAt.Add(-time.Minute)})
 	if err != nil {
 		return resumed{}, fmt.Errorf("fanout: resume: %w", err)
@@ -240,7 +240,7 @@ func (rt *Runtime) fanoutPrior(ctx context.Context, j *Job, c Claim, plan fanout
 				rt.interruptChild(ctx, j, c, r)
 			}
 			p.Outcome = fanout.Failed
-			p.Final = j.OnInterrupt != InterruptRetry || r.Attempt >= maxAttempts(j)
+			p.Final = j.OnInterrupt != job.InterruptRetry || r.Attempt >= j.Retry.Attempts()
 		}
 		prior.children[i] = p
 	}
@@ -251,7 +251,7 @@ func (rt *Runtime) fanoutPrior(ctx context.Context, j *Job, c Claim, plan fanout
 // resumed (no attempt left): its children and reducer left running are
 // killed if anything of them is left and recorded interrupted, and its
 // plan is removed. Nothing of the parent runs again.
-func (rt *Runtime) endSteps(ctx context.Context, j *Job, c Claim) {
+func (rt *Runtime) endSteps(ctx context.Context, j *job.Job, c job.Claim) {
 	log := rt.log.With("job_id", j.ID, "run_id", c.RunID)
 	plan, found, err := fanout.ReadPlan(rt.cfg.Home, c.RunID)
 	if err != nil || !found {
@@ -293,7 +293,7 @@ type reducer struct {
 // running is killed if anything of it is left and recorded interrupted;
 // an interrupted reducer runs again, as its next attempt, only under
 // on_interrupt retry while attempts remain.
-func (rt *Runtime) reducerStep(ctx context.Context, j *Job, c Claim, prev *ledger.Run) reducer {
+func (rt *Runtime) reducerStep(ctx context.Context, j *job.Job, c job.Claim, prev *ledger.Run) reducer {
 	if prev == nil {
 		return reducer{run: true, attempt: 1}
 	}
@@ -307,9 +307,9 @@ func (rt *Runtime) reducerStep(ctx context.Context, j *Job, c Claim, prev *ledge
 		rt.interruptChild(ctx, j, c, *prev)
 	}
 	switch {
-	case j.OnInterrupt != InterruptRetry:
+	case j.OnInterrupt != job.InterruptRetry:
 		return reducer{interrupted: "reducer interrupted: not run again (on_interrupt record)"}
-	case prev.Attempt >= maxAttempts(j):
+	case prev.Attempt >= j.Retry.Attempts():
 		return reducer{interrupted: fmt.Sprintf("reducer interrupted: no retry left (%d attempts)", prev.Attempt)}
 	}
 	return reducer{run: true, attempt: prev.Attempt + 1}
@@ -317,7 +317,7 @@ func (rt *Runtime) reducerStep(ctx context.Context, j *Job, c Claim, prev *ledge
 
 // interruptChild kills what is left of child or reducer run r of a dead
 // parent and records it interrupted, under the token of its attempt.
-func (rt *Runtime) interruptChild(ctx context.Context, j *Job, c Claim, r ledger.Run) {
+func (rt *Runtime) interruptChild(ctx context.Context, j *job.Job, c job.Claim, r ledger.Run) {
 	kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, _ = runner.KillRun(kctx, r.RunID, nil)
 	cancel()
@@ -329,7 +329,7 @@ func (rt *Runtime) interruptChild(ctx context.Context, j *Job, c Claim, r ledger
 // childToken is the ledger token of a child attempt: the parent's attempt
 // and the child's, so every attempt's lines fold apart even when a parent
 // runs its children again.
-func childToken(c Claim, attempt int) uint64 { return uint64(c.Attempt)<<20 | uint64(attempt) }
+func childToken(c job.Claim, attempt int) uint64 { return uint64(c.Attempt)<<20 | uint64(attempt) }
 
 // child is one run under a fanout parent: item index (-1: the reducer),
 // its item and its attempt.
@@ -341,7 +341,7 @@ type child struct {
 
 // runChild runs one child attempt (or the reducer) of parent c, with its
 // own run id, ledger lines and output file.
-func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fanout.Outcome {
+func (rt *Runtime) runChild(ctx context.Context, j *job.Job, c job.Claim, ch child) fanout.Outcome {
 	f := j.Fanout
 	id, role := fanout.ReducerRunID(c.RunID), ledger.RoleReducer
 	payload := runner.Payload{Kind: runner.KindShell, Shell: &runner.Shell{Command: "", Env: map[string]string{}}}
@@ -411,7 +411,7 @@ func (rt *Runtime) runChild(ctx context.Context, j *Job, c Claim, ch child) fano
 // and, with the parent's run id, in Env, for a runner of any kind. The
 // children and the reducer of a chain step carry its chain (Chain and the
 // CHRONOS_CHAIN_* variables) as the step's own run would.
-func (rt *Runtime) childRequest(j *Job, c Claim, ch child, payload runner.Payload) runner.Request {
+func (rt *Runtime) childRequest(j *job.Job, c job.Claim, ch child, payload runner.Payload) runner.Request {
 	req := runner.Request{JobID: j.ID, FireAt: c.Slot, Attempt: ch.attempt, Payload: payload, Chain: j.Chain.Clone(),
 		Env: RunEnv(rt.cfg.Home, j)}
 	if ch.index >= 0 {

@@ -8,23 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chronoscron/chronos/agent/store"
-)
-
-// Job kinds, re-exported.
-const (
-	JobKindPlain    = store.JobKindPlain
-	JobKindWorkflow = store.JobKindWorkflow
-	JobKindFanout   = store.JobKindFanout
-)
-
-type (
-	// Workflow is the fan-in of a workflow job.
-	Workflow = store.Workflow
-	// Fanout is the fan-out of a fanout job.
-	Fanout = store.Fanout
-	// Reducer is a fanout's reducer step.
-	Reducer = store.Reducer
+	"github.com/chronoscron/chronos/agent/job"
 )
 
 // MaxConcurrency bounds a fanout's concurrency.
@@ -35,20 +19,20 @@ const MaxConcurrency = 256
 // a fanout has an inputs_from its resolver accepts (a private http address
 // is refused unless the address policy allows it, a sql:// name must be
 // registered), a concurrency, a tolerance in [0, 1] and a valid reducer.
-func (e jobEnv) checkKind(j *Job, spec JobSpec) error {
-	kind, err := store.ParseJobKind(spec.JobKind)
+func (e jobEnv) checkKind(j *job.Job, spec JobSpec) error {
+	kind, err := job.ParseJobKind(spec.JobKind)
 	if err != nil {
 		return err
 	}
 	switch {
-	case kind != JobKindWorkflow && spec.Workflow != nil:
+	case kind != job.JobKindWorkflow && spec.Workflow != nil:
 		return errors.New("workflow settings (depends_on, window, on_missing, on_dep_fail) need kind workflow")
-	case kind != JobKindFanout && spec.Fanout != nil:
+	case kind != job.JobKindFanout && spec.Fanout != nil:
 		return errors.New("fanout settings (inputs_from, concurrency, ...) need kind fanout")
 	}
 	j.JobKind = kind
 	switch kind {
-	case JobKindWorkflow:
+	case job.JobKindWorkflow:
 		if spec.Workflow == nil {
 			return errors.New("kind workflow needs depends_on")
 		}
@@ -57,7 +41,7 @@ func (e jobEnv) checkKind(j *Job, spec JobSpec) error {
 			return err
 		}
 		j.Workflow = &w
-	case JobKindFanout:
+	case job.JobKindFanout:
 		if spec.Fanout == nil {
 			return errors.New("kind fanout needs inputs_from")
 		}
@@ -70,14 +54,14 @@ func (e jobEnv) checkKind(j *Job, spec JobSpec) error {
 	return nil
 }
 
-func checkWorkflow(self string, w Workflow) (Workflow, error) {
+func checkWorkflow(self string, w job.Workflow) (job.Workflow, error) {
 	if len(w.DependsOn) == 0 {
 		return w, errors.New("workflow: depends_on names no job")
 	}
 	deps := make([]string, 0, len(w.DependsOn))
 	for _, d := range w.DependsOn {
 		d = strings.TrimSpace(d)
-		if err := store.ValidJobID(d); err != nil {
+		if err := job.ValidID(d); err != nil {
 			return w, fmt.Errorf("workflow: depends_on: %w", err)
 		}
 		if d == self {
@@ -93,16 +77,16 @@ func checkWorkflow(self string, w Workflow) (Workflow, error) {
 		return w, errors.New("workflow: window must be a positive duration (how far back to look for each dependency's run)")
 	}
 	var err error
-	if w.OnMissing, err = store.ParseDecision("on_missing", string(w.OnMissing)); err != nil {
+	if w.OnMissing, err = job.ParseDecision("on_missing", string(w.OnMissing)); err != nil {
 		return w, fmt.Errorf("workflow: %w", err)
 	}
-	if w.OnDepFail, err = store.ParseDecision("on_dep_fail", string(w.OnDepFail)); err != nil {
+	if w.OnDepFail, err = job.ParseDecision("on_dep_fail", string(w.OnDepFail)); err != nil {
 		return w, fmt.Errorf("workflow: %w", err)
 	}
 	return w, nil
 }
 
-func (e jobEnv) checkFanout(f Fanout) (Fanout, error) {
+func (e jobEnv) checkFanout(f job.Fanout) (job.Fanout, error) {
 	f.InputsFrom = strings.TrimSpace(f.InputsFrom)
 	if e.inputs != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -127,7 +111,7 @@ func (e jobEnv) checkFanout(f Fanout) (Fanout, error) {
 	}
 	f.ItemVar = strings.TrimSpace(f.ItemVar)
 	if f.ItemVar == "" {
-		f.ItemVar = store.DefaultItemVar
+		f.ItemVar = job.DefaultItemVar
 	}
 	if !validEnvName(f.ItemVar) {
 		return f, fmt.Errorf("fanout: item_var %q must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", f.ItemVar)
@@ -139,7 +123,7 @@ func (e jobEnv) checkFanout(f Fanout) (Fanout, error) {
 			return f, errors.New("fanout: reducer command is empty")
 		}
 		var err error
-		if r.RunOn, err = store.ParseReducerOn(string(r.RunOn)); err != nil {
+		if r.RunOn, err = job.ParseReducerOn(string(r.RunOn)); err != nil {
 			return f, fmt.Errorf("fanout: %w", err)
 		}
 		f.Reducer = &r
@@ -161,13 +145,13 @@ func validEnvName(s string) bool {
 
 // KindDetails lists, label and value, what a person reads about j's job
 // kind (none for a plain job).
-func KindDetails(j *Job) [][2]string {
+func KindDetails(j *job.Job) [][2]string {
 	switch {
-	case j.JobKind == JobKindWorkflow && j.Workflow != nil:
+	case j.JobKind == job.JobKindWorkflow && j.Workflow != nil:
 		w := j.Workflow
 		return [][2]string{{"kind", "workflow"}, {"depends on", strings.Join(w.DependsOn, ", ")},
 			{"window", fmt.Sprintf("%s (on_missing %s, on_dep_fail %s)", w.Window.Std(), w.OnMissing, w.OnDepFail)}}
-	case j.JobKind == JobKindFanout && j.Fanout != nil:
+	case j.JobKind == job.JobKindFanout && j.Fanout != nil:
 		f := j.Fanout
 		timeout := "none"
 		if f.PerItemTimeout > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/schedule"
@@ -15,29 +16,29 @@ import (
 // AddJob validates spec and stores the new job. Invalid input wraps
 // ErrInvalidJob and a taken id wraps store.ErrExists; either way nothing is
 // written. It returns the stored job and its parsed schedule.
-func (rt *Runtime) AddJob(ctx context.Context, spec JobSpec) (Job, *schedule.Schedule, error) {
+func (rt *Runtime) AddJob(ctx context.Context, spec JobSpec) (job.Job, *schedule.Schedule, error) {
 	j, sched, err := newJob(spec, rt.now(), rt.jobEnv())
 	if err != nil {
-		return Job{}, nil, err
+		return job.Job{}, nil, err
 	}
 	if err := rt.checkNotifyNames(ctx, j.Policy); err != nil {
-		return Job{}, nil, err
+		return job.Job{}, nil, err
 	}
 	err = rt.store.Update(ctx, func(st *store.State) error {
 		return st.Add(j)
 	})
 	if err != nil {
-		return Job{}, nil, fmt.Errorf("agent: add job: %w", err)
+		return job.Job{}, nil, fmt.Errorf("agent: add job: %w", err)
 	}
 	rt.signal()
 	return j.Clone(), sched, nil
 }
 
 // ValidateJob checks spec as AddJob would, without storing anything.
-func (rt *Runtime) ValidateJob(spec JobSpec) (Job, *schedule.Schedule, error) {
+func (rt *Runtime) ValidateJob(spec JobSpec) (job.Job, *schedule.Schedule, error) {
 	j, s, err := newJob(spec, rt.now(), rt.jobEnv())
 	if err != nil {
-		return Job{}, nil, err
+		return job.Job{}, nil, err
 	}
 	return *j, s, nil
 }
@@ -68,23 +69,23 @@ func (rt *Runtime) jobEnv() jobEnv {
 }
 
 // Schedule returns the parsed schedule of j.
-func (rt *Runtime) Schedule(j *Job) (*schedule.Schedule, error) {
-	return parseSchedule(j, rt.cfg.Location)
+func (rt *Runtime) Schedule(j *job.Job) (*schedule.Schedule, error) {
+	return job.ParseSchedule(j, rt.cfg.Location)
 }
 
 // Job returns a copy of the job with id (error wraps store.ErrNotFound).
-func (rt *Runtime) Job(ctx context.Context, id string) (Job, error) {
+func (rt *Runtime) Job(ctx context.Context, id string) (job.Job, error) {
 	return rt.store.Get(ctx, id)
 }
 
 // Jobs returns copies of all jobs ordered by id.
-func (rt *Runtime) Jobs(ctx context.Context) ([]Job, error) {
+func (rt *Runtime) Jobs(ctx context.Context) ([]job.Job, error) {
 	return rt.store.List(ctx)
 }
 
 // modify applies fn to job id under the lock.
-func (rt *Runtime) modify(ctx context.Context, id string, fn func(j *Job, now time.Time) error) (Job, error) {
-	var out Job
+func (rt *Runtime) modify(ctx context.Context, id string, fn func(j *job.Job, now time.Time) error) (job.Job, error) {
+	var out job.Job
 	err := rt.store.Update(ctx, func(st *store.State) error {
 		j := st.Job(id)
 		if j == nil {
@@ -99,7 +100,7 @@ func (rt *Runtime) modify(ctx context.Context, id string, fn func(j *Job, now ti
 		return nil
 	})
 	if err != nil {
-		return Job{}, fmt.Errorf("agent: %w", err)
+		return job.Job{}, fmt.Errorf("agent: %w", err)
 	}
 	rt.signal()
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/store"
@@ -167,7 +168,7 @@ func (rt *Runtime) closeNotices() error {
 // duration and, for a fanout parent, its children's counts. It reports
 // whether any row was added. A job without targets owes nothing and keeps
 // no streak.
-func (rt *Runtime) owe(j *Job, e ledger.Entry, ran notify.Run) bool {
+func (rt *Runtime) owe(j *job.Job, e ledger.Entry, ran notify.Run) bool {
 	if len(j.Targets) == 0 {
 		return false
 	}

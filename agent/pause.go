@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -21,8 +22,8 @@ const ReasonPaused = "paused"
 // live run, waiting to retry) are dropped and recorded skipped, and each
 // slot that passes while it is paused is recorded skipped with reason
 // "paused" (see RecordPaused).
-func (rt *Runtime) Pause(ctx context.Context, id, reason string) (Job, error) {
-	return rt.change(ctx, id, func(j *Job, now time.Time, p *plan) error {
+func (rt *Runtime) Pause(ctx context.Context, id, reason string) (job.Job, error) {
+	return rt.change(ctx, id, func(j *job.Job, now time.Time, p *plan) error {
 		if j.Enabled && j.FinishedAt == nil && j.NextRunAt != nil {
 			j.PausedFrom = utcPtr(*j.NextRunAt)
 		}
@@ -37,12 +38,12 @@ func (rt *Runtime) Pause(ctx context.Context, id, reason string) (Job, error) {
 // Resume enables a paused job; its next_run_at becomes the first slot after
 // now (the slots passed while paused are recorded skipped, not run). A
 // finished job cannot be resumed.
-func (rt *Runtime) Resume(ctx context.Context, id string) (Job, error) {
-	return rt.change(ctx, id, func(j *Job, now time.Time, p *plan) error {
+func (rt *Runtime) Resume(ctx context.Context, id string) (job.Job, error) {
+	return rt.change(ctx, id, func(j *job.Job, now time.Time, p *plan) error {
 		if j.FinishedAt != nil {
 			return fmt.Errorf("%w: job %q has finished", ErrInvalidJob, id)
 		}
-		sched, err := parseSchedule(j, rt.cfg.Location)
+		sched, err := job.ParseSchedule(j, rt.cfg.Location)
 		if err != nil {
 			return err
 		}
@@ -80,9 +81,9 @@ func (rt *Runtime) RecordPaused(ctx context.Context) (int, error) {
 
 // change applies fn to job id under the lock and writes the ledger lines it
 // planned once the change is durable.
-func (rt *Runtime) change(ctx context.Context, id string, fn func(j *Job, now time.Time, p *plan) error) (Job, error) {
+func (rt *Runtime) change(ctx context.Context, id string, fn func(j *job.Job, now time.Time, p *plan) error) (job.Job, error) {
 	p := &plan{}
-	j, err := rt.modify(ctx, id, func(j *Job, now time.Time) error {
+	j, err := rt.modify(ctx, id, func(j *job.Job, now time.Time) error {
 		p.lines = nil
 		return fn(j, now, p)
 	})
@@ -94,7 +95,7 @@ func (rt *Runtime) change(ctx context.Context, id string, fn func(j *Job, now ti
 }
 
 // pausedLine is the ledger reason of what a pause skips.
-func pausedLine(j *Job) string {
+func pausedLine(j *job.Job) string {
 	if j.PausedReason != "" {
 		return ReasonPaused + ": " + j.PausedReason
 	}
@@ -111,7 +112,7 @@ func pausedRunID(jobID string, slot time.Time) string {
 // records the slots of j from its PausedFrom up to now skipped, at most maxEnumerate one by one (the last line then says
 // later ones were skipped too), and moves PausedFrom to the first slot after
 // now. The caller holds the store lock.
-func (rt *Runtime) skipPaused(j *Job, now time.Time, p *plan) {
+func (rt *Runtime) skipPaused(j *job.Job, now time.Time, p *plan) {
 	if j.Enabled {
 		return
 	}
@@ -123,7 +124,7 @@ func (rt *Runtime) skipPaused(j *Job, now time.Time, p *plan) {
 	if j.PausedFrom == nil || j.PausedFrom.After(now) {
 		return
 	}
-	sched, err := parseSchedule(j, rt.cfg.Location)
+	sched, err := job.ParseSchedule(j, rt.cfg.Location)
 	if err != nil {
 		return
 	}

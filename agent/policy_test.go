@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -132,7 +133,7 @@ func TestGraceDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := Grace(&j, s); got != tc.want {
+		if got := job.Grace(&j, s); got != tc.want {
 			t.Errorf("%s: grace %s, want %s", tc.schedule, got, tc.want)
 		}
 	}
@@ -283,13 +284,13 @@ func deadPID(t *testing.T) int {
 
 // plantClaim writes a claim for the job's next slot as if another process
 // held it, advancing next_run_at as a real claim would.
-func (b *bundle) plantClaim(t *testing.T, id, owner string, leaseUntil time.Time) Claim {
+func (b *bundle) plantClaim(t *testing.T, id, owner string, leaseUntil time.Time) job.Claim {
 	t.Helper()
-	var c Claim
+	var c job.Claim
 	err := b.rt.Store().Update(t.Context(), func(st *store.State) error {
 		j := st.Job(id)
 		slot := *j.NextRunAt
-		c = j.AddClaim(Claim{RunID: "planted", Slot: slot, Trigger: "scheduled", Attempt: 1, Owner: owner, LeaseUntil: leaseUntil, ClaimedAt: slot})
+		c = j.AddClaim(job.Claim{RunID: "planted", Slot: slot, Trigger: "scheduled", Attempt: 1, Owner: owner, LeaseUntil: leaseUntil, ClaimedAt: slot})
 		next := slot.Add(time.Hour)
 		j.NextRunAt = &next
 		return nil
@@ -426,7 +427,7 @@ func TestLostLeaseCompletionIsDiscarded(t *testing.T) {
 	if r.State != ledger.StateInterrupted {
 		t.Fatalf("folded run %s, want interrupted", r.State)
 	}
-	if j := b.job(t, "l"); j.LastStatus != store.StatusInterrupted || len(j.Claims) != 0 {
+	if j := b.job(t, "l"); j.LastStatus != job.StatusInterrupted || len(j.Claims) != 0 {
 		t.Fatalf("job %+v: the stale completion must not update it", j)
 	}
 }
@@ -533,7 +534,7 @@ func TestRecordMissedAfterCatchUpAddsNothing(t *testing.T) {
 func TestRetryWakesThroughDesired(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.add(t, JobSpec{ID: "w", Schedule: "every 1h", OnInterrupt: "retry", Retry: Retry{Backoff: store.Duration(30 * time.Second)}})
+	b.add(t, JobSpec{ID: "w", Schedule: "every 1h", OnInterrupt: "retry", Retry: job.Retry{Backoff: job.Duration(30 * time.Second)}})
 	slot := t0.Add(time.Hour)
 	b.plantClaim(t, "w", "elsewhere:1:x", slot.Add(time.Minute))
 	b.clock.Set(slot.Add(2 * time.Minute))

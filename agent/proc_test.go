@@ -15,9 +15,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 var (
@@ -202,7 +202,7 @@ func TestKilledOwner(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, _, err = rt0.AddJob(t.Context(), JobSpec{ID: "k", Schedule: "in 1s", OnInterrupt: policy,
-				Retry:   Retry{Backoff: store.Duration(200 * time.Millisecond)},
+				Retry:   job.Retry{Backoff: job.Duration(200 * time.Millisecond)},
 				Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: script}}})
 			if err != nil {
 				t.Fatal(err)

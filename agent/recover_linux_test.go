@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
@@ -78,7 +79,7 @@ func TestRecoverSettlesADeadOwnersRun(t *testing.T) {
 	err := b.rt.Store().Update(t.Context(), func(st *store.State) error {
 		j := st.Job("rec")
 		slot := *j.NextRunAt
-		j.AddClaim(Claim{RunID: runID, Slot: slot, Trigger: "scheduled", Attempt: 1, Owner: owner,
+		j.AddClaim(job.Claim{RunID: runID, Slot: slot, Trigger: "scheduled", Attempt: 1, Owner: owner,
 			OwnerBoot: procfs.BootID(), OwnerNS: procfs.PIDNamespace(), OwnerStart: 1, LeaseUntil: slot.Add(time.Hour), ClaimedAt: slot, Procs: record})
 		next := slot.Add(time.Hour)
 		j.NextRunAt = &next

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/chronoscron/chronos/agent/fanout"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // reducerKilled is what a fanout whose agent died during the reducer left
@@ -44,10 +44,10 @@ func killDuringReducer(t *testing.T, onInterrupt string, attempts int) reducerKi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := rt.AddJob(t.Context(), JobSpec{ID: "fan", Schedule: "@yearly", JobKind: JobKindFanout, OnInterrupt: onInterrupt,
-		Retry: Retry{MaxAttempts: attempts}, Payload: shell("true"),
-		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"a", "b", "c"}), Concurrency: 3,
-			Reducer: &store.Reducer{Command: reducer, RunOn: store.ReduceOnSuccess}}}); err != nil {
+	if _, _, err := rt.AddJob(t.Context(), JobSpec{ID: "fan", Schedule: "@yearly", JobKind: job.JobKindFanout, OnInterrupt: onInterrupt,
+		Retry: job.Retry{MaxAttempts: attempts}, Payload: shell("true"),
+		Fanout: &job.Fanout{InputsFrom: writeItems(t, []string{"a", "b", "c"}), Concurrency: 3,
+			Reducer: &job.Reducer{Command: reducer, RunOn: job.ReduceOnSuccess}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rt.Close(t.Context()); err != nil {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/internal/termtext"
 )
 
@@ -14,7 +16,7 @@ var jobTableHeader = []string{"ID", "NAME", "SCHEDULE", "STATE", "NEXT", "LAST R
 // WriteJobTable writes jobs as a table, one line per job: its state (with
 // why it is paused), next and last fire in its zone, last status and the
 // kinds of its notify targets.
-func WriteJobTable(w io.Writer, jobs []Job) error {
+func WriteJobTable(w io.Writer, jobs []job.Job) error {
 	rows := make([][]string, 0, len(jobs))
 	for i := range jobs {
 		j := &jobs[i]

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/schedule"
 )
 
@@ -28,7 +29,7 @@ func TestFireListAndWriteSaved(t *testing.T) {
 		t.Fatalf("fire list %+v, times %q", l, l.Times())
 	}
 	next := l.Fires[0]
-	j := agent.Job{ID: "brief\x1b[2J", NextRunAt: &next}
+	j := job.Job{ID: "brief\x1b[2J", NextRunAt: &next}
 	var b strings.Builder
 	v := agent.JobView{Job: j, Describe: s.Describe()}
 	if err := agent.WriteSaved(&b, "added", v, agent.Fires(s, next.Add(-time.Nanosecond), 3)); err != nil {
@@ -50,7 +51,7 @@ func TestFireListAndWriteSaved(t *testing.T) {
 func TestWriteJobTable(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	err := agent.WriteJobTable(&b, []agent.Job{{ID: "a", Schedule: "every 1h", PausedReason: "maintenance"}, {ID: "b", Name: "Bee", Schedule: "@daily", Enabled: true}})
+	err := agent.WriteJobTable(&b, []job.Job{{ID: "a", Schedule: "every 1h", PausedReason: "maintenance"}, {ID: "b", Name: "Bee", Schedule: "@daily", Enabled: true}})
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	if err != nil || len(lines) != 3 || !strings.HasPrefix(lines[0], "ID  NAME") ||
 		!strings.Contains(lines[1], "paused (maintenance)") || !strings.Contains(lines[2], "Bee") || !strings.Contains(lines[2], "scheduled") {

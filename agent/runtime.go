@@ -18,6 +18,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent/inputs"
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -145,10 +146,10 @@ var liveOwners sync.Map
 // judge tells whether a claim's owner is this Runtime, another one that
 // provably runs (on this host), one provably gone, or unknown (the lease
 // decides). Another Runtime open in this process is alive.
-func (rt *Runtime) judge(c *Claim) store.Liveness {
+func (rt *Runtime) judge(c *job.Claim) store.Liveness {
 	l := store.Judge(*c, rt.self, rt.where)
 	if l == store.OwnerGone {
-		if o, err := store.ParseOwner(c.Owner); err == nil && o.Host == rt.self.Host && o.PID == rt.self.PID {
+		if o, err := job.ParseOwner(c.Owner); err == nil && o.Host == rt.self.Host && o.PID == rt.self.PID {
 			if _, live := liveOwners.Load(o.ID); live {
 				return store.OwnerAlive
 			}
@@ -164,7 +165,7 @@ type Runtime struct {
 	store     *store.Store
 	ledger    *ledger.Ledger
 	runners   *runner.Registry
-	self      store.Owner
+	self      job.Owner
 	where     store.Where // this process's boot and pid namespace
 	selfStart uint64      // this process's start time (clock ticks since boot)
 
@@ -230,7 +231,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		store:   st,
 		ledger:  lg,
 		runners: reg,
-		self:    store.Owner{Host: cfg.Host, PID: os.Getpid(), ID: uuid.NewString()},
+		self:    job.Owner{Host: cfg.Host, PID: os.Getpid(), ID: uuid.NewString()},
 		where:   store.Where{Boot: procfs.BootID(), NS: procfs.PIDNamespace()},
 		runs:    map[string]*activeRun{},
 		subs:    map[chan struct{}]struct{}{},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/schedule"
@@ -25,7 +26,7 @@ const FireRefreshed FireStatus = "refreshed"
 // is always one of the schedule's slots (it is answered duplicate), and no
 // slot lies between the instant next_run_at was computed and next_run_at,
 // so a refresh point is never mistaken for one.
-func isRefreshPoint(j *Job, sched *schedule.Schedule, slot time.Time) bool {
+func isRefreshPoint(j *job.Job, sched *schedule.Schedule, slot time.Time) bool {
 	if j.NextRunAt == nil || j.FinishedAt != nil || !slot.Before(*j.NextRunAt) {
 		return false
 	}
@@ -51,7 +52,7 @@ func (rt *Runtime) MissSlots(ctx context.Context, jobID string, from, until time
 		if j == nil || !j.Enabled || j.NextRunAt == nil || !j.NextRunAt.Equal(from) {
 			return nil
 		}
-		sched, err := parseSchedule(j, rt.cfg.Location)
+		sched, err := job.ParseSchedule(j, rt.cfg.Location)
 		if err != nil {
 			return fmt.Errorf("job %s: %w", j.ID, err)
 		}
@@ -171,12 +172,12 @@ func (rt *Runtime) Backstop(ctx context.Context, decide func(o Overdue) (cause s
 			if !j.Enabled || j.FinishedAt != nil || j.NextRunAt == nil || j.NextRunAt.After(now) {
 				continue
 			}
-			sched, err := parseSchedule(j, rt.cfg.Location)
+			sched, err := job.ParseSchedule(j, rt.cfg.Location)
 			if err != nil {
 				rt.log.Error("job schedule unreadable", "job_id", j.ID, "error", err)
 				continue
 			}
-			cause, ok := decide(Overdue{JobID: j.ID, Slot: *j.NextRunAt, Late: now.Sub(*j.NextRunAt), Grace: Tolerance(j, sched)})
+			cause, ok := decide(Overdue{JobID: j.ID, Slot: *j.NextRunAt, Late: now.Sub(*j.NextRunAt), Grace: job.Tolerance(j, sched)})
 			if !ok {
 				continue
 			}
@@ -228,11 +229,11 @@ func (rt *Runtime) BackstopAt(ctx context.Context) (time.Time, bool, error) {
 			if !j.Enabled || j.FinishedAt != nil || j.NextRunAt == nil {
 				continue
 			}
-			sched, err := parseSchedule(j, rt.cfg.Location)
+			sched, err := job.ParseSchedule(j, rt.cfg.Location)
 			if err != nil {
 				continue
 			}
-			at := j.NextRunAt.Add(Tolerance(j, sched))
+			at := j.NextRunAt.Add(job.Tolerance(j, sched))
 			if !found || at.Before(best) {
 				best, found = at, true
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
 )
@@ -109,7 +110,7 @@ func setup(t testing.TB, mod ...func(*Config)) *bundle {
 }
 
 // add creates a job; the payload defaults to the gate runner.
-func (b *bundle) add(t testing.TB, spec JobSpec) Job {
+func (b *bundle) add(t testing.TB, spec JobSpec) job.Job {
 	t.Helper()
 	if spec.Payload.Kind == "" {
 		spec.Payload = runner.Payload{Kind: "gate"}
@@ -161,7 +162,7 @@ func (b *bundle) runs(t *testing.T, jobID string) []ledger.Run {
 	return rs
 }
 
-func (b *bundle) job(t *testing.T, id string) Job {
+func (b *bundle) job(t *testing.T, id string) job.Job {
 	t.Helper()
 	j, err := b.rt.Job(context.Background(), id)
 	if err != nil {

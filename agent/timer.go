@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/agent/store"
 )
 
@@ -120,7 +122,7 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 				continue
 			}
 			for _, q := range j.Pending {
-				if len(j.Claims) > 0 && j.Overlap != OverlapAllow {
+				if len(j.Claims) > 0 && j.Overlap != job.OverlapAllow {
 					break
 				}
 				if !q.NotBefore.After(now) {
@@ -133,7 +135,7 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 			}
 			consider(*j.NextRunAt)
 			if !j.NextRunAt.After(now) {
-				sched, err := parseSchedule(j, rt.cfg.Location)
+				sched, err := job.ParseSchedule(j, rt.cfg.Location)
 				if err != nil {
 					continue
 				}

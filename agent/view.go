@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
 )
@@ -14,7 +15,7 @@ import (
 // for are always present (empty or null until they have a value), while
 // jobs.json leaves them out.
 type JobView struct {
-	Job
+	job.Job
 	Name         string     `json:"name"`
 	PausedReason string     `json:"paused_reason"`
 	LastRunAt    *time.Time `json:"last_run_at"`
@@ -26,7 +27,7 @@ type JobView struct {
 }
 
 // View returns the view of j.
-func (rt *Runtime) View(j *Job) JobView {
+func (rt *Runtime) View(j *job.Job) JobView {
 	v := JobView{Job: *j, State: JobState(j),
 		Name: j.Name, PausedReason: j.PausedReason, LastRunAt: j.LastRunAt,
 		LastStatus: j.LastStatus, LastError: j.LastError, FinishedAt: j.FinishedAt}
@@ -37,7 +38,7 @@ func (rt *Runtime) View(j *Job) JobView {
 }
 
 // JobState names the state of j: finished, paused, running or scheduled.
-func JobState(j *Job) string {
+func JobState(j *job.Job) string {
 	switch {
 	case j.FinishedAt != nil:
 		return "finished"
@@ -51,7 +52,7 @@ func JobState(j *Job) string {
 
 // JobTime formats t in j's zone, the zone its schedule is read in, so a
 // 09:00 Paris job shows 09:00+01:00; "-" for none.
-func JobTime(j *Job, t *time.Time) string {
+func JobTime(j *job.Job, t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
@@ -87,13 +88,13 @@ func DescribePayload(p runner.Payload) string {
 }
 
 // DescribePolicies says in one line how j's policies are set.
-func DescribePolicies(j *Job) string {
+func DescribePolicies(j *job.Job) string {
 	return fmt.Sprintf("misfire %s, overlap %s, window %s, on interrupt %s", j.Misfire, j.Overlap, j.Window, j.OnInterrupt)
 }
 
 // DescribeFlex says in words what j's flexible window allows; "none" when
 // it has none.
-func DescribeFlex(j *Job) string {
+func DescribeFlex(j *job.Job) string {
 	if j.Flex <= 0 {
 		return "none"
 	}
@@ -150,7 +151,7 @@ func (v *JobView) Details() [][2]string {
 		rows = append(rows, [2]string{"flex", DescribeFlex(j)})
 	}
 	rows = append(rows, KindDetails(j)...)
-	if j.OnInterrupt == InterruptRetry {
+	if j.OnInterrupt == job.InterruptRetry {
 		rows = append(rows, [2]string{"retry", fmt.Sprintf("%d attempts, backoff %s up to %s", j.Retry.MaxAttempts, j.Retry.Backoff.Std(), j.Retry.MaxBackoff.Std())})
 	}
 	rows = append(rows, [][2]string{{"next run", JobTime(j, j.NextRunAt)}, {"last run", JobTime(j, j.LastRunAt)}, {"last status", dash(j.LastStatus)}}...)

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // DepStatus is what a workflow found of one dependency: the state of its
@@ -27,7 +28,7 @@ const DepMissing ledger.State = "missing"
 // finished run within the window: a run that ran (succeeded, partial,
 // failed, interrupted, cancelled), not a slot recorded skipped or missed,
 // and not a fanout's child or reducer.
-func (rt *Runtime) Dependencies(ctx context.Context, j *Job, now time.Time) ([]DepStatus, error) {
+func (rt *Runtime) Dependencies(ctx context.Context, j *job.Job, now time.Time) ([]DepStatus, error) {
 	if j.Workflow == nil {
 		return nil, nil
 	}
@@ -72,7 +73,7 @@ type gateDecision struct {
 // dependencies succeeded in the window runs it; a dependency without a run
 // follows on_missing, a failed one on_dep_fail; fail wins over skip, skip
 // over run. The reason names each dependency and its status.
-func (rt *Runtime) workflowGate(ctx context.Context, j *Job, now time.Time) gateDecision {
+func (rt *Runtime) workflowGate(ctx context.Context, j *job.Job, now time.Time) gateDecision {
 	deps, err := rt.Dependencies(ctx, j, now)
 	if err != nil {
 		return gateDecision{state: ledger.StateFailed, reason: err.Error()}
@@ -88,7 +89,7 @@ func (rt *Runtime) workflowGate(ctx context.Context, j *Job, now time.Time) gate
 			failed = true
 		}
 	}
-	var ds []store.Decision
+	var ds []job.Decision
 	if missing {
 		ds = append(ds, j.Workflow.OnMissing)
 	}
@@ -96,16 +97,16 @@ func (rt *Runtime) workflowGate(ctx context.Context, j *Job, now time.Time) gate
 		ds = append(ds, j.Workflow.OnDepFail)
 	}
 	desc := fmt.Sprintf("dependencies within %s: %s", j.Workflow.Window.Std(), strings.Join(parts, ", "))
-	verdict := store.DecisionRun
+	verdict := job.DecisionRun
 	for _, d := range ds {
-		if d == store.DecisionFail || (d == store.DecisionSkip && verdict == store.DecisionRun) {
+		if d == job.DecisionFail || (d == job.DecisionSkip && verdict == job.DecisionRun) {
 			verdict = d
 		}
 	}
 	switch verdict {
-	case store.DecisionFail:
+	case job.DecisionFail:
 		return gateDecision{state: ledger.StateFailed, reason: "workflow failed: " + desc}
-	case store.DecisionSkip:
+	case job.DecisionSkip:
 		return gateDecision{state: ledger.StateSkipped, reason: "workflow skipped: " + desc}
 	}
 	return gateDecision{run: true, reason: desc}

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // TestWorkflowDecides: a workflow decides from the ledger at its fire time
@@ -17,19 +18,19 @@ func TestWorkflowDecides(t *testing.T) {
 	cases := []struct {
 		name      string
 		depA      string // "ok", "fail" or "" (no run)
-		onMissing store.Decision
-		onDepFail store.Decision
+		onMissing job.Decision
+		onDepFail job.Decision
 		state     ledger.State
 		reason    string
 		ran       bool
 	}{
 		{"all succeeded", "ok", "", "", ledger.StateSucceeded, "", true},
-		{"missing, skip", "", store.DecisionSkip, "", ledger.StateSkipped, "workflow skipped: dependencies within 1h0m0s: a missing, b succeeded", false},
-		{"missing, fail", "", store.DecisionFail, "", ledger.StateFailed, "workflow failed: dependencies within 1h0m0s: a missing, b succeeded", false},
-		{"missing, run", "", store.DecisionRun, "", ledger.StateSucceeded, "", true},
-		{"dep failed, skip", "fail", "", store.DecisionSkip, ledger.StateSkipped, "a failed", false},
-		{"dep failed, fail", "fail", "", store.DecisionFail, ledger.StateFailed, "workflow failed: dependencies within 1h0m0s: a failed, b succeeded", false},
-		{"dep failed, run", "fail", "", store.DecisionRun, ledger.StateSucceeded, "", true},
+		{"missing, skip", "", job.DecisionSkip, "", ledger.StateSkipped, "workflow skipped: dependencies within 1h0m0s: a missing, b succeeded", false},
+		{"missing, fail", "", job.DecisionFail, "", ledger.StateFailed, "workflow failed: dependencies within 1h0m0s: a missing, b succeeded", false},
+		{"missing, run", "", job.DecisionRun, "", ledger.StateSucceeded, "", true},
+		{"dep failed, skip", "fail", "", job.DecisionSkip, ledger.StateSkipped, "a failed", false},
+		{"dep failed, fail", "fail", "", job.DecisionFail, ledger.StateFailed, "workflow failed: dependencies within 1h0m0s: a failed, b succeeded", false},
+		{"dep failed, run", "fail", "", job.DecisionRun, ledger.StateSucceeded, "", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -41,8 +42,8 @@ func TestWorkflowDecides(t *testing.T) {
 				b.runNow(t, "a")
 			}
 			b.runNow(t, "b")
-			b.add(t, JobSpec{ID: "w", Schedule: "@yearly", Payload: shell("echo digest"), JobKind: JobKindWorkflow,
-				Workflow: &store.Workflow{DependsOn: []string{"a", "b"}, Window: store.Duration(time.Hour), OnMissing: c.onMissing, OnDepFail: c.onDepFail}})
+			b.add(t, JobSpec{ID: "w", Schedule: "@yearly", Payload: shell("echo digest"), JobKind: job.JobKindWorkflow,
+				Workflow: &job.Workflow{DependsOn: []string{"a", "b"}, Window: job.Duration(time.Hour), OnMissing: c.onMissing, OnDepFail: c.onDepFail}})
 			r := b.runNow(t, "w")
 			if r.State != c.state || !strings.Contains(r.Reason, c.reason) {
 				t.Fatalf("workflow %s %q, want %s %q", r.State, r.Reason, c.state, c.reason)
@@ -65,8 +66,8 @@ func TestWorkflowWindow(t *testing.T) {
 	b.add(t, JobSpec{ID: "a", Schedule: "@yearly", Payload: shell("true")})
 	b.runNow(t, "a")
 	b.clock.Add(2 * time.Hour)
-	b.add(t, JobSpec{ID: "w", Schedule: "@yearly", Payload: shell("true"), JobKind: JobKindWorkflow,
-		Workflow: &store.Workflow{DependsOn: []string{"a"}, Window: store.Duration(time.Hour)}})
+	b.add(t, JobSpec{ID: "w", Schedule: "@yearly", Payload: shell("true"), JobKind: job.JobKindWorkflow,
+		Workflow: &job.Workflow{DependsOn: []string{"a"}, Window: job.Duration(time.Hour)}})
 	if r := b.runNow(t, "w"); r.State != ledger.StateSkipped || !strings.Contains(r.Reason, "a missing") {
 		t.Fatalf("workflow %s %q, want skipped with a missing", r.State, r.Reason)
 	}
@@ -83,20 +84,20 @@ func TestJobKindValidation(t *testing.T) {
 		want string
 	}{
 		{"unknown kind", JobSpec{JobKind: "dag"}, "must be one of plain, workflow, fanout"},
-		{"workflow without deps", JobSpec{JobKind: JobKindWorkflow}, "needs depends_on"},
-		{"workflow on itself", JobSpec{ID: "w", JobKind: JobKindWorkflow, Workflow: &store.Workflow{DependsOn: []string{"w"}, Window: store.Duration(time.Hour)}}, "names the job itself"},
-		{"workflow without window", JobSpec{JobKind: JobKindWorkflow, Workflow: &store.Workflow{DependsOn: []string{"a"}}}, "window must be a positive"},
-		{"workflow bad decision", JobSpec{JobKind: JobKindWorkflow, Workflow: &store.Workflow{DependsOn: []string{"a"}, Window: store.Duration(time.Hour), OnMissing: "maybe"}}, "on_missing \"maybe\""},
-		{"fanout settings on a plain job", JobSpec{Fanout: &store.Fanout{InputsFrom: items}}, "need kind fanout"},
-		{"fanout without inputs", JobSpec{JobKind: JobKindFanout}, "needs inputs_from"},
-		{"fanout relative file", JobSpec{JobKind: JobKindFanout, Fanout: &store.Fanout{InputsFrom: "file://items.txt"}}, "names a local file"},
-		{"fanout relative path", JobSpec{JobKind: JobKindFanout, Fanout: &store.Fanout{InputsFrom: "file:items.txt"}}, "absolute"},
-		{"fanout private http", JobSpec{JobKind: JobKindFanout, Fanout: &store.Fanout{InputsFrom: "http://127.0.0.1:8080/items"}}, "not a public address"},
-		{"fanout unregistered sql", JobSpec{JobKind: JobKindFanout, Fanout: &store.Fanout{InputsFrom: "sql://main?SELECT 1"}}, "not registered"},
-		{"fanout bad concurrency", JobSpec{JobKind: JobKindFanout, Fanout: &store.Fanout{InputsFrom: items, Concurrency: -1}}, "concurrency"},
-		{"fanout bad tolerance", JobSpec{JobKind: JobKindFanout, Fanout: &store.Fanout{InputsFrom: items, PartialTolerance: 1.5}}, "partial_tolerance"},
-		{"fanout bad item var", JobSpec{JobKind: JobKindFanout, Fanout: &store.Fanout{InputsFrom: items, ItemVar: "A-B"}}, "item_var"},
-		{"fanout bad reducer", JobSpec{JobKind: JobKindFanout, Fanout: &store.Fanout{InputsFrom: items, Reducer: &store.Reducer{Command: "true", RunOn: "never"}}}, "run_on"},
+		{"workflow without deps", JobSpec{JobKind: job.JobKindWorkflow}, "needs depends_on"},
+		{"workflow on itself", JobSpec{ID: "w", JobKind: job.JobKindWorkflow, Workflow: &job.Workflow{DependsOn: []string{"w"}, Window: job.Duration(time.Hour)}}, "names the job itself"},
+		{"workflow without window", JobSpec{JobKind: job.JobKindWorkflow, Workflow: &job.Workflow{DependsOn: []string{"a"}}}, "window must be a positive"},
+		{"workflow bad decision", JobSpec{JobKind: job.JobKindWorkflow, Workflow: &job.Workflow{DependsOn: []string{"a"}, Window: job.Duration(time.Hour), OnMissing: "maybe"}}, "on_missing \"maybe\""},
+		{"fanout settings on a plain job", JobSpec{Fanout: &job.Fanout{InputsFrom: items}}, "need kind fanout"},
+		{"fanout without inputs", JobSpec{JobKind: job.JobKindFanout}, "needs inputs_from"},
+		{"fanout relative file", JobSpec{JobKind: job.JobKindFanout, Fanout: &job.Fanout{InputsFrom: "file://items.txt"}}, "names a local file"},
+		{"fanout relative path", JobSpec{JobKind: job.JobKindFanout, Fanout: &job.Fanout{InputsFrom: "file:items.txt"}}, "absolute"},
+		{"fanout private http", JobSpec{JobKind: job.JobKindFanout, Fanout: &job.Fanout{InputsFrom: "http://127.0.0.1:8080/items"}}, "not a public address"},
+		{"fanout unregistered sql", JobSpec{JobKind: job.JobKindFanout, Fanout: &job.Fanout{InputsFrom: "sql://main?SELECT 1"}}, "not registered"},
+		{"fanout bad concurrency", JobSpec{JobKind: job.JobKindFanout, Fanout: &job.Fanout{InputsFrom: items, Concurrency: -1}}, "concurrency"},
+		{"fanout bad tolerance", JobSpec{JobKind: job.JobKindFanout, Fanout: &job.Fanout{InputsFrom: items, PartialTolerance: 1.5}}, "partial_tolerance"},
+		{"fanout bad item var", JobSpec{JobKind: job.JobKindFanout, Fanout: &job.Fanout{InputsFrom: items, ItemVar: "A-B"}}, "item_var"},
+		{"fanout bad reducer", JobSpec{JobKind: job.JobKindFanout, Fanout: &job.Fanout{InputsFrom: items, Reducer: &job.Reducer{Command: "true", RunOn: "never"}}}, "run_on"},
 	}
 	for _, c := range cases {
 		c.spec.Schedule = "@yearly"
@@ -116,20 +117,20 @@ func TestJobKindValidation(t *testing.T) {
 func TestEditKeepsJobKind(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.add(t, JobSpec{ID: "w", Schedule: "@yearly", JobKind: JobKindWorkflow,
-		Workflow: &store.Workflow{DependsOn: []string{"a"}, Window: store.Duration(time.Hour), OnDepFail: store.DecisionFail}})
-	b.add(t, JobSpec{ID: "f", Schedule: "@yearly", JobKind: JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: writeItems(t, []string{"x"}), Concurrency: 3, Reducer: &store.Reducer{Command: "true"}}})
+	b.add(t, JobSpec{ID: "w", Schedule: "@yearly", JobKind: job.JobKindWorkflow,
+		Workflow: &job.Workflow{DependsOn: []string{"a"}, Window: job.Duration(time.Hour), OnDepFail: job.DecisionFail}})
+	b.add(t, JobSpec{ID: "f", Schedule: "@yearly", JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: writeItems(t, []string{"x"}), Concurrency: 3, Reducer: &job.Reducer{Command: "true"}}})
 	sched := "@daily"
 	for _, id := range []string{"w", "f"} {
 		if _, _, err := b.rt.EditJob(t.Context(), id, JobPatch{Schedule: &sched}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if w := b.job(t, "w"); w.JobKind != JobKindWorkflow || w.Workflow == nil || w.Workflow.OnDepFail != store.DecisionFail || w.Kind != "cron" {
+	if w := b.job(t, "w"); w.JobKind != job.JobKindWorkflow || w.Workflow == nil || w.Workflow.OnDepFail != job.DecisionFail || w.Kind != "cron" {
 		t.Fatalf("edited workflow: kind %q %+v (schedule kind %q)", w.JobKind, w.Workflow, w.Kind)
 	}
-	if f := b.job(t, "f"); f.JobKind != JobKindFanout || f.Fanout == nil || f.Fanout.Concurrency != 3 || f.Fanout.Reducer.RunOn != store.ReduceOnSuccess {
+	if f := b.job(t, "f"); f.JobKind != job.JobKindFanout || f.Fanout == nil || f.Fanout.Concurrency != 3 || f.Fanout.Reducer.RunOn != job.ReduceOnSuccess {
 		t.Fatalf("edited fanout: kind %q %+v", f.JobKind, f.Fanout)
 	}
 }

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 func items(n int) []string {
@@ -116,19 +117,19 @@ func TestJudge(t *testing.T) {
 	cases := []struct {
 		sum    Summary
 		tol    float64
-		on     store.ReducerOn
+		on     job.ReducerOn
 		state  ledger.State
 		reduce bool
 	}{
-		{Summary{Total: 10, Succeeded: 10}, 0, store.ReduceOnSuccess, ledger.StateSucceeded, true},
-		{Summary{Total: 10, Succeeded: 9, Failed: 1}, 0.1, store.ReduceOnSuccess, ledger.StatePartial, true},
-		{Summary{Total: 10, Succeeded: 8, Failed: 2}, 0.1, store.ReduceOnSuccess, ledger.StateFailed, false},
-		{Summary{Total: 10, Succeeded: 8, Failed: 2}, 0.1, store.ReduceOnAnySuccess, ledger.StateFailed, true},
-		{Summary{Total: 10, Failed: 10}, 0.1, store.ReduceOnAnySuccess, ledger.StateFailed, false},
-		{Summary{Total: 10, Failed: 10}, 0, store.ReduceAlways, ledger.StateFailed, true},
-		{Summary{Total: 10, Succeeded: 9, Failed: 1}, 0, store.ReduceOnSuccess, ledger.StateFailed, false},
-		{Summary{}, 0, store.ReduceOnSuccess, ledger.StateSucceeded, false},
-		{Summary{}, 0, store.ReduceAlways, ledger.StateSucceeded, true},
+		{Summary{Total: 10, Succeeded: 10}, 0, job.ReduceOnSuccess, ledger.StateSucceeded, true},
+		{Summary{Total: 10, Succeeded: 9, Failed: 1}, 0.1, job.ReduceOnSuccess, ledger.StatePartial, true},
+		{Summary{Total: 10, Succeeded: 8, Failed: 2}, 0.1, job.ReduceOnSuccess, ledger.StateFailed, false},
+		{Summary{Total: 10, Succeeded: 8, Failed: 2}, 0.1, job.ReduceOnAnySuccess, ledger.StateFailed, true},
+		{Summary{Total: 10, Failed: 10}, 0.1, job.ReduceOnAnySuccess, ledger.StateFailed, false},
+		{Summary{Total: 10, Failed: 10}, 0, job.ReduceAlways, ledger.StateFailed, true},
+		{Summary{Total: 10, Succeeded: 9, Failed: 1}, 0, job.ReduceOnSuccess, ledger.StateFailed, false},
+		{Summary{}, 0, job.ReduceOnSuccess, ledger.StateSucceeded, false},
+		{Summary{}, 0, job.ReduceAlways, ledger.StateSucceeded, true},
 	}
 	for _, c := range cases {
 		v := Judge(c.sum, c.tol, c.on)

@@ -3,8 +3,9 @@ package fanout
 import (
 	"fmt"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // Verdict is the parent's state once its children ended, and whether its
@@ -19,9 +20,9 @@ type Verdict struct {
 // the items allowed) and the reducer condition on: succeeded when no child
 // failed, partial when some failed but no more than tol, failed beyond.
 // Zero items succeed at once and reduce only under always.
-func Judge(sum Summary, tol float64, on store.ReducerOn) Verdict {
+func Judge(sum Summary, tol float64, on job.ReducerOn) Verdict {
 	if sum.Total == 0 {
-		return Verdict{State: ledger.StateSucceeded, Reason: "fanout: no items", Reduce: on == store.ReduceAlways}
+		return Verdict{State: ledger.StateSucceeded, Reason: "fanout: no items", Reduce: on == job.ReduceAlways}
 	}
 	failed := sum.Failed + sum.NotRun
 	ratio := float64(failed) / float64(sum.Total)
@@ -41,9 +42,9 @@ func Judge(sum Summary, tol float64, on store.ReducerOn) Verdict {
 		v.Reason += fmt.Sprintf(" (failure ratio %.3g above tolerance %g)", ratio, tol)
 	}
 	switch on {
-	case store.ReduceAlways:
+	case job.ReduceAlways:
 		v.Reduce = true
-	case store.ReduceOnAnySuccess:
+	case job.ReduceOnAnySuccess:
 		v.Reduce = sum.Succeeded > 0
 	default:
 		v.Reduce = v.State.Succeeded()

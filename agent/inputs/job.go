@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/chronoscron/chronos/agent/store"
+	"github.com/chronoscron/chronos/agent/job"
 )
 
 // JobOutputs finds the output file of a job's latest successful run that
@@ -30,7 +30,7 @@ type JobResolver struct {
 
 // Check validates the job id and the query.
 func (r *JobResolver) Check(_ context.Context, u *url.URL) error {
-	if err := store.ValidJobID(u.Host); err != nil {
+	if err := job.ValidID(u.Host); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, u, err)
 	}
 	q := u.Query()

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -153,7 +154,7 @@ func (f *File) Spec() (agent.JobSpec, error) {
 	if err := agent.CheckFlex(s.Flex); err != nil {
 		return s, err
 	}
-	s.Retry = agent.Retry{MaxAttempts: retry.MaxAttempts, Backoff: store.Duration(backoff), MaxBackoff: store.Duration(maxBackoff)}
+	s.Retry = job.Retry{MaxAttempts: retry.MaxAttempts, Backoff: job.Duration(backoff), MaxBackoff: job.Duration(maxBackoff)}
 	return s, f.kind(&s, perItem)
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // Flags are the flags of jobs add and jobs edit that say what a job is: its
@@ -104,7 +104,7 @@ func (o *Flags) Spec(f *pflag.FlagSet, args []string, dash int) (agent.JobSpec, 
 		return spec, fmt.Errorf("jobs add: --%w", err)
 	}
 	spec.Payload, spec.Timeout, spec.Grace, spec.Flex = *p, o.timeout, o.grace, o.flex
-	if changedAny(f, "retry-attempts", "retry-backoff", "retry-max-backoff") && spec.OnInterrupt != string(agent.InterruptRetry) && o.kind.Kind != agent.JobKindFanout {
+	if changedAny(f, "retry-attempts", "retry-backoff", "retry-max-backoff") && spec.OnInterrupt != string(job.InterruptRetry) && o.kind.Kind != job.JobKindFanout {
 		return spec, errors.New("jobs add: --retry-* flags need --on-interrupt retry (or --kind fanout: each child's attempts)")
 	}
 	spec.Retry = o.retry()
@@ -174,8 +174,8 @@ func (o *Flags) payload(f *pflag.FlagSet, verb string, args []string, dash int) 
 }
 
 // retry returns the retry settings of the flags.
-func (o *Flags) retry() agent.Retry {
-	return agent.Retry{MaxAttempts: o.retryAttempts, Backoff: store.Duration(o.retryBackoff), MaxBackoff: store.Duration(o.retryMaxBackoff)}
+func (o *Flags) retry() job.Retry {
+	return job.Retry{MaxAttempts: o.retryAttempts, Backoff: job.Duration(o.retryBackoff), MaxBackoff: job.Duration(o.retryMaxBackoff)}
 }
 
 // ifSet returns v when the flag name was given, else nil.

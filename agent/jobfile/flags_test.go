@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/spf13/pflag"
 
-	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/jobfile"
 )
 
@@ -52,7 +53,7 @@ func TestFlagsSpec(t *testing.T) {
 	if sh := spec.Payload.Shell; sh == nil || len(sh.Argv) != 2 || sh.Argv[1] != "--full" || sh.Env["A"] != "1" {
 		t.Fatalf("payload %+v", spec.Payload.Shell)
 	}
-	if spec.JobKind != agent.JobKindPlain {
+	if spec.JobKind != job.JobKindPlain {
 		t.Fatalf("kind %q, want plain", spec.JobKind)
 	}
 	if ch := p.o.NotifyChange(p.fs); !ch.Empty() {
@@ -67,7 +68,7 @@ func TestFlagsSpecKindAndHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if spec.JobKind != agent.JobKindFanout || spec.Fanout == nil || spec.Fanout.InputsFrom != "file:///etc/t" || spec.Retry.MaxAttempts != 2 {
+	if spec.JobKind != job.JobKindFanout || spec.Fanout == nil || spec.Fanout.InputsFrom != "file:///etc/t" || spec.Retry.MaxAttempts != 2 {
 		t.Fatalf("spec %+v", spec)
 	}
 	if h := spec.Payload.HTTP; h == nil || h.URL != "https://example.org/hook" || h.Method != "POST" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/jobfile"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -31,8 +32,8 @@ reducer: {command: digest, run_on: any_success}
 		t.Fatal(err)
 	}
 	f := spec.Fanout
-	if spec.JobKind != agent.JobKindFanout || f == nil || f.Concurrency != 4 || f.PerItemTimeout.Std() != 30*time.Minute ||
-		f.PartialTolerance != 0.1 || f.Reducer.RunOn != store.ReduceOnAnySuccess || spec.Retry.MaxAttempts != 2 || spec.Retry.Backoff.Std() != 5*time.Second {
+	if spec.JobKind != job.JobKindFanout || f == nil || f.Concurrency != 4 || f.PerItemTimeout.Std() != 30*time.Minute ||
+		f.PartialTolerance != 0.1 || f.Reducer.RunOn != job.ReduceOnAnySuccess || spec.Retry.MaxAttempts != 2 || spec.Retry.Backoff.Std() != 5*time.Second {
 		t.Fatalf("spec %+v fanout %+v", spec, f)
 	}
 	if sh := spec.Payload.Shell; sh == nil || sh.Command != `nuclei -u "$FANOUT_ITEM"` || sh.Env["A"] != "1" || sh.Env["B"] != "2" {
@@ -47,8 +48,8 @@ func TestParseWorkflowJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := spec.Workflow
-	if spec.JobKind != agent.JobKindWorkflow || w == nil || len(w.DependsOn) != 2 || w.Window.Std() != 24*time.Hour ||
-		w.OnMissing != store.DecisionFail || spec.Window != "" {
+	if spec.JobKind != job.JobKindWorkflow || w == nil || len(w.DependsOn) != 2 || w.Window.Std() != 24*time.Hour ||
+		w.OnMissing != job.DecisionFail || spec.Window != "" {
 		t.Fatalf("spec %+v workflow %+v", spec, w)
 	}
 	if sh := spec.Payload.Shell; sh == nil || len(sh.Argv) != 2 {

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/spf13/pflag"
 
 	"github.com/chronoscron/chronos/agent"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // KindFlags are the job kind flags of jobs add.
@@ -52,7 +53,7 @@ var (
 // Apply sets spec's kind and settings from the flags; changed tells which
 // were given (pflag.FlagSet.Changed).
 func (k *KindFlags) Apply(changed func(name string) bool, spec *agent.JobSpec) error {
-	kind, err := store.ParseJobKind(k.Kind)
+	kind, err := job.ParseJobKind(k.Kind)
 	if err != nil {
 		return err
 	}
@@ -64,25 +65,25 @@ func (k *KindFlags) Apply(changed func(name string) bool, spec *agent.JobSpec) e
 		}
 		return ""
 	}
-	if n := given(workflowOnly); n != "" && kind != agent.JobKindWorkflow {
+	if n := given(workflowOnly); n != "" && kind != job.JobKindWorkflow {
 		return fmt.Errorf("--%s needs --kind workflow", n)
 	}
-	if n := given(fanoutOnly); n != "" && kind != agent.JobKindFanout {
+	if n := given(fanoutOnly); n != "" && kind != job.JobKindFanout {
 		return fmt.Errorf("--%s needs --kind fanout", n)
 	}
 	spec.JobKind = kind
 	switch kind {
-	case agent.JobKindWorkflow:
-		w := &store.Workflow{DependsOn: k.DependsOn, OnMissing: store.Decision(k.OnMissing), OnDepFail: store.Decision(k.OnDepFail)}
+	case job.JobKindWorkflow:
+		w := &job.Workflow{DependsOn: k.DependsOn, OnMissing: job.Decision(k.OnMissing), OnDepFail: job.Decision(k.OnDepFail)}
 		if d, err := time.ParseDuration(strings.TrimSpace(spec.Window)); err == nil {
-			w.Window, spec.Window = store.Duration(d), ""
+			w.Window, spec.Window = job.Duration(d), ""
 		}
 		spec.Workflow = w
-	case agent.JobKindFanout:
-		spec.Fanout = &store.Fanout{InputsFrom: k.InputsFrom, Concurrency: k.Concurrency, PerItemTimeout: store.Duration(k.PerItemTimeout),
+	case job.JobKindFanout:
+		spec.Fanout = &job.Fanout{InputsFrom: k.InputsFrom, Concurrency: k.Concurrency, PerItemTimeout: job.Duration(k.PerItemTimeout),
 			PartialTolerance: k.PartialTolerance, ItemVar: k.ItemVar}
 		if k.Reducer != "" || k.ReducerRunOn != "" {
-			spec.Fanout.Reducer = &store.Reducer{Command: k.Reducer, RunOn: store.ReducerOn(k.ReducerRunOn)}
+			spec.Fanout.Reducer = &job.Reducer{Command: k.Reducer, RunOn: job.ReducerOn(k.ReducerRunOn)}
 		}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/agent/internal/procfs"
 )
 
@@ -14,7 +16,7 @@ import (
 // from a reused pid and from an earlier boot (both gone).
 func TestOwnersByStartTime(t *testing.T) {
 	t.Parallel()
-	self := Owner{Host: "h", PID: os.Getpid(), ID: "me"}
+	self := job.Owner{Host: "h", PID: os.Getpid(), ID: "me"}
 	boot, ns := procfs.BootID(), procfs.PIDNamespace()
 	owner := exec.Command("sleep", "30")
 	if err := owner.Start(); err != nil {
@@ -28,14 +30,14 @@ func TestOwnersByStartTime(t *testing.T) {
 	o := fmt.Sprintf("h:%d:other", owner.Process.Pid)
 	tests := []struct {
 		name  string
-		claim Claim
+		claim job.Claim
 		want  Liveness
 	}{
-		{"live owner", Claim{Owner: o, OwnerBoot: boot, OwnerNS: ns, OwnerStart: start}, OwnerAlive},
-		{"reused pid", Claim{Owner: o, OwnerBoot: boot, OwnerNS: ns, OwnerStart: start - 1}, OwnerGone},
-		{"earlier boot", Claim{Owner: o, OwnerBoot: "another-boot", OwnerNS: ns, OwnerStart: start}, OwnerGone},
-		{"another pid namespace", Claim{Owner: "h:2147483646:x", OwnerBoot: boot, OwnerNS: "pid:[1]", OwnerStart: start}, OwnerUnknown},
-		{"no start time recorded", Claim{Owner: o}, OwnerUnknown},
+		{"live owner", job.Claim{Owner: o, OwnerBoot: boot, OwnerNS: ns, OwnerStart: start}, OwnerAlive},
+		{"reused pid", job.Claim{Owner: o, OwnerBoot: boot, OwnerNS: ns, OwnerStart: start - 1}, OwnerGone},
+		{"earlier boot", job.Claim{Owner: o, OwnerBoot: "another-boot", OwnerNS: ns, OwnerStart: start}, OwnerGone},
+		{"another pid namespace", job.Claim{Owner: "h:2147483646:x", OwnerBoot: boot, OwnerNS: "pid:[1]", OwnerStart: start}, OwnerUnknown},
+		{"no start time recorded", job.Claim{Owner: o}, OwnerUnknown},
 	}
 	for _, tc := range tests {
 		if got := Judge(tc.claim, self, Where{Boot: boot, NS: ns}); got != tc.want {

@@ -41,7 +41,6 @@
 // no good read behind it refuses the file, as above. Health reports, for
 // readiness checks, whether the store on disk can be read.
 //
-// The job model (Job, its policies and its claim state) lives here because it
-// is what the file holds; package agent re-exports it and holds the rules
-// that decide what a fire does.
+// The jobs it stores are package job's model; package agent holds the
+// rules that decide what a fire does with them.
 package store

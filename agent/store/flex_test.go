@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chronoscron/chronos/agent/job"
 )
 
 // TestFlexRoundTrip: a job's flexible window is kept in jobs.json as a
@@ -19,10 +21,10 @@ func TestFlexRoundTrip(t *testing.T) {
 	home := t.TempDir()
 	s := open(t, home)
 	err := s.Update(context.Background(), func(st *State) error {
-		if err := st.Add(&Job{ID: "flex", Schedule: "@daily", Enabled: true, Flex: Duration(10 * time.Minute)}); err != nil {
+		if err := st.Add(&job.Job{ID: "flex", Schedule: "@daily", Enabled: true, Flex: job.Duration(10 * time.Minute)}); err != nil {
 			return err
 		}
-		return st.Add(&Job{ID: "plain", Schedule: "@daily", Enabled: true})
+		return st.Add(&job.Job{ID: "plain", Schedule: "@daily", Enabled: true})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +56,7 @@ func TestFlexRoundTrip(t *testing.T) {
 		{`{"id":"n","schedule":"@daily","flex":30000000000}`, 30 * time.Second},
 		{`{"id":"s","schedule":"@daily","flex":"1h30m"}`, 90 * time.Minute},
 	} {
-		var j Job
+		var j job.Job
 		if err := json.Unmarshal([]byte(tc.line), &j); err != nil {
 			t.Fatalf("%s: %v", tc.line, err)
 		}

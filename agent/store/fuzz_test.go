@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/chronoscron/chronos/agent/job"
 )
 
 // FuzzRead: whatever jobs.json holds, reading it never panics, and a file
@@ -31,7 +33,7 @@ func FuzzRead(f *testing.F) {
 		}
 		defer s.Close()
 		err = s.Update(context.Background(), func(st *State) error {
-			return st.Add(&Job{ID: "fuzz-new"})
+			return st.Add(&job.Job{ID: "fuzz-new"})
 		})
 		if (err == nil || errors.Is(err, ErrExists)) && checkText(data) != nil {
 			t.Fatalf("text JSON would change was accepted: %v", checkText(data))
@@ -49,14 +51,14 @@ func FuzzParseOwner(f *testing.F) {
 	f.Add("a:b:c:1:x")
 	f.Add(":::")
 	f.Fuzz(func(t *testing.T, s string) {
-		o, err := ParseOwner(s)
+		o, err := job.ParseOwner(s)
 		if err != nil {
 			return
 		}
 		if o.PID <= 0 {
 			t.Fatalf("pid %d from %q", o.PID, s)
 		}
-		if back, err := ParseOwner(o.String()); err != nil || back != o {
+		if back, err := job.ParseOwner(o.String()); err != nil || back != o {
 			t.Fatalf("round trip %q -> %+v -> %+v %v", s, o, back, err)
 		}
 	})

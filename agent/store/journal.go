@@ -18,6 +18,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/internal/atomicfile"
 	"github.com/chronoscron/chronos/internal/filelock"
 )
@@ -63,7 +64,7 @@ func (j journal) due(n, limit int) bool {
 type recordFile struct {
 	Version    int              `json:"version"`
 	Generation uint64           `json:"generation"`
-	Jobs       []*Job           `json:"jobs"`
+	Jobs       []*job.Job       `json:"jobs"`
 	ChainsSet  bool             `json:"chains_set,omitempty"`
 	Chains     []*chain.Chain   `json:"chains,omitempty"`
 	Breakers   []*chain.Breaker `json:"chain_breakers,omitempty"`
@@ -157,7 +158,7 @@ func decodeRecord(raw []byte) (*recordFile, error) {
 // apply applies rec, which makes the generation after st's, to st, keeping
 // enc (when not nil) the encoding of each job. It reports whether it added
 // jobs (st then needs sorting).
-func apply(st *State, enc map[*Job][]byte, rec *recordFile) (bool, error) {
+func apply(st *State, enc map[*job.Job][]byte, rec *recordFile) (bool, error) {
 	added := false
 	if rec.ChainsSet {
 		if err := st.chains.load(rec.Chains, rec.Breakers); err != nil {
@@ -198,7 +199,7 @@ func sortJobs(st *State) {
 
 // replayFiles applies the record files (jobs.<generation>.json) that
 // follow st's generation, up to the first missing one.
-func (s *Store) replayFiles(st *State, enc map[*Job][]byte, j *journal) (bool, error) {
+func (s *Store) replayFiles(st *State, enc map[*job.Job][]byte, j *journal) (bool, error) {
 	added := false
 	for {
 		path := s.recordPath(st.Generation + 1)
@@ -235,7 +236,7 @@ func (s *Store) replayFiles(st *State, enc map[*Job][]byte, j *journal) (bool, e
 // newer than st are stale (written before jobs.json was) and skipped. A
 // last line without its newline is what a write cut short by a crash left:
 // it is no record, and the next write replaces it.
-func (s *Store) replayJournal(st *State, enc map[*Job][]byte, j *journal) (bool, error) {
+func (s *Store) replayJournal(st *State, enc map[*job.Job][]byte, j *journal) (bool, error) {
 	f, fi, err := s.journalFile(openToRead)
 	if err != nil {
 		return false, err
@@ -280,7 +281,7 @@ func (s *Store) replayJournal(st *State, enc map[*Job][]byte, j *journal) (bool,
 }
 
 // applyLine applies one journal line to st unless it is stale.
-func (s *Store) applyLine(st *State, enc map[*Job][]byte, line []byte) (bool, error) {
+func (s *Store) applyLine(st *State, enc map[*job.Job][]byte, line []byte) (bool, error) {
 	rec, err := decodeRecord(line)
 	if err == nil && rec.Generation > st.Generation+1 {
 		err = fmt.Errorf("a record of generation %d follows generation %d", rec.Generation, st.Generation)

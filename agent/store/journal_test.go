@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
@@ -60,7 +61,7 @@ func fill(t *testing.T, s *Store, n int) {
 	t.Helper()
 	err := s.Update(context.Background(), func(st *State) error {
 		for i := range n {
-			if err := st.Add(&Job{ID: fmt.Sprintf("job-%05d", i), Schedule: "every 1m", Enabled: true}); err != nil {
+			if err := st.Add(&job.Job{ID: fmt.Sprintf("job-%05d", i), Schedule: "every 1m", Enabled: true}); err != nil {
 				return err
 			}
 		}
@@ -72,16 +73,16 @@ func fill(t *testing.T, s *Store, n int) {
 }
 
 // claim claims a slot of job id, as the agent's fire does.
-func claim(t *testing.T, s *Store, id string, slot time.Time) Claim {
+func claim(t *testing.T, s *Store, id string, slot time.Time) job.Claim {
 	t.Helper()
-	var got Claim
+	var got job.Claim
 	err := s.Update(context.Background(), func(st *State) error {
 		j := st.Job(id)
 		if j == nil {
 			return fmt.Errorf("no job %s", id)
 		}
 		j.NextRunAt = &slot
-		c, ok := j.ClaimSlot(slot, Claim{RunID: "run-" + slot.Format("150405"), Slot: slot, Owner: "h:1:u"})
+		c, ok := j.ClaimSlot(slot, job.Claim{RunID: "run-" + slot.Format("150405"), Slot: slot, Owner: "h:1:u"})
 		if !ok {
 			return errors.New("slot not claimable")
 		}
@@ -347,7 +348,7 @@ func TestRecordOfNewerVersionIsRefused(t *testing.T) {
 	if _, err := s.List(context.Background()); err == nil || !strings.Contains(err.Error(), "format version 9") {
 		t.Fatalf("err %v", err)
 	}
-	err := s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "new"}) })
+	err := s.Update(context.Background(), func(st *State) error { return st.Add(&job.Job{ID: "new"}) })
 	if err == nil || !strings.Contains(err.Error(), "format version 9") {
 		t.Fatalf("update: %v", err)
 	}
@@ -461,7 +462,7 @@ func TestVersionOneIsRewrittenBeforeAnyRecord(t *testing.T) {
 	home := t.TempDir()
 	s := open(t, home)
 	err := s.Update(context.Background(), func(st *State) error {
-		return st.Add(&Job{ID: "a", Schedule: "every 1m", Enabled: true})
+		return st.Add(&job.Job{ID: "a", Schedule: "every 1m", Enabled: true})
 	})
 	if err != nil {
 		t.Fatal(err)

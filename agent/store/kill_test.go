@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 
@@ -102,7 +104,7 @@ func (c *child) claim(s *Store) error {
 	err := s.Update(context.Background(), func(st *State) error {
 		j := st.Job("k")
 		slot := *j.NextRunAt
-		cl, ok := j.ClaimSlot(slot, Claim{RunID: "r" + strconv.FormatUint(j.Fence+1, 10), Slot: slot, Owner: "h:1:u"})
+		cl, ok := j.ClaimSlot(slot, job.Claim{RunID: "r" + strconv.FormatUint(j.Fence+1, 10), Slot: slot, Owner: "h:1:u"})
 		if !ok {
 			return fmt.Errorf("slot %s not claimable", slot)
 		}
@@ -170,7 +172,7 @@ func TestKilledWriterLosesNothing(t *testing.T) {
 	home := t.TempDir()
 	first := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
 	err := open(t, home).Update(context.Background(), func(st *State) error {
-		return st.Add(&Job{ID: "k", Schedule: "every 1m", Enabled: true, NextRunAt: &first})
+		return st.Add(&job.Job{ID: "k", Schedule: "every 1m", Enabled: true, NextRunAt: &first})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
+
 	"github.com/chronoscron/chronos/internal/filelock"
 )
 
@@ -49,7 +51,7 @@ func setBy(lim Limit) string {
 
 // hold starts holding prev (clean, with its lines prevEnc) as the last good
 // state in place of the bad jobs.json, and returns it to read.
-func (s *Store) hold(bad *badFile, prev *State, prevEnc map[*Job][]byte) (*State, error) {
+func (s *Store) hold(bad *badFile, prev *State, prevEnc map[*job.Job][]byte) (*State, error) {
 	enc, _, err := encodeAll(prev, prevEnc)
 	if err != nil {
 		return nil, bad
@@ -68,7 +70,7 @@ func (s *Store) hold(bad *badFile, prev *State, prevEnc map[*Job][]byte) (*State
 
 // holdCache caches st, the held state, so that the next reads reuse it
 // while jobs.json stays the same bad file.
-func (s *Store) holdCache(st *State, enc map[*Job][]byte) {
+func (s *Store) holdCache(st *State, enc map[*job.Job][]byte) {
 	s.cache, s.enc, s.baseFP, s.baseGen, s.journal, s.wrote = st, enc, Fingerprint{}, st.Generation, journal{}, false
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chronoscron/chronos/agent/job"
 )
 
 // logBuffer is a log destination that tests read while the store writes.
@@ -122,7 +124,7 @@ func TestOversizeJobsFileRefused(t *testing.T) {
 	for name, op := range map[string]func() error{
 		"list": func() error { _, err := s.List(context.Background()); return err },
 		"update": func() error {
-			return s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "a"}) })
+			return s.Update(context.Background(), func(st *State) error { return st.Add(&job.Job{ID: "a"}) })
 		},
 	} {
 		err := op()

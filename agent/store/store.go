@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/internal/atomicfile"
 	"github.com/chronoscron/chronos/internal/filelock"
 )
@@ -88,11 +89,11 @@ type Store struct {
 	// jobs.json on disk is provably the same (same fingerprint and
 	// generation) and no record follows the cached generation.
 	cache   *State
-	baseFP  Fingerprint     // jobs.json's fingerprint (Generation zero)
-	baseGen uint64          // the generation jobs.json itself holds
-	enc     map[*Job][]byte // each cached job's line in the file
-	journal journal         // the records applied on top of jobs.json
-	wrote   bool            // this store added a record since jobs.json was written
+	baseFP  Fingerprint         // jobs.json's fingerprint (Generation zero)
+	baseGen uint64              // the generation jobs.json itself holds
+	enc     map[*job.Job][]byte // each cached job's line in the file
+	journal journal             // the records applied on top of jobs.json
+	wrote   bool                // this store added a record since jobs.json was written
 
 	lastMark journalMark // the journal as CompactIfDue saw it last
 
@@ -378,7 +379,7 @@ func (v newerFormat) Error() string { return fmt.Sprintf("format version %d", in
 // parseBase decodes and checks raw, the content of jobs.json, and maps each
 // job to its line (see splitLines). An error is the reason the content is
 // corrupt, or a newerFormat.
-func parseBase(raw []byte) (*State, map[*Job][]byte, error) {
+func parseBase(raw []byte) (*State, map[*job.Job][]byte, error) {
 	if err := checkText(raw); err != nil {
 		return nil, nil, err
 	}
@@ -418,12 +419,12 @@ func parseBase(raw []byte) (*State, map[*Job][]byte, error) {
 // encode writes (a header line, one job per line, a closing line); nil
 // otherwise. A line holds a valid encoding of its job, so it can be written
 // back unchanged while the job is not touched.
-func splitLines(raw []byte, jobs []*Job) map[*Job][]byte {
+func splitLines(raw []byte, jobs []*job.Job) map[*job.Job][]byte {
 	lines := bytes.Split(raw, []byte("\n"))
 	if len(lines) != len(jobs)+3 || !bytes.HasSuffix(lines[0], []byte(`"jobs":[`)) || !bytes.HasPrefix(lines[len(lines)-2], []byte("]")) {
 		return nil
 	}
-	enc := make(map[*Job][]byte, len(jobs))
+	enc := make(map[*job.Job][]byte, len(jobs))
 	for i, j := range jobs {
 		enc[j] = bytes.TrimSuffix(lines[i+1], []byte(","))
 	}
@@ -433,7 +434,7 @@ func splitLines(raw []byte, jobs []*Job) map[*Job][]byte {
 // remember caches st (with each job's encoded line) as the content of
 // jobs.json now on disk, which holds generation baseGen, and the records j
 // that follow it.
-func (s *Store) remember(st *State, enc map[*Job][]byte, baseGen uint64, j journal) {
+func (s *Store) remember(st *State, enc map[*job.Job][]byte, baseGen uint64, j journal) {
 	fp, err := s.baseFingerprint()
 	if err != nil {
 		s.drop()
@@ -587,11 +588,11 @@ func (s *Store) write(st *State) error {
 // callback touched only some, old is updated in place and only those are
 // encoded, so the cost follows the jobs changed, not the jobs held; the
 // caller drops the cache if the write then fails.
-func encodeJobs(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, error) {
+func encodeJobs(st *State, old map[*job.Job][]byte) (map[*job.Job][]byte, [][]byte, error) {
 	if old == nil || st.allDirty || st.reshaped {
 		return encodeAll(st, old)
 	}
-	touched := make([]*Job, 0, len(st.dirty))
+	touched := make([]*job.Job, 0, len(st.dirty))
 	for j := range st.dirty {
 		touched = append(touched, j)
 	}
@@ -612,8 +613,8 @@ func encodeJobs(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, erro
 
 // encodeAll encodes every job the callback may have touched (all of them
 // when it called All), reusing old's lines for the others.
-func encodeAll(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, error) {
-	enc := make(map[*Job][]byte, len(st.jobs))
+func encodeAll(st *State, old map[*job.Job][]byte) (map[*job.Job][]byte, [][]byte, error) {
+	enc := make(map[*job.Job][]byte, len(st.jobs))
 	var changed [][]byte
 	for _, j := range st.jobs {
 		line, ok := old[j]
@@ -633,7 +634,7 @@ func encodeAll(st *State, old map[*Job][]byte) (map[*Job][]byte, [][]byte, error
 }
 
 // encodeBase encodes st whole as jobs.json (enc holding every job's line).
-func encodeBase(st *State, enc map[*Job][]byte) ([]byte, error) {
+func encodeBase(st *State, enc map[*job.Job][]byte) ([]byte, error) {
 	size := 64
 	for _, j := range st.jobs {
 		size += len(enc[j]) + 2
@@ -659,7 +660,7 @@ func encodeBase(st *State, enc map[*Job][]byte) ([]byte, error) {
 
 // writeBase replaces jobs.json atomically with st whole (enc holding every
 // job's line), then removes the records it now holds.
-func (s *Store) writeBase(st *State, enc map[*Job][]byte) error {
+func (s *Store) writeBase(st *State, enc map[*job.Job][]byte) error {
 	b, err := encodeBase(st, enc)
 	if err != nil {
 		return err
@@ -689,8 +690,8 @@ func (s *Store) writeBase(st *State, enc map[*Job][]byte) error {
 }
 
 // Get returns a copy of the job with id.
-func (s *Store) Get(ctx context.Context, id string) (Job, error) {
-	var out Job
+func (s *Store) Get(ctx context.Context, id string) (job.Job, error) {
+	var out job.Job
 	err := s.View(ctx, func(st *State) error {
 		j := st.Job(id)
 		if j == nil {
@@ -703,10 +704,10 @@ func (s *Store) Get(ctx context.Context, id string) (Job, error) {
 }
 
 // List returns copies of all jobs ordered by id.
-func (s *Store) List(ctx context.Context) ([]Job, error) {
-	var out []Job
+func (s *Store) List(ctx context.Context) ([]job.Job, error) {
+	var out []job.Job
 	err := s.View(ctx, func(st *State) error {
-		out = make([]Job, 0, len(st.jobs))
+		out = make([]job.Job, 0, len(st.jobs))
 		for _, j := range st.jobs {
 			out = append(out, j.Clone())
 		}

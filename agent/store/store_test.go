@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/internal/atomicfile"
 )
@@ -31,7 +32,7 @@ func open(t *testing.T, home string) *Store {
 func addJob(t *testing.T, s *Store, id string) {
 	t.Helper()
 	err := s.Update(context.Background(), func(st *State) error {
-		return st.Add(&Job{ID: id, Schedule: "@daily", Enabled: true})
+		return st.Add(&job.Job{ID: id, Schedule: "@daily", Enabled: true})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestUpdatePersistsAndReads(t *testing.T) {
 	s := open(t, home)
 	addJob(t, s, "b")
 	addJob(t, s, "a")
-	if err := s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "a"}) }); !errors.Is(err, ErrExists) {
+	if err := s.Update(context.Background(), func(st *State) error { return st.Add(&job.Job{ID: "a"}) }); !errors.Is(err, ErrExists) {
 		t.Fatalf("duplicate add: %v", err)
 	}
 	// A second store on the same home (another process) sees both, ordered.
@@ -117,7 +118,7 @@ func TestCorruptFileIsKeptAside(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := open(t, home)
-			err := s.Update(context.Background(), func(st *State) error { return st.Add(&Job{ID: "new"}) })
+			err := s.Update(context.Background(), func(st *State) error { return st.Add(&job.Job{ID: "new"}) })
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want ErrCorrupt with %q", err, tc.want)
 			}
@@ -179,17 +180,17 @@ func TestCheckTextNamesTheField(t *testing.T) {
 	bad := "caf\xe9" // Latin-1, not UTF-8
 	tests := []struct {
 		name string
-		job  Job
+		job  job.Job
 		want string
 	}{
-		{"valid", Job{ID: "a", Name: "café ✓", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: "echo é"}}}, ""},
-		{"name", Job{ID: "a", Name: bad}, "job.name"},
-		{"command", Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: "echo " + bad}}}, "job.payload.shell.command"},
-		{"argument", Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"echo", bad}}}}, "job.payload.shell.argv[1]"},
-		{"env value", Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"env"}, Env: map[string]string{"X": bad}}}}, `job.payload.shell.env["X"]`},
-		{"env key", Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"env"}, Env: map[string]string{bad: "x"}}}}, "job.payload.shell.env (a key)"},
-		{"http header", Job{ID: "a", Payload: runner.Payload{Kind: "http", HTTP: &runner.HTTP{URL: "https://example.org", Headers: map[string]string{"X-A": bad}}}}, `job.payload.http.headers["X-A"]`},
-		{"paused reason", Job{ID: "a", PausedReason: bad}, "job.paused_reason"},
+		{"valid", job.Job{ID: "a", Name: "café ✓", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: "echo é"}}}, ""},
+		{"name", job.Job{ID: "a", Name: bad}, "job.name"},
+		{"command", job.Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: "echo " + bad}}}, "job.payload.shell.command"},
+		{"argument", job.Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"echo", bad}}}}, "job.payload.shell.argv[1]"},
+		{"env value", job.Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"env"}, Env: map[string]string{"X": bad}}}}, `job.payload.shell.env["X"]`},
+		{"env key", job.Job{ID: "a", Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Argv: []string{"env"}, Env: map[string]string{bad: "x"}}}}, "job.payload.shell.env (a key)"},
+		{"http header", job.Job{ID: "a", Payload: runner.Payload{Kind: "http", HTTP: &runner.HTTP{URL: "https://example.org", Headers: map[string]string{"X-A": bad}}}}, `job.payload.http.headers["X-A"]`},
+		{"paused reason", job.Job{ID: "a", PausedReason: bad}, "job.paused_reason"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,26 +281,26 @@ func TestLockTimeout(t *testing.T) {
 
 func TestOwners(t *testing.T) {
 	t.Parallel()
-	self := Owner{Host: "h", PID: os.Getpid(), ID: "me"}
+	self := job.Owner{Host: "h", PID: os.Getpid(), ID: "me"}
 	tests := []struct {
 		name  string
-		claim Claim
+		claim job.Claim
 		want  Liveness
 	}{
-		{"self", Claim{Owner: self.String()}, OwnerSelf},
-		{"earlier life of this pid", Claim{Owner: fmt.Sprintf("h:%d:earlier", os.Getpid())}, OwnerGone},
-		{"other host", Claim{Owner: "other:1:x"}, OwnerUnknown},
-		{"live pid without start time", Claim{Owner: "h:1:x"}, OwnerUnknown},
-		{"garbage", Claim{Owner: "garbage"}, OwnerUnknown},
-		{"dead pid", Claim{Owner: "h:2147483646:x"}, OwnerGone},
-		{"other host with start time", Claim{Owner: "elsewhere:1:x", OwnerBoot: "b", OwnerStart: 1}, OwnerUnknown},
+		{"self", job.Claim{Owner: self.String()}, OwnerSelf},
+		{"earlier life of this pid", job.Claim{Owner: fmt.Sprintf("h:%d:earlier", os.Getpid())}, OwnerGone},
+		{"other host", job.Claim{Owner: "other:1:x"}, OwnerUnknown},
+		{"live pid without start time", job.Claim{Owner: "h:1:x"}, OwnerUnknown},
+		{"garbage", job.Claim{Owner: "garbage"}, OwnerUnknown},
+		{"dead pid", job.Claim{Owner: "h:2147483646:x"}, OwnerGone},
+		{"other host with start time", job.Claim{Owner: "elsewhere:1:x", OwnerBoot: "b", OwnerStart: 1}, OwnerUnknown},
 	}
 	for _, tc := range tests {
 		if got := Judge(tc.claim, self, Where{Boot: "this-boot", NS: "pid:[1]"}); got != tc.want {
 			t.Errorf("%s: Judge(%+v) = %v, want %v", tc.name, tc.claim, got, tc.want)
 		}
 	}
-	if o, err := ParseOwner("host:with:colons:42:abc"); err != nil || o.Host != "host:with:colons" || o.PID != 42 || o.ID != "abc" {
+	if o, err := job.ParseOwner("host:with:colons:42:abc"); err != nil || o.Host != "host:with:colons" || o.PID != 42 || o.ID != "abc" {
 		t.Fatalf("ParseOwner: %+v %v", o, err)
 	}
 }
@@ -307,15 +308,15 @@ func TestOwners(t *testing.T) {
 func TestClaimSlotIsACompareAndSet(t *testing.T) {
 	t.Parallel()
 	slot := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	j := &Job{ID: "a", NextRunAt: &slot}
-	if _, ok := j.ClaimSlot(slot.Add(-time.Minute), Claim{RunID: "old"}); ok {
+	j := &job.Job{ID: "a", NextRunAt: &slot}
+	if _, ok := j.ClaimSlot(slot.Add(-time.Minute), job.Claim{RunID: "old"}); ok {
 		t.Fatal("claimed a slot that is not next_run_at")
 	}
-	c, ok := j.ClaimSlot(slot, Claim{RunID: "r1"})
+	c, ok := j.ClaimSlot(slot, job.Claim{RunID: "r1"})
 	if !ok || c.Token != 1 {
 		t.Fatalf("claim %+v %v", c, ok)
 	}
-	c2 := j.AddClaim(Claim{RunID: "r2"})
+	c2 := j.AddClaim(job.Claim{RunID: "r2"})
 	if c2.Token != 2 {
 		t.Fatalf("token %d, want 2", c2.Token)
 	}
@@ -345,7 +346,7 @@ func TestWriteFailure(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	add := func(id string) error {
-		return s.Update(t.Context(), func(st *State) error { return st.Add(&Job{ID: id}) })
+		return s.Update(t.Context(), func(st *State) error { return st.Add(&job.Job{ID: id}) })
 	}
 	if err := add("a"); err != nil || s.WriteError() != nil {
 		t.Fatalf("add: %v, write error %v", err, s.WriteError())

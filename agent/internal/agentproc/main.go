@@ -24,6 +24,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/fanout"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 )
@@ -170,7 +171,7 @@ func add(args []string) error {
 	}
 	defer rt.Close(ctx)
 	_, _, err = rt.AddJob(ctx, agent.JobSpec{ID: *id, Schedule: *sched, OnInterrupt: *onInt,
-		Retry:   agent.Retry{Backoff: 0},
+		Retry:   job.Retry{Backoff: 0},
 		Payload: runner.Payload{Kind: runner.KindShell, Shell: &runner.Shell{Command: strings.Join(fs.Args(), " ")}}})
 	return err
 }

@@ -5,14 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/chronoscron/chronos/agent/runner"
+	"github.com/chronoscron/chronos/agent/internal/execute"
 	"github.com/chronoscron/chronos/agent/store"
 )
-
-// errCancelled is the cause given to runs stopped by CancelRun. It is the
-// runner's ErrCancelled, so a shell run's process group gets SIGTERM first
-// and is killed only 2 s later.
-var errCancelled = runner.ErrCancelled
 
 // ErrRunNotRunning is returned (wrapped) by CancelRun for a run that is not
 // in progress.
@@ -47,22 +42,14 @@ func (rt *Runtime) CancelRun(ctx context.Context, runID, reason string) error {
 	if !found {
 		return fmt.Errorf("cancel run %s: %w", runID, ErrRunNotRunning)
 	}
-	rt.cancelRun(runID, cancelCause(reason))
+	rt.runs.Cancel(runID, execute.CancelCause(reason))
 	rt.signal()
 	return nil
 }
 
-// cancelCause is the cause a run cancelled with reason is stopped with.
-func cancelCause(reason string) error {
-	if reason == "" {
-		return errCancelled
-	}
-	return fmt.Errorf("%w: %s", errCancelled, reason)
-}
-
 // Live reports whether run runID is in progress in this process.
 func (rt *Runtime) Live(runID string) bool {
-	return rt.runDone(runID) != nil
+	return rt.runs.Done(runID) != nil
 }
 
 // Subscribe returns a channel signalled, coalesced and never blocking the
@@ -71,54 +58,4 @@ func (rt *Runtime) Live(runID string) bool {
 // one more consumer; stop ends the subscription.
 func (rt *Runtime) Subscribe() (changes <-chan struct{}, stop func()) {
 	return rt.subscribe()
-}
-
-// cancelLoop stops the runs of this process whose claim asks for it, each
-// time jobs.json changes.
-func (rt *Runtime) cancelLoop(ctx context.Context) {
-	defer rt.watchWG.Done()
-	ch, done := rt.subscribe()
-	defer done()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		}
-		jobs := rt.liveJobs()
-		if len(jobs) == 0 {
-			continue
-		}
-		causes := map[string]error{}
-		_ = rt.store.View(ctx, func(st *store.State) error {
-			for id := range jobs {
-				j := st.Job(id)
-				if j == nil {
-					continue
-				}
-				for _, c := range j.Claims {
-					if c.Cancel && rt.isActive(c.RunID, c.Token) {
-						causes[c.RunID] = cancelCause(c.CancelReason)
-					}
-				}
-			}
-			return nil
-		})
-		for id, cause := range causes {
-			rt.cancelRun(id, cause)
-		}
-	}
-}
-
-// liveJobs returns the ids of the jobs this process runs now: the only
-// jobs whose claims a cancel can stop here, so the cancel loop reads them
-// alone, not every job, after each change.
-func (rt *Runtime) liveJobs() map[string]struct{} {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	jobs := make(map[string]struct{}, len(rt.runs))
-	for _, r := range rt.runs {
-		jobs[r.jobID] = struct{}{}
-	}
-	return jobs
 }

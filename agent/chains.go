@@ -12,11 +12,9 @@ import (
 
 	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/job"
-	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/schedule"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // ChainConfig is the chains section of the agent's config: the policy of
@@ -64,8 +62,14 @@ func (c ChainConfig) Policy(class string) chain.Policy {
 	return p
 }
 
-// targets returns the alert targets of class.
-func (c ChainConfig) targets(class string) []notify.Target {
+// chainPolicies are a ChainConfig as the chain gate reads it.
+type chainPolicies ChainConfig
+
+// Policy returns the effective policy of class.
+func (c chainPolicies) Policy(class string) chain.Policy { return ChainConfig(c).Policy(class) }
+
+// Targets returns the alert targets of class.
+func (c chainPolicies) Targets(class string) []notify.Target {
 	return append(slices.Clone(c.Notify), c.Classes[class].Notify...)
 }
 
@@ -141,17 +145,22 @@ type ChainFilter struct {
 	State chain.State
 }
 
+// chainOps are the Runtime's chain operations: each validates its input
+// and has the chain gate (package lifecycle) do the rest under the store
+// lock.
+type chainOps struct{ rt *Runtime }
+
 // StartChain validates spec and, under the store lock, starts the chain
 // and stores its first step's job in one write. A refusal wraps
 // chain.ErrDuplicate, chain.ErrBreakerOpen or chain.ErrLimit and is in the
 // ledger; invalid input wraps ErrInvalidJob and writes nothing.
-func (rt *Runtime) StartChain(ctx context.Context, spec ChainStart) (ChainStep, error) {
-	now := rt.now()
-	req, err := rt.startRequest(spec, now)
+func (o chainOps) StartChain(ctx context.Context, spec ChainStart) (ChainStep, error) {
+	now := o.rt.now()
+	req, err := o.startRequest(spec, now)
 	if err != nil {
 		return ChainStep{}, err
 	}
-	j, err := rt.stepJob(spec.Step, now)
+	j, err := o.stepJob(spec.Step, now)
 	if err != nil {
 		return ChainStep{}, err
 	}
@@ -160,55 +169,15 @@ func (rt *Runtime) StartChain(ctx context.Context, spec ChainStart) (ChainStep, 
 		return ChainStep{}, fmt.Errorf("%w: the chain would expire at %s, before its first step at %s", ErrInvalidJob,
 			exp.UTC().Format(time.RFC3339), req.FireAt.UTC().Format(time.RFC3339))
 	}
-	var out ChainStep
-	var refused error
-	p := &plan{}
-	err = rt.store.Update(ctx, func(st *store.State) error {
-		*p, refused = plan{}, nil
-		br := st.LookupBreaker(req.Class)
-		if br != nil && br.Settle(now) {
-			p.lines = append(p.lines, rt.breakerLine(br, ledger.ChainBreakerClosed, "cooldown over", now))
-		}
-		open := 0
-		for _, c := range st.Chains() {
-			if c.Class == req.Class && c.Open() {
-				open++
-			}
-		}
-		if refused = chain.CheckStart(req, st.Chain(req.ID), open, br); refused != nil {
-			ref := &ledger.ChainRef{ID: req.ID, Class: req.Class, Stage: req.Stage}
-			p.lines = append(p.lines, rt.refusedLine(ref, refused, "start refused: ", now))
-			st.Breaker(req.Class).NoteRefusal(refused)
-			return nil
-		}
-		c := chain.New(req)
-		step := c.Steps[0]
-		j.ID, j.Chain, j.Name = step.JobID, c.Meta(step), stepName(c, step)
-		if err := st.Add(j); err != nil {
-			return err
-		}
-		if err := st.AddChain(c); err != nil {
-			return err
-		}
-		st.Breaker(c.Class).NoteSpawn(now)
-		p.lines = append(p.lines, rt.chainLine(stepRef(c, step), ledger.ChainStarted,
-			fmt.Sprintf("started; first step %s at %s; expires %s", step.JobID, step.FireAt.Format(time.RFC3339), c.ExpiresAt.Format(time.RFC3339)), now))
-		out = ChainStep{Chain: c.Clone(), Job: j.Clone()}
-		return nil
-	})
+	c, sj, err := o.rt.lc.Chains.Start(ctx, req, j)
 	if err != nil {
-		return ChainStep{}, fmt.Errorf("agent: chain start: %w", err)
+		return ChainStep{}, err
 	}
-	rt.apply(ctx, p)
-	if refused != nil {
-		return ChainStep{}, fmt.Errorf("agent: chain start: %w", refused)
-	}
-	rt.signal()
-	return out, nil
+	return ChainStep{Chain: c, Job: sj}, nil
 }
 
 // startRequest validates the start's names and limits.
-func (rt *Runtime) startRequest(spec ChainStart, now time.Time) (chain.StartRequest, error) {
+func (co chainOps) startRequest(spec ChainStart, now time.Time) (chain.StartRequest, error) {
 	bad := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalidJob, err) }
 	if err := chain.ValidName("class", spec.Class); err != nil {
 		return chain.StartRequest{}, bad(err)
@@ -216,7 +185,7 @@ func (rt *Runtime) startRequest(spec ChainStart, now time.Time) (chain.StartRequ
 	if err := chain.ValidName("stage", spec.Stage); err != nil {
 		return chain.StartRequest{}, bad(err)
 	}
-	lim := rt.cfg.Chains.Policy(spec.Class).Limits
+	lim := co.rt.cfg.Chains.Policy(spec.Class).Limits
 	o := spec.Limits
 	if o.MaxDepth != 0 {
 		lim.MaxDepth = o.MaxDepth
@@ -244,7 +213,7 @@ func (rt *Runtime) startRequest(spec ChainStart, now time.Time) (chain.StartRequ
 	}
 	id := strings.TrimSpace(spec.ID)
 	if id == "" {
-		id = chain.DefaultID(spec.Class, now, rt.cfg.Location, lim.Lifetime.Std())
+		id = chain.DefaultID(spec.Class, now, co.rt.cfg.Location, lim.Lifetime.Std())
 	}
 	if err := chain.ValidID(id); err != nil {
 		return chain.StartRequest{}, bad(err)
@@ -271,8 +240,8 @@ func StepAt(in, at string, command []string, timeout time.Duration) (StepSpec, e
 
 // stepJob builds the one-shot job of a step (its id and metadata are set
 // by the caller).
-func (rt *Runtime) stepJob(s StepSpec, now time.Time) (*job.Job, error) {
-	j, sched, err := newJob(JobSpec{ID: "chain-step", Schedule: s.Schedule, Payload: s.Payload, Timeout: s.Timeout}, now, rt.jobEnv())
+func (o chainOps) stepJob(s StepSpec, now time.Time) (*job.Job, error) {
+	j, sched, err := newJob(JobSpec{ID: "chain-step", Schedule: s.Schedule, Payload: s.Payload, Timeout: s.Timeout}, now, o.rt.jobOps.jobEnv())
 	if err != nil {
 		return nil, err
 	}
@@ -291,87 +260,30 @@ func (rt *Runtime) stepJob(s StepSpec, now time.Time) (*job.Job, error) {
 // (chain.ErrExpired) and closes it "expired"; a duplicate
 // (chain.ErrDuplicate) or a spawn into a closed chain (chain.ErrClosed) is
 // refused and changes nothing. Every refusal is in the ledger.
-func (rt *Runtime) SpawnStep(ctx context.Context, spec ChainSpawn) (ChainStep, error) {
-	now := rt.now()
+func (o chainOps) SpawnStep(ctx context.Context, spec ChainSpawn) (ChainStep, error) {
+	now := o.rt.now()
 	if spec.Stage != "" || !spec.Retry {
 		if err := chain.ValidName("stage", spec.Stage); err != nil {
 			return ChainStep{}, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 		}
 	}
-	j, err := rt.stepJob(spec.Step, now)
+	j, err := o.stepJob(spec.Step, now)
 	if err != nil {
 		return ChainStep{}, err
 	}
-	var out ChainStep
-	var refused error
-	p := &plan{}
-	err = rt.store.Update(ctx, func(st *store.State) error {
-		*p, refused = plan{}, nil
-		c := st.Chain(spec.ChainID)
-		if c == nil {
-			return fmt.Errorf("%w: %q", chain.ErrNotFound, spec.ChainID)
-		}
-		br := st.Breaker(c.Class)
-		if br.Settle(now) {
-			p.lines = append(p.lines, rt.breakerLine(br, ledger.ChainBreakerClosed, "cooldown over", now))
-		}
-		req := chain.SpawnRequest{Stage: spec.Stage, SpawnedBy: spec.SpawnedBy, Retry: spec.Retry, FireAt: *j.NextRunAt, Now: now}
-		step, err := c.PlanSpawn(req, br, rt.cfg.Chains.Policy(c.Class).SpawnStorm)
-		if errors.Is(err, chain.ErrInvalid) {
-			return fmt.Errorf("%w: %w", ErrInvalidJob, err)
-		}
-		if err != nil {
-			refused = err
-			return rt.refuseSpawn(st, c, err, now, p)
-		}
-		j.ID, j.Chain, j.Name = step.JobID, c.Meta(step), stepName(c, step)
-		if err := st.Add(j); err != nil {
-			return err
-		}
-		c.AddStep(step)
-		br.NoteSpawn(now)
-		p.lines = append(p.lines, rt.chainLine(stepRef(c, step), ledger.ChainSpawned,
-			fmt.Sprintf("spawned %s by %s at %s", step.JobID, step.SpawnedBy, step.FireAt.Format(time.RFC3339)), now))
-		out = ChainStep{Chain: c.Clone(), Job: j.Clone()}
-		return nil
-	})
+	req := chain.SpawnRequest{Stage: spec.Stage, SpawnedBy: spec.SpawnedBy, Retry: spec.Retry, Now: now}
+	c, sj, err := o.rt.lc.Chains.Spawn(ctx, spec.ChainID, req, j)
 	if err != nil {
-		return ChainStep{}, fmt.Errorf("agent: chain spawn: %w", err)
+		return ChainStep{}, err
 	}
-	rt.apply(ctx, p)
-	if refused != nil {
-		return ChainStep{}, fmt.Errorf("agent: chain spawn: %w", refused)
-	}
-	rt.signal()
-	return out, nil
-}
-
-// refuseSpawn records a refused spawn and closes the chain when the
-// refusal says so. The caller holds the store lock.
-func (rt *Runtime) refuseSpawn(st *store.State, c *chain.Chain, err error, now time.Time, p *plan) error {
-	ref := &ledger.ChainRef{ID: c.ID, Class: c.Class}
-	p.lines = append(p.lines, rt.refusedLine(ref, err, "spawn refused: ", now))
-	st.Breaker(c.Class).NoteRefusal(err)
-	if !c.Open() {
-		return nil
-	}
-	var lim *chain.LimitError
-	switch {
-	case errors.As(err, &lim):
-		rt.closeChain(st, c, chain.Closing{Reason: "limit: " + lim.Limit, Outcome: chain.OutcomeFailure, Trigger: chain.TriggerLimit}, now, p)
-	case errors.Is(err, chain.ErrBreakerOpen):
-		rt.closeChain(st, c, chain.Closing{Reason: chain.ReasonBreakerOpen, Outcome: chain.OutcomeFailure, Trigger: chain.TriggerBreaker}, now, p)
-	case errors.Is(err, chain.ErrExpired):
-		rt.closeChain(st, c, chain.Closing{Reason: chain.ReasonExpired, Outcome: chain.OutcomeFailure, Trigger: chain.TriggerExpiry}, now, p)
-	}
-	return nil
+	return ChainStep{Chain: c, Job: sj}, nil
 }
 
 // CloseChain closes a chain by hand (or from a step): pending steps are
 // cancelled (their jobs removed, so the reconcile cancels them at NAS). With
 // CoolingDown it tapers instead and closes at the end of it. A closed
 // chain is refused with chain.ErrClosed.
-func (rt *Runtime) CloseChain(ctx context.Context, spec ChainClose) (chain.Chain, error) {
+func (o chainOps) CloseChain(ctx context.Context, spec ChainClose) (chain.Chain, error) {
 	if spec.CoolingDown < 0 {
 		return chain.Chain{}, fmt.Errorf("%w: cooling-down %s must not be negative", ErrInvalidJob, spec.CoolingDown)
 	}
@@ -383,112 +295,53 @@ func (rt *Runtime) CloseChain(ctx context.Context, spec ChainClose) (chain.Chain
 	if spec.Failed {
 		how.Outcome = chain.OutcomeFailure
 	}
-	now := rt.now()
-	var out chain.Chain
-	p := &plan{}
-	err := rt.store.Update(ctx, func(st *store.State) error {
-		*p = plan{}
-		c := st.Chain(spec.ChainID)
-		if c == nil {
-			return fmt.Errorf("%w: %q", chain.ErrNotFound, spec.ChainID)
-		}
-		if !c.Open() {
-			return fmt.Errorf("%w: chain %s closed at %s, reason %s", chain.ErrClosed, c.ID, c.ClosedAt.Format(time.RFC3339), c.ClosedReason)
-		}
-		if spec.CoolingDown > 0 {
-			if err := c.CoolDown(now, spec.CoolingDown, how); err != nil {
-				return err
-			}
-			p.lines = append(p.lines, rt.chainLine(&ledger.ChainRef{ID: c.ID, Class: c.Class}, ledger.ChainCoolingDown,
-				fmt.Sprintf("cooling down for %s, then closes: %s", spec.CoolingDown, reason), now))
-		} else {
-			rt.closeChain(st, c, how, now, p)
-		}
-		out = c.Clone()
-		return nil
-	})
-	if err != nil {
-		return chain.Chain{}, fmt.Errorf("agent: chain close: %w", err)
-	}
-	rt.apply(ctx, p)
-	rt.signal()
-	return out, nil
+	return o.rt.lc.Chains.Close(ctx, spec.ChainID, how, spec.CoolingDown)
 }
 
 // Chains returns copies of the chains f selects, oldest first. An unknown
 // state wraps ErrInvalidJob.
-func (rt *Runtime) Chains(ctx context.Context, f ChainFilter) ([]chain.Chain, error) {
+func (o chainOps) Chains(ctx context.Context, f ChainFilter) ([]chain.Chain, error) {
 	if f.State != "" {
 		if _, err := chain.ParseState(string(f.State)); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidJob, err)
 		}
 	}
-	out := []chain.Chain{}
-	err := rt.store.View(ctx, func(st *store.State) error {
-		for _, c := range st.Chains() {
-			if (f.Class == "" || c.Class == f.Class) && (f.State == "" || c.State == f.State) {
-				out = append(out, c.Clone())
-			}
-		}
-		return nil
-	})
-	return out, err
+	return o.rt.lc.Chains.List(ctx, f.Class, f.State)
 }
 
 // Chain returns a copy of the chain with id (an error wraps
 // chain.ErrNotFound).
-func (rt *Runtime) Chain(ctx context.Context, id string) (chain.Chain, error) {
-	var out chain.Chain
-	err := rt.store.View(ctx, func(st *store.State) error {
-		c := st.Chain(id)
-		if c == nil {
-			return fmt.Errorf("agent: %w: %q", chain.ErrNotFound, id)
-		}
-		out = c.Clone()
-		return nil
-	})
-	return out, err
+func (o chainOps) Chain(ctx context.Context, id string) (chain.Chain, error) {
+	return o.rt.lc.Chains.Get(ctx, id)
 }
 
 // Breakers returns copies of the class breakers, ordered by class.
-func (rt *Runtime) Breakers(ctx context.Context) ([]chain.Breaker, error) {
-	out := []chain.Breaker{}
-	err := rt.store.View(ctx, func(st *store.State) error {
-		for _, b := range st.Breakers() {
-			out = append(out, b.Clone())
-		}
-		return nil
-	})
-	return out, err
+func (o chainOps) Breakers(ctx context.Context) ([]chain.Breaker, error) {
+	return o.rt.lc.Chains.Breakers(ctx)
 }
 
 // ResetBreaker closes the breaker of class by hand and clears its failure
 // streak (a ledger line says so). A class without a breaker record is
 // chain.ErrNotFound.
-func (rt *Runtime) ResetBreaker(ctx context.Context, class string) (chain.Breaker, error) {
-	now := rt.now()
-	var out chain.Breaker
-	p := &plan{}
-	err := rt.store.Update(ctx, func(st *store.State) error {
-		*p = plan{}
-		b := st.LookupBreaker(class)
-		if b == nil {
-			return fmt.Errorf("%w: class %q has no breaker", chain.ErrNotFound, class)
-		}
-		was := b.State
-		b.Reset()
-		p.lines = append(p.lines, rt.breakerLine(b, ledger.ChainBreakerReset, "reset by hand (was "+string(was)+")", now))
-		out = b.Clone()
-		return nil
-	})
-	if err != nil {
-		return chain.Breaker{}, fmt.Errorf("agent: breaker reset: %w", err)
-	}
-	rt.apply(ctx, p)
-	return out, nil
+func (o chainOps) ResetBreaker(ctx context.Context, class string) (chain.Breaker, error) {
+	return o.rt.lc.Chains.Reset(ctx, class)
 }
 
-// stepName is the name of a step's job, so `jobs list` shows its chain.
-func stepName(c *chain.Chain, s chain.Step) string {
-	return fmt.Sprintf("chain %s: %s (depth %d, attempt %d)", c.ID, s.Stage, s.Depth, s.Attempt)
+// NextChainDeadline returns the earliest time something about chains is
+// due: an open chain's expiry or taper end, or an open breaker's resume
+// time. ok is false when nothing is.
+func (o chainOps) NextChainDeadline(ctx context.Context) (time.Time, bool, error) {
+	return o.rt.lc.Chains.NextDeadline(ctx)
 }
+
+// SweepChains closes the chains whose deadline has passed (expired:
+// pending steps cancelled, their jobs removed so the reconcile cancels them
+// at NAS; a taper's end) and closes the breakers whose cooldown is over.
+// It reports how many chains it closed. A sweep with nothing due writes
+// nothing.
+func (o chainOps) SweepChains(ctx context.Context) (int, error) { return o.rt.lc.Chains.Sweep(ctx) }
+
+// RunChainSweeper sweeps chains (SweepChains) at each chain deadline and
+// after every change, until ctx ends. RunTimer runs it; a serving agent
+// with another provider runs it itself.
+func (o chainOps) RunChainSweeper(ctx context.Context) error { return o.rt.lc.Chains.RunSweeper(ctx) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/internal/lifecycle"
 	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -86,18 +87,18 @@ func (p JobPatch) apply(s *JobSpec) error {
 // A chain step keeps its chain metadata and must keep a one-shot
 // schedule. Invalid input wraps ErrInvalidJob and an unknown id
 // store.ErrNotFound; either way nothing is written.
-func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (job.Job, *schedule.Schedule, error) {
+func (o jobOps) EditJob(ctx context.Context, id string, patch JobPatch) (job.Job, *schedule.Schedule, error) {
 	var out job.Job
 	var sched *schedule.Schedule
 	if patch.Notify != nil {
 		if np, err := patch.Notify.Apply(notify.Policy{}); err == nil {
-			if err := rt.checkNotifyNames(ctx, np); err != nil {
+			if err := o.checkNotifyNames(ctx, np); err != nil {
 				return job.Job{}, nil, err
 			}
 		}
 	}
-	p := &plan{}
-	err := rt.store.Update(ctx, func(st *store.State) error {
+	p := &lifecycle.Plan{}
+	err := o.rt.store.Update(ctx, func(st *store.State) error {
 		j := st.Job(id)
 		if j == nil {
 			return fmt.Errorf("%w: %q", store.ErrNotFound, id)
@@ -106,11 +107,11 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (job.
 		if err := patch.apply(&spec); err != nil {
 			return err
 		}
-		now := rt.now()
-		p.lines = nil
+		now := o.rt.now()
+		p.Reset()
 		old := j.Clone()
-		rt.skipPaused(&old, now, p) // the slots passed while paused, under the old schedule
-		nj, s, err := newJob(spec, now, rt.jobEnv())
+		o.rt.lc.Recovery.SkipPaused(&old, now, p) // the slots passed while paused, under the old schedule
+		nj, s, err := newJob(spec, now, o.jobEnv())
 		if err != nil {
 			return err
 		}
@@ -121,7 +122,7 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (job.
 		retimed := nj.Schedule != j.Schedule || nj.Timezone != j.Timezone
 		if !retimed {
 			nj.CreatedAt = j.CreatedAt
-			if s, err = job.ParseSchedule(nj, rt.cfg.Location); err != nil {
+			if s, err = job.ParseSchedule(nj, o.rt.cfg.Location); err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalidJob, err)
 			}
 		}
@@ -138,8 +139,8 @@ func (rt *Runtime) EditJob(ctx context.Context, id string, patch JobPatch) (job.
 	if err != nil {
 		return job.Job{}, nil, fmt.Errorf("agent: edit job: %w", err)
 	}
-	rt.apply(ctx, p)
-	rt.signal()
+	o.rt.lc.Apply(ctx, p)
+	o.rt.signal()
 	return out, sched, nil
 }
 

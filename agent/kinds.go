@@ -159,7 +159,7 @@ func KindDetails(j *job.Job) [][2]string {
 		}
 		rows := [][2]string{{"kind", "fanout"}, {"inputs from", f.InputsFrom},
 			{"children", fmt.Sprintf("concurrency %d, item in $%s, partial tolerance %g, per-item timeout %s, attempts %d each",
-				f.Concurrency, f.ItemVar, f.PartialTolerance, timeout, childAttempts(j))}}
+				f.Concurrency, f.ItemVar, f.PartialTolerance, timeout, j.Retry.ChildAttempts())}}
 		if f.Reducer != nil {
 			rows = append(rows, [2]string{"reducer", fmt.Sprintf("%s (run on %s)", f.Reducer.Command, f.Reducer.RunOn)})
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/internal/lifecycle"
 	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
@@ -13,30 +14,34 @@ import (
 	"github.com/chronoscron/chronos/agent/store"
 )
 
+// jobOps are the Runtime's operations on job definitions: add, validate,
+// read, edit, pause, resume and remove.
+type jobOps struct{ rt *Runtime }
+
 // AddJob validates spec and stores the new job. Invalid input wraps
 // ErrInvalidJob and a taken id wraps store.ErrExists; either way nothing is
 // written. It returns the stored job and its parsed schedule.
-func (rt *Runtime) AddJob(ctx context.Context, spec JobSpec) (job.Job, *schedule.Schedule, error) {
-	j, sched, err := newJob(spec, rt.now(), rt.jobEnv())
+func (o jobOps) AddJob(ctx context.Context, spec JobSpec) (job.Job, *schedule.Schedule, error) {
+	j, sched, err := newJob(spec, o.rt.now(), o.jobEnv())
 	if err != nil {
 		return job.Job{}, nil, err
 	}
-	if err := rt.checkNotifyNames(ctx, j.Policy); err != nil {
+	if err := o.checkNotifyNames(ctx, j.Policy); err != nil {
 		return job.Job{}, nil, err
 	}
-	err = rt.store.Update(ctx, func(st *store.State) error {
+	err = o.rt.store.Update(ctx, func(st *store.State) error {
 		return st.Add(j)
 	})
 	if err != nil {
 		return job.Job{}, nil, fmt.Errorf("agent: add job: %w", err)
 	}
-	rt.signal()
+	o.rt.signal()
 	return j.Clone(), sched, nil
 }
 
 // ValidateJob checks spec as AddJob would, without storing anything.
-func (rt *Runtime) ValidateJob(spec JobSpec) (job.Job, *schedule.Schedule, error) {
-	j, s, err := newJob(spec, rt.now(), rt.jobEnv())
+func (o jobOps) ValidateJob(spec JobSpec) (job.Job, *schedule.Schedule, error) {
+	j, s, err := newJob(spec, o.rt.now(), o.jobEnv())
 	if err != nil {
 		return job.Job{}, nil, err
 	}
@@ -48,13 +53,13 @@ func (rt *Runtime) ValidateJob(spec JobSpec) (job.Job, *schedule.Schedule, error
 // that need no lookup are made with the job. It runs outside the store's
 // lock (a lookup may take notify.ResolveTimeout). A refused address wraps
 // ErrInvalidJob and notify.ErrAddressNotAllowed.
-func (rt *Runtime) checkNotifyNames(ctx context.Context, p notify.Policy) error {
-	if rt.cfg.NotifyResolver == nil || len(p.Targets) == 0 {
+func (o jobOps) checkNotifyNames(ctx context.Context, p notify.Policy) error {
+	if o.rt.cfg.NotifyResolver == nil || len(p.Targets) == 0 {
 		return nil
 	}
-	opts := notify.ValidateOptions{Addresses: rt.cfg.NotifyAddresses, Resolver: rt.cfg.NotifyResolver,
+	opts := notify.ValidateOptions{Addresses: o.rt.cfg.NotifyAddresses, Resolver: o.rt.cfg.NotifyResolver,
 		Unresolved: func(host string, err error) {
-			rt.log.Warn("notify: a webhook host does not resolve now; it is checked again when a notification is sent",
+			o.rt.log.Warn("notify: a webhook host does not resolve now; it is checked again when a notification is sent",
 				"host", host, "error", err)
 		}}
 	if err := p.Validate(ctx, opts); err != nil {
@@ -63,35 +68,36 @@ func (rt *Runtime) checkNotifyNames(ctx context.Context, p notify.Policy) error 
 	return nil
 }
 
-// jobEnv is what rt builds and checks jobs against.
-func (rt *Runtime) jobEnv() jobEnv {
+// jobEnv is what the runtime builds and checks jobs against.
+func (o jobOps) jobEnv() jobEnv {
+	rt := o.rt
 	return jobEnv{loc: rt.cfg.Location, reg: rt.runners, notify: notify.ValidateOptions{Addresses: rt.cfg.NotifyAddresses}, inputs: rt.inputs}
 }
 
 // Schedule returns the parsed schedule of j.
-func (rt *Runtime) Schedule(j *job.Job) (*schedule.Schedule, error) {
-	return job.ParseSchedule(j, rt.cfg.Location)
+func (o jobOps) Schedule(j *job.Job) (*schedule.Schedule, error) {
+	return job.ParseSchedule(j, o.rt.cfg.Location)
 }
 
 // Job returns a copy of the job with id (error wraps store.ErrNotFound).
-func (rt *Runtime) Job(ctx context.Context, id string) (job.Job, error) {
-	return rt.store.Get(ctx, id)
+func (o jobOps) Job(ctx context.Context, id string) (job.Job, error) {
+	return o.rt.store.Get(ctx, id)
 }
 
 // Jobs returns copies of all jobs ordered by id.
-func (rt *Runtime) Jobs(ctx context.Context) ([]job.Job, error) {
-	return rt.store.List(ctx)
+func (o jobOps) Jobs(ctx context.Context) ([]job.Job, error) {
+	return o.rt.store.List(ctx)
 }
 
 // modify applies fn to job id under the lock.
-func (rt *Runtime) modify(ctx context.Context, id string, fn func(j *job.Job, now time.Time) error) (job.Job, error) {
+func (o jobOps) modify(ctx context.Context, id string, fn func(j *job.Job, now time.Time) error) (job.Job, error) {
 	var out job.Job
-	err := rt.store.Update(ctx, func(st *store.State) error {
+	err := o.rt.store.Update(ctx, func(st *store.State) error {
 		j := st.Job(id)
 		if j == nil {
 			return fmt.Errorf("%w: %q", store.ErrNotFound, id)
 		}
-		now := rt.now()
+		now := o.rt.now()
 		if err := fn(j, now); err != nil {
 			return err
 		}
@@ -102,18 +108,18 @@ func (rt *Runtime) modify(ctx context.Context, id string, fn func(j *job.Job, no
 	if err != nil {
 		return job.Job{}, fmt.Errorf("agent: %w", err)
 	}
-	rt.signal()
+	o.rt.signal()
 	return out, nil
 }
 
 // Remove deletes a job. Live runs finish, but their completions are
 // discarded (the ledger says so).
-func (rt *Runtime) Remove(ctx context.Context, id string) error {
-	p := &plan{}
-	err := rt.store.Update(ctx, func(st *store.State) error {
-		p.lines = nil
+func (o jobOps) Remove(ctx context.Context, id string) error {
+	p := &lifecycle.Plan{}
+	err := o.rt.store.Update(ctx, func(st *store.State) error {
+		p.Reset()
 		if j := st.Job(id); j != nil {
-			rt.skipPaused(j, rt.now(), p)
+			o.rt.lc.Recovery.SkipPaused(j, o.rt.now(), p)
 		}
 		if !st.Remove(id) {
 			return fmt.Errorf("%w: %q", store.ErrNotFound, id)
@@ -123,8 +129,8 @@ func (rt *Runtime) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	rt.apply(ctx, p)
-	rt.signal()
+	o.rt.lc.Apply(ctx, p)
+	o.rt.signal()
 	return nil
 }
 
@@ -135,7 +141,7 @@ var ErrRunUnknown = errors.New("run not found")
 // ends) and returns the folded run. A run of this process is awaited
 // directly; a run owned elsewhere is awaited by re-reading the ledger.
 func (rt *Runtime) Wait(ctx context.Context, runID string, since time.Time) (ledger.Run, error) {
-	if done := rt.runDone(runID); done != nil {
+	if done := rt.runs.Done(runID); done != nil {
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -164,7 +170,7 @@ func (rt *Runtime) Wait(ctx context.Context, runID string, since time.Time) (led
 				}
 			}
 		}
-		if !found && rt.runDone(runID) == nil && !rt.heldLine(runID) {
+		if !found && rt.runs.Done(runID) == nil && !rt.lines.HasRun(runID) {
 			return ledger.Run{}, fmt.Errorf("agent: wait: %w: %s", ErrRunUnknown, runID)
 		}
 		select {
@@ -191,14 +197,4 @@ func (rt *Runtime) owed(ctx context.Context, jobID, runID string) (bool, error) 
 		return nil
 	})
 	return owed, err
-}
-
-// runDoneOr returns the local run's done channel, or a closed channel.
-func (rt *Runtime) runDoneOr(runID string) <-chan struct{} {
-	if d := rt.runDone(runID); d != nil {
-		return d
-	}
-	c := make(chan struct{})
-	close(c)
-	return c
 }

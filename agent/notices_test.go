@@ -463,7 +463,7 @@ func TestRunNotifierOncePerRuntime(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { first <- b.rt.RunNotifier(ctx) }()
 	// Wait until the first holds the runtime's notifier.
-	for deadline := time.Now().Add(5 * time.Second); len(b.rt.notices.running) == 0; {
+	for deadline := time.Now().Add(5 * time.Second); !b.rt.notices.Running(); {
 		if time.Now().After(deadline) {
 			t.Fatal("the notifier never started")
 		}

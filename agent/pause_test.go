@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/internal/lifecycle"
 	"github.com/chronoscron/chronos/agent/ledger"
 )
 
@@ -47,7 +48,7 @@ func TestPauseRecordsPassedSlots(t *testing.T) {
 }
 
 // TestPauseRecordsBounded: a long pause of a frequent job records at most
-// maxEnumerate lines in one go, the last saying the later slots were
+// lifecycle.MaxEnumerate lines in one go, the last saying the later slots were
 // skipped too, and goes on from the first slot after now.
 func TestPauseRecordsBounded(t *testing.T) {
 	t.Parallel()
@@ -58,8 +59,8 @@ func TestPauseRecordsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Set(t0.Add(2 * time.Hour))
-	if n, err := b.rt.RecordPaused(ctx); err != nil || n != maxEnumerate {
-		t.Fatalf("recorded %d (%v), want %d", n, err, maxEnumerate)
+	if n, err := b.rt.RecordPaused(ctx); err != nil || n != lifecycle.MaxEnumerate {
+		t.Fatalf("recorded %d (%v), want %d", n, err, lifecycle.MaxEnumerate)
 	}
 	runs := b.runs(t, "f")
 	last := runs[len(runs)-1]

@@ -412,7 +412,9 @@ func TestLostLeaseCompletionIsDiscarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.gate.finish(id, nil)
-	<-b.rt.runDoneOr(id)
+	if done := b.rt.runs.Done(id); done != nil {
+		<-done
+	}
 	var last ledger.Entry
 	es, _ := b.rt.Ledger().Entries(t.Context(), ledger.Filter{JobID: "l"})
 	for _, e := range es {

@@ -11,13 +11,17 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/chronoscron/chronos/agent/inputs"
+	"github.com/chronoscron/chronos/agent/internal/execute"
+	"github.com/chronoscron/chronos/agent/internal/held"
+	"github.com/chronoscron/chronos/agent/internal/lifecycle"
+	"github.com/chronoscron/chronos/agent/internal/notices"
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/internal/runs"
 	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
@@ -138,67 +142,39 @@ func (c Config) validate() error {
 	return nil
 }
 
-// liveOwners holds the owner ids of the Runtimes open in this process, so
-// that one Runtime never takes another's live claim for an earlier life of
-// this pid.
-var liveOwners sync.Map
-
-// judge tells whether a claim's owner is this Runtime, another one that
-// provably runs (on this host), one provably gone, or unknown (the lease
-// decides). Another Runtime open in this process is alive.
-func (rt *Runtime) judge(c *job.Claim) store.Liveness {
-	l := store.Judge(*c, rt.self, rt.where)
-	if l == store.OwnerGone {
-		if o, err := job.ParseOwner(c.Owner); err == nil && o.Host == rt.self.Host && o.PID == rt.self.PID {
-			if _, live := liveOwners.Load(o.ID); live {
-				return store.OwnerAlive
-			}
-		}
-	}
-	return l
-}
-
 // Runtime runs the jobs of one home directory. It is safe for concurrent use.
+//
+// It is the façade over the parts that do the work: Admission, Settlement,
+// Recovery and the chain gate (package lifecycle) decide slots, the
+// executor (package execute) runs what is claimed. Its job, chain and
+// recovery operations and its timing are declared on jobOps, chainOps,
+// recoveryOps and timerOps.
 type Runtime struct {
-	cfg       Config
-	log       *slog.Logger
-	store     *store.Store
-	ledger    *ledger.Ledger
-	runners   *runner.Registry
-	self      job.Owner
-	where     store.Where // this process's boot and pid namespace
-	selfStart uint64      // this process's start time (clock ticks since boot)
+	jobOps
+	chainOps
+	recoveryOps
+	timerOps
+
+	cfg     Config
+	log     *slog.Logger
+	store   *store.Store
+	ledger  *ledger.Ledger
+	runners *runner.Registry
+	self    job.Owner
+
+	runs    *runs.Registry // this process's runs
+	lines   *held.Lines    // ledger lines, held while they cannot be written
+	notices *notices.Notices
+	exec    *execute.Executor
+	lc      *lifecycle.Lifecycle
 
 	mu      sync.Mutex
-	runs    map[string]*activeRun // by run id
 	subs    map[chan struct{}]struct{}
-	closing atomic.Bool
-	wg      sync.WaitGroup
-
 	changes chan struct{}
 	stop    context.CancelFunc
 	watchWG sync.WaitGroup
-
-	persist chan struct{} // a run's processes changed: record them soon
-	giveUp  chan struct{} // closed when Close stops waiting for results
-	journal journal
 	probe   probe
-	notices notices
 	inputs  *inputs.Set
-}
-
-// activeRun is a run of this process, from its claim until its result is
-// durable.
-type activeRun struct {
-	ctx    context.Context
-	jobID  string
-	token  uint64
-	cancel context.CancelCauseFunc
-	done   chan struct{}
-
-	// Guarded by Runtime.mu:
-	procs []runner.Process // its long-lived processes, to record
-	held  error            // why its finished result is not stored yet
 }
 
 // Open opens the home directory, prunes old ledger days and output, and
@@ -232,23 +208,18 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		ledger:  lg,
 		runners: reg,
 		self:    job.Owner{Host: cfg.Host, PID: os.Getpid(), ID: uuid.NewString()},
-		where:   store.Where{Boot: procfs.BootID(), NS: procfs.PIDNamespace()},
-		runs:    map[string]*activeRun{},
+		runs:    runs.NewRegistry(),
 		subs:    map[chan struct{}]struct{}{},
 		changes: make(chan struct{}, 1),
-		persist: make(chan struct{}, 1),
-		giveUp:  make(chan struct{}),
-		journal: journal{kick: make(chan struct{}, 1)},
 	}
-	rt.selfStart, _ = procfs.StartTime(rt.self.PID)
-	rt.inputs = inputs.New(inputs.Options{Addresses: cfg.NotifyAddresses, Jobs: jobOutputs{rt}, SQL: cfg.SQL, Now: cfg.Now})
-	rt.notices = newNotices()
+	rt.jobOps, rt.chainOps, rt.recoveryOps, rt.timerOps = jobOps{rt}, chainOps{rt}, recoveryOps{rt}, timerOps{rt}
+	rt.wire()
 	// Notifications a crashed process made durable but never handed to
 	// the outbox go there now (Add ignores ids it already has). A home
 	// that cannot be written keeps them in jobs.json for a later start.
-	if _, _, err := rt.outbox(); err != nil {
+	if _, _, err := rt.notices.Outbox(); err != nil {
 		rt.log.Info("notify: the outbox cannot be opened now; notifications wait in jobs.json", "error", err)
-	} else if err := rt.handOver(ctx); err != nil {
+	} else if err := rt.notices.HandOver(ctx); err != nil {
 		rt.log.Warn("notify: handing waiting notifications to the outbox failed", "error", err)
 	}
 	if cfg.Retention > 0 {
@@ -256,17 +227,40 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 			rt.log.Warn("ledger retention failed", "error", err)
 		}
 	}
-	liveOwners.Store(rt.self.ID, struct{}{})
+	lifecycle.Opened(rt.self.ID)
 	wctx, stop := context.WithCancel(context.Background())
 	rt.stop = stop
-	rt.watchWG.Add(5)
 	last, _ := st.Fingerprint()
-	go rt.watch(wctx, last)
-	go rt.cancelLoop(wctx)
-	go rt.renewLoop(wctx)
-	go rt.flushLoop(wctx)
-	go rt.compactLoop(wctx)
+	rt.background(wctx,
+		func(ctx context.Context) { rt.watch(ctx, last) },
+		func(ctx context.Context) {
+			changes, unsubscribe := rt.subscribe()
+			defer unsubscribe()
+			rt.exec.CancelLoop(ctx, changes)
+		},
+		rt.exec.RenewLoop,
+		rt.lines.Loop,
+		rt.compactLoop)
 	return rt, nil
+}
+
+// wire builds the parts that do the work, around the store and ledger.
+func (rt *Runtime) wire() {
+	cfg := rt.cfg
+	rt.lines = held.New(rt.ledger, rt.log, rt.signal)
+	rt.notices = notices.New(notices.Config{Home: cfg.Home, Now: cfg.Now, Log: rt.log, Store: rt.store, Owner: rt.self.String(),
+		Addresses: cfg.NotifyAddresses, Notify: cfg.Notify, Record: rt.lines.Record})
+	in := inputs.New(inputs.Options{Addresses: cfg.NotifyAddresses, Jobs: jobOutputs{rt}, SQL: cfg.SQL, Now: cfg.Now})
+	rt.exec = execute.New(execute.Config{Home: cfg.Home, OutputCap: cfg.OutputCap, LeaseTTL: cfg.LeaseTTL, Now: cfg.Now, Log: rt.log,
+		Store: rt.store, Ledger: rt.ledger, Runners: rt.runners, Inputs: in, Runs: rt.runs, Lines: rt.lines, Owner: rt.self.String()})
+	selfStart, _ := procfs.StartTime(rt.self.PID)
+	rt.lc = lifecycle.New(lifecycle.Config{Now: cfg.Now, Log: rt.log, Location: cfg.Location, LeaseTTL: cfg.LeaseTTL,
+		MaxCatchUp: cfg.MaxCatchUp, Home: cfg.Home, Store: rt.store, Ledger: rt.ledger, Lines: rt.lines, Runs: rt.runs,
+		Notices: rt.notices, Exec: rt.exec, Chains: chainPolicies(cfg.Chains), Self: rt.self,
+		Where: store.Where{Boot: procfs.BootID(), NS: procfs.PIDNamespace()}, SelfStart: selfStart,
+		Signal: rt.signal, Subscribe: rt.subscribe, Invalid: ErrInvalidJob})
+	rt.exec.SetSettler(rt.lc.Settlement)
+	rt.inputs = in
 }
 
 // Store returns the job store (for the CLI and status pages).
@@ -333,7 +327,7 @@ func (rt *Runtime) signal() {
 // (ledger.Follow), each WatchInterval: before the change they usually come
 // with is signalled.
 func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
-	rt.every(ctx, rt.cfg.WatchInterval, func() {
+	every(ctx, rt.cfg.WatchInterval, func() {
 		if err := rt.ledger.Follow(ctx); err != nil && ctx.Err() == nil {
 			rt.log.Debug("ledger: reading other processes' lines failed; tried again", "error", err)
 		}
@@ -349,17 +343,27 @@ func (rt *Runtime) watch(ctx context.Context, last store.Fingerprint) {
 // store.CompactEvery), so that the journal stays short and a home at rest
 // keeps its whole state in jobs.json.
 func (rt *Runtime) compactLoop(ctx context.Context) {
-	rt.every(ctx, store.CompactEvery, func() {
+	every(ctx, store.CompactEvery, func() {
 		if err := rt.store.CompactIfDue(ctx); err != nil && ctx.Err() == nil {
 			rt.log.Debug("store: compaction failed; the records stay", "error", err)
 		}
 	})
 }
 
-// every calls fn every d until ctx ends, then marks the background loop
-// it runs as done (watchWG).
-func (rt *Runtime) every(ctx context.Context, d time.Duration, fn func()) {
-	defer rt.watchWG.Done()
+// background runs each fn in a goroutine until ctx ends; Close waits for
+// them (watchWG).
+func (rt *Runtime) background(ctx context.Context, fns ...func(context.Context)) {
+	for _, fn := range fns {
+		rt.watchWG.Add(1)
+		go func() {
+			defer rt.watchWG.Done()
+			fn(ctx)
+		}()
+	}
+}
+
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -374,14 +378,7 @@ func (rt *Runtime) every(ctx context.Context, d time.Duration, fn func()) {
 
 // InFlight returns the number of runs of this process in progress; a run
 // that has ended counts until its result is stored.
-func (rt *Runtime) InFlight() int {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return len(rt.runs)
-}
-
-// errShutdown is the cause given to runs stopped by Close.
-var errShutdown = errors.New("agent shut down")
+func (rt *Runtime) InFlight() int { return rt.runs.Len() }
 
 // Close stops accepting fires and waits for runs in progress, and for their
 // results to be stored. If ctx ends first, the remaining runs are stopped and
@@ -391,27 +388,19 @@ var errShutdown = errors.New("agent shut down")
 // start. Ledger lines held back by a failing disk are tried until ctx ends
 // (at most 10 s more). The store is released.
 func (rt *Runtime) Close(ctx context.Context) error {
-	rt.mu.Lock()
-	already := rt.closing.Swap(true)
-	rt.mu.Unlock()
-	if already {
+	if already := rt.runs.Close(); already {
 		return nil
 	}
 	done := make(chan struct{})
 	go func() {
-		rt.wg.Wait()
+		rt.runs.Wait()
 		close(done)
 	}()
 	var err error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		rt.mu.Lock()
-		for _, r := range rt.runs {
-			r.cancel(errShutdown)
-		}
-		rt.mu.Unlock()
-		close(rt.giveUp)
+		rt.runs.StopWaiting(runs.ErrShutdown)
 		// Stopped runs record themselves; this is bounded by the runners'
 		// kill paths.
 		<-done
@@ -419,26 +408,19 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	// The notifier stops before the ledger's last flush, so its lines go
 	// with the rest.
-	if nerr := rt.closeNotices(); nerr != nil && err == nil {
+	if nerr := rt.notices.Close(); nerr != nil && err == nil {
 		err = fmt.Errorf("agent: close: %w", nerr)
 	}
 	rt.stop()
 	rt.watchWG.Wait()
-	if lost := rt.flushBeforeClose(ctx); lost > 0 && err == nil {
-		err = fmt.Errorf("agent: close: %d ledger lines could not be written: %w", lost, rt.journal.failure())
+	if lost := rt.lines.FlushBeforeClose(ctx); lost > 0 && err == nil {
+		err = fmt.Errorf("agent: close: %d ledger lines could not be written: %w", lost, rt.lines.Failure())
 	}
-	liveOwners.Delete(rt.self.ID)
+	lifecycle.Closed(rt.self.ID)
 	if cerr := rt.store.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("agent: close: %w", cerr)
 	}
 	return err
-}
-
-// newRunID returns a sortable, unique run id: UTC time then random hex.
-func newRunID(now time.Time) string {
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	return "r" + now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
 }
 
 func newJobID() string {

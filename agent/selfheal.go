@@ -2,16 +2,9 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
 	"time"
 
-	"github.com/chronoscron/chronos/agent/job"
-	"github.com/chronoscron/chronos/agent/ledger"
-	"github.com/chronoscron/chronos/agent/notify"
-	"github.com/chronoscron/chronos/agent/schedule"
-	"github.com/chronoscron/chronos/agent/store"
+	"github.com/chronoscron/chronos/agent/internal/lifecycle"
 )
 
 // FireRefreshed: the fire was a refresh fire, armed at an instant that is
@@ -20,124 +13,10 @@ import (
 // arms again, nearer to the slot. An HTTP fire endpoint answers 200.
 const FireRefreshed FireStatus = "refreshed"
 
-// isRefreshPoint reports whether a fire for slot, which is not j's
-// next_run_at, is a refresh fire: an instant before the job's next slot that
-// is not a slot of its schedule. A genuine fire for a slot that has passed
-// is always one of the schedule's slots (it is answered duplicate), and no
-// slot lies between the instant next_run_at was computed and next_run_at,
-// so a refresh point is never mistaken for one.
-func isRefreshPoint(j *job.Job, sched *schedule.Schedule, slot time.Time) bool {
-	if j.NextRunAt == nil || j.FinishedAt != nil || !slot.Before(*j.NextRunAt) {
-		return false
-	}
-	n, ok := sched.Next(slot.Add(-time.Nanosecond))
-	return !ok || !n.Equal(slot)
-}
-
-// MissSlots records every slot of job jobID from its next_run_at, which must
-// still be from, up to until (and never after now) as missed with reason,
-// and moves next_run_at to the first slot after them: the slots passed
-// without a fire for a reason NAS gave (the operator stopped the instance,
-// the fire was dead-lettered), so they are accounted for and not run. It
-// returns how many slots it recorded; 0 when the job no longer waits for
-// from (another process, or a fire, handled it). Each slot is recorded once,
-// also across processes sharing the home: the lines are written under the
-// store lock, skipping any slot the ledger already has a missed line for.
-func (rt *Runtime) MissSlots(ctx context.Context, jobID string, from, until time.Time, reason string) (int, error) {
-	from = from.UTC()
-	recorded, owed := 0, false
-	err := rt.store.Update(ctx, func(st *store.State) error {
-		recorded, owed = 0, false
-		j := st.Job(jobID)
-		if j == nil || !j.Enabled || j.NextRunAt == nil || !j.NextRunAt.Equal(from) {
-			return nil
-		}
-		sched, err := job.ParseSchedule(j, rt.cfg.Location)
-		if err != nil {
-			return fmt.Errorf("job %s: %w", j.ID, err)
-		}
-		now := rt.now()
-		limit := until
-		if limit.After(now) {
-			limit = now
-		}
-		if from.After(limit) {
-			return nil
-		}
-		have, err := rt.missedLines(ctx, jobID, from)
-		if err != nil {
-			return err
-		}
-		slot, more, done := from, false, false
-		for n := 0; !slot.After(limit); n++ {
-			if n == maxEnumerate {
-				more = true
-				break
-			}
-			if runID := missedRunID(jobID, slot); !have[runID] {
-				e := rt.entry(j, now, mark{runID, ledger.StateMissed, slot, TriggerScheduled, reason})
-				if err := rt.ledger.Append(ctx, e); err != nil {
-					return err
-				}
-				recorded++
-				owed = rt.owe(j, e, notify.Run{}) || owed
-			}
-			next, ok := sched.Next(slot)
-			if !ok {
-				done = true
-				break
-			}
-			slot = next
-		}
-		if more {
-			// Past the bound, the rest up to limit goes in one line.
-			if err := rt.ledger.Append(ctx, rt.entry(j, now, mark{missedRunID(jobID, limit), ledger.StateMissed, limit, TriggerScheduled, fmt.Sprintf("%s (and every slot up to here: more than %d)", reason, maxEnumerate)})); err != nil {
-				return err
-			}
-			recorded++
-			slot, done = nextAfter(sched, limit)
-		}
-		j.UpdatedAt = now.UTC()
-		if done {
-			j.NextRunAt, j.FinishedAt = nil, utcPtr(now)
-			return nil
-		}
-		j.NextRunAt = utcPtr(slot)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("agent: miss slots: %w", err)
-	}
-	if owed {
-		rt.handOverNow(ctx)
-	}
-	if recorded > 0 {
-		rt.signal()
-	}
-	return recorded, nil
-}
-
-// nextAfter returns the first slot of sched after t; done when there is none.
-func nextAfter(sched *schedule.Schedule, t time.Time) (time.Time, bool) {
-	n, ok := sched.Next(t)
-	return n, !ok
-}
-
-// missedLines returns the run ids of the missed lines the ledger holds for
-// jobID since a day before from.
-func (rt *Runtime) missedLines(ctx context.Context, jobID string, from time.Time) (map[string]bool, error) {
-	es, err := rt.ledger.Entries(ctx, ledger.Filter{JobID: jobID, Since: from.Add(-24 * time.Hour)})
-	if err != nil {
-		return nil, err
-	}
-	have := map[string]bool{}
-	for _, e := range es {
-		if e.State == ledger.StateMissed {
-			have[e.RunID] = true
-		}
-	}
-	return have, nil
-}
+// recoveryOps are the Runtime's operations on what no fire came for: what
+// an earlier agent left, overdue, missed and paused slots (package
+// lifecycle's Recovery).
+type recoveryOps struct{ rt *Runtime }
 
 // Overdue is a slot a job waits for that has come.
 type Overdue struct {
@@ -158,61 +37,8 @@ type Overdue struct {
 // meanwhile is not touched: the claim's compare-and-set on next_run_at is the
 // guard, so a late fire of NAS for a slot the backstop ran answers duplicate.
 // It returns how many jobs it handed to their policy.
-func (rt *Runtime) Backstop(ctx context.Context, decide func(o Overdue) (cause string, ok bool)) (int, error) {
-	if rt.closing.Load() {
-		return 0, errDraining
-	}
-	p := &plan{}
-	handled := 0
-	err := rt.store.Update(ctx, func(st *store.State) error {
-		*p, handled = plan{}, 0
-		now := rt.now()
-		// A copy: a refused chain step's job is removed on the way.
-		for _, j := range slices.Clone(st.All()) {
-			if !j.Enabled || j.FinishedAt != nil || j.NextRunAt == nil || j.NextRunAt.After(now) {
-				continue
-			}
-			sched, err := job.ParseSchedule(j, rt.cfg.Location)
-			if err != nil {
-				rt.log.Error("job schedule unreadable", "job_id", j.ID, "error", err)
-				continue
-			}
-			cause, ok := decide(Overdue{JobID: j.ID, Slot: *j.NextRunAt, Late: now.Sub(*j.NextRunAt), Grace: job.Tolerance(j, sched)})
-			if !ok {
-				continue
-			}
-			rt.reap(j, now, p)
-			if err := rt.drain(st, j, now, p); err != nil {
-				return err
-			}
-			before := len(p.lines)
-			if err := rt.misfire(st, j, sched, now, p); err != nil {
-				return err
-			}
-			for i := before; i < len(p.lines); i++ {
-				e := &p.lines[i]
-				if e.JobID != j.ID {
-					continue
-				}
-				if e.Reason == "" {
-					e.Reason = fmt.Sprintf("%s: run by the misfire policy (%s)", cause, j.Misfire)
-				} else {
-					e.Reason = cause + "; " + e.Reason
-				}
-			}
-			handled++
-		}
-		return nil
-	})
-	if err != nil {
-		rt.unregister(p)
-		if errors.Is(err, errDraining) {
-			return 0, err
-		}
-		return 0, fmt.Errorf("agent: backstop: %w", err)
-	}
-	rt.apply(ctx, p)
-	return handled, nil
+func (o recoveryOps) Backstop(ctx context.Context, decide func(o Overdue) (cause string, ok bool)) (int, error) {
+	return o.rt.lc.Recovery.Backstop(ctx, func(l lifecycle.Overdue) (string, bool) { return decide(Overdue(l)) })
 }
 
 // BackstopAt returns the earliest instant at which an enabled job's
@@ -220,28 +46,48 @@ func (rt *Runtime) Backstop(ctx context.Context, decide func(o Overdue) (cause s
 // of its flexible window (see Tolerance; the instant may have passed);
 // false when no job has a next slot. A reconciler wakes then to see whether
 // the slot's fire came.
-func (rt *Runtime) BackstopAt(ctx context.Context) (time.Time, bool, error) {
-	var best time.Time
-	found := false
-	err := rt.store.View(ctx, func(st *store.State) error {
-		best, found = time.Time{}, false
-		for _, j := range st.All() {
-			if !j.Enabled || j.FinishedAt != nil || j.NextRunAt == nil {
-				continue
-			}
-			sched, err := job.ParseSchedule(j, rt.cfg.Location)
-			if err != nil {
-				continue
-			}
-			at := j.NextRunAt.Add(job.Tolerance(j, sched))
-			if !found || at.Before(best) {
-				best, found = at, true
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("agent: backstop at: %w", err)
-	}
-	return best, found, nil
+func (o recoveryOps) BackstopAt(ctx context.Context) (time.Time, bool, error) {
+	return o.rt.lc.Recovery.BackstopAt(ctx)
+}
+
+// MissSlots records every slot of job jobID from its next_run_at, which must
+// still be from, up to until (and never after now) as missed with reason,
+// and moves next_run_at to the first slot after them: the slots passed
+// without a fire for a reason NAS gave (the operator stopped the instance,
+// the fire was dead-lettered), so they are accounted for and not run. It
+// returns how many slots it recorded; 0 when the job no longer waits for
+// from (another process, or a fire, handled it). Each slot is recorded once,
+// also across processes sharing the home: the lines are written under the
+// store lock, skipping any slot the ledger already has a missed line for.
+func (o recoveryOps) MissSlots(ctx context.Context, jobID string, from, until time.Time, reason string) (int, error) {
+	return o.rt.lc.Recovery.MissSlots(ctx, jobID, from, until, reason)
+}
+
+// Recover takes over what died with an earlier agent, before this one takes
+// fires: runs whose owner is provably gone (on this host: its process is
+// not running, or its pid now runs another process, or it ran before the
+// last boot) are recorded interrupted, what is left of their processes is
+// killed, and each job's on_interrupt policy is applied at once; under
+// retry a new attempt starts now, with a new fencing token. Claims whose
+// lease expired are reaped too, and pending runs that are due start. Unlike
+// CatchUp it leaves overdue slots alone (a provider decides those). The
+// serving agent calls it when it starts.
+func (o recoveryOps) Recover(ctx context.Context) error { return o.rt.lc.Recovery.Recover(ctx) }
+
+// CatchUp handles everything due at now for all jobs, in one store update:
+// claims whose owners are gone or whose leases expired are reaped; due
+// pending runs start; and overdue slots are dealt with by each job's misfire
+// policy (a slot within the grace window simply runs late); the slots passed
+// while a job is paused are recorded skipped. It never leaves
+// an enabled job with a past next_run_at.
+func (o recoveryOps) CatchUp(ctx context.Context) error { return o.rt.lc.Recovery.CatchUp(ctx) }
+
+// RecordMissed records a fire NAS reports as failed (dead-lettered) as
+// missed in the ledger, once per job and slot, and moves the job past the
+// slot if it still waits for it. It reports whether it wrote the line: false
+// when the slot was recorded before (NAS reported the fire again) or the
+// agent already accounted for it. A nil error means the slot is durably
+// accounted for either way.
+func (o recoveryOps) RecordMissed(ctx context.Context, jobID string, slot time.Time, reason string) (bool, error) {
+	return o.rt.lc.Recovery.RecordMissed(ctx, jobID, slot, reason)
 }

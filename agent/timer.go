@@ -11,15 +11,19 @@ import (
 	"github.com/chronoscron/chronos/agent/store"
 )
 
+// timerOps are the Runtime's timing: what to arm (Desired, NextDue) and the
+// built-in timer that fires without a provider (RunTimer).
+type timerOps struct{ rt *Runtime }
+
 // Desired lists the fires the agent wants armed, one per job, ordered by job
 // id: for every enabled job, its next_run_at if it is after now, or earlier
 // the wake time of a pending run (a retry waiting out its backoff), so that
 // an agent stopped between fires is woken for it. A provider reconciles NAS
 // against it; past times are never listed.
-func (rt *Runtime) Desired(ctx context.Context) ([]Desired, error) {
+func (t timerOps) Desired(ctx context.Context) ([]Desired, error) {
 	var out []Desired
-	err := rt.store.View(ctx, func(st *store.State) error {
-		now := rt.now()
+	err := t.rt.store.View(ctx, func(st *store.State) error {
+		now := t.rt.now()
 		out = out[:0]
 		for _, j := range st.All() {
 			if !j.Enabled {
@@ -50,10 +54,10 @@ func (rt *Runtime) Desired(ctx context.Context) ([]Desired, error) {
 
 // NextDue returns the earliest next_run_at among enabled jobs (it may be in
 // the past); false when no job has one.
-func (rt *Runtime) NextDue(ctx context.Context) (time.Time, bool, error) {
+func (t timerOps) NextDue(ctx context.Context) (time.Time, bool, error) {
 	var best time.Time
 	found := false
-	err := rt.store.View(ctx, func(st *store.State) error {
+	err := t.rt.store.View(ctx, func(st *store.State) error {
 		for _, j := range st.All() {
 			if j.Enabled && j.NextRunAt != nil && (!found || j.NextRunAt.Before(best)) {
 				best, found = *j.NextRunAt, true
@@ -77,11 +81,11 @@ type wake struct {
 
 // nextWake finds the earliest instant anything is due: a next_run_at, a
 // pending run, or the lease of another owner's claim (to reap it).
-func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
+func (t timerOps) nextWake(ctx context.Context) (wake, error) {
 	var w wake
-	err := rt.store.View(ctx, func(st *store.State) error {
+	err := t.rt.store.View(ctx, func(st *store.State) error {
 		w = wake{}
-		now := rt.now()
+		now := t.rt.now()
 		consider := func(t time.Time) {
 			if !w.ok || t.Before(w.at) {
 				w.at, w.ok = t, true
@@ -90,7 +94,7 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 		for _, j := range st.All() {
 			for i := range j.Claims {
 				c := &j.Claims[i]
-				switch rt.judge(c) {
+				switch t.rt.lc.Judge(c) {
 				case store.OwnerSelf:
 					continue
 				case store.OwnerAlive:
@@ -100,7 +104,7 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 					// death.
 					at := c.LeaseUntil.Add(time.Millisecond)
 					if !at.After(now) {
-						at = now.Add(rt.cfg.LeaseTTL / 3)
+						at = now.Add(t.rt.cfg.LeaseTTL / 3)
 					}
 					consider(at)
 					continue
@@ -135,7 +139,7 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 			}
 			consider(*j.NextRunAt)
 			if !j.NextRunAt.After(now) {
-				sched, err := job.ParseSchedule(j, rt.cfg.Location)
+				sched, err := job.ParseSchedule(j, t.rt.cfg.Location)
 				if err != nil {
 					continue
 				}
@@ -153,12 +157,12 @@ func (rt *Runtime) nextWake(ctx context.Context) (wake, error) {
 
 // notifyBeside runs RunNotifier in the background until ctx ends; the
 // function it returns waits for it to return.
-func (rt *Runtime) notifyBeside(ctx context.Context) (wait func()) {
+func (t timerOps) notifyBeside(ctx context.Context) (wait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := rt.RunNotifier(ctx); err != nil && ctx.Err() == nil {
-			rt.log.Error("notifier stopped", "error", err)
+		if err := t.rt.RunNotifier(ctx); err != nil && ctx.Err() == nil {
+			t.rt.log.Error("notifier stopped", "error", err)
 		}
 	}()
 	return func() { <-done }
@@ -170,13 +174,13 @@ func (rt *Runtime) notifyBeside(ctx context.Context) (wait func()) {
 // when jobs change (here or in another process). It runs the notifier
 // (RunNotifier) beside it, so the runs it fires are told, and the chain
 // sweeper (RunChainSweeper). It returns when ctx ends.
-func (rt *Runtime) RunTimer(ctx context.Context) error {
-	sub, unsub := rt.subscribe()
+func (t timerOps) RunTimer(ctx context.Context) error {
+	sub, unsub := t.rt.subscribe()
 	defer unsub()
-	defer rt.notifyBeside(ctx)()
-	defer rt.sweepBeside(ctx)()
-	if err := rt.CatchUp(ctx); err != nil && ctx.Err() == nil {
-		rt.log.Error("catch-up failed", "error", err)
+	defer t.notifyBeside(ctx)()
+	defer t.sweepBeside(ctx)()
+	if err := t.rt.CatchUp(ctx); err != nil && ctx.Err() == nil {
+		t.rt.log.Error("catch-up failed", "error", err)
 	}
 	var timer *time.Timer
 	defer func() {
@@ -188,36 +192,36 @@ func (rt *Runtime) RunTimer(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		w, err := rt.nextWake(ctx)
+		w, err := t.nextWake(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			rt.log.Error("timer: reading jobs failed", "error", err)
-			w = wake{at: rt.now().Add(time.Second), ok: true}
+			t.rt.log.Error("timer: reading jobs failed", "error", err)
+			w = wake{at: t.rt.now().Add(time.Second), ok: true}
 		}
 		progressed := false
 		if w.sweep {
-			if err := rt.CatchUp(ctx); err != nil {
+			if err := t.rt.CatchUp(ctx); err != nil {
 				if ctx.Err() == nil {
-					rt.log.Error("timer: catch-up failed", "error", err)
+					t.rt.log.Error("timer: catch-up failed", "error", err)
 				}
 			} else {
 				progressed = true
 			}
 		}
 		for _, d := range w.fireOnly {
-			res, err := rt.Fire(ctx, d.JobID, d.FireAt, TriggerScheduled)
+			res, err := t.rt.Fire(ctx, d.JobID, d.FireAt, TriggerScheduled)
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
-					rt.log.Error("timer: fire failed", "job_id", d.JobID, "fire_at", d.FireAt, "error", err)
+					t.rt.log.Error("timer: fire failed", "job_id", d.JobID, "fire_at", d.FireAt, "error", err)
 				}
 			case res.Status == FireBusy:
-				rt.log.Warn("timer: fire deferred", "job_id", d.JobID, "reason", res.Reason)
+				t.rt.log.Warn("timer: fire deferred", "job_id", d.JobID, "reason", res.Reason)
 			default:
 				progressed = true
-				rt.log.Debug("timer: fired", "job_id", d.JobID, "fire_at", d.FireAt, "status", res.Status, "run_id", res.RunID)
+				t.rt.log.Debug("timer: fired", "job_id", d.JobID, "fire_at", d.FireAt, "status", res.Status, "run_id", res.RunID)
 			}
 		}
 		if progressed {
@@ -225,11 +229,11 @@ func (rt *Runtime) RunTimer(ctx context.Context) error {
 		}
 		if w.sweep || len(w.fireOnly) > 0 {
 			// Due work could not be done (store busy or failing): back off.
-			w = wake{at: rt.now().Add(time.Second), ok: true}
+			w = wake{at: t.rt.now().Add(time.Second), ok: true}
 		}
 		var fire <-chan time.Time
 		if w.ok {
-			d := w.at.Sub(rt.now())
+			d := w.at.Sub(t.rt.now())
 			if d < 0 {
 				d = 0
 			}
@@ -247,4 +251,15 @@ func (rt *Runtime) RunTimer(ctx context.Context) error {
 		case <-fire:
 		}
 	}
+}
+
+// sweepBeside runs RunChainSweeper in the background until ctx ends; the
+// function it returns waits for it to return.
+func (t timerOps) sweepBeside(ctx context.Context) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = t.rt.RunChainSweeper(ctx)
+	}()
+	return func() { <-done }
 }

@@ -27,11 +27,11 @@ type JobView struct {
 }
 
 // View returns the view of j.
-func (rt *Runtime) View(j *job.Job) JobView {
+func (o jobOps) View(j *job.Job) JobView {
 	v := JobView{Job: *j, State: JobState(j),
 		Name: j.Name, PausedReason: j.PausedReason, LastRunAt: j.LastRunAt,
 		LastStatus: j.LastStatus, LastError: j.LastError, FinishedAt: j.FinishedAt}
-	if s, err := rt.Schedule(j); err == nil {
+	if s, err := o.Schedule(j); err == nil {
 		v.Describe = s.Describe()
 	}
 	return v

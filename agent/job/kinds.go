@@ -134,3 +134,15 @@ func (c *Job) cloneKinds() {
 		c.Fanout = &f
 	}
 }
+
+// ReducerRunOn is f's reducer condition (success without a reducer).
+func (f *Fanout) ReducerRunOn() ReducerOn {
+	if f == nil || f.Reducer == nil {
+		return ReduceOnSuccess
+	}
+	return f.Reducer.RunOn
+}
+
+// ChildAttempts is how many attempts each fanout child has under r: its
+// max_attempts, else one.
+func (r Retry) ChildAttempts() int { return max(r.MaxAttempts, 1) }

@@ -1,4 +1,4 @@
-package agent
+package execute
 
 import (
 	"context"
@@ -13,101 +13,53 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/fanout"
+	"github.com/chronoscron/chronos/agent/internal/runs"
 	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 )
 
-// EnvParentRunID is the variable a fanout child and reducer find their
-// parent's run id in.
-const EnvParentRunID = "CHRONOS_PARENT_RUN_ID"
-
 // StopGrace is how long a stopped fanout child has between SIGTERM and
 // SIGKILL.
 const StopGrace = 2 * time.Second
 
-// kindResult is how a run ended as its job kind decided: the runner's
-// result and, when set, the state and reason that override it.
-type kindResult struct {
-	res    runner.Result
-	state  ledger.State
-	reason string
-	// fanout counts a fanout parent's children for its notifications.
-	fanout *notify.Fanout
-}
+// fanoutParent runs the payload once per input item, then the reducer.
+type fanoutParent struct{}
 
-// runKind runs claimed run s as its job kind says: a plain job's payload;
-// a workflow's payload only if its dependencies allow; a fanout's children
-// and reducer.
-func (rt *Runtime) runKind(ctx context.Context, r *activeRun, s startReq, out io.Writer, log *slog.Logger) kindResult {
-	j := s.job
-	switch j.JobKind {
-	case job.JobKindWorkflow:
-		g := rt.workflowGate(ctx, &j, rt.now())
-		if !g.run {
-			fmt.Fprintln(out, g.reason)
-			log.Info("workflow declined", "state", g.state, "reason", g.reason)
-			return kindResult{res: runner.Result{Err: errors.New(g.reason)}, state: g.state, reason: g.reason}
-		}
-		fmt.Fprintf(out, "workflow: %s\n", g.reason)
-		return kindResult{res: rt.runPayload(ctx, r, s, out, log)}
-	case job.JobKindFanout:
-		fctx := ctx
-		if j.Timeout > 0 {
-			var cancel context.CancelFunc
-			fctx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
-			defer cancel()
-		}
-		return rt.runFanout(fctx, s, &runner.CapWriter{W: out, Limit: rt.cfg.OutputCap}, log)
+// run runs a fanout parent under its job's timeout.
+func (fanoutParent) run(ctx context.Context, e *execution) outcome {
+	j := e.s.Job
+	if j.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, j.Timeout.Std(), fmt.Errorf("timeout after %s", j.Timeout.Std()))
+		defer cancel()
 	}
-	return kindResult{res: rt.runPayload(ctx, r, s, out, log)}
+	return e.fanout(ctx, &runner.CapWriter{W: e.out, Limit: e.x.cfg.OutputCap})
 }
 
-// kindRole is the ledger role of j's own runs: parent for a fanout.
-func kindRole(j *job.Job) string {
-	if j.JobKind == job.JobKindFanout {
-		return ledger.RoleParent
-	}
-	return ""
-}
-
-// resumable reports whether claim c of j, found interrupted, is a fanout
-// parent whose plan is on disk: it is run again, with the same run id, to
-// resume its children.
-func (rt *Runtime) resumable(j *job.Job, c job.Claim) bool {
-	if j.JobKind != job.JobKindFanout {
-		return false
-	}
-	_, found, err := fanout.ReadPlan(rt.cfg.Home, c.RunID)
-	return err == nil && found
-}
-
-// childAttempts is how many attempts each fanout child of j has: the
-// retry policy's max_attempts, else one.
-func childAttempts(j *job.Job) int { return max(j.Retry.MaxAttempts, 1) }
-
-// runFanout runs a fanout parent: the plan (resolved and made durable, or
-// read back when resuming), its children, its verdict and its reducer.
-func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log *slog.Logger) kindResult {
-	j, c := s.job, s.claim
-	failed := func(err error) kindResult {
+// fanout runs a fanout parent: the plan (resolved and made durable, or
+// read back when resuming), its children, its verdict and its reducer,
+// writing what it does to out.
+func (e *execution) fanout(ctx context.Context, out io.Writer) outcome {
+	x, j, c, log := e.x, e.s.Job, e.s.Claim, e.log
+	failed := func(err error) outcome {
 		fmt.Fprintln(out, err)
-		return kindResult{res: runner.Result{Err: err}}
+		return outcome{res: runner.Result{Err: err}}
 	}
-	plan, prior, err := rt.fanoutPlan(ctx, &j, c, log)
+	plan, prior, err := x.fanoutPlan(ctx, &j, c, log)
 	if err != nil {
 		return failed(err)
 	}
 	fmt.Fprintf(out, "fanout: %d items from %s, concurrency %d\n", len(plan.Items), j.Fanout.InputsFrom, j.Fanout.Concurrency)
 	sum := fanout.Execute(ctx, fanout.Config{
-		Items: plan.Items, Prior: prior.children, Concurrency: j.Fanout.Concurrency, MaxAttempts: childAttempts(&j),
+		Items: plan.Items, Prior: prior.children, Concurrency: j.Fanout.Concurrency, MaxAttempts: j.Retry.ChildAttempts(),
 		Backoff: func(a int) time.Duration { return j.Retry.Delay(a) },
 		Run: func(cctx context.Context, i, attempt int) fanout.Outcome {
-			return rt.runChild(cctx, &j, c, child{index: i, item: plan.Items[i], attempt: attempt})
+			return e.runChild(cctx, child{index: i, item: plan.Items[i], attempt: attempt})
 		},
 	})
-	runOn := ReducerOnOf(j.Fanout)
+	runOn := j.Fanout.ReducerRunOn()
 	v := fanout.Judge(sum, j.Fanout.PartialTolerance, runOn)
 	counts := fanoutCounts(sum, plan, j.Fanout.PartialTolerance)
 	if cause := context.Cause(ctx); cause != nil {
@@ -117,10 +69,10 @@ func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log
 	}
 	fmt.Fprintln(out, v.Reason)
 	if j.Fanout.Reducer != nil && v.Reduce {
-		step := rt.reducerStep(ctx, &j, c, prior.reducer)
+		step := x.reducerStep(ctx, &j, c, prior.reducer)
 		o := step.outcome
 		if step.run {
-			o = rt.runChild(ctx, &j, c, child{index: -1, attempt: step.attempt})
+			o = e.runChild(ctx, child{index: -1, attempt: step.attempt})
 		}
 		switch {
 		case step.interrupted != "":
@@ -136,7 +88,7 @@ func (rt *Runtime) runFanout(ctx context.Context, s startReq, out io.Writer, log
 			fmt.Fprintln(out, "reducer failed")
 		}
 	}
-	kr := kindResult{state: v.State, reason: v.Reason, fanout: counts}
+	kr := outcome{state: v.State, reason: v.Reason, fanout: counts}
 	if !v.State.Succeeded() {
 		kr.res.Err = errors.New(v.Reason)
 	}
@@ -154,16 +106,8 @@ func fanoutCounts(sum fanout.Summary, plan fanout.Plan, tolerance float64) *noti
 	return f
 }
 
-// ReducerOnOf is f's reducer condition (success without a reducer).
-func ReducerOnOf(f *job.Fanout) job.ReducerOn {
-	if f == nil || f.Reducer == nil {
-		return job.ReduceOnSuccess
-	}
-	return f.Reducer.RunOn
-}
-
-func (rt *Runtime) dropPlan(runID string, log *slog.Logger) {
-	if err := fanout.RemovePlan(rt.cfg.Home, runID); err != nil {
+func (x *Executor) dropPlan(runID string, log *slog.Logger) {
+	if err := fanout.RemovePlan(x.cfg.Home, runID); err != nil {
 		log.Warn("fanout plan not removed", "error", err)
 	}
 }
@@ -178,24 +122,24 @@ type resumed struct {
 // fanoutPlan returns the plan of parent run c: read back with what its
 // children and reducer already did when resuming, else resolved from
 // inputs_from and made durable before any child starts.
-func (rt *Runtime) fanoutPlan(ctx context.Context, j *job.Job, c job.Claim, log *slog.Logger) (fanout.Plan, resumed, error) {
-	plan, found, err := fanout.ReadPlan(rt.cfg.Home, c.RunID)
+func (x *Executor) fanoutPlan(ctx context.Context, j *job.Job, c job.Claim, log *slog.Logger) (fanout.Plan, resumed, error) {
+	plan, found, err := fanout.ReadPlan(x.cfg.Home, c.RunID)
 	if err != nil {
 		return plan, resumed{}, err
 	}
 	if found {
-		prior, err := rt.fanoutPrior(ctx, j, c, plan)
+		prior, err := x.fanoutPrior(ctx, j, c, plan)
 		log.Info("fanout resumed", "items", len(plan.Items), "finished", len(prior.children), "reducer_began", prior.reducer != nil)
 		return plan, prior, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	items, err := rt.inputs.Resolve(rctx, j.Fanout.InputsFrom)
+	items, err := x.cfg.Inputs.Resolve(rctx, j.Fanout.InputsFrom)
 	if err != nil {
 		return plan, resumed{}, fmt.Errorf("fanout: inputs: %w", err)
 	}
-	plan = fanout.Plan{RunID: c.RunID, JobID: j.ID, CreatedAt: rt.now().UTC(), Items: items}
-	if err := fanout.WritePlan(rt.cfg.Home, plan); err != nil {
+	plan = fanout.Plan{RunID: c.RunID, JobID: j.ID, CreatedAt: x.cfg.Now().UTC(), Items: items}
+	if err := fanout.WritePlan(x.cfg.Home, plan); err != nil {
 		return plan, resumed{}, err
 	}
 	return plan, resumed{}, nil
@@ -207,8 +151,8 @@ func (rt *Runtime) fanoutPlan(ctx context.Context, j *job.Job, c job.Claim, log 
 // on_interrupt retry while attempts remain; a failed child with attempts
 // left runs again. The reducer is settled only when the parent reaches it
 // (see reducerStep).
-func (rt *Runtime) fanoutPrior(ctx context.Context, j *job.Job, c job.Claim, plan fanout.Plan) (resumed, error) {
-	runs, err := rt.ledger.Runs(ctx, ledger.Filter{ParentRunID: c.RunID, Since: plan.CreatedAt.Add(-time.Minute)})
+func (x *Executor) fanoutPrior(ctx context.Context, j *job.Job, c job.Claim, plan fanout.Plan) (resumed, error) {
+	runs, err := x.cfg.Ledger.Runs(ctx, ledger.Filter{ParentRunID: c.RunID, Since: plan.CreatedAt.Add(-time.Minute)})
 	if err != nil {
 		return resumed{}, fmt.Errorf("fanout: resume: %w", err)
 	}
@@ -216,7 +160,7 @@ func (rt *Runtime) fanoutPrior(ctx context.Context, j *job.Job, c job.Claim, pla
 	for i := range plan.Items {
 		index[fanout.ChildRunID(c.RunID, i)] = i
 	}
-	maxA := childAttempts(j)
+	maxA := j.Retry.ChildAttempts()
 	prior := resumed{children: map[int]fanout.Prior{}}
 	for _, r := range runs {
 		if r.Role == ledger.RoleReducer && r.RunID == fanout.ReducerRunID(c.RunID) {
@@ -237,7 +181,7 @@ func (rt *Runtime) fanoutPrior(ctx context.Context, j *job.Job, c job.Claim, pla
 			p.Final, p.Outcome = true, fanout.Stopped
 		default:
 			if !r.State.Terminal() {
-				rt.interruptChild(ctx, j, c, r)
+				x.interruptChild(ctx, j, c, r)
 			}
 			p.Outcome = fanout.Failed
 			p.Final = j.OnInterrupt != job.InterruptRetry || r.Attempt >= j.Retry.Attempts()
@@ -251,16 +195,16 @@ func (rt *Runtime) fanoutPrior(ctx context.Context, j *job.Job, c job.Claim, pla
 // resumed (no attempt left): its children and reducer left running are
 // killed if anything of them is left and recorded interrupted, and its
 // plan is removed. Nothing of the parent runs again.
-func (rt *Runtime) endSteps(ctx context.Context, j *job.Job, c job.Claim) {
-	log := rt.log.With("job_id", j.ID, "run_id", c.RunID)
-	plan, found, err := fanout.ReadPlan(rt.cfg.Home, c.RunID)
+func (x *Executor) EndSteps(ctx context.Context, j *job.Job, c job.Claim) {
+	log := x.cfg.Log.With("job_id", j.ID, "run_id", c.RunID)
+	plan, found, err := fanout.ReadPlan(x.cfg.Home, c.RunID)
 	if err != nil || !found {
 		if err != nil {
 			log.Warn("fanout plan of an interrupted parent unreadable", "error", err)
 		}
 		return
 	}
-	runs, err := rt.ledger.Runs(ctx, ledger.Filter{ParentRunID: c.RunID, Since: plan.CreatedAt.Add(-time.Minute)})
+	runs, err := x.cfg.Ledger.Runs(ctx, ledger.Filter{ParentRunID: c.RunID, Since: plan.CreatedAt.Add(-time.Minute)})
 	if err != nil {
 		// The plan stays: the next start tries again.
 		log.Error("steps of an interrupted fanout parent not settled", "error", err)
@@ -268,10 +212,10 @@ func (rt *Runtime) endSteps(ctx context.Context, j *job.Job, c job.Claim) {
 	}
 	for _, r := range runs {
 		if !r.State.Terminal() && (r.Role == ledger.RoleChild || r.Role == ledger.RoleReducer) {
-			rt.interruptChild(ctx, j, c, r)
+			x.interruptChild(ctx, j, c, r)
 		}
 	}
-	rt.dropPlan(c.RunID, log)
+	x.dropPlan(c.RunID, log)
 }
 
 // reducer is what a fanout parent does about its reducer once its
@@ -293,7 +237,7 @@ type reducer struct {
 // running is killed if anything of it is left and recorded interrupted;
 // an interrupted reducer runs again, as its next attempt, only under
 // on_interrupt retry while attempts remain.
-func (rt *Runtime) reducerStep(ctx context.Context, j *job.Job, c job.Claim, prev *ledger.Run) reducer {
+func (x *Executor) reducerStep(ctx context.Context, j *job.Job, c job.Claim, prev *ledger.Run) reducer {
 	if prev == nil {
 		return reducer{run: true, attempt: 1}
 	}
@@ -304,7 +248,7 @@ func (rt *Runtime) reducerStep(ctx context.Context, j *job.Job, c job.Claim, pre
 		return reducer{outcome: fanout.Failed}
 	}
 	if !prev.State.Terminal() {
-		rt.interruptChild(ctx, j, c, *prev)
+		x.interruptChild(ctx, j, c, *prev)
 	}
 	switch {
 	case j.OnInterrupt != job.InterruptRetry:
@@ -317,13 +261,13 @@ func (rt *Runtime) reducerStep(ctx context.Context, j *job.Job, c job.Claim, pre
 
 // interruptChild kills what is left of child or reducer run r of a dead
 // parent and records it interrupted, under the token of its attempt.
-func (rt *Runtime) interruptChild(ctx context.Context, j *job.Job, c job.Claim, r ledger.Run) {
+func (x *Executor) interruptChild(ctx context.Context, j *job.Job, c job.Claim, r ledger.Run) {
 	kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	_, _ = runner.KillRun(kctx, r.RunID, nil)
 	cancel()
-	e := rt.entry(j, rt.now(), mark{r.RunID, ledger.StateInterrupted, c.Slot, Trigger(c.Trigger), "interrupted: the parent's owner is gone"})
+	e := x.lines.Entry(j, x.cfg.Now(), runs.Mark{RunID: r.RunID, State: ledger.StateInterrupted, Slot: c.Slot, Trig: runs.Trigger(c.Trigger), Reason: "interrupted: the parent's owner is gone"})
 	e.Role, e.ParentRunID, e.Item, e.Attempt, e.Token, e.Output = r.Role, c.RunID, r.Item, r.Attempt, r.Token, r.Output
-	rt.record(e)
+	x.cfg.Lines.Record(e)
 }
 
 // childToken is the ledger token of a child attempt: the parent's attempt
@@ -341,7 +285,8 @@ type child struct {
 
 // runChild runs one child attempt (or the reducer) of parent c, with its
 // own run id, ledger lines and output file.
-func (rt *Runtime) runChild(ctx context.Context, j *job.Job, c job.Claim, ch child) fanout.Outcome {
+func (ex *execution) runChild(ctx context.Context, ch child) fanout.Outcome {
+	x, j, c := ex.x, &ex.s.Job, ex.s.Claim
 	f := j.Fanout
 	id, role := fanout.ReducerRunID(c.RunID), ledger.RoleReducer
 	payload := runner.Payload{Kind: runner.KindShell, Shell: &runner.Shell{Command: "", Env: map[string]string{}}}
@@ -361,26 +306,33 @@ func (rt *Runtime) runChild(ctx context.Context, j *job.Job, c job.Claim, ch chi
 		payload.Shell.Env[EnvParentRunID] = c.RunID
 	}
 	line := func(st ledger.State, reason string) ledger.Entry {
-		e := rt.entry(j, rt.now(), mark{id, st, c.Slot, Trigger(c.Trigger), reason})
+		e := x.lines.Entry(j, x.cfg.Now(), runs.Mark{RunID: id, State: st, Slot: c.Slot, Trig: runs.Trigger(c.Trigger), Reason: reason})
 		e.Role, e.ParentRunID, e.Item, e.Attempt, e.Token = role, c.RunID, ch.item, ch.attempt, childToken(c, ch.attempt)
 		e.Runner = payload.Kind
 		return e
 	}
-	rel := filepath.Join("output", j.ID, id+".log")
-	out := &outputFile{path: filepath.Join(rt.cfg.Home, rel)}
+	rel := runs.OutputRel(j.ID, id)
+	out := &outputFile{path: filepath.Join(x.cfg.Home, rel)}
 	e := line(ledger.StateRunning, "")
 	e.Output = rel
-	rt.record(e)
+	x.cfg.Lines.Record(e)
 	cctx := ctx
 	if f.PerItemTimeout > 0 && ch.index >= 0 {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeoutCause(ctx, f.PerItemTimeout.Std(), fmt.Errorf("per-item timeout after %s", f.PerItemTimeout.Std()))
 		defer cancel()
 	}
-	req := rt.childRequest(j, c, ch, payload)
+	req := x.childRequest(j, c, ch, payload)
 	req.RunID = id
-	req.Output, req.Stderr = capped(out, rt.cfg.OutputCap)
-	res := rt.runGraceful(cctx, req)
+	req.Output, req.Stderr = capped(out, x.cfg.OutputCap)
+	rn, rerr := ex.rn, ex.rerr
+	if ch.index < 0 {
+		rn, rerr = x.cfg.Runners.Get(runner.KindShell)
+	}
+	res := runner.Result{Err: rerr}
+	if rerr == nil {
+		res = runGraceful(cctx, rn, req)
+	}
 	if cerr := out.Close(); cerr != nil && res.Err == nil {
 		res.Err = cerr
 	}
@@ -392,17 +344,17 @@ func (rt *Runtime) runChild(ctx context.Context, j *job.Job, c job.Claim, ch chi
 		}
 	}
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errCancelled):
+	case errors.Is(cause, runs.ErrCancelled):
 		st, outcome, reason = ledger.StateCancelled, fanout.Stopped, "cancelled: the parent was cancelled"
-	case errors.Is(cause, errShutdown):
-		st, outcome, reason = ledger.StateInterrupted, fanout.Stopped, "interrupted: "+errShutdown.Error()
+	case errors.Is(cause, runs.ErrShutdown):
+		st, outcome, reason = ledger.StateInterrupted, fanout.Stopped, "interrupted: "+runs.ErrShutdown.Error()
 	}
 	e = line(st, reason)
 	e.Output, e.ExitCode = rel, res.ExitCode
 	if res.Err != nil {
 		e.Error = res.Err.Error()
 	}
-	rt.record(e)
+	x.cfg.Lines.Record(e)
 	return outcome
 }
 
@@ -411,9 +363,9 @@ func (rt *Runtime) runChild(ctx context.Context, j *job.Job, c job.Claim, ch chi
 // and, with the parent's run id, in Env, for a runner of any kind. The
 // children and the reducer of a chain step carry its chain (Chain and the
 // CHRONOS_CHAIN_* variables) as the step's own run would.
-func (rt *Runtime) childRequest(j *job.Job, c job.Claim, ch child, payload runner.Payload) runner.Request {
+func (x *Executor) childRequest(j *job.Job, c job.Claim, ch child, payload runner.Payload) runner.Request {
 	req := runner.Request{JobID: j.ID, FireAt: c.Slot, Attempt: ch.attempt, Payload: payload, Chain: j.Chain.Clone(),
-		Env: RunEnv(rt.cfg.Home, j)}
+		Env: RunEnv(x.cfg.Home, j)}
 	if ch.index >= 0 {
 		req.Fanout = &runner.FanoutItem{ParentRunID: c.RunID, Index: ch.index, Item: ch.item, Var: j.Fanout.ItemVar}
 		req.Env[j.Fanout.ItemVar] = ch.item
@@ -452,11 +404,7 @@ func replaceVar(s, name, value string) string {
 // runGraceful runs req; when ctx ends, the run's process group gets
 // SIGTERM first and the runner's kill (SIGKILL of everything left) comes
 // StopGrace later, unless the run ended meanwhile.
-func (rt *Runtime) runGraceful(ctx context.Context, req runner.Request) runner.Result {
-	rn, err := rt.runners.Get(req.Payload.Kind)
-	if err != nil {
-		return runner.Result{Err: err}
-	}
+func runGraceful(ctx context.Context, rn runner.Runner, req runner.Request) runner.Result {
 	hard, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	var (

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -26,6 +23,7 @@ type badFile struct {
 }
 
 func (e *badFile) Error() string { return e.err.Error() }
+
 func (e *badFile) Unwrap() error { return e.err }
 
 // lastGood is the last good state a store read or wrote, held while
@@ -61,7 +59,7 @@ func (s *Store) hold(bad *badFile, prev *State, prevEnc map[*job.Job][]byte) (*S
 		return nil, bad
 	}
 	s.last = &lastGood{data: data, gen: prev.Generation, bad: bad}
-	s.noteHealth(bad.fp)
+	s.health.Store(healthOf(bad.fp, s.last))
 	s.warnBad(bad)
 	prev.clean()
 	s.holdCache(prev, enc)
@@ -91,7 +89,7 @@ func (s *Store) readHeld() (*State, error) {
 	var bad *badFile
 	if errors.As(err, &bad) {
 		s.last.bad = bad
-		s.noteHealth(bad.fp)
+		s.health.Store(healthOf(bad.fp, s.last))
 		s.warnBad(bad)
 		return s.decodeHeld()
 	}
@@ -101,7 +99,7 @@ func (s *Store) readHeld() (*State, error) {
 	s.opts.Logger.Info("store: jobs.json reads again; the last good jobs held in its place are dropped",
 		"path", s.Path(), "generation", st.Generation)
 	s.last, s.warned = nil, ""
-	s.noteHealth(s.baseFP)
+	s.health.Store(healthOf(s.baseFP, s.last))
 	return st, nil
 }
 
@@ -140,62 +138,12 @@ func (s *Store) keepBadAside() error {
 	if bad.aside != "" {
 		return nil
 	}
-	aside, err := s.linkAside(s.Path())
+	aside, err := s.aside.link(s.Path())
 	if err != nil {
 		return fmt.Errorf("store: %w: keeping the bad %s aside before replacing it: %w", ErrUnwritable, s.Path(), err)
 	}
 	bad.aside = aside
 	return nil
-}
-
-// linkAside makes path's file also <path>.corrupt-<timestamp> (a copy
-// where a link is refused) and returns that name.
-func (s *Store) linkAside(path string) (string, error) {
-	base := path + ".corrupt-" + s.opts.Now().UTC().Format("20060102T150405Z")
-	for i := 1; i <= 1000; i++ {
-		name := base
-		if i > 1 {
-			name = fmt.Sprintf("%s-%d", base, i)
-		}
-		err := os.Link(path, name)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			err = copyFile(path, name)
-		}
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		return name, nil
-	}
-	return "", fmt.Errorf("too many copies named %s-*", base)
-}
-
-// copyFile copies src to dst, a new file, streaming, and syncs it.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err = io.Copy(out, in); err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(dst)
-	}
-	return err
 }
 
 // restored ends the hold once the last good state, with a change, of
@@ -225,7 +173,7 @@ const healthWait = time.Second
 func (s *Store) Health(ctx context.Context) error {
 	fp, err := s.baseFingerprint()
 	if err != nil {
-		return s.public(err)
+		return public(s.home, err)
 	}
 	if h := s.health.Load(); h != nil && h.fp == fp {
 		return h.err
@@ -250,30 +198,30 @@ func (s *Store) Health(ctx context.Context) error {
 	switch {
 	case s.last != nil:
 	case err != nil:
-		s.health.Store(&health{fp: fp, err: s.public(err)})
+		s.health.Store(&health{fp: fp, err: public(s.home, err)})
 	default:
-		s.noteHealth(fp)
+		s.health.Store(healthOf(fp, s.last))
 	}
 	return last()
 }
 
-// noteHealth records what a read or write found of jobs.json, of
-// fingerprint fp: good, or held bad (s.last).
-func (s *Store) noteHealth(fp Fingerprint) {
+// healthOf is what a read or write found of jobs.json, of fingerprint fp:
+// good, or held bad (last, when not nil).
+func healthOf(fp Fingerprint, last *lastGood) *health {
 	var herr error
-	if s.last != nil {
+	if last != nil {
 		herr = fmt.Errorf("%s; the last good jobs (generation %d) are used until the next change writes them back",
-			s.last.bad.reason, s.last.gen)
+			last.bad.reason, last.gen)
 	}
-	s.health.Store(&health{fp: fp, err: herr})
+	return &health{fp: fp, err: herr}
 }
 
-// public returns err in words without the home's path.
-func (s *Store) public(err error) error {
+// public returns err in words without the path of home.
+func public(home string, err error) error {
 	var bad *badFile
 	if errors.As(err, &bad) {
 		return errors.New(bad.reason)
 	}
-	msg := strings.ReplaceAll(err.Error(), s.home+string(filepath.Separator), "")
-	return errors.New(strings.ReplaceAll(msg, s.home, "home"))
+	msg := strings.ReplaceAll(err.Error(), home+string(filepath.Separator), "")
+	return errors.New(strings.ReplaceAll(msg, home, "home"))
 }

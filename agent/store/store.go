@@ -1,19 +1,14 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,10 +75,8 @@ type Store struct {
 	mu   sync.Mutex // serialises this process's users of the lock fd
 	lock *os.File
 
-	// The journal, kept open while it is the file at its path.
-	jf       *os.File
-	jfIno    uint64
-	jfAppend bool // jf was opened for appending
+	jfile journalFile // the journal, kept open while it is the file at its path
+	aside asides      // copies of files that cannot be used
 
 	// The last version read or written by this process, reused while
 	// jobs.json on disk is provably the same (same fingerprint and
@@ -148,7 +141,8 @@ func Open(home string, opts Options) (*Store, error) {
 		}
 		lf = ro
 	}
-	return &Store{home: home, opts: opts, lock: lf}, nil
+	return &Store{home: home, opts: opts, lock: lf,
+		jfile: journalFile{path: filepath.Join(home, JournalFile), home: home}, aside: asides{now: opts.Now}}, nil
 }
 
 // Home returns the home directory.
@@ -180,10 +174,7 @@ func (s *Store) Close() error {
 	if s.wrote {
 		s.compactLocked()
 	}
-	if s.jf != nil {
-		_ = s.jf.Close()
-		s.jf = nil
-	}
+	s.jfile.close()
 	err := s.lock.Close()
 	s.lock = nil
 	return err
@@ -349,7 +340,7 @@ func (s *Store) readBase() (*State, error) {
 		return nil, fmt.Errorf("store: %s has format version %d, this build reads up to %d", s.Path(), int(nf), FormatVersion)
 	}
 	if err != nil {
-		aside, kerr := s.keepAside(s.Path(), raw)
+		aside, kerr := s.aside.keep(s.Path(), raw)
 		return nil, &badFile{err: corruptError(s.Path(), err, aside, kerr), fp: fp, aside: aside,
 			reason: fmt.Sprintf("%s does not parse: %v", JobsFile, err)}
 	}
@@ -370,67 +361,6 @@ func (s *Store) readBase() (*State, error) {
 	return st, nil
 }
 
-// newerFormat is the error of parseBase for a file of a newer format
-// version than this build reads: not corrupt, and not to be overwritten.
-type newerFormat int
-
-func (v newerFormat) Error() string { return fmt.Sprintf("format version %d", int(v)) }
-
-// parseBase decodes and checks raw, the content of jobs.json, and maps each
-// job to its line (see splitLines). An error is the reason the content is
-// corrupt, or a newerFormat.
-func parseBase(raw []byte) (*State, map[*job.Job][]byte, error) {
-	if err := checkText(raw); err != nil {
-		return nil, nil, err
-	}
-	var fst fileState
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&fst); err != nil {
-		return nil, nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, nil, errors.New("trailing data after the jobs object")
-	}
-	if fst.Version == 0 {
-		return nil, nil, errors.New("missing version")
-	}
-	if fst.Version > FormatVersion {
-		return nil, nil, newerFormat(fst.Version)
-	}
-	seen := make(map[string]bool, len(fst.Jobs))
-	for i, j := range fst.Jobs {
-		if j == nil {
-			return nil, nil, fmt.Errorf("job %d is null", i)
-		}
-		if seen[j.ID] {
-			return nil, nil, fmt.Errorf("job id %q appears twice", j.ID)
-		}
-		seen[j.ID] = true
-	}
-	st := &State{Version: fst.Version, Generation: fst.Generation, jobs: fst.Jobs}
-	if err := st.chains.load(fst.Chains, fst.Breakers); err != nil {
-		return nil, nil, err
-	}
-	st.reindex()
-	return st, splitLines(raw, st.jobs), nil
-}
-
-// splitLines maps each job to its line in raw when raw has the layout
-// encode writes (a header line, one job per line, a closing line); nil
-// otherwise. A line holds a valid encoding of its job, so it can be written
-// back unchanged while the job is not touched.
-func splitLines(raw []byte, jobs []*job.Job) map[*job.Job][]byte {
-	lines := bytes.Split(raw, []byte("\n"))
-	if len(lines) != len(jobs)+3 || !bytes.HasSuffix(lines[0], []byte(`"jobs":[`)) || !bytes.HasPrefix(lines[len(lines)-2], []byte("]")) {
-		return nil
-	}
-	enc := make(map[*job.Job][]byte, len(jobs))
-	for i, j := range jobs {
-		enc[j] = bytes.TrimSuffix(lines[i+1], []byte(","))
-	}
-	return enc
-}
-
 // remember caches st (with each job's encoded line) as the content of
 // jobs.json now on disk, which holds generation baseGen, and the records j
 // that follow it.
@@ -443,84 +373,12 @@ func (s *Store) remember(st *State, enc map[*job.Job][]byte, baseGen uint64, j j
 	st.clean()
 	s.cache, s.baseFP, s.baseGen, s.enc, s.journal = st, fp, baseGen, enc, j
 	if s.last == nil {
-		s.noteHealth(fp)
+		s.health.Store(healthOf(fp, s.last))
 	}
 }
 
 func (s *Store) drop() {
 	s.cache, s.baseFP, s.baseGen, s.enc, s.journal = nil, Fingerprint{}, 0, nil, journal{}
-}
-
-// readGeneration reads the generation from the head of the file, where
-// encode puts it.
-func readGeneration(path string) (uint64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	var head [96]byte
-	n, _ := io.ReadFull(f, head[:])
-	h := string(head[:n])
-	const key = `"generation":`
-	i := strings.Index(h, key)
-	if i < 0 {
-		return 0, false
-	}
-	h = h[i+len(key):]
-	end := strings.IndexAny(h, ",}")
-	if end < 0 {
-		return 0, false
-	}
-	g, err := strconv.ParseUint(strings.TrimSpace(h[:end]), 10, 64)
-	return g, err == nil
-}
-
-// corrupt keeps a copy of the undecodable file at path (jobs.json or a
-// record) and returns ErrCorrupt. A content already kept aside is not
-// copied again; a new content never replaces an older copy, even one named
-// for the same second.
-func (s *Store) corrupt(path string, raw []byte, cause error) error {
-	aside, err := s.keepAside(path, raw)
-	return corruptError(path, cause, aside, err)
-}
-
-// corruptError is the ErrCorrupt error of the file at path, undecodable
-// for cause, whose copy was kept at aside, or not for kerr.
-func corruptError(path string, cause error, aside string, kerr error) error {
-	if kerr != nil {
-		return fmt.Errorf("store: %w: %s: %w (left untouched; copying it aside failed: %w)", ErrCorrupt, path, cause, kerr)
-	}
-	return fmt.Errorf("store: %w: %s: %w (left untouched; copy kept at %s)", ErrCorrupt, path, cause, aside)
-}
-
-// keepAside returns the path of a copy of raw next to path, writing one
-// unless an earlier copy holds the same bytes.
-func (s *Store) keepAside(path string, raw []byte) (string, error) {
-	prefix := path + ".corrupt-"
-	if old, err := filepath.Glob(prefix + "*"); err == nil {
-		for _, p := range old {
-			if b, err := os.ReadFile(p); err == nil && bytes.Equal(b, raw) {
-				return p, nil
-			}
-		}
-	}
-	base := prefix + s.opts.Now().UTC().Format("20060102T150405Z")
-	for i := 1; i <= 1000; i++ {
-		name := base
-		if i > 1 {
-			name = fmt.Sprintf("%s-%d", base, i)
-		}
-		err := atomicfile.Create(name, raw, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		return name, nil
-	}
-	return "", fmt.Errorf("too many copies named %s-*", base)
 }
 
 // write makes st durable. Only jobs the callback touched are encoded
@@ -583,81 +441,6 @@ func (s *Store) write(st *State) error {
 	return nil
 }
 
-// encodeJobs returns each job's line and, ordered by job id, the lines
-// that differ from what old holds. When old holds every job and the
-// callback touched only some, old is updated in place and only those are
-// encoded, so the cost follows the jobs changed, not the jobs held; the
-// caller drops the cache if the write then fails.
-func encodeJobs(st *State, old map[*job.Job][]byte) (map[*job.Job][]byte, [][]byte, error) {
-	if old == nil || st.allDirty || st.reshaped {
-		return encodeAll(st, old)
-	}
-	touched := make([]*job.Job, 0, len(st.dirty))
-	for j := range st.dirty {
-		touched = append(touched, j)
-	}
-	sort.Slice(touched, func(a, b int) bool { return touched[a].ID < touched[b].ID })
-	var changed [][]byte
-	for _, j := range touched {
-		b, err := json.Marshal(j)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store: encode job %s: %w", j.ID, err)
-		}
-		if line, ok := old[j]; !ok || !bytes.Equal(b, line) {
-			changed = append(changed, b)
-		}
-		old[j] = b
-	}
-	return old, changed, nil
-}
-
-// encodeAll encodes every job the callback may have touched (all of them
-// when it called All), reusing old's lines for the others.
-func encodeAll(st *State, old map[*job.Job][]byte) (map[*job.Job][]byte, [][]byte, error) {
-	enc := make(map[*job.Job][]byte, len(st.jobs))
-	var changed [][]byte
-	for _, j := range st.jobs {
-		line, ok := old[j]
-		if !ok || st.allDirty || st.dirty[j] {
-			b, err := json.Marshal(j)
-			if err != nil {
-				return nil, nil, fmt.Errorf("store: encode job %s: %w", j.ID, err)
-			}
-			if !ok || !bytes.Equal(b, line) {
-				changed = append(changed, b)
-			}
-			line = b
-		}
-		enc[j] = line
-	}
-	return enc, changed, nil
-}
-
-// encodeBase encodes st whole as jobs.json (enc holding every job's line).
-func encodeBase(st *State, enc map[*job.Job][]byte) ([]byte, error) {
-	size := 64
-	for _, j := range st.jobs {
-		size += len(enc[j]) + 2
-	}
-	tail, _, err := st.chains.tail()
-	if err != nil {
-		return nil, err
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+len(tail)))
-	fmt.Fprintf(buf, "{\"version\":%d,\"generation\":%d,\"jobs\":[", FormatVersion, st.Generation)
-	for i, j := range st.jobs {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteByte('\n')
-		buf.Write(enc[j])
-	}
-	buf.WriteString("\n]")
-	buf.Write(tail)
-	buf.WriteString("}\n")
-	return buf.Bytes(), nil
-}
-
 // writeBase replaces jobs.json atomically with st whole (enc holding every
 // job's line), then removes the records it now holds.
 func (s *Store) writeBase(st *State, enc map[*job.Job][]byte) error {
@@ -681,9 +464,9 @@ func (s *Store) writeBase(st *State, enc map[*job.Job][]byte) error {
 	s.werr.Store(nil)
 	s.wrote = false
 	if s.journal.files > 0 || s.cache != st {
-		s.pruneRecords(st.Generation)
+		pruneRecords(s.home, st.Generation)
 	}
-	j := s.resetJournal()
+	j := s.jfile.reset()
 	j.baseSize = int64(len(b))
 	s.remember(st, enc, st.Generation, j)
 	return nil

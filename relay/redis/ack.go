@@ -200,8 +200,8 @@ type ackItem struct {
 }
 
 // Ack implements relay.Queue. Acks are group-committed (see groupCommit)
-// in one queue per shard: a burst costs a few round trips, not one per
-// fire, and the acks of a shard whose master is down (retried until
+// in one queue per master (queueOf): a burst costs a few round trips, not
+// one per fire, and the acks of a master that is down (retried until
 // Options.RetryFor) never hold up those of another.
 func (e *queue) Ack(ctx context.Context, l relay.Lease) error {
 	return e.ack(ctx, ackItem{l: l})
@@ -218,9 +218,10 @@ func (e *queue) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) 
 	return e.ack(ctx, ackItem{l: l, rec: &f})
 }
 
-// ack queues one ack on its shard's group commit and waits for its batch.
+// ack queues one ack on its group commit (see queueOf) and waits for its
+// batch.
 func (e *queue) ack(ctx context.Context, a ackItem) error {
-	err := submit(ctx, &e.acker[e.queueOf(a.l.AgentID)], a, e.groupTimeout(), e.ackMany)
+	err := submit(ctx, e.acker.get(e.queueOf(ctx, a.l.AgentID)), a, e.groupTimeout(), e.ackMany)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("redis: ack: %w", err)
 	}

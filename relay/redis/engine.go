@@ -111,11 +111,11 @@ type core struct {
 	k         keys
 	opts      Options
 	log       *slog.Logger
-	rr        atomic.Uint32                 // round-robin start shard of claims
-	acker     []groupCommit[ackItem]        // per shard on a Cluster, one queue on a single node (see queueOf)
-	lastFirer []groupCommit[relay.LastFire] // per shard, as acker
-	cluster   *goredis.ClusterClient        // c, when it is a Cluster client
-	faults    faultLog                      // repeated failures, logged once with a count
+	rr        atomic.Uint32               // round-robin start shard of claims
+	acker     groupQueues[ackItem]        // by master on a Cluster, one queue on a single node (see queueOf)
+	lastFirer groupQueues[relay.LastFire] // as acker
+	cluster   *goredis.ClusterClient      // c, when it is a Cluster client
+	faults    faultLog                    // repeated failures, logged once with a count
 	closed    chan struct{}
 
 	wakeOnce sync.Once
@@ -181,8 +181,6 @@ func New(ctx context.Context, c goredis.UniversalClient, opts Options) (*Engine,
 		closed:    make(chan struct{}),
 		epochSem:  make(chan struct{}, 1),
 		recounted: make([]atomic.Int64, opts.Shards),
-		acker:     make([]groupCommit[ackItem], opts.Shards),
-		lastFirer: make([]groupCommit[relay.LastFire], opts.Shards),
 	}
 	b.cluster, _ = c.(*goredis.ClusterClient)
 	e := &Engine{core: b, queue: &queue{b}, flowControl: &flowControl{b}, fireRecords: &fireRecords{b},
@@ -257,16 +255,23 @@ func (e *core) Prefix() string { return e.opts.Prefix }
 // Shards returns the shard count in use.
 func (e *core) Shards() int { return e.opts.Shards }
 
-// queueOf is the index of agent's group-commit queues (acker, lastFirer):
-// its shard's on a Cluster, so that a master that is down stalls only the
-// acknowledgements of its own shards; the one queue of all shards on a
-// single node, where a batch's shards share its round trip (and all go
+// queueOf names the group-commit queue (acker, lastFirer) of agent's
+// acknowledgements and last-fire records: on a Cluster, the address of the
+// master serving the agent's shard, so that a master that is down stalls
+// only its own shards' acknowledgements while each healthy master's go out
+// in batches as large as on one node; on a single node, the one queue of
+// every shard, where a batch's shards share its round trip (and all go
 // down together).
-func (e *core) queueOf(agent string) int {
+func (e *core) queueOf(ctx context.Context, agent string) string {
 	if e.cluster == nil {
-		return 0
+		return ""
 	}
-	return e.k.shardOf(agent)
+	s := e.k.shardOf(agent)
+	c, err := e.cluster.MasterForKey(ctx, e.k.due(s))
+	if err != nil {
+		return "shard " + strconv.Itoa(s)
+	}
+	return c.Options().Addr
 }
 
 // nowArg is ARGV[1] of every script: the injected clock in ms, or "" for

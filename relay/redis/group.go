@@ -23,6 +23,28 @@ type groupCommit[T any] struct {
 	busy    bool // a flush is running
 }
 
+// groupQueues are the group commits of one kind, one per queue key (see
+// core.queueOf), made on first use.
+type groupQueues[T any] struct {
+	mu sync.Mutex
+	m  map[string]*groupCommit[T]
+}
+
+// get returns the group commit of key.
+func (q *groupQueues[T]) get(key string) *groupCommit[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	g := q.m[key]
+	if g == nil {
+		if q.m == nil {
+			q.m = make(map[string]*groupCommit[T])
+		}
+		g = &groupCommit[T]{}
+		q.m[key] = g
+	}
+	return g
+}
+
 // groupReq is one call waiting for its batch.
 type groupReq[T any] struct {
 	v    T

@@ -115,13 +115,13 @@ return out
 `)
 
 // RecordLastFire implements relay.LastFires. Records are group-committed
-// like acks (see groupCommit), in one queue per shard: every delivered fire
+// like acks (see groupCommit and queueOf): every delivered fire
 // writes one, so a burst costs a few round trips, not one per fire.
 func (e *fireRecords) RecordLastFire(ctx context.Context, f relay.LastFire) error {
 	if err := checkLastFire(f); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
-	if err := submit(ctx, &e.lastFirer[e.queueOf(f.AgentID)], f, e.groupTimeout(), e.recordLastFires); err != nil {
+	if err := submit(ctx, e.lastFirer.get(e.queueOf(ctx, f.AgentID)), f, e.groupTimeout(), e.recordLastFires); err != nil {
 		return fmt.Errorf("redis: record last fire: %w", err)
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/job"
-
 	"github.com/chronoscron/chronos/agent/ledger"
 )
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/job"
-
 	"github.com/chronoscron/chronos/internal/termtext"
 )
 

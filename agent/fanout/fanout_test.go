@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/job"
-
 	"github.com/chronoscron/chronos/agent/ledger"
 )
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/chronoscron/chronos/agent/job"
-
 	"github.com/chronoscron/chronos/agent/ledger"
 )
 

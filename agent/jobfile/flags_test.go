@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/job"
+	"github.com/chronoscron/chronos/agent/jobfile"
 
 	"github.com/spf13/pflag"
-
-	"github.com/chronoscron/chronos/agent/jobfile"
 )
 
 // parsed is a command line of jobs add or jobs edit read by a flag set.

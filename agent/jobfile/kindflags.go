@@ -5,11 +5,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/job"
 
 	"github.com/spf13/pflag"
-
-	"github.com/chronoscron/chronos/agent"
 )
 
 // KindFlags are the job kind flags of jobs add.

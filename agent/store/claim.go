@@ -5,9 +5,8 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/chronoscron/chronos/agent/job"
-
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/job"
 )
 
 // Liveness is what can be said about a claim's owner.

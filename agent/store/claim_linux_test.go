@@ -6,9 +6,8 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/chronoscron/chronos/agent/job"
-
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/job"
 )
 
 // TestOwnersByStartTime: on the same host a claim that records its owner's

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/job"
-
 	"github.com/chronoscron/chronos/internal/atomicfile"
 )
 

@@ -3,9 +3,8 @@ package store
 import (
 	"fmt"
 
-	"github.com/chronoscron/chronos/agent/job"
-
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/job"
 )
 
 // FormatVersion is the version of jobs.json this package writes. A file with

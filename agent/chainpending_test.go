@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/internal/runs"
 	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -226,7 +227,7 @@ func TestRetryDueAtRecoverAfterExpiryIsSkipped(t *testing.T) {
 	ctx := context.Background()
 	st := b.gateStep(t, "inc", "skip", "retry")
 	slot := *st.Job.NextRunAt
-	b.plantClaim(t, st.Job.ID, fmt.Sprintf("%s:%d:x", store.Hostname(), deadPID(t)), slot.Add(time.Hour))
+	b.plantClaim(t, st.Job.ID, fmt.Sprintf("%s:%d:x", runs.Hostname(), deadPID(t)), slot.Add(time.Hour))
 	b.clock.Set(b.chain(t, "inc").ExpiresAt.Add(time.Minute))
 	if err := b.rt.Recover(ctx); err != nil {
 		t.Fatal(err)

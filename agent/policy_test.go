@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/internal/runs"
 	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/store"
@@ -303,7 +304,7 @@ func (b *bundle) plantClaim(t *testing.T, id, owner string, leaseUntil time.Time
 
 func TestOnInterruptPolicies(t *testing.T) {
 	t.Parallel()
-	host := store.Hostname()
+	host := runs.Hostname()
 	tests := []struct {
 		name       string
 		policy     string

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/internal/runs"
 	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -75,7 +76,7 @@ func TestRecoverSettlesADeadOwnersRun(t *testing.T) {
 	b.add(t, JobSpec{ID: "rec", Schedule: "every 1h", OnInterrupt: "retry"})
 	runID := fmt.Sprintf("r20260601T090000-recover%d", os.Getpid())
 	record, left := orphanRun(t, runID)
-	owner := fmt.Sprintf("%s:%d:dead", store.Hostname(), deadPID(t))
+	owner := fmt.Sprintf("%s:%d:dead", runs.Hostname(), deadPID(t))
 	err := b.rt.Store().Update(t.Context(), func(st *store.State) error {
 		j := st.Job("rec")
 		slot := *j.NextRunAt

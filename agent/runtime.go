@@ -125,7 +125,7 @@ func (c Config) withDefaults() Config {
 		c.WatchInterval = 250 * time.Millisecond
 	}
 	if c.Host == "" {
-		c.Host = store.Hostname()
+		c.Host = runs.Hostname()
 	}
 	return c
 }
@@ -257,7 +257,7 @@ func (rt *Runtime) wire() {
 	rt.lc = lifecycle.New(lifecycle.Config{Now: cfg.Now, Log: rt.log, Location: cfg.Location, LeaseTTL: cfg.LeaseTTL,
 		MaxCatchUp: cfg.MaxCatchUp, Home: cfg.Home, Store: rt.store, Ledger: rt.ledger, Lines: rt.lines, Runs: rt.runs,
 		Notices: rt.notices, Exec: rt.exec, Chains: chainPolicies(cfg.Chains), Self: rt.self,
-		Where: store.Where{Boot: procfs.BootID(), NS: procfs.PIDNamespace()}, SelfStart: selfStart,
+		Where: runs.Where{Boot: procfs.BootID(), NS: procfs.PIDNamespace()}, SelfStart: selfStart,
 		Signal: rt.signal, Subscribe: rt.subscribe, Invalid: ErrInvalidJob})
 	rt.exec.SetSettler(rt.lc.Settlement)
 	rt.inputs = in

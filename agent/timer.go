@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/internal/runs"
 	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -94,9 +95,9 @@ func (t timerOps) nextWake(ctx context.Context) (wake, error) {
 			for i := range j.Claims {
 				c := &j.Claims[i]
 				switch t.rt.lc.Judge(c) {
-				case store.OwnerSelf:
+				case runs.OwnerSelf:
 					continue
-				case store.OwnerAlive:
+				case runs.OwnerAlive:
 					// A live owner's claim is never reaped; look again
 					// after its lease (or a third of one, once it has
 					// passed: the owner cannot renew it) to notice its
@@ -107,7 +108,7 @@ func (t timerOps) nextWake(ctx context.Context) (wake, error) {
 					}
 					consider(at)
 					continue
-				case store.OwnerGone:
+				case runs.OwnerGone:
 					w.sweep = true
 				default:
 					if !c.LeaseUntil.After(now) {

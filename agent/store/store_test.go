@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -276,55 +275,6 @@ func TestLockTimeout(t *testing.T) {
 	close(release)
 	if !errors.Is(err, ErrLockTimeout) {
 		t.Fatalf("err %v, want ErrLockTimeout", err)
-	}
-}
-
-func TestOwners(t *testing.T) {
-	t.Parallel()
-	self := job.Owner{Host: "h", PID: os.Getpid(), ID: "me"}
-	tests := []struct {
-		name  string
-		claim job.Claim
-		want  Liveness
-	}{
-		{"self", job.Claim{Owner: self.String()}, OwnerSelf},
-		{"earlier life of this pid", job.Claim{Owner: fmt.Sprintf("h:%d:earlier", os.Getpid())}, OwnerGone},
-		{"other host", job.Claim{Owner: "other:1:x"}, OwnerUnknown},
-		{"live pid without start time", job.Claim{Owner: "h:1:x"}, OwnerUnknown},
-		{"garbage", job.Claim{Owner: "garbage"}, OwnerUnknown},
-		{"dead pid", job.Claim{Owner: "h:2147483646:x"}, OwnerGone},
-		{"other host with start time", job.Claim{Owner: "elsewhere:1:x", OwnerBoot: "b", OwnerStart: 1}, OwnerUnknown},
-	}
-	for _, tc := range tests {
-		if got := Judge(tc.claim, self, Where{Boot: "this-boot", NS: "pid:[1]"}); got != tc.want {
-			t.Errorf("%s: Judge(%+v) = %v, want %v", tc.name, tc.claim, got, tc.want)
-		}
-	}
-	if o, err := job.ParseOwner("host:with:colons:42:abc"); err != nil || o.Host != "host:with:colons" || o.PID != 42 || o.ID != "abc" {
-		t.Fatalf("ParseOwner: %+v %v", o, err)
-	}
-}
-
-func TestClaimSlotIsACompareAndSet(t *testing.T) {
-	t.Parallel()
-	slot := time.Date(2026, 6, 1, 9, 0, 0, 0, time.UTC)
-	j := &job.Job{ID: "a", NextRunAt: &slot}
-	if _, ok := j.ClaimSlot(slot.Add(-time.Minute), job.Claim{RunID: "old"}); ok {
-		t.Fatal("claimed a slot that is not next_run_at")
-	}
-	c, ok := j.ClaimSlot(slot, job.Claim{RunID: "r1"})
-	if !ok || c.Token != 1 {
-		t.Fatalf("claim %+v %v", c, ok)
-	}
-	c2 := j.AddClaim(job.Claim{RunID: "r2"})
-	if c2.Token != 2 {
-		t.Fatalf("token %d, want 2", c2.Token)
-	}
-	if j.DropClaim("r1", 2) {
-		t.Fatal("dropped a claim with the wrong token")
-	}
-	if !j.DropClaim("r1", 1) || j.DropClaim("r1", 1) {
-		t.Fatal("drop is not exactly once")
 	}
 }
 

@@ -349,9 +349,9 @@ func (ad *Admission) admit(j *job.Job, sched *schedule.Schedule, a admission, no
 				e.Owner, e.Token, e.Attempt = c.Owner, c.Token, c.Attempt
 				p.endRun(j, e)
 				switch ad.judge(&c) {
-				case store.OwnerSelf:
+				case runs.OwnerSelf:
 					p.cancels = append(p.cancels, c.RunID)
-				case store.OwnerGone:
+				case runs.OwnerGone:
 					ad.planKill(j, c, p)
 				}
 			}

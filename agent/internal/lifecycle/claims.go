@@ -29,16 +29,16 @@ func (ad *Admission) reap(j *job.Job, now time.Time, p *Plan) {
 		var why string
 		gone := false
 		switch ad.judge(&c) {
-		case store.OwnerSelf:
+		case runs.OwnerSelf:
 			if ad.Runs.Active(c.RunID, c.Token) {
 				kept = append(kept, c)
 				continue
 			}
 			why = "this process no longer runs it"
-		case store.OwnerAlive:
+		case runs.OwnerAlive:
 			kept = append(kept, c)
 			continue
-		case store.OwnerGone:
+		case runs.OwnerGone:
 			why = fmt.Sprintf("owner %s is gone", c.Owner)
 			gone = true
 			ad.planKill(j, c, p)

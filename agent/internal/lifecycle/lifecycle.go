@@ -53,7 +53,7 @@ type Config struct {
 	// Self is this process's owner; Where its boot and pid namespace, and
 	// SelfStart its start time (clock ticks since boot).
 	Self      job.Owner
-	Where     store.Where
+	Where     runs.Where
 	SelfStart uint64
 	// Signal tells the runtime's listeners that jobs changed; Subscribe
 	// returns a private channel so signalled, and its cancel.
@@ -123,12 +123,12 @@ func Closed(id string) { liveOwners.Delete(id) }
 // judge tells whether a claim's owner is this runtime, another one that
 // provably runs (on this host), one provably gone, or unknown (the lease
 // decides). Another runtime open in this process is alive.
-func (e *env) judge(c *job.Claim) store.Liveness {
-	l := store.Judge(*c, e.Self, e.Where)
-	if l == store.OwnerGone {
+func (e *env) judge(c *job.Claim) runs.Liveness {
+	l := runs.Judge(*c, e.Self, e.Where)
+	if l == runs.OwnerGone {
 		if o, err := job.ParseOwner(c.Owner); err == nil && o.Host == e.Self.Host && o.PID == e.Self.PID {
 			if _, live := liveOwners.Load(o.ID); live {
-				return store.OwnerAlive
+				return runs.OwnerAlive
 			}
 		}
 	}
@@ -136,7 +136,7 @@ func (e *env) judge(c *job.Claim) store.Liveness {
 }
 
 // Judge is judge for the timer, which wakes for other owners' leases.
-func (l *Lifecycle) Judge(c *job.Claim) store.Liveness { return l.env.judge(c) }
+func (l *Lifecycle) Judge(c *job.Claim) runs.Liveness { return l.env.judge(c) }
 
 // Apply carries out p, committed (see Plan).
 func (l *Lifecycle) Apply(ctx context.Context, p *Plan) { l.env.apply(ctx, p) }

@@ -12,6 +12,7 @@ import (
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/provider"
 	"github.com/chronoscron/chronos/agent/store"
@@ -79,8 +80,8 @@ func (c *Client) Made(home string) string {
 // JobChanger pauses, resumes and removes jobs: *agent.Runtime in this
 // process, or *Client through the running agent.
 type JobChanger interface {
-	Pause(ctx context.Context, id, reason string) (agent.Job, error)
-	Resume(ctx context.Context, id string) (agent.Job, error)
+	Pause(ctx context.Context, id, reason string) (job.Job, error)
+	Resume(ctx context.Context, id string) (job.Job, error)
 	Remove(ctx context.Context, id string) error
 }
 
@@ -191,14 +192,14 @@ func (c *Client) EditJob(ctx context.Context, id string, p JobPatch) (JobInfo, e
 }
 
 // Pause pauses a job, with reason.
-func (c *Client) Pause(ctx context.Context, id, reason string) (agent.Job, error) {
+func (c *Client) Pause(ctx context.Context, id, reason string) (job.Job, error) {
 	var j JobInfo
 	err := c.do(ctx, http.MethodPost, jobPath(id, "/pause"), PauseRequest{Reason: reason}, &j)
 	return j.Job, err
 }
 
 // Resume resumes a paused job.
-func (c *Client) Resume(ctx context.Context, id string) (agent.Job, error) {
+func (c *Client) Resume(ctx context.Context, id string) (job.Job, error) {
 	var j JobInfo
 	err := c.do(ctx, http.MethodPost, jobPath(id, "/resume"), nil, &j)
 	return j.Job, err

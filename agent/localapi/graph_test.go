@@ -12,10 +12,10 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/runner"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 func specJSON(t *testing.T, s localapi.JobSpec) string {
@@ -44,16 +44,16 @@ func TestRunGraphThroughTheAPI(t *testing.T) {
 	e.must(t, http.StatusCreated, "POST", "/api/jobs", shellSpec("extract", "true"), nil)
 	var fan localapi.JobInfo
 	e.must(t, http.StatusCreated, "POST", "/api/jobs", specJSON(t, localapi.JobSpec{ID: "thumbs", Schedule: "@daily",
-		Payload: sh(`echo "thumb $FANOUT_ITEM"; test "$FANOUT_ITEM" != bravo`), JobKind: store.JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: "file://" + items, Concurrency: 2, PartialTolerance: 0.5,
-			Reducer: &store.Reducer{Command: "echo reduced", RunOn: store.ReduceOnAnySuccess}}}), &fan)
+		Payload: sh(`echo "thumb $FANOUT_ITEM"; test "$FANOUT_ITEM" != bravo`), JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: "file://" + items, Concurrency: 2, PartialTolerance: 0.5,
+			Reducer: &job.Reducer{Command: "echo reduced", RunOn: job.ReduceOnAnySuccess}}}), &fan)
 	if fan.JobKind != "fanout" || fan.Fanout == nil || fan.Fanout.Concurrency != 2 {
 		t.Fatalf("fanout job %+v", fan)
 	}
 	var wf localapi.JobInfo
 	e.must(t, http.StatusCreated, "POST", "/api/jobs", specJSON(t, localapi.JobSpec{ID: "load", Schedule: "@daily",
-		Payload: sh("true"), JobKind: store.JobKindWorkflow,
-		Workflow: &store.Workflow{DependsOn: []string{"extract", "thumbs"}, Window: store.Duration(time.Hour)}}), &wf)
+		Payload: sh("true"), JobKind: job.JobKindWorkflow,
+		Workflow: &job.Workflow{DependsOn: []string{"extract", "thumbs"}, Window: job.Duration(time.Hour)}}), &wf)
 	if wf.JobKind != "workflow" || len(wf.Dependencies) != 2 || wf.Dependencies[0].State != agent.DepMissing ||
 		wf.Dependencies[1].State != agent.DepMissing {
 		t.Fatalf("workflow before any run: kind %q deps %+v", wf.JobKind, wf.Dependencies)

@@ -12,6 +12,7 @@ import (
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/chain"
 	"github.com/chronoscron/chronos/agent/cronkeys"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
 	"github.com/chronoscron/chronos/agent/store"
@@ -31,33 +32,33 @@ type JobSpec struct {
 	Timezone     string         `json:"timezone,omitempty"`
 	Repeat       int            `json:"repeat,omitempty"`
 	Payload      runner.Payload `json:"payload"`
-	Timeout      store.Duration `json:"timeout,omitempty"`
-	Grace        store.Duration `json:"grace,omitempty"`
+	Timeout      job.Duration   `json:"timeout,omitempty"`
+	Grace        job.Duration   `json:"grace,omitempty"`
 	Misfire      string         `json:"misfire,omitempty"`
 	Overlap      string         `json:"overlap,omitempty"`
 	Window       string         `json:"window,omitempty"`
 	OnInterrupt  string         `json:"on_interrupt,omitempty"`
-	Retry        *agent.Retry   `json:"retry,omitempty"`
+	Retry        *job.Retry     `json:"retry,omitempty"`
 	Paused       bool           `json:"paused,omitempty"`
 	PausedReason string         `json:"paused_reason,omitempty"`
 	Notify       *notify.Policy `json:"notify,omitempty"`
 	// Flex is the flexible window ("10m"; whole seconds, at most 24h),
 	// as jobs.json keeps it; absent: none.
-	Flex store.Duration `json:"flex,omitempty"`
+	Flex job.Duration `json:"flex,omitempty"`
 	// JobKind is plain (default), workflow or fanout, with its settings
 	// in Workflow or Fanout.
-	JobKind  string          `json:"job_kind,omitempty"`
-	Workflow *store.Workflow `json:"workflow,omitempty"`
-	Fanout   *store.Fanout   `json:"fanout,omitempty"`
+	JobKind  string        `json:"job_kind,omitempty"`
+	Workflow *job.Workflow `json:"workflow,omitempty"`
+	Fanout   *job.Fanout   `json:"fanout,omitempty"`
 }
 
 // SpecOf is the wire form of s.
 func SpecOf(s agent.JobSpec) JobSpec {
 	w := JobSpec{ID: s.ID, Name: s.Name, Schedule: s.Schedule, Timezone: s.Timezone, Repeat: s.Repeat,
-		Payload: s.Payload, Timeout: store.Duration(s.Timeout), Grace: store.Duration(s.Grace), Flex: store.Duration(s.Flex), Misfire: s.Misfire,
+		Payload: s.Payload, Timeout: job.Duration(s.Timeout), Grace: job.Duration(s.Grace), Flex: job.Duration(s.Flex), Misfire: s.Misfire,
 		Overlap: s.Overlap, Window: s.Window, OnInterrupt: s.OnInterrupt, Paused: s.Paused, PausedReason: s.PausedReason,
 		JobKind: s.JobKind, Workflow: s.Workflow, Fanout: s.Fanout}
-	if s.Retry != (agent.Retry{}) {
+	if s.Retry != (job.Retry{}) {
 		r := s.Retry
 		w.Retry = &r
 	}
@@ -92,18 +93,18 @@ type JobPatch struct {
 	Timezone      *string         `json:"timezone,omitempty"`
 	Repeat        *int            `json:"repeat,omitempty"`
 	Payload       *runner.Payload `json:"payload,omitempty"`
-	Timeout       *store.Duration `json:"timeout,omitempty"`
-	Grace         *store.Duration `json:"grace,omitempty"`
+	Timeout       *job.Duration   `json:"timeout,omitempty"`
+	Grace         *job.Duration   `json:"grace,omitempty"`
 	Misfire       *string         `json:"misfire,omitempty"`
 	Overlap       *string         `json:"overlap,omitempty"`
 	Window        *string         `json:"window,omitempty"`
 	OnInterrupt   *string         `json:"on_interrupt,omitempty"`
-	Retry         *agent.Retry    `json:"retry,omitempty"`
+	Retry         *job.Retry      `json:"retry,omitempty"`
 	NotifySpecs   []string        `json:"notify_specs,omitempty"`
 	NotifyAfter   *int            `json:"notify_after,omitempty"`
 	RenotifyEvery *int            `json:"renotify_every,omitempty"`
 	// Flex sets the flexible window ("0s" removes it).
-	Flex *store.Duration `json:"flex,omitempty"`
+	Flex *job.Duration `json:"flex,omitempty"`
 }
 
 // Patch is the runtime's form of w.
@@ -189,7 +190,7 @@ type JobList struct {
 
 // info is job j as the API answers it: InfoOf, and for a workflow its
 // dependencies' statuses now (left out when the ledger cannot be read).
-func (s *Server) info(ctx context.Context, j *agent.Job) JobInfo {
+func (s *Server) info(ctx context.Context, j *job.Job) JobInfo {
 	in := InfoOf(s.rt, j)
 	in.Delivery = cronkeys.NAS
 	if s.keys != nil {
@@ -208,9 +209,9 @@ const JobKindPlain = "plain"
 
 // InfoOf is job j of rt as the API answers it: its view, its job kind and
 // its next three fires, in its zone.
-func InfoOf(rt *agent.Runtime, j *agent.Job) JobInfo {
+func InfoOf(rt *agent.Runtime, j *job.Job) JobInfo {
 	in := JobInfo{JobView: rt.View(j), JobKind: j.JobKind, NextFires: []time.Time{}}
-	if in.JobKind == store.JobKindPlain {
+	if in.JobKind == job.JobKindPlain {
 		in.JobKind = JobKindPlain
 	}
 	if j.NextRunAt != nil {
@@ -268,7 +269,7 @@ func jobID(c echo.Context) (string, error) {
 
 // answer is job j as the API answers it, its env values redacted unless
 // reveal.
-func (s *Server) answer(ctx context.Context, j *agent.Job, reveal bool) JobInfo {
+func (s *Server) answer(ctx context.Context, j *job.Job, reveal bool) JobInfo {
 	in := s.info(ctx, j)
 	if !reveal {
 		in = redacted(in)
@@ -351,7 +352,7 @@ func (s *Server) editJob(c echo.Context) error {
 }
 
 // change answers a change of one job made by do.
-func (s *Server) change(c echo.Context, do func(ctx context.Context, id string) (agent.Job, error)) error {
+func (s *Server) change(c echo.Context, do func(ctx context.Context, id string) (job.Job, error)) error {
 	id, err := jobID(c)
 	if err != nil {
 		return err
@@ -372,7 +373,7 @@ func (s *Server) pauseJob(c echo.Context) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.change(c, func(ctx context.Context, id string) (agent.Job, error) { return s.rt.Pause(ctx, id, req.Reason) })
+	return s.change(c, func(ctx context.Context, id string) (job.Job, error) { return s.rt.Pause(ctx, id, req.Reason) })
 }
 
 func (s *Server) resumeJob(c echo.Context) error {

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/output"
-	"github.com/chronoscron/chronos/agent/store"
 )
 
 // TestRunOutputStreamsApart: a run's detail has its standard output and
@@ -49,8 +49,8 @@ func TestRunsTopLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.must(t, http.StatusCreated, "POST", "/api/jobs", specJSON(t, localapi.JobSpec{ID: "fan", Schedule: "@daily",
-		Payload: sh(`echo "$FANOUT_ITEM"`), JobKind: store.JobKindFanout,
-		Fanout: &store.Fanout{InputsFrom: "file://" + items, Reducer: &store.Reducer{Command: "echo reduced", RunOn: store.ReduceOnAnySuccess}}}), nil)
+		Payload: sh(`echo "$FANOUT_ITEM"`), JobKind: job.JobKindFanout,
+		Fanout: &job.Fanout{InputsFrom: "file://" + items, Reducer: &job.Reducer{Command: "echo reduced", RunOn: job.ReduceOnAnySuccess}}}), nil)
 	var parents []string
 	for range 2 {
 		var r localapi.RunInfo

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/contract"
 )
 
@@ -33,7 +34,7 @@ func (p Plan) InSync() bool {
 
 // Waiting returns the jobs that wait for a slot at or before now: enabled,
 // not finished, with a next_run_at that has come.
-func Waiting(jobs []agent.Job, now time.Time) map[string]time.Time {
+func Waiting(jobs []job.Job, now time.Time) map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, j := range jobs {
 		if j.Enabled && j.FinishedAt == nil && j.NextRunAt != nil && !j.NextRunAt.After(now) {

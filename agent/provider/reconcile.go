@@ -14,6 +14,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/cronkeys"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/nasclient"
 	"github.com/chronoscron/chronos/contract"
 )
@@ -23,7 +24,7 @@ type Source interface {
 	// Desired lists the enabled jobs with a future next_run_at.
 	Desired(ctx context.Context) ([]agent.Desired, error)
 	// Jobs lists every job (to find slots that are overdue).
-	Jobs(ctx context.Context) ([]agent.Job, error)
+	Jobs(ctx context.Context) ([]job.Job, error)
 	// CatchUp applies the misfire policy to overdue slots.
 	CatchUp(ctx context.Context) error
 	// RecordMissed writes a fire NAS gave up on to the ledger as missed,

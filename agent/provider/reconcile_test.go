@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/nasclient"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -294,7 +295,7 @@ func setup(t *testing.T, catchUp bool) *bundle {
 	return b
 }
 
-func (b *bundle) add(t *testing.T, id, sched string) agent.Job {
+func (b *bundle) add(t *testing.T, id, sched string) job.Job {
 	t.Helper()
 	j, _, err := b.rt.AddJob(context.Background(), agent.JobSpec{ID: id, Schedule: sched, Payload: runner.Payload{Kind: "count"}})
 	if err != nil {

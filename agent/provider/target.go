@@ -10,6 +10,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/internal/procfs"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/nasclient"
 )
 
@@ -222,7 +223,7 @@ func ArmChange(ctx context.Context, t Target, rt *agent.Runtime) (ArmReport, err
 
 // Describe says in one line how a change of home was armed; j is the changed
 // job (nil when it was removed).
-func (r ArmReport) Describe(home string, j *agent.Job) string {
+func (r ArmReport) Describe(home string, j *job.Job) string {
 	switch r.How {
 	case ArmNone:
 		return fmt.Sprintf("NAS not told: no agent config is known for home %s, so nothing will arm this change until the agent next starts (start it with --config, or set %s)", home, EnvConfig)

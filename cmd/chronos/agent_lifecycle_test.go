@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/store"
 )
@@ -118,7 +119,7 @@ func linesIn(es []ledger.Entry, s ledger.State) []ledger.Entry {
 }
 
 // storedJob reads the job as jobs.json holds it.
-func storedJob(t *testing.T, home, id string) store.Job {
+func storedJob(t *testing.T, home, id string) job.Job {
 	t.Helper()
 	st, err := store.Open(home, store.Options{})
 	if err != nil {
@@ -268,7 +269,7 @@ fi`, marks)
 	}
 }
 
-func containsPID(c store.Claim, pid int) bool {
+func containsPID(c job.Claim, pid int) bool {
 	for _, p := range c.Procs {
 		if p.PID == pid {
 			return true

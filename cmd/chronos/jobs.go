@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -84,7 +85,7 @@ func jobError(err error) error {
 // changed arms a saved change through the agent serving the home and says
 // how; j is the changed job (nil when removed). An error means the change is
 // saved but not armed.
-func (c *jobsCLI) changed(ctx context.Context, w io.Writer, t provider.Target, rt *agent.Runtime, j *agent.Job) error {
+func (c *jobsCLI) changed(ctx context.Context, w io.Writer, t provider.Target, rt *agent.Runtime, j *job.Job) error {
 	rep, err := c.arm(ctx, t, rt)
 	if err == nil {
 		fmt.Fprintln(w, termSafe(rep.Describe(t.Home, j)))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/chronoscron/chronos/agent"
 	"github.com/chronoscron/chronos/agent/chain"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/localapi"
 	"github.com/chronoscron/chronos/agent/provider"
@@ -60,7 +61,7 @@ func (c *jobsCLI) showCmd() *cobra.Command {
 // changeCmd is a command that changes one job (through a running agent) and
 // arms the change; do returns the changed job (nil when removed) and the
 // line that says so.
-func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*agent.Job, string, error)) *cobra.Command {
+func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*job.Job, string, error)) *cobra.Command {
 	var out cmdline.Output
 	return out.Register(&cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
@@ -97,7 +98,7 @@ func (c *jobsCLI) changeCmd(use, short string, do func(cmd *cobra.Command, rt lo
 func (c *jobsCLI) pauseCmd() *cobra.Command {
 	var reason string
 	cmd := c.changeCmd("pause ID", "Pause a job: no fires until resumed (the slots that pass are recorded skipped)",
-		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*agent.Job, string, error) {
+		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*job.Job, string, error) {
 			j, err := rt.Pause(cmd.Context(), id, reason)
 			return &j, "paused job " + id, err
 		})
@@ -107,7 +108,7 @@ func (c *jobsCLI) pauseCmd() *cobra.Command {
 
 func (c *jobsCLI) resumeCmd() *cobra.Command {
 	return c.changeCmd("resume ID", "Resume a paused job from its next slot after now",
-		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*agent.Job, string, error) {
+		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*job.Job, string, error) {
 			j, err := rt.Resume(cmd.Context(), id)
 			next := "none (finished)"
 			if j.NextRunAt != nil {
@@ -119,7 +120,7 @@ func (c *jobsCLI) resumeCmd() *cobra.Command {
 
 func (c *jobsCLI) rmCmd() *cobra.Command {
 	return c.changeCmd("rm ID", "Remove a job (its ledger history stays)",
-		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*agent.Job, string, error) {
+		func(cmd *cobra.Command, rt localapi.JobChanger, id string) (*job.Job, string, error) {
 			return nil, "removed job " + id, rt.Remove(cmd.Context(), id)
 		})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/agent"
+	"github.com/chronoscron/chronos/agent/job"
 	"github.com/chronoscron/chronos/agent/ledger"
 	"github.com/chronoscron/chronos/agent/notify"
 	"github.com/chronoscron/chronos/agent/runner"
@@ -66,7 +67,7 @@ func addSampleJobs(ctx context.Context, a *agentSide, n *narrator) error {
 }
 
 // addSampleJob adds j, or returns the job of that id a kept home has.
-func addSampleJob(ctx context.Context, rt *agent.Runtime, j sampleJob) (agent.Job, error) {
+func addSampleJob(ctx context.Context, rt *agent.Runtime, j sampleJob) (job.Job, error) {
 	spec := agent.JobSpec{ID: j.id, Name: j.about, Schedule: j.schedule,
 		Payload: runner.Payload{Kind: "shell", Shell: &runner.Shell{Command: j.command}}, Timeout: 30 * time.Second}
 	if j.notifyFile != "" {

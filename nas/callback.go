@@ -25,7 +25,7 @@ type CallbackPolicy struct {
 	// (development only); metadata, unspecified and multicast stay refused.
 	AllowPrivate bool
 	// Allow lists prefixes and host names that are always allowed.
-	Allow Allowlist
+	Allow agentcall.Allowlist
 }
 
 // policy returns p as package agentcall has it.
@@ -49,17 +49,6 @@ func (p CallbackPolicy) CheckCallbackURL(raw string) (string, *contract.Error) {
 // /api/cron/fire appended, unless it already ends with it.
 func FireURL(callback string) string { return agentcall.FireURL(callback) }
 
-// Outcome kinds of a fire call (see agentcall).
-const (
-	OutcomeDelivered = agentcall.OutcomeDelivered
-	OutcomeRejected  = agentcall.OutcomeRejected
-	OutcomeRetry     = agentcall.OutcomeRetry
-	OutcomeRefused   = agentcall.OutcomeRefused
-)
-
-// FireResult is what an agent's answer means for the relay.
-type FireResult = agentcall.FireResult
-
 // AgentCaller POSTs fires and reconcile requests to agents with the
 // SSRF-safe client of agentcall.Caller.
 type AgentCaller struct {
@@ -76,12 +65,12 @@ func NewAgentCaller(policy CallbackPolicy, timeout time.Duration) *AgentCaller {
 }
 
 // post is one guarded call to an agent (see agentcall.Caller.Post).
-func (c *AgentCaller) post(ctx context.Context, target, token string, body []byte) FireResult {
+func (c *AgentCaller) post(ctx context.Context, target, token string, body []byte) agentcall.FireResult {
 	return c.Post(ctx, target, token, body)
 }
 
 // ClassifyAnswer says what an agent's answer to a fire means (see
 // agentcall.ClassifyAnswer; docs/operations.md has it as a table).
-func ClassifyAnswer(status int, retryAfter string, body []byte) FireResult {
+func ClassifyAnswer(status int, retryAfter string, body []byte) agentcall.FireResult {
 	return agentcall.ClassifyAnswer(status, retryAfter, body)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 )
@@ -127,19 +128,19 @@ func TestAgentCallerRefusesPrivateAddresses(t *testing.T) {
 	t.Cleanup(srv.Close)
 	strict := nas.NewAgentCaller(nas.CallbackPolicy{}, time.Second)
 	res := strict.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok", []byte(`{}`))
-	if res.Outcome != nas.OutcomeRejected || hits.Load() != 0 {
+	if res.Outcome != agentcall.OutcomeRejected || hits.Load() != 0 {
 		t.Fatalf("loopback callback: %+v, %d requests reached it", res, hits.Load())
 	}
 	// A name that resolves to loopback is refused after resolution too.
 	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
 	res = strict.Fire(context.Background(), "http://localhost"+port+"/api/cron/fire", "tok", []byte(`{}`))
-	if res.Outcome != nas.OutcomeRejected || hits.Load() != 0 {
+	if res.Outcome != agentcall.OutcomeRejected || hits.Load() != 0 {
 		t.Fatalf("localhost callback: %+v", res)
 	}
 	t.Run("allowlisted", func(t *testing.T) {
 		allow, _ := nas.ParseAllowlist([]string{"127.0.0.1"})
 		c := nas.NewAgentCaller(nas.CallbackPolicy{Allow: allow}, time.Second)
-		if res := c.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok", []byte(`{}`)); res.Outcome != nas.OutcomeDelivered {
+		if res := c.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok", []byte(`{}`)); res.Outcome != agentcall.OutcomeDelivered {
 			t.Fatalf("allowlisted: %+v", res)
 		}
 	})
@@ -157,22 +158,22 @@ func TestAgentCallerAnswers(t *testing.T) {
 		handler http.HandlerFunc
 		want    want
 	}{
-		{"202 accepted", reply(202, `{"status":"accepted","job_id":"j","run_id":"r"}`, ""), want{outcome: nas.OutcomeDelivered, agentStatus: "accepted"}},
-		{"200 duplicate", reply(200, `{"status":"duplicate"}`, ""), want{outcome: nas.OutcomeDelivered, agentStatus: "duplicate"}},
-		{"204 empty", reply(204, ``, ""), want{outcome: nas.OutcomeDelivered}},
-		{"503 cold", reply(503, ``, "4"), want{outcome: nas.OutcomeRetry, cold: true, retryAfter: 4 * time.Second}},
-		{"429", reply(429, ``, "2"), want{outcome: nas.OutcomeRetry, retryAfter: 2 * time.Second}},
-		{"500", reply(500, ``, ""), want{outcome: nas.OutcomeRetry}},
-		{"401", reply(401, `{"error":"invalid_token"}`, ""), want{outcome: nas.OutcomeRefused}},
-		{"425 with Retry-After", reply(425, `{"error":"too_early"}`, "12"), want{outcome: nas.OutcomeRetry, retryAfter: 12 * time.Second}},
-		{"400", reply(400, ``, ""), want{outcome: nas.OutcomeRejected}},
+		{"202 accepted", reply(202, `{"status":"accepted","job_id":"j","run_id":"r"}`, ""), want{outcome: agentcall.OutcomeDelivered, agentStatus: "accepted"}},
+		{"200 duplicate", reply(200, `{"status":"duplicate"}`, ""), want{outcome: agentcall.OutcomeDelivered, agentStatus: "duplicate"}},
+		{"204 empty", reply(204, ``, ""), want{outcome: agentcall.OutcomeDelivered}},
+		{"503 cold", reply(503, ``, "4"), want{outcome: agentcall.OutcomeRetry, cold: true, retryAfter: 4 * time.Second}},
+		{"429", reply(429, ``, "2"), want{outcome: agentcall.OutcomeRetry, retryAfter: 2 * time.Second}},
+		{"500", reply(500, ``, ""), want{outcome: agentcall.OutcomeRetry}},
+		{"401", reply(401, `{"error":"invalid_token"}`, ""), want{outcome: agentcall.OutcomeRefused}},
+		{"425 with Retry-After", reply(425, `{"error":"too_early"}`, "12"), want{outcome: agentcall.OutcomeRetry, retryAfter: 12 * time.Second}},
+		{"400", reply(400, ``, ""), want{outcome: agentcall.OutcomeRejected}},
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
-		}, want{outcome: nas.OutcomeRejected}},
+		}, want{outcome: agentcall.OutcomeRejected}},
 		{"huge answer is read capped", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(202)
 			_, _ = io.WriteString(w, `{"status":"accepted","pad":"`+strings.Repeat("x", 1<<20)+`"}`)
-		}, want{outcome: nas.OutcomeDelivered}},
+		}, want{outcome: agentcall.OutcomeDelivered}},
 		{"timeout", func(w http.ResponseWriter, r *http.Request) {
 			// Answer only after the caller's deadline has passed: the caller
 			// must have given up by then. The bound keeps the test server's
@@ -182,7 +183,7 @@ func TestAgentCallerAnswers(t *testing.T) {
 			case <-r.Context().Done():
 			case <-time.After(3 * time.Second):
 			}
-		}, want{outcome: nas.OutcomeRetry}},
+		}, want{outcome: agentcall.OutcomeRetry}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +218,7 @@ func TestAgentCallerAnswers(t *testing.T) {
 	url := srv.URL
 	srv.Close()
 	c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, time.Second)
-	if res := c.Fire(context.Background(), url+"/api/cron/fire", "tok", nil); res.Outcome != nas.OutcomeRetry || !res.ColdStart {
+	if res := c.Fire(context.Background(), url+"/api/cron/fire", "tok", nil); res.Outcome != agentcall.OutcomeRetry || !res.ColdStart {
 		t.Fatalf("refused: %+v", res)
 	}
 }
@@ -247,7 +248,7 @@ func TestAgentCallerRequest(t *testing.T) {
 	t.Cleanup(c.CloseIdle)
 	for range 2 { // the second call reuses the connection
 		res := c.Fire(context.Background(), srv.URL+"/api/cron/fire", "tok.en", body)
-		if res.Outcome != nas.OutcomeDelivered || res.HTTPStatus != 202 || res.AgentStatus != "accepted" || res.RunID != "r-7" {
+		if res.Outcome != agentcall.OutcomeDelivered || res.HTTPStatus != 202 || res.AgentStatus != "accepted" || res.RunID != "r-7" {
 			t.Fatalf("result %+v", res)
 		}
 		want := seen{http.MethodPost, "/api/cron/fire", "application/json", "Bearer tok.en", "chronos-nas", "", int64(len(body)), body}
@@ -292,11 +293,11 @@ func TestAgentCallerDeadlines(t *testing.T) {
 				defer cancel()
 			}
 			c := nas.NewAgentCaller(nas.CallbackPolicy{AllowPrivate: true}, tc.timeout)
-			done := make(chan nas.FireResult, 1)
+			done := make(chan agentcall.FireResult, 1)
 			go func() { done <- c.Fire(ctx, srv.URL+"/api/cron/fire", "tok", []byte(`{}`)) }()
 			select {
 			case res := <-done:
-				if res.Outcome != nas.OutcomeRetry || res.Reason != "agent timed out" {
+				if res.Outcome != agentcall.OutcomeRetry || res.Reason != "agent timed out" {
 					t.Fatalf("result %+v, want a retry: agent timed out", res)
 				}
 			case <-time.After(time.Minute):
@@ -320,28 +321,28 @@ func TestClassifyAnswer(t *testing.T) {
 		reason     string // a substring of the reason ("" for delivered)
 		agentError string
 	}{
-		{status: 200, body: `{"status":"duplicate"}`, outcome: nas.OutcomeDelivered},
-		{status: 202, body: `{"status":"accepted","run_id":"r"}`, outcome: nas.OutcomeDelivered},
-		{status: 204, outcome: nas.OutcomeDelivered},
-		{status: 401, body: `{"error":"invalid_token"}`, outcome: nas.OutcomeRefused, reason: "agent answered 401 invalid_token", agentError: "invalid_token"},
-		{status: 403, body: `{"error":"invalid_audience"}`, outcome: nas.OutcomeRefused, reason: "agent answered 403 invalid_audience", agentError: "invalid_audience"},
-		{status: 401, retryAfter: "5", outcome: nas.OutcomeRefused, wait: 5 * time.Second, reason: "agent answered 401"},
-		{status: 500, body: `oops`, outcome: nas.OutcomeRetry, reason: "agent answered 500"},
-		{status: 502, outcome: nas.OutcomeRetry, reason: "agent answered 502"},
-		{status: 503, retryAfter: "3", outcome: nas.OutcomeRetry, cold: true, wait: 3 * time.Second, reason: "agent answered 503"},
-		{status: 504, outcome: nas.OutcomeRetry, reason: "agent answered 504"},
-		{status: 408, outcome: nas.OutcomeRetry, reason: "agent answered 408"},
-		{status: 425, body: `{"error":"too_early"}`, retryAfter: "40", outcome: nas.OutcomeRetry, wait: 40 * time.Second, reason: "agent answered 425 too_early", agentError: "too_early"},
-		{status: 429, retryAfter: "Mon, 01 Jan 2001 00:00:00 GMT", outcome: nas.OutcomeRetry, reason: "agent answered 429"},
-		{status: 400, body: `{"error":"invalid_request"}`, outcome: nas.OutcomeRejected, reason: "agent answered 400 invalid_request", agentError: "invalid_request"},
-		{status: 404, outcome: nas.OutcomeRejected, reason: "agent answered 404"},
-		{status: 410, outcome: nas.OutcomeRejected, reason: "agent answered 410"},
-		{status: 422, outcome: nas.OutcomeRejected, reason: "agent answered 422"},
-		{status: 418, outcome: nas.OutcomeRejected, reason: "agent answered 418"},
-		{status: 301, outcome: nas.OutcomeRejected, reason: "redirect"},
-		{status: 307, outcome: nas.OutcomeRejected, reason: "redirect"},
+		{status: 200, body: `{"status":"duplicate"}`, outcome: agentcall.OutcomeDelivered},
+		{status: 202, body: `{"status":"accepted","run_id":"r"}`, outcome: agentcall.OutcomeDelivered},
+		{status: 204, outcome: agentcall.OutcomeDelivered},
+		{status: 401, body: `{"error":"invalid_token"}`, outcome: agentcall.OutcomeRefused, reason: "agent answered 401 invalid_token", agentError: "invalid_token"},
+		{status: 403, body: `{"error":"invalid_audience"}`, outcome: agentcall.OutcomeRefused, reason: "agent answered 403 invalid_audience", agentError: "invalid_audience"},
+		{status: 401, retryAfter: "5", outcome: agentcall.OutcomeRefused, wait: 5 * time.Second, reason: "agent answered 401"},
+		{status: 500, body: `oops`, outcome: agentcall.OutcomeRetry, reason: "agent answered 500"},
+		{status: 502, outcome: agentcall.OutcomeRetry, reason: "agent answered 502"},
+		{status: 503, retryAfter: "3", outcome: agentcall.OutcomeRetry, cold: true, wait: 3 * time.Second, reason: "agent answered 503"},
+		{status: 504, outcome: agentcall.OutcomeRetry, reason: "agent answered 504"},
+		{status: 408, outcome: agentcall.OutcomeRetry, reason: "agent answered 408"},
+		{status: 425, body: `{"error":"too_early"}`, retryAfter: "40", outcome: agentcall.OutcomeRetry, wait: 40 * time.Second, reason: "agent answered 425 too_early", agentError: "too_early"},
+		{status: 429, retryAfter: "Mon, 01 Jan 2001 00:00:00 GMT", outcome: agentcall.OutcomeRetry, reason: "agent answered 429"},
+		{status: 400, body: `{"error":"invalid_request"}`, outcome: agentcall.OutcomeRejected, reason: "agent answered 400 invalid_request", agentError: "invalid_request"},
+		{status: 404, outcome: agentcall.OutcomeRejected, reason: "agent answered 404"},
+		{status: 410, outcome: agentcall.OutcomeRejected, reason: "agent answered 410"},
+		{status: 422, outcome: agentcall.OutcomeRejected, reason: "agent answered 422"},
+		{status: 418, outcome: agentcall.OutcomeRejected, reason: "agent answered 418"},
+		{status: 301, outcome: agentcall.OutcomeRejected, reason: "redirect"},
+		{status: 307, outcome: agentcall.OutcomeRejected, reason: "redirect"},
 		// An error code that is not a code stays out of the reason.
-		{status: 400, body: `{"error":"bad\u001b[31m"}`, outcome: nas.OutcomeRejected, reason: "agent answered 400"},
+		{status: 400, body: `{"error":"bad\u001b[31m"}`, outcome: agentcall.OutcomeRejected, reason: "agent answered 400"},
 	}
 	for _, tt := range tests {
 		r := nas.ClassifyAnswer(tt.status, tt.retryAfter, []byte(tt.body))
@@ -360,18 +361,18 @@ func TestFireResultAtAttempt(t *testing.T) {
 	refused := nas.ClassifyAnswer(403, "", []byte(`{"error":"invalid_audience"}`))
 	for attempt := 1; attempt <= 5; attempt++ {
 		r := refused.AtAttempt(attempt, 4)
-		want := nas.OutcomeRetry
+		want := agentcall.OutcomeRetry
 		if attempt >= 4 {
-			want = nas.OutcomeRejected
+			want = agentcall.OutcomeRejected
 		}
 		if r.Outcome != want || !strings.Contains(r.Reason, "403 invalid_audience") {
 			t.Errorf("attempt %d: %+v, want %s", attempt, r, want)
 		}
-		if want == nas.OutcomeRejected && !strings.Contains(r.Reason, fmt.Sprintf("refused the fire token %d times", attempt)) {
+		if want == agentcall.OutcomeRejected && !strings.Contains(r.Reason, fmt.Sprintf("refused the fire token %d times", attempt)) {
 			t.Errorf("attempt %d: reason %q does not count the attempts", attempt, r.Reason)
 		}
 	}
-	if r := refused.AtAttempt(1, 1); r.Outcome != nas.OutcomeRejected {
+	if r := refused.AtAttempt(1, 1); r.Outcome != agentcall.OutcomeRejected {
 		t.Errorf("max_auth_attempts 1: %+v", r)
 	}
 	for _, status := range []int{202, 400, 500, 503} {
@@ -413,7 +414,7 @@ func TestAgentCallerIgnoresProxyEnvironment(t *testing.T) {
 	allow, _ := nas.ParseAllowlist([]string{"agent.invalid", "127.0.0.1"})
 	c := nas.NewAgentCaller(nas.CallbackPolicy{Allow: allow}, 2*time.Second)
 	res := c.Fire(context.Background(), "http://agent.invalid/api/cron/fire", "tok", []byte(`{}`))
-	if hits.Load() != 0 || res.Outcome == nas.OutcomeDelivered {
+	if hits.Load() != 0 || res.Outcome == agentcall.OutcomeDelivered {
 		t.Fatalf("the call went through the proxy: %+v, %d proxy hits", res, hits.Load())
 	}
 }

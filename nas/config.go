@@ -585,10 +585,8 @@ func (c Config) Warnings() []string {
 	return out
 }
 
-// Allowlist is the parsed callback_allowlist: address prefixes and host
-// names (agentcall's, which enforces it).
-type Allowlist = agentcall.Allowlist
-
 // ParseAllowlist parses callback_allowlist entries: a CIDR, a single IP, or a
 // host name.
-func ParseAllowlist(entries []string) (Allowlist, error) { return agentcall.ParseAllowlist(entries) }
+func ParseAllowlist(entries []string) (agentcall.Allowlist, error) {
+	return agentcall.ParseAllowlist(entries)
+}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 )
 
@@ -199,14 +200,14 @@ func FuzzMintMatchesGolangJWT(f *testing.F) {
 
 // classifyAnswerJSON is ClassifyAnswer of a 2xx answer with encoding/json
 // alone reading the body: the slow twin of agentcall's scanner.
-func classifyAnswerJSON(status int, body []byte) FireResult {
+func classifyAnswerJSON(status int, body []byte) agentcall.FireResult {
 	var fr struct {
 		Status string `json:"status"`
 		RunID  string `json:"run_id"`
 	}
 	_ = json.Unmarshal(body, &fr)
 	cut := func(s string, n int) string { return s[:min(len(s), n)] }
-	return FireResult{HTTPStatus: status, Outcome: OutcomeDelivered, AgentStatus: cut(fr.Status, 64), RunID: cut(fr.RunID, 128)}
+	return agentcall.FireResult{HTTPStatus: status, Outcome: agentcall.OutcomeDelivered, AgentStatus: cut(fr.Status, 64), RunID: cut(fr.RunID, 128)}
 }
 
 // fastPathAnswers are agents' answers to a fire: the shapes agents send

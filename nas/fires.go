@@ -138,9 +138,9 @@ func (s *Fires) deliverDirect(ctx context.Context, dd *direct.Deliverer, call *f
 // verdictOf turns the agent's answer to a fire into NAS's verdict: final
 // (delivered or rejected) or a retry, counted, logged and, for a delivered
 // fire, recorded as the job's last fire as out says.
-func (s *Fires) verdictOf(ctx context.Context, call *fireCall, row relay.OneShot, res FireResult, out *lastFireOut) Verdict {
+func (s *Fires) verdictOf(ctx context.Context, call *fireCall, row relay.OneShot, res agentcall.FireResult, out *lastFireOut) Verdict {
 	switch res.Outcome {
-	case OutcomeDelivered:
+	case agentcall.OutcomeDelivered:
 		lag := s.now().Sub(row.FireAt)
 		s.metrics.fireLag.Observe(max(lag.Seconds(), 0))
 		s.countFire(ctx, deliveryDelivered, lag)
@@ -159,7 +159,7 @@ func (s *Fires) verdictOf(ctx context.Context, call *fireCall, row relay.OneShot
 			s.noteLastFire(ctx, out, row, relay.LastFireDelivered, deliveredReason(res))
 		}
 		return v
-	case OutcomeRejected:
+	case agentcall.OutcomeRejected:
 		s.countFire(ctx, deliveryRejected, 0)
 		s.logFire(ctx, call, slog.LevelWarn, "fire rejected", "reason", res.Reason, "status", res.HTTPStatus)
 		return Verdict{Kind: VerdictRejected, Reason: res.Reason}
@@ -203,7 +203,7 @@ func (s *Fires) countFire(ctx context.Context, outcome string, lag time.Duration
 // deliveredReason is the last-fire reason of a delivered fire: "agent
 // answered", the agent's HTTP status and, when it sent one, its status
 // word (as "agent answered 202 accepted"), built in one allocation.
-func deliveredReason(res FireResult) string {
+func deliveredReason(res agentcall.FireResult) string {
 	var buf [64]byte
 	b := append(buf[:0], "agent answered "...)
 	b = strconv.AppendInt(b, int64(res.HTTPStatus), 10)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/relay"
@@ -15,8 +16,8 @@ import (
 // acceptingCaller answers every fire as accepted without a network call.
 type acceptingCaller struct{}
 
-func (acceptingCaller) Fire(context.Context, string, string, []byte) nas.FireResult {
-	return nas.FireResult{Outcome: nas.OutcomeDelivered, HTTPStatus: 202, AgentStatus: contract.FireAccepted}
+func (acceptingCaller) Fire(context.Context, string, string, []byte) agentcall.FireResult {
+	return agentcall.FireResult{Outcome: agentcall.OutcomeDelivered, HTTPStatus: 202, AgentStatus: contract.FireAccepted}
 }
 
 // TestLocalDelivererClaimFreshnessByServiceClock: whether a lease's claim

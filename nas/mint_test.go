@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/chronoscron/chronos/agent/fireauth"
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/relay"
@@ -272,9 +273,9 @@ func BenchmarkMint(b *testing.B) {
 // capturingCaller records the token of each fire and answers 202.
 type capturingCaller struct{ tokens chan string }
 
-func (c capturingCaller) Fire(_ context.Context, _, token string, _ []byte) nas.FireResult {
+func (c capturingCaller) Fire(_ context.Context, _, token string, _ []byte) agentcall.FireResult {
 	c.tokens <- token
-	return nas.FireResult{Outcome: nas.OutcomeDelivered, HTTPStatus: 202}
+	return agentcall.FireResult{Outcome: agentcall.OutcomeDelivered, HTTPStatus: 202}
 }
 
 // TestFireTokenIssuerIsPublicURL pins that `iss` is public_url exactly as

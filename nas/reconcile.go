@@ -12,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 )
 
@@ -66,7 +67,7 @@ func ReconcileURL(callback string) string {
 
 // reconcileCaller asks an agent to reconcile; *AgentCaller implements it.
 type reconcileCaller interface {
-	Reconcile(ctx context.Context, reconcileURL, token string, body []byte) FireResult
+	Reconcile(ctx context.Context, reconcileURL, token string, body []byte) agentcall.FireResult
 }
 
 var _ reconcileCaller = (*AgentCaller)(nil)
@@ -74,7 +75,7 @@ var _ reconcileCaller = (*AgentCaller)(nil)
 // Reconcile POSTs a reconcile request with the same guarded client as fires
 // (no proxy, no redirects, the SSRF dial guard, timeouts, a capped read) and
 // classifies the answer as a fire's.
-func (c *AgentCaller) Reconcile(ctx context.Context, reconcileURL, token string, body []byte) FireResult {
+func (c *AgentCaller) Reconcile(ctx context.Context, reconcileURL, token string, body []byte) agentcall.FireResult {
 	return c.post(ctx, reconcileURL, token, body)
 }
 

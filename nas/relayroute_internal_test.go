@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 )
 
@@ -73,13 +74,13 @@ func TestDeliveredReason(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("w", 64)
 	for _, tc := range []struct {
-		res  FireResult
+		res  agentcall.FireResult
 		want string
 	}{
-		{FireResult{HTTPStatus: 202, AgentStatus: "accepted"}, "agent answered 202 accepted"},
-		{FireResult{HTTPStatus: 200, AgentStatus: "gone"}, "agent answered 200 gone"},
-		{FireResult{HTTPStatus: 204}, "agent answered 204"},
-		{FireResult{HTTPStatus: 299, AgentStatus: long}, "agent answered 299 " + long},
+		{agentcall.FireResult{HTTPStatus: 202, AgentStatus: "accepted"}, "agent answered 202 accepted"},
+		{agentcall.FireResult{HTTPStatus: 200, AgentStatus: "gone"}, "agent answered 200 gone"},
+		{agentcall.FireResult{HTTPStatus: 204}, "agent answered 204"},
+		{agentcall.FireResult{HTTPStatus: 299, AgentStatus: long}, "agent answered 299 " + long},
 	} {
 		if got := deliveredReason(tc.res); got != tc.want {
 			t.Errorf("deliveredReason(%+v) = %q, want %q", tc.res, got, tc.want)

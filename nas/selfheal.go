@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
 )
@@ -270,10 +271,10 @@ func (s *SelfHeal) nudge(ctx context.Context, instanceID, reason string) {
 			}
 			res := s.nudger.Reconcile(ctx, url, token, body)
 			switch {
-			case res.Outcome == OutcomeDelivered:
+			case res.Outcome == agentcall.OutcomeDelivered:
 				log.InfoContext(ctx, "agent asked to reconcile", "reason", reason, "attempt", attempt, "agent_status", res.AgentStatus)
 				return
-			case res.Outcome == OutcomeRejected || attempt >= nudgeAttempts:
+			case res.Outcome == agentcall.OutcomeRejected || attempt >= nudgeAttempts:
 				log.WarnContext(ctx, "agent did not take the reconcile request; it heals on its own resync", "reason", res.Reason,
 					"status", res.HTTPStatus, "attempt", attempt)
 				return

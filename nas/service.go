@@ -14,13 +14,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/relay"
 )
 
 // FireCaller POSTs one fire to an agent and says what its answer means.
 type FireCaller interface {
-	Fire(ctx context.Context, fireURL, token string, body []byte) FireResult
+	Fire(ctx context.Context, fireURL, token string, body []byte) agentcall.FireResult
 }
 
 var _ FireCaller = (*AgentCaller)(nil)

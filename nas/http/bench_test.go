@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 	nashttp "github.com/chronoscron/chronos/nas/http"
@@ -21,8 +22,8 @@ import (
 // stubCaller answers every fire as accepted without a network call.
 type stubCaller struct{}
 
-func (stubCaller) Fire(context.Context, string, string, []byte) nas.FireResult {
-	return nas.FireResult{Outcome: nas.OutcomeDelivered, HTTPStatus: 202, AgentStatus: "accepted"}
+func (stubCaller) Fire(context.Context, string, string, []byte) agentcall.FireResult {
+	return agentcall.FireResult{Outcome: agentcall.OutcomeDelivered, HTTPStatus: 202, AgentStatus: "accepted"}
 }
 
 // BenchmarkRelayRoute measures one relay call through the handler: signature
@@ -87,8 +88,8 @@ func BenchmarkLocalDelivery(b *testing.B) {
 // retryCaller answers every fire as the agent answering status: a retry.
 type retryCaller struct{ status int }
 
-func (c retryCaller) Fire(context.Context, string, string, []byte) nas.FireResult {
-	return nas.FireResult{Outcome: nas.OutcomeRetry, HTTPStatus: c.status, ColdStart: c.status == http.StatusServiceUnavailable,
+func (c retryCaller) Fire(context.Context, string, string, []byte) agentcall.FireResult {
+	return agentcall.FireResult{Outcome: agentcall.OutcomeRetry, HTTPStatus: c.status, ColdStart: c.status == http.StatusServiceUnavailable,
 		Reason: "agent answered " + strconv.Itoa(c.status), RetryAfter: time.Second}
 }
 

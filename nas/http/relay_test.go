@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chronoscron/chronos/agentcall"
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/relay"
@@ -332,7 +333,7 @@ func TestNASRelaySecretRotation(t *testing.T) {
 // panickingCaller stands for a bug below the handler.
 type panickingCaller struct{}
 
-func (panickingCaller) Fire(context.Context, string, string, []byte) nas.FireResult {
+func (panickingCaller) Fire(context.Context, string, string, []byte) agentcall.FireResult {
 	panic("caller bug")
 }
 

@@ -95,9 +95,6 @@ func BenchmarkFastPathDecodeFireClaims(b *testing.B) {
 	})
 }
 
-// fastPathKinds are the kinds of NAS token the lean path reads.
-var fastPathKinds = []tokenKind{fireToken, reconcileToken}
-
 // claimsOf returns empty claims of kind's type.
 func claimsOf(kind tokenKind) jwt.Claims {
 	if kind == reconcileToken {

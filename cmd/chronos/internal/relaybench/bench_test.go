@@ -149,8 +149,12 @@ func TestNeighboursDoNotHoldUpOthers(t *testing.T) {
 	if res.Lost != 0 || res.Duplicates != 0 || res.Delivered != 340 || nb == nil || nb.Slow == nil || nb.Waking == nil {
 		t.Fatalf("result %+v", res)
 	}
-	if nb.Others.Fires != 200 || nb.Others.MaxMs > 1000 {
-		t.Fatalf("others %+v: want all 200 within 1s of fire_at", nb.Others)
+	// Within 2 s: the process tests hold NAS to 1 s
+	// (TestSlowNeighbourDoesNotDelayOthers in e2e/redis); here the
+	// race detector and the other packages' tests share the machine. Held up behind the slow agent, the last of
+	// them would come after its 40 one-second answers, 4 at a time: 10 s.
+	if nb.Others.Fires != 200 || nb.Others.MaxMs > 2000 {
+		t.Fatalf("others %+v: want all 200 within 2s of fire_at", nb.Others)
 	}
 	if nb.Slow.Fires != 40 || nb.Waking.Fires != 100 {
 		t.Fatalf("neighbours slow %+v, waking %+v: want every fire", nb.Slow, nb.Waking)

@@ -23,7 +23,7 @@ const page = `<!doctype html>
 <script>
 document.getElementById("go").addEventListener("click", () => {
   document.getElementById("greeting").textContent = "hello " + document.getElementById("name").value;
-  setTimeout(() => { document.getElementById("later").hidden = false; document.getElementById("greeting").remove(); }, 50);
+  setTimeout(() => { document.getElementById("later").hidden = false; document.getElementById("greeting").remove(); }, 2000);
 });
 </script>
 </body></html>`

@@ -39,7 +39,7 @@ func (q *queue) Down(ctx context.Context, l relay.Lease, delay, hold time.Durati
 	return errNotBuilt
 }
 func (q *queue) Kill(ctx context.Context, l relay.Lease, reason string) error { return errNotBuilt }
-func (q *queue) Reap(ctx context.Context) (int, error)                      { return 0, errNotBuilt }
+func (q *queue) Reap(ctx context.Context) (int, error)                        { return 0, errNotBuilt }
 func (q *queue) CancelAgent(ctx context.Context, agentID string) (int, error) {
 	return 0, errNotBuilt
 }

@@ -75,6 +75,11 @@ var shared = &testserver.Shared{EnvURL: EnvURL, Start: func() (string, func(), e
 // one was started, and removes its directory.
 func Main(m *testing.M) { shared.Main(m) }
 
+// Shutdown stops the shared cluster, if one was started, and removes its
+// directory: for a TestMain that cannot hand its tests to Main. It is safe to
+// call more than once.
+func Shutdown() { shared.Shutdown() }
+
 // URL returns the postgres:// URL of the server shared by the tests of this
 // binary, failing t with MissingHint when there is none.
 func URL(t testing.TB) string {
@@ -169,27 +174,43 @@ func start() (*cluster, error) {
 	return c, nil
 }
 
-// launch creates the cluster and starts its postmaster, returning once it
+// launch creates the cluster and starts its postmaster on a free port,
+// returning once it accepts connections.
+func (c *cluster) launch() error { return c.serve(true) }
+
+// relaunch starts the postmaster of a cluster whose postmaster has exited
+// again, on the port it had, returning once it accepts connections.
+func (c *cluster) relaunch() error { return c.serve(false) }
+
+// serve starts the postmaster, after initdb when fresh, returning once it
 // accepts connections.
 //
 // Everything runs on one goroutine locked to its OS thread until the
 // postmaster has exited: the kernel sends the parent-death signal when the
 // thread that forked the child ends, not the process, and Go ends a thread
 // when a goroutine exits while locked to it, which must never be this one.
-func (c *cluster) launch() error {
+func (c *cluster) serve(fresh bool) error {
 	ready := make(chan error, 1)
-	c.done = make(chan struct{})
+	done := make(chan struct{})
+	c.done, c.pid = done, 0
 	go func() {
 		runtime.LockOSThread()
 		// Never unlocked: the goroutine ends only after the postmaster
 		// has, and Go then retires the thread with it.
-		defer close(c.done)
-		if err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
-			ready <- err
-			return
+		defer close(done)
+		if fresh {
+			if err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {
+				ready <- err
+				return
+			}
 		}
 		var err error
 		for try := 0; try < launchTries; try++ {
+			if fresh {
+				if c.port, err = freePort(); err != nil {
+					break
+				}
+			}
 			var cmd *exec.Cmd
 			if cmd, err = c.startPostmaster(); err != nil {
 				break
@@ -207,8 +228,8 @@ func (c *cluster) launch() error {
 			}
 			_ = cmd.Process.Kill() // when not ready in time
 			<-exited
-			if !strings.Contains(c.logTail(), "already in use") {
-				break // only a taken port is worth another try
+			if !fresh || !strings.Contains(c.logTail(), "already in use") {
+				break // only a taken port is worth another try, and only a new one
 			}
 		}
 		ready <- err
@@ -216,21 +237,16 @@ func (c *cluster) launch() error {
 	return <-ready
 }
 
-// startPostmaster starts postgres on a new free port, its output going to
-// the cluster's log.
+// startPostmaster starts postgres on the cluster's port, its output going
+// to the cluster's log.
 func (c *cluster) startPostmaster() (*exec.Cmd, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	c.port = port
 	log, err := os.OpenFile(c.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: log: %w", err)
 	}
 	defer log.Close() // the child has its own copy
 	cmd := c.command("postgres", "-D", c.data(), "-c", "listen_addresses=127.0.0.1",
-		"-p", strconv.Itoa(port), "-k", c.dir, "-c", "fsync=off")
+		"-p", strconv.Itoa(c.port), "-k", c.dir, "-c", "fsync=off")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("pgtest: postgres: %w", err)

@@ -61,3 +61,30 @@ func postmasterIn(pid int, data string) postmasterState {
 	}
 	return postmasterGone
 }
+
+// childPids returns the pids of the live children of process pid.
+func childPids(pid int) ([]int, error) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue // ended meanwhile
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:])) // from field 3, the state; then the parent
+		if len(f) < 2 || f[1] != strconv.Itoa(pid) || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if child, err := strconv.Atoi(filepath.Base(filepath.Dir(st))); err == nil {
+			out = append(out, child)
+		}
+	}
+	return out, nil
+}

@@ -29,3 +29,8 @@ func postmasterIn(pid int, data string) postmasterState {
 	}
 	return postmasterUnknown
 }
+
+// childPids cannot list a process's children here.
+func childPids(pid int) ([]int, error) {
+	return nil, errors.New("pgtest: listing a process's children needs Linux")
+}

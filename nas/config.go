@@ -6,6 +6,8 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,14 +58,22 @@ type Config struct {
 	// as written (agents compare it with their portal_url), and JWKS is at
 	// {public_url}/.well-known/jwks.json. Required.
 	PublicURL string `yaml:"public_url"`
-	// Store is "memory" (the embedded engine) or a Redis URL: redis:// or
+	// Store is "memory" (the embedded engine), a Redis URL: redis:// or
 	// rediss:// for one node, redis+cluster://seed:7000?addr=seed2:7000 for a
 	// Cluster, redis+sentinel://host:26379?master_name=NAME for Sentinel
-	// (rediss+ for TLS). Default "memory".
+	// (rediss+ for TLS), or a PostgreSQL URL: postgres:// or postgresql://,
+	// with libpq's options and the engine's own schema= in the query.
+	// Default "memory".
 	Store string `yaml:"store"`
-	// StoreFile reads Store from a file (trimmed), for a redis:// URL that
+	// StoreFile reads Store from a file (trimmed), for a store URL that
 	// holds a password. Setting both is an error. Default "".
 	StoreFile string `yaml:"store_file"`
+	// StoreMigrate runs the pending schema migrations of a PostgreSQL store
+	// when the process starts, as `chronos nas migrate` does (safe from
+	// several processes at once). Off, a process refuses to start on a
+	// schema older than its binary's and names the command to run. Other
+	// stores have no schema and ignore it. Default false.
+	StoreMigrate bool `yaml:"store_migrate"`
 	// SigningKeysDir holds the PEM signing keys (see `chronos keys generate`)
 	// and an optional file `active` naming the signing kid. Empty: an
 	// ephemeral key is generated at start (development only). Default "".
@@ -433,8 +443,14 @@ func (c Config) validateListeners(p *problems) {
 	} else if !isHTTPURL(c.PublicURL) {
 		p.add("public_url: %q is not an absolute http(s) URL", c.PublicURL)
 	}
-	if c.Store != "memory" && !isRedisURL(c.Store) {
-		p.add("store: %q is neither memory nor a Redis URL (redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://)", c.Redacted().Store)
+	switch {
+	case c.Store == "memory", isRedisURL(c.Store):
+	case IsPostgresURL(c.Store):
+		if err := checkPostgresURL(c.Store); err != nil {
+			p.add("store: %q: %v", c.Redacted().Store, err)
+		}
+	default:
+		p.add("store: %q is neither memory, a Redis URL (redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://) nor a PostgreSQL URL (postgres://, postgresql://)", c.Redacted().Store)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
@@ -455,6 +471,53 @@ func isRedisURL(store string) bool {
 		}
 	}
 	return false
+}
+
+// postgresSchemes are the URL schemes of the PostgreSQL store (see
+// relay/postgres.Open).
+var postgresSchemes = []string{"postgres://", "postgresql://"}
+
+// IsPostgresURL reports whether store names the PostgreSQL store: a
+// postgres:// or postgresql:// URL.
+func IsPostgresURL(store string) bool {
+	for _, s := range postgresSchemes {
+		if strings.HasPrefix(store, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// postgresSchemaName is what the engine's schema= option may be: a plain
+// lower-case identifier (see relay/postgres.Options.Schema).
+var postgresSchemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// checkPostgresURL finds what would keep a PostgreSQL store URL from
+// opening: a URL that does not parse, a bad schema= or pool_max_conns.
+// Host and database may be left to libpq's defaults (PGHOST, the local
+// socket), as psql allows.
+func checkPostgresURL(store string) error {
+	u, err := url.Parse(store)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text would repeat the URL, password and all
+		}
+		return fmt.Errorf("not a URL: %w", err)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fmt.Errorf("its query: %w", err)
+	}
+	if q.Has("schema") && !postgresSchemaName.MatchString(q.Get("schema")) {
+		return fmt.Errorf("schema=%q: want lower-case letters, digits and _ (at most 63, not starting with a digit)", q.Get("schema"))
+	}
+	if q.Has("pool_max_conns") {
+		if n, err := strconv.Atoi(q.Get("pool_max_conns")); err != nil || n < 1 {
+			return fmt.Errorf("pool_max_conns=%q: want a positive number of connections", q.Get("pool_max_conns"))
+		}
+	}
+	return nil
 }
 
 // validateSigning checks the fire-token settings and the operator token.

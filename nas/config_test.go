@@ -90,7 +90,8 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 		{"listen", func(c *nas.Config) { c.Listen = "8080" }},
 		{"relay_listen", func(c *nas.Config) { c.RelayListen = "nope" }},
 		{"relay_listen", func(c *nas.Config) { c.Listen, c.RelayListen = "127.0.0.1:8080", "127.0.0.1:8080" }},
-		{"store", func(c *nas.Config) { c.Store = "postgres://x" }},
+		{"store", func(c *nas.Config) { c.Store = "mysql://x" }},
+		{"store", func(c *nas.Config) { c.Store = "postgres://db/chronos?schema=Bad-Name" }},
 		{"signing_alg", func(c *nas.Config) { c.SigningAlg = "HS256" }},
 		{"fire_token_ttl", func(c *nas.Config) { c.FireTokenTTL = 10 * time.Minute }},
 		{"relay.secrets", func(c *nas.Config) { c.Relay.Secrets = nil }},
@@ -121,23 +122,40 @@ func TestConfigValidateNamesTheKey(t *testing.T) {
 	}
 }
 
-// TestConfigStoreURLs: every Redis URL form the engine opens is accepted,
-// and anything else is refused by name.
+// TestConfigStoreURLs: every Redis and PostgreSQL URL form the engines open
+// is accepted, and anything else is refused by name, with what is wrong.
 func TestConfigStoreURLs(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		store string
 		ok    bool
+		why   string // in the error of a refused one
 	}{
-		{"memory", true},
-		{"redis://127.0.0.1:6379/0", true},
-		{"rediss://redis.internal:6380", true},
-		{"redis+cluster://10.0.0.1:7000?addr=10.0.0.2:7000&addr=10.0.0.3:7000", true},
-		{"rediss+cluster://10.0.0.1:7000", true},
-		{"redis+sentinel://10.0.0.1:26379?master_name=main", true},
-		{"rediss+sentinel://10.0.0.1:26379?master_name=main", true},
-		{"redis+postgres://x", false},
-		{"cluster://x", false},
-		{"Memory", false},
+		{"memory", true, ""},
+		{"redis://127.0.0.1:6379/0", true, ""},
+		{"rediss://redis.internal:6380", true, ""},
+		{"redis+cluster://10.0.0.1:7000?addr=10.0.0.2:7000&addr=10.0.0.3:7000", true, ""},
+		{"rediss+cluster://10.0.0.1:7000", true, ""},
+		{"redis+sentinel://10.0.0.1:26379?master_name=main", true, ""},
+		{"rediss+sentinel://10.0.0.1:26379?master_name=main", true, ""},
+		{"postgres://chronos:pw@db.internal:5432/chronos", true, ""},
+		{"postgresql://db.internal/chronos?sslmode=verify-full&schema=chronos_eu&pool_max_conns=32", true, ""},
+		{"postgres://db1:5432,db2:5432/chronos?target_session_attrs=read-write", true, ""},
+		{"postgres:///chronos?host=/run/postgresql", true, ""},
+		{"postgres://db/chronos?schema=_t1", true, ""},
+		{"redis+postgres://x", false, "neither memory"},
+		{"cluster://x", false, "neither memory"},
+		{"Memory", false, "neither memory"},
+		{"pg://db/chronos", false, "PostgreSQL URL (postgres://, postgresql://)"},
+		{"postgres://db/chronos?schema=Chronos", false, "schema="},
+		{"postgres://db/chronos?schema=1st", false, "schema="},
+		{"postgres://db/chronos?schema=a-b", false, "schema="},
+		{"postgres://db/chronos?schema=" + strings.Repeat("s", 64), false, "schema="},
+		{"postgres://db/chronos?pool_max_conns=0", false, "pool_max_conns="},
+		{"postgres://db/chronos?pool_max_conns=many", false, "pool_max_conns="},
+		{"postgres://db/chronos?sslmode=require;x", false, "query"},
+		{"postgres://chronos:pw@db:port/chronos", false, "not a URL"},
+		{"postgresql://db/%zz", false, "not a URL"},
 	} {
 		c := validConfig()
 		c.Store = tt.store
@@ -145,8 +163,41 @@ func TestConfigStoreURLs(t *testing.T) {
 		if tt.ok && err != nil {
 			t.Errorf("store %q: %v", tt.store, err)
 		}
-		if !tt.ok && (err == nil || !strings.Contains(err.Error(), "store:")) {
-			t.Errorf("store %q: got %v, want a store: error", tt.store, err)
+		if !tt.ok && (err == nil || !strings.Contains(err.Error(), "store:") || !strings.Contains(err.Error(), tt.why)) {
+			t.Errorf("store %q: got %v, want a store: error that says %q", tt.store, err, tt.why)
+		}
+		if err != nil && strings.Contains(err.Error(), ":pw@") {
+			t.Errorf("store %q: the error shows the password: %v", tt.store, err)
+		}
+	}
+}
+
+// TestConfigStoreMigrate: store_migrate is off unless set, and valid with
+// every store (only a PostgreSQL one has a schema to migrate).
+func TestConfigStoreMigrate(t *testing.T) {
+	t.Parallel()
+	if c := validConfig().WithDefaults(); c.StoreMigrate {
+		t.Error("store_migrate is on by default")
+	}
+	for _, store := range []string{"memory", "redis://127.0.0.1:6379/0", "postgres://db/chronos"} {
+		c := validConfig()
+		c.Store, c.StoreMigrate = store, true
+		if err := c.WithDefaults().Validate(); err != nil {
+			t.Errorf("store_migrate with %s: %v", store, err)
+		}
+	}
+}
+
+// TestIsPostgresURL: the two schemes of the PostgreSQL store, and nothing
+// else.
+func TestIsPostgresURL(t *testing.T) {
+	t.Parallel()
+	for store, want := range map[string]bool{
+		"postgres://db/chronos": true, "postgresql://db/chronos": true, "postgres:///chronos": true,
+		"memory": false, "redis://db": false, "Postgres://db": false, "postgres:db": false, "": false,
+	} {
+		if got := nas.IsPostgresURL(store); got != want {
+			t.Errorf("IsPostgresURL(%q) = %v, want %v", store, got, want)
 		}
 	}
 }

@@ -285,7 +285,8 @@ func (c *Config) readSecretListFile(dst *[]string, file, key string) error {
 
 // Redacted returns a copy of c that is safe to print: the operator token and
 // every relay secret are replaced by "<redacted>", and a password in the
-// store URL by "xxxxx". The *_file keys, which name files, stay.
+// store URL (its user info, or a PostgreSQL URL's password= option) by
+// "xxxxx". The *_file keys, which name files, stay.
 func (c Config) Redacted() Config {
 	if c.OperatorToken != "" {
 		c.OperatorToken = redactedValue
@@ -297,9 +298,14 @@ func (c Config) Redacted() Config {
 		}
 		c.Relay.Secrets = secrets
 	}
-	if u, err := url.Parse(c.Store); err == nil && u.User != nil {
+	if u, err := url.Parse(c.Store); err == nil && (u.User != nil || u.Query().Has("password")) {
+		if q := u.Query(); q.Has("password") {
+			// A PostgreSQL URL may carry its password as an option.
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
 		c.Store = u.Redacted()
-	} else if err != nil && strings.Contains(c.Store, "@") {
+	} else if err != nil && (strings.Contains(c.Store, "@") || strings.Contains(c.Store, "password")) {
 		// Not a URL but it may hold credentials: print none of it.
 		c.Store = redactedValue
 	}

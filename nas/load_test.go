@@ -131,6 +131,18 @@ func TestRedactedShowsNoSecret(t *testing.T) {
 			t.Errorf("missing %q in\n%s", want, out)
 		}
 	}
+	// A PostgreSQL URL's password, in its user info or as an option.
+	for store, want := range map[string]string{
+		"postgres://chronos:pg-pa55@db.internal:5432/chronos?schema=c":   "postgres://chronos:xxxxx@db.internal:5432/chronos?schema=c",
+		"postgresql://db.internal/chronos?user=chronos&password=pg-pa55": "postgresql://db.internal/chronos?password=xxxxx&user=chronos",
+		"postgres://db.internal/chronos?sslmode=require":                 "postgres://db.internal/chronos?sslmode=require",
+	} {
+		c := validConfig()
+		c.Store = store
+		if got := c.Redacted().Store; got != want {
+			t.Errorf("store %s redacted as %s, want %s", store, got, want)
+		}
+	}
 	// Nothing secret, nothing redacted.
 	plain := validConfig().WithDefaults()
 	if r := plain.Redacted(); r.OperatorToken != "" || r.Store != "memory" {

@@ -35,12 +35,12 @@ var noDataLeaves = map[string]string{
 // does not run, and the tests that do: the operator commands need a NAS
 // (TestDLQCLI, TestNASUnarmedCLI, TestInstanceAndCancelAllCLI,
 // TestAgentDisableEnableCLI, TestAgentRekeyCLI), bench relay
-// a store (TestBenchRelaySmall), notify replay an outbox with rows
+// a store (TestBenchRelaySmall), nas migrate a PostgreSQL (TestNASMigrateCLI), notify replay an outbox with rows
 // (TestNotifyListReplaySecret), jobs run a run (TestJobsRunJSON), runs
 // show and cancel a fanout's run (TestJobsFanoutAndRunGraph, TestRunsCancelStopsAFanout).
 var jsonElsewhere = []string{
 	"chronos dlq list", "chronos dlq replay", "chronos nas unarmed", "chronos instance stop", "chronos instance start",
-	"chronos agent cancel-all", "chronos agent disable", "chronos agent enable", "chronos agent rekey", "chronos bench relay", "chronos notify replay", "chronos jobs run",
+	"chronos agent cancel-all", "chronos agent disable", "chronos agent enable", "chronos agent rekey", "chronos bench relay", "chronos nas migrate", "chronos notify replay", "chronos jobs run",
 	"chronos runs show", "chronos runs cancel",
 }
 

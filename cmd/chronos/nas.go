@@ -33,18 +33,16 @@ Every config key can also be set in the environment as CHRONOS_NAS_<KEY>
 (dots become underscores; lists are comma separated); a CHRONOS_NAS_ variable
 that names no key is an error. A relative path in the config file is relative
 to the file. --config defaults to CHRONOS_NAS_CONFIG. --print-config prints
-the effective configuration with each key's variable, secrets redacted.`,
+the effective configuration with each key's variable, secrets redacted.
+
+On a PostgreSQL store NAS starts only on a schema at its binary's version:
+run chronos nas migrate first, or set store_migrate: true to migrate at
+start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := nas.CheckEnv(os.Environ()); err != nil {
-				return asUsage(err)
-			}
-			if configPath == "" {
-				configPath = os.Getenv(nas.EnvPrefix + "CONFIG")
-			}
-			cfg, err := nas.LoadConfig(configPath, os.LookupEnv)
+			cfg, err := loadNASConfig(configPath)
 			if err != nil {
-				return asUsage(err)
+				return err
 			}
 			if printConfig {
 				out, err := cfg.EffectiveYAML()
@@ -59,8 +57,25 @@ the effective configuration with each key's variable, secrets redacted.`,
 	}
 	c.Flags().StringVar(&configPath, "config", "", "YAML config file (env CHRONOS_NAS_CONFIG; keys may also come from CHRONOS_NAS_* variables)")
 	c.Flags().BoolVar(&printConfig, "print-config", false, "print the effective configuration and exit")
-	c.AddCommand(newNASUnarmedCmd())
+	c.AddCommand(newNASUnarmedCmd(), newNASMigrateCmd())
 	return c
+}
+
+// loadNASConfig reads NAS's configuration as chronos nas does: the file at
+// configPath (default CHRONOS_NAS_CONFIG) and the CHRONOS_NAS_ variables,
+// a variable that names no key refused. Every failure is a usage error.
+func loadNASConfig(configPath string) (nas.Config, error) {
+	if err := nas.CheckEnv(os.Environ()); err != nil {
+		return nas.Config{}, asUsage(err)
+	}
+	if configPath == "" {
+		configPath = os.Getenv(nas.EnvConfigFile)
+	}
+	cfg, err := nas.LoadConfig(configPath, os.LookupEnv)
+	if err != nil {
+		return nas.Config{}, asUsage(err)
+	}
+	return cfg, nil
 }
 
 // jsonLogger returns a JSON logger on w at level (debug, info, warn, error;
@@ -108,7 +123,9 @@ func newRelayCmd() *cobra.Command {
 and POST each, signed, to the relay route of NAS.
 
 It reads the same config file (and CHRONOS_NAS_* variables) as chronos nas and
-uses its store (a redis:// URL: the memory store lives inside one process),
+uses its store (a redis:// or postgres:// URL: the memory store lives inside
+one process; a PostgreSQL schema is migrated by chronos nas migrate, or at
+start with store_migrate),
 relay.secrets, relay.nas_url, relay.dispatchers, relay.retry,
 relay.per_agent (parallelism, rate) and relay.misfire_grace. With --listen it serves
 /healthz, /readyz and /metrics there.

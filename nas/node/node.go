@@ -1,5 +1,5 @@
 // Package node assembles and runs a NAS node from its configuration: the
-// relay engine (memory or Redis), the signing key ring and its watcher, the
+// relay engine (memory, Redis or PostgreSQL), the signing key ring and its watcher, the
 // agent verifier, the NAS service and its HTTP listeners, and the relay
 // dispatchers with their deliverer. It also runs the dispatchers-only relay
 // process (RunRelay). The chronos binary, the demo and the relay benchmark
@@ -102,7 +102,7 @@ func New(ctx context.Context, o Options) (n *Node, err error) {
 		}
 	}
 	if n.engine == nil {
-		if n.engine, err = OpenEngine(ctx, n.cfg.Store, n.log); err != nil {
+		if n.engine, err = OpenStore(ctx, n.cfg, n.log); err != nil {
 			return n, err
 		}
 		n.ownEngine = true

@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
@@ -11,19 +14,46 @@ import (
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/relay"
 	"github.com/chronoscron/chronos/relay/memory"
+	"github.com/chronoscron/chronos/relay/postgres"
 	relayredis "github.com/chronoscron/chronos/relay/redis"
 )
 
-// OpenEngine opens the relay store a store setting names: "memory", or for
-// any other value the Redis engine, which takes redis://, rediss://, the
-// Sentinel forms redis+sentinel://sentinel:26379?master_name=NAME and
+// OpenEngine opens the relay store a store setting names: "memory"; a
+// PostgreSQL URL (postgres:// or postgresql://, libpq's options and the
+// engine's own schema= in the query; see relay/postgres.Open), whose schema
+// must be at this binary's version; or for any other value the Redis
+// engine, which takes redis://, rediss://, the Sentinel forms
+// redis+sentinel://sentinel:26379?master_name=NAME and
 // redis://sentinel:26379?master_name=NAME, and the Cluster forms
 // redis+cluster://seed:7000?addr=seed2:7000 and redis://seed:7000?addr=seed2:7000,
 // with the engine's own prefix= and shards= options in the query (see
 // relay/redis.Open).
 func OpenEngine(ctx context.Context, store string, log *slog.Logger) (relay.Engine, error) {
-	if store == "memory" {
+	return openEngine(ctx, store, false, log)
+}
+
+// OpenStore opens the relay store of cfg (its store, as OpenEngine does)
+// and, with store_migrate, first brings a PostgreSQL store's schema up to
+// this binary's version.
+func OpenStore(ctx context.Context, cfg nas.Config, log *slog.Logger) (relay.Engine, error) {
+	return openEngine(ctx, cfg.Store, cfg.StoreMigrate, log)
+}
+
+// openEngine is OpenEngine, migrating a PostgreSQL store first when
+// migrate is set.
+func openEngine(ctx context.Context, store string, migrate bool, log *slog.Logger) (relay.Engine, error) {
+	switch {
+	case store == "memory":
 		return memory.New(memory.Options{}), nil
+	case nas.IsPostgresURL(store):
+		eng, err := postgres.Open(ctx, store, postgres.Options{Migrate: migrate, Logger: log})
+		if errors.Is(err, postgres.ErrSchemaBehind) {
+			return nil, fmt.Errorf("store (store_migrate is off): %w", err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return eng, nil
 	}
 	eng, err := relayredis.Open(ctx, store, relayredis.Options{Logger: log})
 	if err != nil {
@@ -32,12 +62,108 @@ func OpenEngine(ctx context.Context, store string, log *slog.Logger) (relay.Engi
 	return eng, nil
 }
 
-// StoreKind names a store setting without the credentials a URL may carry.
+// Store kinds, as StoreKind names them in logs and benchmark results.
+const (
+	StoreMemory   = "memory"
+	StoreRedis    = "redis"
+	StorePostgres = "postgres"
+)
+
+// StoreKind names a store setting without the credentials a URL may carry:
+// memory, redis or postgres.
 func StoreKind(store string) string {
-	if store == "memory" {
+	switch {
+	case store == "memory":
+		return StoreMemory
+	case nas.IsPostgresURL(store):
+		return StorePostgres
+	}
+	return StoreRedis
+}
+
+// Migration is what MigrateStore did.
+type Migration struct {
+	// Store is the store's kind (StoreKind).
+	Store string `json:"store"`
+	// Schema is the PostgreSQL schema migrated; empty for a store without
+	// one.
+	Schema string `json:"schema,omitempty"`
+	// From and To are the schema versions before and after; both 0 for a
+	// store without a schema.
+	From int `json:"from"`
+	To   int `json:"to"`
+	// Applied names the migrations applied, in order (NNNN_name).
+	Applied []string `json:"applied"`
+}
+
+// String says what the migration did in one line: "schema chronos:
+// version 0 → 2 (applied 0001_queue, 0002_records)", "schema chronos: at
+// version 2, nothing to do", or for a store without a schema that there is
+// nothing to migrate.
+func (m Migration) String() string {
+	switch {
+	case m.Store != StorePostgres:
+		return fmt.Sprintf("store %s: no schema, nothing to migrate", m.Store)
+	case len(m.Applied) == 0:
+		return fmt.Sprintf("schema %s: at version %d, nothing to do", m.Schema, m.To)
+	}
+	return fmt.Sprintf("schema %s: version %d → %d (applied %s)", m.Schema, m.From, m.To, strings.Join(m.Applied, ", "))
+}
+
+// MigrateStore brings the schema of a PostgreSQL store up to this binary's
+// version and reports what it did; it is safe to run from several
+// processes at once. A memory or Redis store has no schema: it reports
+// that and touches nothing. A database whose schema is newer than the
+// binary's is refused with an error wrapping postgres.ErrSchemaNewer.
+func MigrateStore(ctx context.Context, store string, log *slog.Logger) (Migration, error) {
+	m := Migration{Store: StoreKind(store), Applied: []string{}}
+	if m.Store != StorePostgres {
+		return m, nil
+	}
+	m.Schema = postgresSchema(store)
+	res, err := postgres.Migrate(ctx, withoutPoolOptions(store), postgres.Options{Logger: log})
+	m.From, m.To = res.From, res.To
+	if res.Applied != nil {
+		m.Applied = res.Applied
+	}
+	if err != nil {
+		return m, fmt.Errorf("store: %w", err)
+	}
+	return m, nil
+}
+
+// withoutPoolOptions drops the connection pool's options (pool_max_conns
+// and the other pool_*) from a PostgreSQL store URL: a migration runs on one
+// connection, and the server knows no such parameters.
+func withoutPoolOptions(store string) string {
+	u, err := url.Parse(store)
+	if err != nil {
 		return store
 	}
-	return "redis"
+	q := u.Query()
+	changed := false
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+			changed = true
+		}
+	}
+	if !changed {
+		return store
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// postgresSchema is the schema a PostgreSQL store URL names: its schema=
+// option, else the engine's default.
+func postgresSchema(store string) string {
+	if u, err := url.Parse(store); err == nil {
+		if s := u.Query().Get("schema"); s != "" {
+			return s
+		}
+	}
+	return postgres.DefaultSchema
 }
 
 // openKeys loads the signing keys dir, or makes an ephemeral key when none

@@ -51,7 +51,7 @@ func (o RelayOptions) Validate() error {
 	cfg := o.Config.WithDefaults()
 	switch {
 	case cfg.Store == "memory":
-		return errors.New("relay: store is memory; chronos relay needs the shared redis:// store of the NAS processes")
+		return errors.New("relay: store is memory; chronos relay needs the shared store of the NAS processes (a redis:// or postgres:// URL)")
 	case *cfg.Relay.Dispatchers < 1:
 		return fmt.Errorf("relay: relay.dispatchers is %d; a relay process needs at least 1", *cfg.Relay.Dispatchers)
 	case o.Lease != 0 && o.Lease < 100*time.Millisecond:
@@ -76,7 +76,7 @@ func RunRelay(ctx context.Context, o RelayOptions) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	engine, err := OpenEngine(ctx, cfg.Store, log)
+	engine, err := OpenStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -6,19 +6,25 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/chronoscron/chronos/nas/node"
 	"github.com/chronoscron/chronos/relay"
 	"github.com/chronoscron/chronos/relay/memory"
+	"github.com/chronoscron/chronos/relay/postgres"
 	relayredis "github.com/chronoscron/chronos/relay/redis"
 )
 
-// openStore opens the store of a run; cleanup removes what it wrote.
+// openStore opens the store of a run; cleanup removes what it wrote. A
+// Redis run's keys go under a fresh prefix, a PostgreSQL run's tables in a
+// fresh schema (made by the engine's migrations), both removed after.
 func openStore(ctx context.Context, store string, log *slog.Logger) (relay.Engine, goredis.UniversalClient, func(), error) {
 	if store == "memory" {
 		e := memory.New(memory.Options{})
@@ -26,6 +32,10 @@ func openStore(ctx context.Context, store string, log *slog.Logger) (relay.Engin
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
+	if node.StoreKind(store) == node.StorePostgres {
+		e, cleanup, err := openPostgres(ctx, store, "bench_"+hex.EncodeToString(b[:]), log)
+		return e, nil, cleanup, err
+	}
 	prefix := "bench-" + hex.EncodeToString(b[:])
 	e, err := relayredis.Open(ctx, store, relayredis.Options{Prefix: prefix, Logger: log})
 	if err != nil {
@@ -38,6 +48,48 @@ func openStore(ctx context.Context, store string, log *slog.Logger) (relay.Engin
 		_ = e.Close()
 	}
 	return e, e.Client(), cleanup, nil
+}
+
+// openPostgres opens the PostgreSQL store in schema, migrated to this
+// binary's version; cleanup drops the schema.
+func openPostgres(ctx context.Context, store, schema string, log *slog.Logger) (relay.Engine, func(), error) {
+	e, err := postgres.Open(ctx, store, postgres.Options{Schema: schema, Migrate: true, Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench relay: store: %w", err)
+	}
+	cleanup := func() {
+		_ = e.Close()
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dropSchema(cctx, store, schema); err != nil {
+			log.Error("bench relay: the run's schema is left behind", "schema", schema, "err", err)
+		}
+	}
+	return e, cleanup, nil
+}
+
+// dropSchema drops schema and everything in it, on one connection to the
+// server store names.
+func dropSchema(ctx context.Context, store, schema string) error {
+	u, err := url.Parse(store)
+	if err != nil {
+		return err
+	}
+	// The engine's and the pool's own options mean nothing to the server.
+	q := u.Query()
+	for k := range q {
+		if k == "schema" || strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	return err
 }
 
 // deleteKeys unlinks every key matching pattern, best effort.

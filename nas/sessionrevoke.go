@@ -4,7 +4,8 @@ package nas
 // value is self-contained (an id, an expiry and their HMAC), so any NAS
 // process sharing the operator token accepts it; to end one early NAS keeps
 // its id on a revocation list until the session would have expired anyway.
-// On the Redis store the list lives in Redis beside the relay's keys, so a
+// On the Redis store the list lives in Redis beside the relay's keys, and on
+// an engine that keeps such a list itself (SessionRevoker) in its store, so a
 // logout answered by one NAS process holds on every other; on the embedded
 // store (one process) it lives in memory. Only ids of sessions NAS itself
 // signed are listed, each for at most OperatorSessionTTL.
@@ -35,19 +36,63 @@ type redisBacked interface {
 	Prefix() string
 }
 
+// SessionRevoker is implemented by a relay engine that keeps the operator
+// sessions' revocation list in its shared store, so that a logout holds on
+// every NAS process sharing it. Both methods answer by the store's clock;
+// a store that cannot be reached is an error wrapping relay.ErrUnavailable.
+type SessionRevoker interface {
+	// RevokeSession lists id for ttl.
+	RevokeSession(ctx context.Context, id string, ttl time.Duration) error
+	// SessionRevoked reports whether id is listed.
+	SessionRevoked(ctx context.Context, id string) (bool, error)
+}
+
 // newSessionRevocations returns the revocation list of a Service on engine:
-// in Redis when the engine is on Redis, else in memory, timed by now. A
-// store configured as Redis whose engine does not show its client keeps
-// the list in memory too, and says so: logouts then hold on this process
-// only.
+// in Redis when the engine is on Redis, in the engine's store when it is a
+// SessionRevoker, else in memory, timed by now. A shared store (Redis,
+// PostgreSQL) whose engine offers neither keeps the list in memory too, and
+// says so: logouts then hold on this process only.
 func newSessionRevocations(engine relay.Engine, store string, log *slog.Logger, now func() time.Time) sessionRevocations {
 	if r, ok := engine.(redisBacked); ok {
 		return &redisRevocations{c: r.Client(), prefix: "chronos:" + r.Prefix() + ":opsession:revoked:"}
 	}
+	if r, ok := engine.(SessionRevoker); ok {
+		return engineRevocations{r}
+	}
 	if isRedisURL(store) {
 		log.Warn("operator logouts end sessions on this NAS process only: the store engine does not expose its Redis client")
 	}
+	if IsPostgresURL(store) {
+		log.Warn("operator logouts end sessions on this NAS process only: the store engine keeps no revocation list")
+	}
 	return &memoryRevocations{now: now, ids: map[string]time.Time{}}
+}
+
+// engineRevocations keeps the list in the engine's store.
+type engineRevocations struct{ r SessionRevoker }
+
+// Revoke implements sessionRevocations.
+func (e engineRevocations) Revoke(ctx context.Context, id string, ttl time.Duration) error {
+	if ttl <= 0 {
+		return nil
+	}
+	ctx, cancel := revocationCtx(ctx)
+	defer cancel()
+	if err := e.r.RevokeSession(ctx, id, ttl); err != nil {
+		return fmt.Errorf("revoke the operator session: %w", err)
+	}
+	return nil
+}
+
+// Revoked implements sessionRevocations.
+func (e engineRevocations) Revoked(ctx context.Context, id string) (bool, error) {
+	ctx, cancel := revocationCtx(ctx)
+	defer cancel()
+	ok, err := e.r.SessionRevoked(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("check the operator session: %w", err)
+	}
+	return ok, nil
 }
 
 // revocationTimeout bounds a call to the revocation list when the request

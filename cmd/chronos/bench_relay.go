@@ -41,6 +41,11 @@ per armed one-shot (redis stores), CPU per fire of this process (and of Redis),
 and the verified and failed counts. It exits 1 if any fire is lost or any
 token fails verification.
 
+--store is memory, a redis:// URL (the run's keys go under a fresh prefix)
+or a postgres:// URL (the run's tables go in a fresh schema, made by the
+engine's migrations whatever the URL's schema= says, and pool_max_conns
+sizes each process's pool); what the run wrote is removed after.
+
 --slow and --waking add neighbours to a burst: fires of one agent that
 answers after --slow-answer, and of one that answers 503 with a Retry-After
 for --waking-for; the burst's own agents' lags are then printed apart
@@ -66,7 +71,7 @@ sink with no hop to NAS.`,
 		RunE: b.run,
 	}
 	f := c.Flags()
-	f.StringVar(&b.o.Store, "store", "memory", "relay store: memory or a redis:// URL (keys go under a fresh prefix, removed after)")
+	f.StringVar(&b.o.Store, "store", "memory", "relay store: memory, a redis:// URL (keys go under a fresh prefix) or a postgres:// URL (tables go in a fresh schema), removed after")
 	f.IntVar(&b.o.N, "n", 10000, "fires due at the same instant")
 	f.StringVar(&b.at, "at", "+2s", "when the (first) fire is due, after the start")
 	f.StringVar(&b.rate, "rate", "", "spread fires at this rate instead (e.g. 1000/s)")

@@ -70,12 +70,16 @@ func (ct *control) LookupDelivery(ctx context.Context, deliveryID string, ttl ti
 	if state == 2 {
 		o.State = relay.StateLeased
 	}
+	// As Get reads it: a due time that is fire_at's, rounded up to its
+	// millisecond, is fire_at itself.
 	o.DueAt = timeOfMs(dueMs)
+	if due := ceilMsTime(o.FireAt); due.UnixMilli() == dueMs {
+		o.DueAt = o.FireAt
+	}
 	o.CreatedAt = timeOfMs(createdMs)
 	o.LastError = lastErr
-	o.Direct = relay.DirectKey{Sealed: sealed, KeyID: kid}
-	if mintedNs != 0 {
-		o.Direct.MintedAt = timeOfNs(mintedNs)
+	if sealed != "" {
+		o.Direct = relay.DirectKey{Sealed: sealed, KeyID: kid, MintedAt: timeOfNs(mintedNs)}
 	}
 	return info, nil
 }

@@ -217,7 +217,9 @@ func (d *deadLetters) replayTx(ctx context.Context, what string, pick func(pgx.T
 // replaySQL takes dead letters $1 out and re-arms each, due now with its
 // attempts reset, unless its job is armed (the job was armed again after
 // the fire died: the newer fire stands, the dead letter is dropped). Of two
-// dead letters of one job, the newer is re-armed. The re-armed fires' agents
+// dead letters of one job, the newer is re-armed. An agent's replayed fires
+// take ties 0, 1, 2... in their due millisecond, so that other agents' fires
+// due with them come up in between. The re-armed fires' agents
 // get their queue rows, and a wake-up is announced at commit.
 //
 // $1 schedule ids, $2 the clock (chronos_now_ms).
@@ -229,9 +231,11 @@ taken AS (
 ),
 armed AS (
 	INSERT INTO chronos_fires AS f (agent_id, job_id, schedule_id, instance_id, fire_at_ns, fire_at_spelling,
-		callback_url, flex_ms, attempt, state, due_ms, created_ms, last_error, direct_sealed, direct_kid, direct_minted_ns)
+		callback_url, flex_ms, attempt, state, due_ms, tie, created_ms, last_error, direct_sealed, direct_kid, direct_minted_ns)
 	SELECT t.agent_id, t.job_id, t.schedule_id, t.instance_id, t.fire_at_ns, t.fire_at_spelling,
-		t.callback_url, t.flex_ms, 0, 0, now.ms, t.created_ms, t.last_error, t.direct_sealed, t.direct_kid, t.direct_minted_ns
+		t.callback_url, t.flex_ms, 0, 0, now.ms,
+		least(row_number() OVER (PARTITION BY t.agent_id ORDER BY t.seq DESC) - 1, 1022),
+		t.created_ms, t.last_error, t.direct_sealed, t.direct_kid, t.direct_minted_ns
 	FROM taken t, now
 	ORDER BY t.seq DESC
 	ON CONFLICT DO NOTHING

@@ -61,7 +61,9 @@ func historyMinute(minuteMs int64, counts map[string]int64) relay.HistoryMinute 
 // the same order), appends recent deliveries, trims each agent's to
 // relay.HistoryRecent and forgets what is past relay.HistoryRetention by the
 // engine's clock (indexes chronos_history_minutes' key,
-// chronos_recent_deliveries_at): one statement.
+// chronos_recent_deliveries_at): one statement. Deletes skip the rows
+// another process is deleting, so that two at once never wait for each
+// other.
 //
 // $1 minutes (ms), $2 their counts (jsonb), $3 agents of the recent
 // deliveries, $4 their At (ms), $5 the records (jsonb), $6 clock,
@@ -74,7 +76,9 @@ minutes AS (
 	ON CONFLICT (minute_ms) DO UPDATE SET counts = chronos_counts_add(h.counts, EXCLUDED.counts)
 ),
 old_minutes AS (
-	DELETE FROM chronos_history_minutes WHERE minute_ms < (SELECT ms FROM now) - $7::bigint
+	DELETE FROM chronos_history_minutes WHERE minute_ms IN (
+		SELECT minute_ms FROM chronos_history_minutes WHERE minute_ms < (SELECT ms FROM now) - $7::bigint
+		FOR UPDATE SKIP LOCKED)
 ),
 recent AS (
 	INSERT INTO chronos_recent_deliveries (agent_id, at_ms, record)
@@ -88,13 +92,17 @@ trimmed AS (
 		SELECT o.agent_id, o.seq FROM added
 		CROSS JOIN LATERAL (
 			SELECT r.agent_id, r.seq FROM chronos_recent_deliveries r WHERE r.agent_id = added.agent_id
-			ORDER BY r.seq DESC OFFSET greatest(` + "%d" + ` - added.n, 0)
+			ORDER BY r.seq DESC OFFSET greatest(` + "%d" + ` - added.n, 0) FOR UPDATE SKIP LOCKED
 		) o
 	) t
 	WHERE d.agent_id = t.agent_id AND d.seq = t.seq
 ),
 old_recent AS (
-	DELETE FROM chronos_recent_deliveries WHERE at_ms < (SELECT ms FROM now) - $7::bigint
+	DELETE FROM chronos_recent_deliveries d USING (
+		SELECT agent_id, seq FROM chronos_recent_deliveries WHERE at_ms < (SELECT ms FROM now) - $7::bigint
+		FOR UPDATE SKIP LOCKED
+	) o
+	WHERE d.agent_id = o.agent_id AND d.seq = o.seq
 )
 SELECT 1`
 

@@ -118,7 +118,8 @@ func (r *records) LastFiresOf(ctx context.Context, agentID string, expireBefore 
 // before q.Before (of one agent by the primary key, else by the index
 // chronos_last_fires_at) are judged, the superseded and expired dropped, and
 // up to q.Max+1 of those whose job holds no one-shot returned, oldest
-// first; with q.Mark the returned ones are marked reported.
+// first; with q.Mark the returned ones are marked reported, and New is set
+// on those this statement marked: of processes marking at once, one only.
 func (r *records) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.UnarmedFire, bool, error) {
 	if q.Max <= 0 {
 		q.Max = defaultUnarmedMax
@@ -141,11 +142,14 @@ func (r *records) Unarmed(ctx context.Context, q relay.UnarmedQuery) ([]relay.Un
 		),
 		marked AS (
 			UPDATE chronos_last_fires l SET reported = true FROM found x
-			WHERE $4::boolean AND x.n <= $3::bigint AND NOT x.reported
+			WHERE $4::boolean AND x.n <= $3::bigint AND NOT l.reported
 				AND l.agent_id = x.agent_id AND l.job_id = x.job_id
 				AND l.schedule_id = x.schedule_id AND l.at_ns = x.at_ns
+			RETURNING l.agent_id, l.job_id
 		)
-		SELECT `+lastFireColumns+`, $4::boolean AND NOT reported FROM found ORDER BY n`, args...)
+		SELECT `+lastFireColumns+`,
+			EXISTS (SELECT 1 FROM marked m WHERE m.agent_id = found.agent_id AND m.job_id = found.job_id)
+		FROM found ORDER BY n`, args...)
 	if err != nil {
 		return nil, false, fail("unarmed", err)
 	}

@@ -164,8 +164,11 @@ func (d *deadLetters) Replay(ctx context.Context, scheduleIDs []string) (relay.R
 func (d *deadLetters) ReplayAgent(ctx context.Context, agentID string) (relay.ReplayResult, error) {
 	var res relay.ReplayResult
 	err := d.replayTx(ctx, "replay agent", func(tx pgx.Tx) ([]string, error) {
-		rows, err := tx.Query(ctx, `SELECT schedule_id FROM chronos_dead
-			WHERE agent_id = $1 ORDER BY seq FOR UPDATE`, agentID)
+		// Locked in schedule id order, as Replay locks them.
+		rows, err := tx.Query(ctx, `SELECT schedule_id FROM (
+				SELECT schedule_id, seq FROM chronos_dead WHERE agent_id = $1
+				ORDER BY schedule_id FOR UPDATE) d
+			ORDER BY seq`, agentID)
 		if err != nil {
 			return nil, err
 		}

@@ -76,9 +76,9 @@ minutes AS (
 	ON CONFLICT (minute_ms) DO UPDATE SET counts = chronos_counts_add(h.counts, EXCLUDED.counts)
 ),
 old_minutes AS (
-	DELETE FROM chronos_history_minutes WHERE minute_ms IN (
-		SELECT minute_ms FROM chronos_history_minutes WHERE minute_ms < (SELECT ms FROM now) - $7::bigint
-		FOR UPDATE SKIP LOCKED)
+	DELETE FROM chronos_history_minutes WHERE ctid = ANY (ARRAY (
+		SELECT ctid FROM chronos_history_minutes WHERE minute_ms < (SELECT ms FROM now) - $7::bigint
+		FOR UPDATE SKIP LOCKED))
 ),
 recent AS (
 	INSERT INTO chronos_recent_deliveries (agent_id, at_ms, record)
@@ -88,21 +88,17 @@ added AS (
 	SELECT a AS agent_id, count(*) AS n FROM unnest($3::text[]) AS x(a) GROUP BY a
 ),
 trimmed AS (
-	DELETE FROM chronos_recent_deliveries d USING (
-		SELECT o.agent_id, o.seq FROM added
+	DELETE FROM chronos_recent_deliveries WHERE ctid = ANY (ARRAY (
+		SELECT o.ctid FROM added
 		CROSS JOIN LATERAL (
-			SELECT r.agent_id, r.seq FROM chronos_recent_deliveries r WHERE r.agent_id = added.agent_id
+			SELECT r.ctid FROM chronos_recent_deliveries r WHERE r.agent_id = added.agent_id
 			ORDER BY r.seq DESC OFFSET greatest(` + "%d" + ` - added.n, 0) FOR UPDATE SKIP LOCKED
-		) o
-	) t
-	WHERE d.agent_id = t.agent_id AND d.seq = t.seq
+		) o))
 ),
 old_recent AS (
-	DELETE FROM chronos_recent_deliveries d USING (
-		SELECT agent_id, seq FROM chronos_recent_deliveries WHERE at_ms < (SELECT ms FROM now) - $7::bigint
-		FOR UPDATE SKIP LOCKED
-	) o
-	WHERE d.agent_id = o.agent_id AND d.seq = o.seq
+	DELETE FROM chronos_recent_deliveries WHERE ctid = ANY (ARRAY (
+		SELECT ctid FROM chronos_recent_deliveries WHERE at_ms < (SELECT ms FROM now) - $7::bigint
+		FOR UPDATE SKIP LOCKED))
 )
 SELECT 1`
 

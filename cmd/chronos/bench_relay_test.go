@@ -15,7 +15,7 @@ import (
 )
 
 // TestBenchRelaySmall runs `chronos bench relay` end to end at a small size on
-// both stores: every fire arrives, every token verifies, nothing is left.
+// every store: every fire arrives, every token verifies, nothing is left.
 func TestBenchRelaySmall(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -27,6 +27,7 @@ func TestBenchRelaySmall(t *testing.T) {
 		{"redis burst", func(t *testing.T) string { return redistest.Start(t, redistest.Options{}).URL() }, []string{"--n", "300"}},
 		{"redis rate", func(t *testing.T) string { return redistest.Start(t, redistest.Options{}).URL() + "?shards=2" },
 			[]string{"--rate", "400/s", "--duration", "500ms"}},
+		{"postgres burst", func(t *testing.T) string { s, _ := pgStore(t); return s + "&pool_max_conns=8" }, []string{"--n", "300"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -50,6 +51,9 @@ func TestBenchRelaySmall(t *testing.T) {
 			}
 			if res.LagP50Ms < 0 || res.LagP99Ms < res.LagP50Ms || res.LagMaxMs < res.LagP99Ms {
 				t.Errorf("lags out of order: %+v", res)
+			}
+			if want, _, _ := strings.Cut(tc.name, " "); res.Store != want {
+				t.Errorf("store %q, want %q", res.Store, want)
 			}
 			if res.Store == "redis" && res.BytesPerArmed <= 0 {
 				t.Errorf("no bytes per armed one-shot reported for a redis store")

@@ -86,14 +86,31 @@ func scrapeRelayMetrics(t *testing.T, url string) map[string]string {
 // alerts work whichever process runs the dispatchers.
 func TestRelayMetricsMatchTheREADME(t *testing.T) {
 	t.Parallel()
+	checkRelayMetrics(t, redistest.Start(t, redistest.Options{}).URL(), "")
+}
+
+// TestRelayMetricsOnPostgres is TestRelayMetricsMatchTheREADME on a
+// PostgreSQL store, which both processes migrate as they start
+// (store_migrate): each is ready (its store and store_epoch checks pass)
+// and serves the same relay metrics.
+func TestRelayMetricsOnPostgres(t *testing.T) {
+	t.Parallel()
+	store, _ := pgStore(t)
+	checkRelayMetrics(t, store, "store_migrate: true\n")
+}
+
+// checkRelayMetrics starts `chronos nas` and `chronos relay` on store, with
+// extra lines in their config, waits until both are ready and checks their
+// relay metrics against the README.
+func checkRelayMetrics(t *testing.T, store, extra string) {
+	t.Helper()
 	bin := buildChronos(t)
-	redis := redistest.Start(t, redistest.Options{})
 	dir := t.TempDir()
 	listen, internal, relayOps := freeAddr(t), freeAddr(t), freeAddr(t)
 	writeFile(t, filepath.Join(dir, "agents.yaml"), "- agent_id: a\n  instance_id: i\n  token_sha256: "+nas.TokenSHA256("tok")+"\n")
 	cfg := filepath.Join(dir, "nas.yaml")
-	writeFile(t, cfg, fmt.Sprintf("listen: %s\nrelay_listen: %s\npublic_url: http://%s\nstore: %s\nagents_file: %s\nrelay:\n  secrets: [%s]\n  dispatchers: 1\n",
-		listen, internal, listen, redis.URL(), filepath.Join(dir, "agents.yaml"), nasTestSecret))
+	writeFile(t, cfg, fmt.Sprintf("listen: %s\nrelay_listen: %s\npublic_url: http://%s\nstore: %q\n%sagents_file: %s\nrelay:\n  secrets: [%s]\n  dispatchers: 1\n",
+		listen, internal, listen, store, extra, filepath.Join(dir, "agents.yaml"), nasTestSecret))
 	startProc(t, bin, nil, nil, "nas", "--config", cfg)
 	startProc(t, bin, nil, nil, "relay", "--config", cfg, "--listen", relayOps)
 	waitHTTP(t, "http://"+internal+"/readyz", 20*time.Second)

@@ -154,11 +154,18 @@ func TestRedactedShowsNoSecret(t *testing.T) {
 // named in the error without the password it holds.
 func TestValidateDoesNotEchoTheStorePassword(t *testing.T) {
 	t.Parallel()
-	c := validConfig()
-	c.Store = "postgres://u:hunter2-pass@db:5432/x"
-	err := c.WithDefaults().Validate()
-	if err == nil || !strings.Contains(err.Error(), "store:") || strings.Contains(err.Error(), "hunter2-pass") {
-		t.Fatalf("error %v", err)
+	for _, store := range []string{
+		"mysql://u:hunter2-pass@db:5432/x",
+		"postgres://u:hunter2-pass@db:5432/x?schema=Bad",
+		"postgres://u@db:5432/x?password=hunter2-pass&pool_max_conns=0",
+		"postgres://u:hunter2-pass@db:port/x",
+	} {
+		c := validConfig()
+		c.Store = store
+		err := c.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), "store:") || strings.Contains(err.Error(), "hunter2-pass") {
+			t.Errorf("%s: error %v", store, err)
+		}
 	}
 }
 

@@ -160,9 +160,9 @@ func TestNASMigrateOtherStores(t *testing.T) {
 	}
 }
 
-// TestNASStartsOnlyOnAMigratedSchema: without store_migrate, chronos nas on
-// an empty schema exits 1 naming chronos nas migrate; with it, NAS migrates
-// the schema as it starts.
+// TestNASStartsOnlyOnAMigratedSchema: without store_migrate, chronos nas and
+// chronos relay on an empty schema exit 1 naming chronos nas migrate; with
+// it, NAS migrates the schema as it starts.
 func TestNASStartsOnlyOnAMigratedSchema(t *testing.T) {
 	t.Parallel()
 	store, schema := pgStore(t)
@@ -173,8 +173,14 @@ func TestNASStartsOnlyOnAMigratedSchema(t *testing.T) {
 	if code != exitFailure || !strings.Contains(stderr.String(), "chronos nas migrate") {
 		t.Fatalf("nas on an empty schema: exit %d, stderr:\n%s", code, stderr.String())
 	}
+	stdout.Reset()
+	stderr.Reset()
+	code = run(ctx, []string{"relay", "--config", migrateConfig(t, store, ""), "--dispatchers", "1"}, &stdout, &stderr)
+	if code != exitFailure || !strings.Contains(stderr.String(), "chronos nas migrate") {
+		t.Fatalf("relay on an empty schema: exit %d, stderr:\n%s", code, stderr.String())
+	}
 	if v := pgVersion(t, schema); v != 0 {
-		t.Fatalf("nas without store_migrate wrote schema version %d", v)
+		t.Fatalf("nas and relay without store_migrate wrote schema version %d", v)
 	}
 
 	ctx, stop := context.WithCancel(context.Background())

@@ -5,8 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 	"time"
+	"weak"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/chronoscron/chronos/relay"
 )
@@ -18,7 +23,7 @@ type ackItem struct {
 }
 
 // Ack implements relay.Queue. Acks are group-committed (see ackGroup): a
-// burst costs a few statements, not one per fire.
+// burst costs a few statements and commits, not one per fire.
 func (q *queue) Ack(ctx context.Context, l relay.Lease) error {
 	return q.ack(ctx, ackItem{l: l})
 }
@@ -35,10 +40,134 @@ func (q *queue) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) 
 	return q.ack(ctx, ackItem{l: l, rec: &f})
 }
 
-// ack sends one ack in its own batch.
+// ackBatch bounds the acks of one statement.
+const ackBatch = 256
+
+// ackTimeout bounds one group-committed batch: its callers share it, so it
+// does not end with any one caller's context.
+const ackTimeout = 10 * time.Second
+
+// ackGroup group-commits an engine's acks: while one batch is in flight,
+// the acks that arrive queue up and go out together in the next statement,
+// so a burst costs a few commits (each an fsync), not one per fire, and a
+// lone ack waits for nobody.
+type ackGroup struct {
+	mu      sync.Mutex
+	pending []*ackReq
+	busy    bool // a batch is being sent
+}
+
+// ackReq is one ack waiting for its batch.
+type ackReq struct {
+	item ackItem
+	done chan error
+}
+
+// ackGroups holds each engine's ackGroup, made on first use and dropped
+// with the engine (the parts carry no state of their own).
+var ackGroups sync.Map // weak.Pointer[core] → *ackGroup
+
+// acks returns the engine's ackGroup.
+func (q *queue) acks() *ackGroup {
+	k := weak.Make(q.core)
+	if g, ok := ackGroups.Load(k); ok {
+		return g.(*ackGroup)
+	}
+	g, loaded := ackGroups.LoadOrStore(k, &ackGroup{})
+	if !loaded {
+		runtime.AddCleanup(q.core, func(k weak.Pointer[core]) { ackGroups.Delete(k) }, k)
+	}
+	return g.(*ackGroup)
+}
+
+// ack queues one ack and waits for its batch: the first caller of an idle
+// group sends at once; callers that arrive meanwhile wait for the next
+// batch, which a goroutine sends. A caller whose ctx ends stops waiting,
+// its ack still sent.
 func (q *queue) ack(ctx context.Context, a ackItem) error {
-	errs := q.ackMany(ctx, []ackItem{a})
-	return errs[0]
+	g := q.acks()
+	req := &ackReq{item: a, done: make(chan error, 1)}
+	g.mu.Lock()
+	g.pending = append(g.pending, req)
+	if g.busy {
+		g.mu.Unlock()
+		select {
+		case err := <-req.done:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("postgres: ack: %w", ctx.Err())
+		}
+	}
+	g.busy = true
+	g.mu.Unlock()
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	q.sendAcks(bctx, g.take())
+	cancel()
+	g.mu.Lock()
+	more := len(g.pending) > 0
+	if !more {
+		g.busy = false
+	}
+	g.mu.Unlock()
+	if more {
+		go q.drainAcks(context.WithoutCancel(ctx), g)
+	}
+	return <-req.done
+}
+
+// drainAcks sends queued batches until none is left, then clears busy.
+func (q *queue) drainAcks(ctx context.Context, g *ackGroup) {
+	for batch := g.take(); batch != nil; batch = g.take() {
+		bctx, cancel := context.WithTimeout(ctx, ackTimeout)
+		q.sendAcks(bctx, batch)
+		cancel()
+	}
+}
+
+// take removes up to ackBatch queued acks; when none is queued it clears
+// busy and returns nil.
+func (g *ackGroup) take() []*ackReq {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.pending) == 0 {
+		g.busy = false
+		return nil
+	}
+	n := min(len(g.pending), ackBatch)
+	batch := g.pending[:n:n]
+	g.pending = g.pending[n:]
+	if len(g.pending) == 0 {
+		g.pending = nil
+	}
+	return batch
+}
+
+// sendAcks sends one batch and answers each of its callers. A batch
+// chosen as a deadlock's victim is sent again.
+func (q *queue) sendAcks(ctx context.Context, batch []*ackReq) {
+	if len(batch) == 0 {
+		return
+	}
+	items := make([]ackItem, len(batch))
+	for i, r := range batch {
+		items[i] = r.item
+	}
+	var errs []error
+	for try := 0; ; try++ {
+		errs = q.ackMany(ctx, items)
+		if try >= 2 || !slices.ContainsFunc(errs, isDeadlock) {
+			break
+		}
+	}
+	for i, r := range batch {
+		r.done <- errs[i]
+	}
+}
+
+// isDeadlock reports whether err is PostgreSQL's deadlock_detected.
+func isDeadlock(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01"
 }
 
 // ackSQL removes the fires whose lease holds (chronos_ack); ackRecordSQL

@@ -85,7 +85,7 @@ func ttlMs(ttl time.Duration) int64 {
 	if ttl <= 0 {
 		return 1
 	}
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+	return durMillis(ttl)
 }
 
 // FirstDelivery implements relay.Control: one upsert, the expiry judged by
@@ -100,15 +100,6 @@ func (ct *control) FirstDelivery(ctx context.Context, deliveryID string, ttl tim
 	return n > 0, nil
 }
 
-// ceilMsTime is at rounded up to a whole millisecond.
-func ceilMsTime(at time.Time) time.Time {
-	t := at.Truncate(time.Millisecond)
-	if t.Before(at) {
-		t = t.Add(time.Millisecond)
-	}
-	return t.UTC()
-}
-
 // RaiseRekeyFloor implements relay.Control. The floor is kept in whole
 // milliseconds, rounded up, as the other engines keep it.
 func (ct *control) RaiseRekeyFloor(ctx context.Context, agentID string, at time.Time) (time.Time, error) {
@@ -118,11 +109,11 @@ func (ct *control) RaiseRekeyFloor(ctx context.Context, agentID string, at time.
 	var ns int64
 	err := ct.pool.QueryRow(ctx, `INSERT INTO chronos_rekey AS r (agent_id, floor_ns) VALUES ($1, $2)
 		ON CONFLICT (agent_id) DO UPDATE SET floor_ns = greatest(r.floor_ns, EXCLUDED.floor_ns)
-		RETURNING floor_ns`, agentID, ceilMsTime(at).UnixNano()).Scan(&ns)
+		RETURNING floor_ns`, agentID, ceilMillis(at)*int64(time.Millisecond)).Scan(&ns)
 	if err != nil {
 		return time.Time{}, fail("raise rekey floor", err)
 	}
-	return timeOfNs(ns), nil
+	return fromNs(ns), nil
 }
 
 // RekeyFloor implements relay.Control.
@@ -135,5 +126,5 @@ func (ct *control) RekeyFloor(ctx context.Context, agentID string) (time.Time, e
 	case err != nil:
 		return time.Time{}, fail("rekey floor", err)
 	}
-	return timeOfNs(ns), nil
+	return fromNs(ns), nil
 }

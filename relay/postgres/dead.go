@@ -39,27 +39,20 @@ func scanDeadLetter(row pgx.Row, extra ...any) (relay.DeadLetter, int64, error) 
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return relay.DeadLetter{}, 0, err
 	}
-	d.FireAt = timeOfNs(fireAtNs)
+	d.FireAt = fromNs(fireAtNs)
 	d.FireAtSpelling = spelling
 	d.CallbackURL = cb
 	d.Flex = time.Duration(flexMs) * time.Millisecond
 	d.Attempt = int(attempt)
 	d.State = relay.StateDead
-	d.CreatedAt = timeOfMs(createdMs)
+	d.CreatedAt = fromMs(createdMs)
 	d.LastError = lastErr
-	d.Direct = relay.DirectKey{Sealed: sealed, KeyID: kid}
-	if mintedNs != 0 {
-		d.Direct.MintedAt = timeOfNs(mintedNs)
+	if sealed != "" {
+		d.Direct = relay.DirectKey{Sealed: sealed, KeyID: kid, MintedAt: fromNs(mintedNs)}
 	}
-	d.FailedAt = timeOfMs(failedMs)
+	d.FailedAt = fromMs(failedMs)
 	return d, seq, nil
 }
-
-// timeOfMs is a time in Unix milliseconds, in UTC.
-func timeOfMs(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
-// timeOfNs is a time in Unix nanoseconds, in UTC.
-func timeOfNs(ns int64) time.Time { return time.Unix(0, ns).UTC() }
 
 // ListDead implements relay.DeadLetters: newest first (kill order), of one
 // agent when agentID is set (index chronos_dead_agent, else

@@ -61,7 +61,7 @@ func (ct *control) LookupDelivery(ctx context.Context, deliveryID string, ttl ti
 		return relay.DeliveryInfo{First: true}, nil
 	}
 	o.AgentID, o.JobID = agentID, jobID
-	o.FireAt = timeOfNs(fireAtNs)
+	o.FireAt = fromNs(fireAtNs)
 	o.FireAtSpelling = spelling
 	o.CallbackURL = cb
 	o.Flex = time.Duration(flexMs) * time.Millisecond
@@ -72,14 +72,14 @@ func (ct *control) LookupDelivery(ctx context.Context, deliveryID string, ttl ti
 	}
 	// As Get reads it: a due time that is fire_at's, rounded up to its
 	// millisecond, is fire_at itself.
-	o.DueAt = timeOfMs(dueMs)
-	if due := ceilMsTime(o.FireAt); due.UnixMilli() == dueMs {
+	o.DueAt = fromMs(dueMs)
+	if ceilMillis(o.FireAt) == dueMs {
 		o.DueAt = o.FireAt
 	}
-	o.CreatedAt = timeOfMs(createdMs)
+	o.CreatedAt = fromMs(createdMs)
 	o.LastError = lastErr
 	if sealed != "" {
-		o.Direct = relay.DirectKey{Sealed: sealed, KeyID: kid, MintedAt: timeOfNs(mintedNs)}
+		o.Direct = relay.DirectKey{Sealed: sealed, KeyID: kid, MintedAt: fromNs(mintedNs)}
 	}
 	return info, nil
 }

@@ -158,7 +158,7 @@ func lostReport(v string) (relay.EpochStatus, error) {
 	if f[2] == "replaced" {
 		reason = ReasonMarkerReplaced
 	}
-	return relay.EpochStatus{Lost: true, Since: timeOfMs(since), Until: timeOfMs(until), Reason: reason}, nil
+	return relay.EpochStatus{Lost: true, Since: fromMs(since), Until: fromMs(until), Reason: reason}, nil
 }
 
 // watchEpoch checks the epoch marker every EpochOptions.Check until the

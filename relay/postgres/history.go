@@ -39,7 +39,7 @@ func minuteCounts(m relay.HistoryMinute) map[string]int64 {
 
 // historyMinute reads minuteCounts back.
 func historyMinute(minuteMs int64, counts map[string]int64) relay.HistoryMinute {
-	m := relay.HistoryMinute{Minute: timeOfMs(minuteMs), Outcomes: map[string]int64{},
+	m := relay.HistoryMinute{Minute: fromMs(minuteMs), Outcomes: map[string]int64{},
 		Lag: make([]int64, len(relay.HistoryLagBounds)+1)}
 	for k, n := range counts {
 		switch {
@@ -299,7 +299,7 @@ func (h *deliveryHistory) Beat(ctx context.Context, p relay.ProcessBeat) error {
 	}
 	_, err = h.pool.Exec(ctx, `INSERT INTO chronos_beats (id, kind, beat_ns, beat) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET kind = EXCLUDED.kind, beat_ns = EXCLUDED.beat_ns, beat = EXCLUDED.beat`,
-		p.ID, p.Kind, unixNsOrZero(p.BeatAt), string(b))
+		p.ID, p.Kind, nsOf(p.BeatAt), string(b))
 	if err != nil {
 		return fail("beat", err)
 	}
@@ -311,7 +311,7 @@ func (h *deliveryHistory) Beat(ctx context.Context, p relay.ProcessBeat) error {
 func (h *deliveryHistory) Processes(ctx context.Context, since time.Time) ([]relay.ProcessBeat, error) {
 	rows, err := h.pool.Query(ctx, `
 		WITH gone AS (DELETE FROM chronos_beats WHERE beat_ns < $1)
-		SELECT beat FROM chronos_beats WHERE beat_ns >= $1`, unixNsOrZero(since))
+		SELECT beat FROM chronos_beats WHERE beat_ns >= $1`, nsOf(since))
 	if err != nil {
 		return nil, fail("processes", err)
 	}

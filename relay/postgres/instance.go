@@ -10,22 +10,6 @@ import (
 	"github.com/chronoscron/chronos/relay"
 )
 
-// unixNsOrZero is at in Unix nanoseconds, 0 for the zero time.
-func unixNsOrZero(at time.Time) int64 {
-	if at.IsZero() {
-		return 0
-	}
-	return at.UnixNano()
-}
-
-// timeOfNsOrZero reads unixNsOrZero back.
-func timeOfNsOrZero(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return timeOfNs(ns)
-}
-
 // NoteInstance implements relay.Instances.
 func (r *records) NoteInstance(ctx context.Context, instanceID string, state relay.InstanceState, at time.Time) error {
 	if err := state.Check(); err != nil {
@@ -37,7 +21,7 @@ func (r *records) NoteInstance(ctx context.Context, instanceID string, state rel
 		sql = `INSERT INTO chronos_instances (instance_id, stopped_ns) VALUES ($1, $2)
 		ON CONFLICT (instance_id) DO UPDATE SET stopped_ns = EXCLUDED.stopped_ns`
 	}
-	if _, err := r.pool.Exec(ctx, sql, instanceID, unixNsOrZero(at)); err != nil {
+	if _, err := r.pool.Exec(ctx, sql, instanceID, nsOf(at)); err != nil {
 		return fail("note instance", err)
 	}
 	return nil
@@ -68,7 +52,7 @@ func (r *records) Instance(ctx context.Context, instanceID string) (relay.Instan
 	case err != nil:
 		return relay.InstanceInfo{}, fail("instance", err)
 	}
-	info.StoppedAt = timeOfNsOrZero(stoppedNs)
-	info.StartedAt = timeOfNsOrZero(startedNs)
+	info.StoppedAt = fromNs(stoppedNs)
+	info.StartedAt = fromNs(startedNs)
 	return info, nil
 }

@@ -27,8 +27,8 @@ func (r *records) RecordLastFire(ctx context.Context, f relay.LastFire) error {
 			schedule_id = EXCLUDED.schedule_id, fire_at_ns = EXCLUDED.fire_at_ns,
 			callback_url = EXCLUDED.callback_url, outcome = EXCLUDED.outcome, reason = EXCLUDED.reason,
 			at_ns = EXCLUDED.at_ns, reported = false`,
-		f.AgentID, f.JobID, f.InstanceID, f.ScheduleID, unixNsOrZero(f.FireAt), f.CallbackURL,
-		f.Outcome, f.Reason, unixNsOrZero(f.At))
+		f.AgentID, f.JobID, f.InstanceID, f.ScheduleID, nsOf(f.FireAt), f.CallbackURL,
+		f.Outcome, f.Reason, nsOf(f.At))
 	if err != nil {
 		return fail("record last fire", err)
 	}
@@ -57,8 +57,8 @@ func scanLastFire(row pgx.Row, extra ...any) (relay.LastFire, error) {
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return relay.LastFire{}, err
 	}
-	f.FireAt = timeOfNsOrZero(fireAtNs)
-	f.At = timeOfNsOrZero(atNs)
+	f.FireAt = fromNs(fireAtNs)
+	f.At = fromNs(atNs)
 	return f, nil
 }
 

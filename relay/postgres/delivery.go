@@ -67,7 +67,7 @@ func (ct *control) LookupDelivery(ctx context.Context, deliveryID string, ttl ti
 	o.Flex = time.Duration(flexMs) * time.Millisecond
 	o.Attempt = int(attempt)
 	o.State = relay.StateArmed
-	if state == 2 {
+	if state == stateLeased {
 		o.State = relay.StateLeased
 	}
 	// As Get reads it: a due time that is fire_at's, rounded up to its

@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/contract"
+	"github.com/chronoscron/chronos/internal/pgtest"
 	"github.com/chronoscron/chronos/internal/redistest"
 	"github.com/chronoscron/chronos/nas"
 	nashttp "github.com/chronoscron/chronos/nas/http"
+	relaypostgres "github.com/chronoscron/chronos/relay/postgres"
 	relayredis "github.com/chronoscron/chronos/relay/redis"
 )
 
@@ -97,17 +99,19 @@ func errorOf(t *testing.T, resp *http.Response) contract.Error {
 
 // TestOperatorLogoutEndsSession: a session cookie replayed after its
 // logout is refused 401 unauthenticated, by the NAS that logged it out and,
-// on a shared Redis store, by another NAS process too; the logout ends that
+// on a shared Redis or PostgreSQL store, by another NAS process too; the logout ends that
 // session only; a logout without a live session (none, forged) answers 200
 // and ends nothing.
 func TestOperatorLogoutEndsSession(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		redis bool
+		name     string
+		redis    bool
+		postgres bool
 	}{
 		{name: "embedded store"},
 		{name: "two NAS on one Redis", redis: true},
+		{name: "two NAS on one PostgreSQL", postgres: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -118,6 +122,19 @@ func TestOperatorLogoutEndsSession(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					defer cancel()
 					eng, err := relayredis.Open(ctx, srv.URL(), relayredis.Options{Prefix: "nas"})
+					if err != nil {
+						t.Fatalf("open the store: %v", err)
+					}
+					t.Cleanup(func() { _ = eng.Close() })
+					return serveInternal(t, setup(t, func(_ *nas.Config, o *nas.Options) { o.Engine = eng }))
+				}
+				a, b = open(), open()
+			} else if tc.postgres {
+				srv := pgtest.Start(t)
+				open := func() *dashboardClient {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					eng, err := relaypostgres.Open(ctx, srv.URL(), relaypostgres.Options{Migrate: true})
 					if err != nil {
 						t.Fatalf("open the store: %v", err)
 					}

@@ -26,7 +26,7 @@ var (
 		"Agents whose fires go out one at a time because a delivery found them not answering.", nil, nil)
 	descUp   = prometheus.NewDesc("chronos_relay_store_up", "1 when the relay store answered the last scrape.", nil, nil)
 	descLost = prometheus.NewDesc("chronos_relay_store_lost",
-		"1 while a loss of the relay store's data (its epoch marker gone: Redis restarted without persistence, flushed) is reported; armed fires may be gone until agents arm them again.", nil, nil)
+		"1 while a loss of the relay store's data (its epoch marker gone or replaced: Redis restarted without persistence or flushed, PostgreSQL restored from elsewhere) is reported; armed fires may be gone until agents arm them again.", nil, nil)
 )
 
 // Store reads the store's gauges from an engine on every scrape.

@@ -54,6 +54,7 @@ type Engine struct {
 	*records         // last fires and instances: relay.LastFires, relay.Instances (lastfire.go, instance.go)
 	*control         // relay.Control, relay.Census, relay.DeliveryLookup (control.go, census.go, delivery.go)
 	*deliveryHistory // relay.History (history.go)
+	*sessions        // nas.SessionRevoker: operator logouts (sessions.go)
 }
 
 var _ relay.Engine = (*Engine)(nil)
@@ -127,6 +128,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
 		records:         &records{c},
 		control:         &control{c},
 		deliveryHistory: &deliveryHistory{c},
+		sessions:        &sessions{c},
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	c.stop = cancel

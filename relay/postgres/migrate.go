@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,7 +101,7 @@ func Migrate(ctx context.Context, rawURL string, opts Options) (MigrateResult, e
 	if !schemaName.MatchString(opts.Schema) {
 		return MigrateResult{}, fmt.Errorf("postgres: schema %q: want lower-case letters, digits and _", opts.Schema)
 	}
-	conn, err := pgx.Connect(ctx, connString)
+	conn, err := pgx.Connect(ctx, withoutPoolOptions(connString))
 	if err != nil {
 		return MigrateResult{}, fail("connect", err)
 	}
@@ -188,4 +189,22 @@ func (c *core) checkVersion(ctx context.Context) error {
 		return fmt.Errorf("%w: schema %s is at version %d, this binary needs %d: run `chronos nas migrate`", ErrSchemaBehind, c.schema, v, latest)
 	}
 	return nil
+}
+
+// withoutPoolOptions drops the pool's own options (pool_max_conns and the
+// other pool_*) from a connection string: a migration runs on one
+// connection, and the server would refuse them as unknown parameters.
+func withoutPoolOptions(connString string) string {
+	u, err := url.Parse(connString)
+	if err != nil {
+		return connString
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }

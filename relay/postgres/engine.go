@@ -39,6 +39,13 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the engine's logs; default slog.Default().
 	Logger *slog.Logger
+	// LostReportFor is how long a store found to have lost its data is
+	// reported (see CheckEpoch). Default DefaultLostReportFor.
+	LostReportFor time.Duration
+	// EpochCheck is how often the engine checks by itself that the store
+	// still holds its data. Default DefaultEpochCheck; negative turns the
+	// background check off (CheckEpoch still checks).
+	EpochCheck time.Duration
 }
 
 // Engine is the PostgreSQL relay.Engine. It is safe for concurrent use by any
@@ -68,6 +75,7 @@ type core struct {
 	wake   relay.Broadcast
 	stop   context.CancelFunc
 	done   chan struct{}
+	epoch  *epochState
 }
 
 // schemaName is what a schema name may be: a plain lower-case identifier,
@@ -110,7 +118,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	c := &core{pool: pool, schema: opts.Schema, opts: opts, log: opts.Logger, done: make(chan struct{})}
+	c := &core{pool: pool, schema: opts.Schema, opts: opts, log: opts.Logger, done: make(chan struct{}),
+		epoch: newEpochState(opts.LostReportFor, opts.EpochCheck)}
 	if opts.Migrate {
 		if _, err := c.migrate(ctx); err != nil {
 			pool.Close()
@@ -133,6 +142,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
 	lctx, cancel := context.WithCancel(context.Background())
 	c.stop = cancel
 	go c.listen(lctx)
+	// Adopt the store's epoch marker (writing one into an empty store), so
+	// that a loss from now on is noticed, and keep checking it.
+	if _, err := e.CheckEpoch(ctx); err != nil {
+		_ = e.Close()
+		return nil, err
+	}
+	go e.control.watchEpoch()
 	return e, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/chronoscron/chronos/relay"
@@ -15,7 +14,7 @@ import (
 
 var _ relay.StoreEpoch = (*Engine)(nil)
 
-// Defaults of EpochOptions.
+// Defaults of Options.LostReportFor and Options.EpochCheck.
 const (
 	// DefaultLostReportFor is how long a lost store is reported: the
 	// default resync interval of agents, by the end of which every awake
@@ -32,78 +31,35 @@ const (
 	ReasonMarkerReplaced = "the store's epoch marker was replaced: another process found it gone first, or the data was restored from elsewhere"
 )
 
-// EpochOptions configure the engine's check that the store still holds its
-// data (see CheckEpoch).
-type EpochOptions struct {
-	// LostReportFor is how long a store found to have lost its data is
-	// reported. Default DefaultLostReportFor.
-	LostReportFor time.Duration
-	// Check is how often the engine checks by itself. Default
-	// DefaultEpochCheck; negative turns the background check off
-	// (CheckEpoch still checks).
-	Check time.Duration
-}
-
-// withDefaults fills the options left zero.
-func (o EpochOptions) withDefaults() EpochOptions {
-	if o.LostReportFor <= 0 {
-		o.LostReportFor = DefaultLostReportFor
-	}
-	if o.Check == 0 {
-		o.Check = DefaultEpochCheck
-	}
-	return o
-}
-
 // epochState is what one engine knows of the epoch marker.
 type epochState struct {
-	sem      chan struct{} // held by the check under way
-	opts     EpochOptions  // under sem
-	known    string        // the marker this engine knows; "" before the first check (under sem)
-	reported time.Time     // when the loss last logged was found; zero when none is reported (under sem)
-	watching sync.Once     // starts the background check
+	sem           chan struct{} // held by the check under way
+	lostReportFor time.Duration
+	every         time.Duration // of the background check; negative: none
+	known         string        // the marker this engine knows; "" before the first check (under sem)
+	reported      time.Time     // when the loss last logged was found; zero when none is reported (under sem)
 }
 
-// epochStates holds each open engine's epochState, by its core, until the
-// engine closes.
-var epochStates sync.Map // *core → *epochState
-
-// epochOf returns the engine's epoch state, made with default options on
-// first use, and starts its background check.
-func (c *control) epochOf() *epochState {
-	v, ok := epochStates.Load(c.core)
-	if !ok {
-		v, _ = epochStates.LoadOrStore(c.core, &epochState{sem: make(chan struct{}, 1), opts: EpochOptions{}.withDefaults()})
+// newEpochState returns the epoch state of an engine with the given
+// options (zero: the defaults).
+func newEpochState(lostReportFor, every time.Duration) *epochState {
+	if lostReportFor <= 0 {
+		lostReportFor = DefaultLostReportFor
 	}
-	s := v.(*epochState)
-	s.watching.Do(func() { go c.watchEpoch(s) })
-	return s
-}
-
-// openEpoch sets the engine's epoch options and adopts the store's epoch
-// marker (writing one into an empty store). Open calls it; calling it again
-// changes the options.
-func (c *control) openEpoch(ctx context.Context, opts EpochOptions) error {
-	s := c.epochOf()
-	select {
-	case s.sem <- struct{}{}:
-		s.opts = opts.withDefaults()
-		<-s.sem
-	case <-ctx.Done():
-		return fail("check epoch", ctx.Err())
+	if every == 0 {
+		every = DefaultEpochCheck
 	}
-	_, err := c.CheckEpoch(ctx)
-	return err
+	return &epochState{sem: make(chan struct{}, 1), lostReportFor: lostReportFor, every: every}
 }
 
 // CheckEpoch implements relay.StoreEpoch (chronos_check_epoch, one
 // statement). The first check of an engine adopts the store's marker
 // (writing one into an empty store); a later one that finds it gone or
 // replaced reports the loss to every engine of the schema for
-// EpochOptions.LostReportFor. The first check that sees a report logs it as
+// Options.LostReportFor. The first check that sees a report logs it as
 // an error, and the first after it ends says so.
 func (c *control) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
-	s := c.epochOf()
+	s := c.epoch
 	select {
 	case s.sem <- struct{}{}:
 		defer func() { <-s.sem }()
@@ -119,7 +75,7 @@ func (c *control) CheckEpoch(ctx context.Context) (relay.EpochStatus, error) {
 		lost   *string
 	)
 	err := c.pool.QueryRow(ctx, `SELECT marker, now_ms, lost FROM chronos_check_epoch($1, $2, $3, $4)`,
-		s.known, fresh, s.opts.LostReportFor.Milliseconds(), c.now()).Scan(&marker, &nowMs, &lost)
+		s.known, fresh, s.lostReportFor.Milliseconds(), c.now()).Scan(&marker, &nowMs, &lost)
 	if err != nil {
 		return relay.EpochStatus{}, fail("check epoch", err)
 	}
@@ -161,31 +117,20 @@ func lostReport(v string) (relay.EpochStatus, error) {
 	return relay.EpochStatus{Lost: true, Since: fromMs(since), Until: fromMs(until), Reason: reason}, nil
 }
 
-// watchEpoch checks the epoch marker every EpochOptions.Check until the
-// engine closes, so that a lost store is logged even when nobody asks;
-// then it forgets the engine's epoch state.
-func (c *control) watchEpoch(s *epochState) {
-	defer epochStates.Delete(c.core)
+// watchEpoch checks the epoch marker every Options.EpochCheck until the
+// engine closes, so that a lost store is logged even when nobody asks.
+func (c *control) watchEpoch() {
+	every := c.epoch.every
+	if every < 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
 	for {
-		var every time.Duration
-		select {
-		case s.sem <- struct{}{}:
-			every = s.opts.Check
-			<-s.sem
-		case <-c.done:
-			return
-		}
-		off := every < 0
-		if off {
-			every = DefaultEpochCheck // only look at the options again
-		}
 		select {
 		case <-c.done:
 			return
-		case <-time.After(every):
-		}
-		if off {
-			continue
+		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), min(every, 5*time.Second))
 		if _, err := c.CheckEpoch(ctx); err != nil {

@@ -71,14 +71,12 @@ func (s epochSetup) open(t *testing.T, book *logBook) *Engine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e, err := Open(ctx, pgtest.URL(t), Options{Schema: s.schema, Migrate: true, Logger: slog.New(book)})
+	e, err := Open(ctx, pgtest.URL(t), Options{Schema: s.schema, Migrate: true, Logger: slog.New(book),
+		LostReportFor: s.report, EpochCheck: -1})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { _ = e.Close() })
-	if err := e.openEpoch(ctx, EpochOptions{LostReportFor: s.report, Check: -1}); err != nil {
-		t.Fatalf("open epoch: %v", err)
-	}
 	return e
 }
 
@@ -209,5 +207,29 @@ func TestEpochMarkerKept(t *testing.T) {
 	defer cancel()
 	if err := a.pool.QueryRow(ctx, `SELECT count(*) FROM chronos_meta WHERE name = 'epoch'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("epoch markers: %d, %v; want 1", n, err)
+	}
+}
+
+// TestEpochLossLoggedWithoutAsking: an engine checks the marker by itself
+// every Options.EpochCheck, so a loss is logged though nobody calls
+// CheckEpoch.
+func TestEpochLossLoggedWithoutAsking(t *testing.T) {
+	t.Parallel()
+	s := newEpochSetup(t, time.Minute)
+	book := newLogBook()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := Open(ctx, pgtest.URL(t), Options{Schema: s.schema, Migrate: true, Logger: slog.New(book),
+		EpochCheck: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	s.exec(t, e, `DELETE FROM chronos_meta`)
+	for book.count(slog.LevelError, lostMsg) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the loss was never logged")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -66,7 +66,21 @@ func rearmFailed(evs []message) string {
 // and every fire is verified by PyJWT and accepted.
 func TestProvisionListCancelUpsertOnDefaults(t *testing.T) {
 	t.Parallel()
-	n := startNAS(t, nasOptions{})
+	provisionListCancelUpsert(t, nasOptions{})
+}
+
+// TestProvisionListCancelUpsertOnPostgres is the same on a NAS whose store
+// is PostgreSQL (a schema of its own, which NAS migrates at start): the
+// agent is served exactly as on the embedded store.
+func TestProvisionListCancelUpsertOnPostgres(t *testing.T) {
+	t.Parallel()
+	provisionListCancelUpsert(t, nasOptions{store: postgresStore(t)})
+}
+
+// provisionListCancelUpsert is the scenario of
+// TestProvisionListCancelUpsertOnDefaults on a NAS started with o.
+func provisionListCancelUpsert(t *testing.T, o nasOptions) {
+	n := startNAS(t, o)
 	h := startHermes(t, n.agentFor(0))
 	aud := "agent:" + instanceID
 

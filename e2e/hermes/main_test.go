@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/chronoscron/chronos/internal/buildtest"
+	"github.com/chronoscron/chronos/internal/pgtest"
 )
 
 var (
@@ -24,6 +25,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "FAIL: hermese2e:", err)
 		code = 1
 	}
+	pgtest.Shutdown()
 	os.Exit(code)
 }
 

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/chronoscron/chronos/internal/buildtest"
+	"github.com/chronoscron/chronos/internal/pgtest"
 )
 
 // The agent NAS knows through the agents file by the hash of its opaque token.
@@ -52,6 +54,29 @@ type nasOptions struct {
 	agents string
 	// extra is appended to nas.yaml (top-level YAML keys).
 	extra string
+	// store is the store: line's value; default memory. NAS migrates a
+	// PostgreSQL store's schema at start (store_migrate).
+	store string
+}
+
+// postgresStore returns the store URL of a new schema, named for t, on the
+// PostgreSQL server the tests of this binary share.
+func postgresStore(t *testing.T) string {
+	t.Helper()
+	u, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatalf("PostgreSQL URL: %v", err)
+	}
+	name := strings.ToLower(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, t.Name()))
+	q := u.Query()
+	q.Set("schema", "hermes_"+name[:min(len(name), 40)]+"_"+strconv.FormatInt(time.Now().UnixNano()%1e9, 36))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // randomToken returns n random bytes as URL-safe base64.
@@ -82,10 +107,14 @@ func startNAS(t *testing.T, o nasOptions) *nasEnv {
 	sum := sha256.Sum256([]byte(n.agentTok))
 	n.write("agents.yaml", fmt.Sprintf("- agent_id: %s\n  instance_id: %s\n  token_sha256: %s\n%s",
 		agentID, instanceID, hex.EncodeToString(sum[:]), o.agents))
+	store := "store: memory"
+	if o.store != "" {
+		store = fmt.Sprintf("store: %q\nstore_migrate: true", o.store)
+	}
 	n.write("nas.yaml", fmt.Sprintf(`listen: 127.0.0.1:%d
 relay_listen: 127.0.0.1:%d
 public_url: %s
-store: memory
+%s
 signing_keys_dir: keys
 relay:
   secrets_file: relay-secrets
@@ -97,7 +126,7 @@ operator_token_file: operator-token
 callback_allowlist: [127.0.0.1]
 limits:
   burst: 300
-%s`, listen, internal, n.publicURL, o.extra))
+%s`, listen, internal, n.publicURL, store, o.extra))
 
 	n.proc = startProc(t, "nas", n.dir, "nas", "--config", "nas.yaml")
 	waitReady(t, n.proc, n.publicURL+"/readyz", 30*time.Second)

@@ -68,7 +68,7 @@ func (q *queue) NextDue(ctx context.Context) (time.Duration, bool, error) {
 	var due, gate *int64
 	var ready bool
 	err := q.pool.QueryRow(ctx, `SELECT n,
-		(SELECT min(due_ms) FROM chronos_fires WHERE state = 0),
+		(SELECT due_ms FROM chronos_fires WHERE state = 0 ORDER BY due_ms LIMIT 1),
 		(SELECT min(greatest(gate_ms, ceil(tat_ms)::bigint)) FROM chronos_agents
 			WHERE has_held AND NOT disabled AND greatest(gate_ms, ceil(tat_ms)::bigint) > n),
 		EXISTS (SELECT 1 FROM chronos_agents a

@@ -205,7 +205,9 @@ BEGIN
 			RAISE EXCEPTION 'chronos: armed quota of agent % exceeded', p_agent USING ERRCODE = 'CQ001';
 		END IF;
 	END IF;
-	SELECT min(f.due_ms) INTO v_min FROM chronos_fires f WHERE f.state = 0;
+	-- The earliest queued fire: the head of chronos_fires_due, however
+	-- stale the table's statistics (no aggregate over the table).
+	SELECT f.due_ms INTO v_min FROM chronos_fires f WHERE f.state = 0 ORDER BY f.due_ms LIMIT 1;
 	v_woke := v_min IS NULL OR p_due_ms < v_min OR (had AND old.state = 2 AND v_held);
 	IF had THEN
 		UPDATE chronos_fires f SET schedule_id = p_sid, instance_id = p_instance, fire_at_ns = p_fire_ns,
@@ -300,9 +302,7 @@ DECLARE
 	peeked   integer := 0;
 	c_agent  text[];
 	c_job    text[];
-	c_due    bigint[];
-	c_tie    integer[];
-	c_seq    bigint[];
+	c        record;
 	last_due bigint;
 	last_tie integer;
 	last_seq bigint;
@@ -382,21 +382,41 @@ BEGIN
 
 	-- 2. Due queued fires, a page at a time.
 	WHILE taken < p_max AND peeked < 4096 LOOP
-		SELECT array_agg(s.agent_id ORDER BY s.due_ms, s.tie, s.seq), array_agg(s.job_id ORDER BY s.due_ms, s.tie, s.seq),
-			array_agg(s.due_ms ORDER BY s.due_ms, s.tie, s.seq), array_agg(s.tie ORDER BY s.due_ms, s.tie, s.seq),
-			array_agg(s.seq ORDER BY s.due_ms, s.tie, s.seq)
-		INTO c_agent, c_job, c_due, c_tie, c_seq
-		FROM (SELECT f.agent_id, f.job_id, f.due_ms, f.tie, f.seq FROM chronos_fires f
-			WHERE f.state = 0 AND f.due_ms <= t
-				AND (last_due IS NULL OR (f.due_ms, f.tie, f.seq) > (last_due, last_tie, last_seq))
-			ORDER BY f.due_ms, f.tie, f.seq LIMIT page FOR UPDATE SKIP LOCKED) s;
-		n := coalesce(cardinality(c_agent), 0);
+		-- The next page (the first, or the one after the last fire read,
+		-- by the index's order in both), and the agents met first in it.
+		c_agent := '{}';
+		c_job := '{}';
+		fresh := '{}';
+		n := 0;
+		IF last_due IS NULL THEN
+			FOR c IN SELECT f.agent_id, f.job_id, f.due_ms, f.tie, f.seq FROM chronos_fires f
+				WHERE f.state = 0 AND f.due_ms <= t
+				ORDER BY f.due_ms, f.tie, f.seq LIMIT page FOR UPDATE SKIP LOCKED
+			LOOP
+				c_agent := c_agent || c.agent_id;
+				c_job := c_job || c.job_id;
+				last_due := c.due_ms; last_tie := c.tie; last_seq := c.seq;
+				n := n + 1;
+				IF NOT (c.agent_id = ANY (a_id)) AND NOT (c.agent_id = ANY (fresh)) THEN
+					fresh := fresh || c.agent_id;
+				END IF;
+			END LOOP;
+		ELSE
+			FOR c IN SELECT f.agent_id, f.job_id, f.due_ms, f.tie, f.seq FROM chronos_fires f
+				WHERE f.state = 0 AND f.due_ms <= t AND (f.due_ms, f.tie, f.seq) > (last_due, last_tie, last_seq)
+				ORDER BY f.due_ms, f.tie, f.seq LIMIT page FOR UPDATE SKIP LOCKED
+			LOOP
+				c_agent := c_agent || c.agent_id;
+				c_job := c_job || c.job_id;
+				last_due := c.due_ms; last_tie := c.tie; last_seq := c.seq;
+				n := n + 1;
+				IF NOT (c.agent_id = ANY (a_id)) AND NOT (c.agent_id = ANY (fresh)) THEN
+					fresh := fresh || c.agent_id;
+				END IF;
+			END LOOP;
+		END IF;
 		EXIT WHEN n = 0;
 		peeked := peeked + n;
-		last_due := c_due[n];
-		last_tie := c_tie[n];
-		last_seq := c_seq[n];
-		SELECT coalesce(array_agg(DISTINCT y), '{}') INTO fresh FROM unnest(c_agent) y WHERE NOT (y = ANY (a_id));
 		IF cardinality(fresh) > 0 THEN
 			FOR ag IN
 				SELECT a.agent_id, a.parallelism, a.rate, a.disabled, a.probing, a.gate_ms, a.tat_ms, a.has_held, a.ep
@@ -458,8 +478,13 @@ BEGIN
 			END LOOP;
 			-- Agents another transaction holds (their fires stay queued), or
 			-- without a row (made now, for the next claim).
-			FOR x IN SELECT y FROM unnest(fresh) y WHERE NOT (y = ANY (a_id)) LOOP
-				INSERT INTO chronos_agents (agent_id) VALUES (x) ON CONFLICT DO NOTHING;
+			SELECT coalesce(array_agg(y), '{}') INTO got FROM unnest(fresh) y WHERE NOT (y = ANY (a_id));
+			IF cardinality(got) > 0 THEN
+				INSERT INTO chronos_agents (agent_id)
+				SELECT y FROM unnest(got) y WHERE NOT EXISTS (SELECT 1 FROM chronos_agents a WHERE a.agent_id = y)
+				ON CONFLICT DO NOTHING;
+			END IF;
+			FOREACH x IN ARRAY got LOOP
 				a_id := a_id || x;
 				a_room := a_room || 0;
 				a_rate := a_rate || 0::double precision;
@@ -604,7 +629,9 @@ BEGIN
 	IF NOT FOUND THEN
 		RETURN 0;
 	END IF;
-	SELECT min(f.due_ms) INTO v_min FROM chronos_fires f WHERE f.state = 0;
+	-- The earliest queued fire: the head of chronos_fires_due, however
+	-- stale the table's statistics (no aggregate over the table).
+	SELECT f.due_ms INTO v_min FROM chronos_fires f WHERE f.state = 0 ORDER BY f.due_ms LIMIT 1;
 	UPDATE chronos_fires f SET state = 0, token = 0, lease_until_ms = 0, due_ms = v_due, tie = 0,
 		last_error = p_reason
 	WHERE f.agent_id = p_agent AND f.job_id = p_job;

@@ -11,6 +11,7 @@
 //
 //	chronos_fires      one row per armed one-shot: armed row, due entry and lease
 //	chronos_agents     one row per agent: its flow control policy and state
+//	chronos_ties       one row per agent that armed: its fires armed due in one ms (ties), its arms' lock
 //	chronos_dead       the dead letter and the agents' failed-fire feeds
 //	chronos_meta       the epoch marker and the report of a lost store
 //	chronos_instances, chronos_deliveries, chronos_last_fires, chronos_rekey,

@@ -80,12 +80,20 @@ CREATE TABLE chronos_agents (
 	tat_ms      double precision NOT NULL DEFAULT 0,     -- the rate's next slot (GCRA, no burst)
 	probing     boolean          NOT NULL DEFAULT false,
 	failures    integer          NOT NULL DEFAULT 0,
-	phase_n     bigint           NOT NULL DEFAULT 0,     -- spreading phase index, 0: none yet
-	tie_ms      bigint           NOT NULL DEFAULT 0,     -- last due ms armed, and how many in it
-	tie_n       integer          NOT NULL DEFAULT 0
+	phase_n     bigint           NOT NULL DEFAULT 0      -- spreading phase index, 0: none yet
 );
 CREATE INDEX chronos_agents_held ON chronos_agents (agent_id) WHERE has_held;
 CREATE SEQUENCE chronos_phase_seq;
+
+-- One row per agent that armed: the last due ms it armed a fire for and how
+-- many it armed due in it (a fire's tie). Arms lock it (their quota is
+-- checked under it), so arms of one agent take their turns without ever
+-- waiting for a claim, which locks the agent's row in chronos_agents.
+CREATE TABLE chronos_ties (
+	agent_id text    COLLATE "C" PRIMARY KEY,
+	tie_ms   bigint  NOT NULL DEFAULT 0,
+	tie_n    integer NOT NULL DEFAULT 0
+);
 
 -- The dead letter: fires the relay gave up on, in kill order.
 CREATE TABLE chronos_dead (
@@ -119,9 +127,9 @@ CREATE INDEX chronos_dead_feed  ON chronos_dead (agent_id, failed_ms, seq) WHERE
 -- relay.ArmKey picks (p_keep_ns: keep a held key minted at or after it);
 -- another replaces the row under p_sid, due at p_due_ms, its lease lost.
 -- A new row counts against p_quota (0: none), checked under the agent's
--- row lock, which also counts the agent's fires armed due in the same
--- millisecond (the row's tie: fires due together come up round the
--- agents). It announces a wake-up when the fire is due before every queued
+-- tie row's lock (chronos_ties), which also counts the agent's fires armed
+-- due in the same millisecond (the row's tie: fires due together come up
+-- round the agents). It announces a wake-up when the fire is due before every queued
 -- one, or when it ended a lease of an agent with held fires.
 --
 -- Returns one row: status (1 the fire changed, plus 2 when the row's cron
@@ -187,12 +195,12 @@ BEGIN
 		ELSE
 			rekey := 0;
 		END IF;
-		-- The agent's row, made on its first arm, locked: quota and tie.
-		INSERT INTO chronos_agents AS a (agent_id, tie_ms, tie_n) VALUES (p_agent, p_due_ms, 0)
+		-- The agent's tie row, locked: quota and tie.
+		INSERT INTO chronos_ties AS a (agent_id, tie_ms, tie_n) VALUES (p_agent, p_due_ms, 0)
 		ON CONFLICT (agent_id) DO UPDATE SET
 			tie_n = CASE WHEN a.tie_ms = p_due_ms THEN a.tie_n + 1 ELSE 0 END,
 			tie_ms = p_due_ms
-		RETURNING a.tie_n, a.has_held INTO v_tie, v_held;
+		RETURNING a.tie_n INTO v_tie;
 		EXIT WHEN had;
 		-- Under the agent's lock another arm of the job may have written
 		-- the row meanwhile: read it again once.
@@ -208,7 +216,14 @@ BEGIN
 	-- The earliest queued fire: the head of chronos_fires_due, however
 	-- stale the table's statistics (no aggregate over the table).
 	SELECT f.due_ms INTO v_min FROM chronos_fires f WHERE f.state = 0 ORDER BY f.due_ms LIMIT 1;
-	v_woke := v_min IS NULL OR p_due_ms < v_min OR (had AND old.state = 2 AND v_held);
+	-- The agent's row, made on its first arm (never waiting for a claim
+	-- that holds it).
+	INSERT INTO chronos_agents (agent_id) VALUES (p_agent) ON CONFLICT DO NOTHING;
+	v_held := false;
+	IF had AND old.state = 2 THEN
+		SELECT a.has_held INTO v_held FROM chronos_agents a WHERE a.agent_id = p_agent;
+	END IF;
+	v_woke := v_min IS NULL OR p_due_ms < v_min OR coalesce(v_held, false);
 	IF had THEN
 		UPDATE chronos_fires f SET schedule_id = p_sid, instance_id = p_instance, fire_at_ns = p_fire_ns,
 			fire_at_spelling = p_spelling, callback_url = p_callback, flex_ms = p_flex_ms, attempt = 0,
@@ -726,8 +741,9 @@ BEGIN
 END
 $$;
 
--- chronos_cancel_agent removes every one-shot of an agent; its row (policy,
--- probe, phase) stays, without held fires or ties. Returns how many.
+-- chronos_cancel_agent removes every one-shot of an agent and its tie row;
+-- its row (policy, probe, phase) stays, without held fires. Returns how
+-- many.
 CREATE FUNCTION chronos_cancel_agent(p_agent text)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE AS $$
@@ -736,8 +752,8 @@ DECLARE
 BEGIN
 	DELETE FROM chronos_fires f WHERE f.agent_id = p_agent;
 	GET DIAGNOSTICS n = ROW_COUNT;
-	UPDATE chronos_agents a SET has_held = false, tie_ms = 0, tie_n = 0
-	WHERE a.agent_id = p_agent AND (a.has_held OR a.tie_ms <> 0 OR a.tie_n <> 0);
+	UPDATE chronos_agents a SET has_held = false WHERE a.agent_id = p_agent AND a.has_held;
+	DELETE FROM chronos_ties WHERE agent_id = p_agent;
 	RETURN n;
 END
 $$;

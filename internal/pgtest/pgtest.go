@@ -188,15 +188,18 @@ func (c *cluster) relaunch() error { return c.serve(false) }
 // Everything runs on one goroutine locked to its OS thread until the
 // postmaster has exited: the kernel sends the parent-death signal when the
 // thread that forked the child ends, not the process, and Go ends a thread
-// when a goroutine exits while locked to it, which must never be this one.
+// when a goroutine exits while locked to it. The goroutine unlocks the
+// thread once the postmaster has exited, so that the thread lives on: it
+// may have forked other children of the test binary (processes a test
+// starts, with a parent-death signal of their own) before it was locked,
+// and its end would kill them.
 func (c *cluster) serve(fresh bool) error {
 	ready := make(chan error, 1)
 	done := make(chan struct{})
 	c.done, c.pid = done, 0
 	go func() {
 		runtime.LockOSThread()
-		// Never unlocked: the goroutine ends only after the postmaster
-		// has, and Go then retires the thread with it.
+		defer runtime.UnlockOSThread() // after the postmaster has exited
 		defer close(done)
 		if fresh {
 			if err := c.run("initdb", "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"); err != nil {

@@ -2,6 +2,7 @@ package postgrese2e
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/internal/pgtest"
+	relaypostgres "github.com/chronoscron/chronos/relay/postgres"
 )
 
 // relayOnly is the relay: section of a NAS that leaves delivery to relay
@@ -26,13 +28,18 @@ func faultBurst() (int, time.Duration) {
 	return 3000, 3 * time.Second
 }
 
-// checkUnavailable provisions a fire through the agent API of nasURL while
-// the database is away: the answer must be 503 store_unavailable, with a
-// Retry-After, within 2 seconds.
-func checkUnavailable(t *testing.T, nasURL string, a agentCred, while string) {
-	t.Helper()
+// outageProbe is the provision an agent sends while the database is
+// away, due in an hour.
+func outageProbe(a agentCred) contract.ProvisionRequest {
 	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	req := provisionBody(fire{agent: a.id, job: "outage-probe", fireAt: at}, "http://127.0.0.1:9/cb")
+	return provisionBody(fire{agent: a.id, job: "outage-probe", fireAt: at}, "http://127.0.0.1:9/cb")
+}
+
+// checkUnavailable sends req as agent a to nasURL while the database is
+// away: the answer must be 503 store_unavailable, with a Retry-After,
+// within 2 seconds.
+func checkUnavailable(t *testing.T, nasURL string, a agentCred, req contract.ProvisionRequest, while string) {
+	t.Helper()
 	// An answer later than 5 s fails anyway; waiting longer would only
 	// lengthen the outage.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -48,6 +55,42 @@ func checkUnavailable(t *testing.T, nasURL string, a agentCred, while string) {
 	}
 	if retryAfter == "" || took > 2*time.Second {
 		t.Errorf("provision while %s answered after %s with Retry-After %q, want within 2s with one", while, took.Round(time.Millisecond), retryAfter)
+	}
+}
+
+// repeatProbe repeats an outage probe once the database is back, as the
+// agent would after its Retry-After: it is armed, once (a write NAS gave
+// up on may have been applied when the database resumed), and the agent
+// then cancels it.
+func repeatProbe(t *testing.T, e *relaypostgres.Engine, nasURL string, a agentCred, req contract.ProvisionRequest) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: 30 * time.Second}
+	code, _, body, _, err := post(ctx, client, nasURL+contract.PathProvision, a.token, req)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("provision repeated after the outage: %d %s %v", code, body, err)
+	}
+	var got contract.ProvisionResponse
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("provision answer %s: %v", body, err)
+	}
+	items, _, err := e.List(ctx, a.id, "", 1000)
+	n := 0
+	for _, it := range items {
+		if it.JobID == req.JobID {
+			n++
+			if it.ScheduleID != got.ScheduleID {
+				t.Errorf("armed %s is schedule %s, the repeat answered %s", req.JobID, it.ScheduleID, got.ScheduleID)
+			}
+		}
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("after the repeat %s is armed %d times (%v); want once", req.JobID, n, err)
+	}
+	code, _, body, _, err = post(ctx, client, nasURL+contract.PathCancel, a.token, contract.CancelRequest{JobID: req.JobID})
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("cancel %s: %d %s %v", req.JobID, code, body, err)
 	}
 }
 
@@ -137,14 +180,16 @@ func TestPostgresRestartDuringBurst(t *testing.T) {
 			c.startRelay("relay", "nas", lease)
 			s := startSink(t, fetchJWKS(t, url))
 
-			// bounce stops the server, probes the agent API and holds the
-			// server down at least 500 ms before starting it again.
+			// bounce stops the server, probes the agent API (the agent
+			// repeats the probe once all is over) and holds the server
+			// down at least 500 ms before starting it again.
+			probe := outageProbe(c.agents[0])
 			bounce := func(while string) {
 				stopped := time.Now()
 				if err := srv.Stop(mode); err != nil {
 					t.Errorf("stop -m %s while %s: %v", mode, while, err)
 				}
-				checkUnavailable(t, url, c.agents[0], "PostgreSQL is stopped ("+while+")")
+				checkUnavailable(t, url, c.agents[0], probe, "PostgreSQL is stopped ("+while+")")
 				time.Sleep(time.Until(stopped.Add(500 * time.Millisecond))) // the outage's length
 				if err := srv.Start(); err != nil {
 					t.Errorf("start after stop -m %s while %s: %v", mode, while, err)
@@ -172,6 +217,7 @@ func TestPostgresRestartDuringBurst(t *testing.T) {
 			})
 			faults.Wait()
 			e := openStore(t, store)
+			repeatProbe(t, e, url, c.agents[0], probe)
 			s.mustArrive(t, e, n, 45*time.Second)
 			checkDelivered(t, s, fires, acked)
 			waitEmpty(t, e, 3*lease+5*time.Second)

@@ -63,21 +63,27 @@ type ackReq struct {
 	done chan error
 }
 
-// ackGroups holds each engine's ackGroup, made on first use and dropped
-// with the engine (the parts carry no state of their own).
-var ackGroups sync.Map // weak.Pointer[core] → *ackGroup
+// queueState is what an engine's queue keeps between calls: its group
+// commit of acks. The parts carry no state of their own, so it is kept
+// beside the engine: made on first use and dropped with the engine.
+type queueState struct {
+	acks ackGroup
+}
 
-// acks returns the engine's ackGroup.
-func (q *queue) acks() *ackGroup {
+// queueStates holds each engine's queueState.
+var queueStates sync.Map // weak.Pointer[core] → *queueState
+
+// state returns the engine's queueState.
+func (q *queue) state() *queueState {
 	k := weak.Make(q.core)
-	if g, ok := ackGroups.Load(k); ok {
-		return g.(*ackGroup)
+	if st, ok := queueStates.Load(k); ok {
+		return st.(*queueState)
 	}
-	g, loaded := ackGroups.LoadOrStore(k, &ackGroup{})
+	st, loaded := queueStates.LoadOrStore(k, &queueState{})
 	if !loaded {
-		runtime.AddCleanup(q.core, func(k weak.Pointer[core]) { ackGroups.Delete(k) }, k)
+		runtime.AddCleanup(q.core, func(k weak.Pointer[core]) { queueStates.Delete(k) }, k)
 	}
-	return g.(*ackGroup)
+	return st.(*queueState)
 }
 
 // ack queues one ack and waits for its batch: the first caller of an idle
@@ -85,7 +91,7 @@ func (q *queue) acks() *ackGroup {
 // batch, which a goroutine sends. A caller whose ctx ends stops waiting,
 // its ack still sent.
 func (q *queue) ack(ctx context.Context, a ackItem) error {
-	g := q.acks()
+	g := &q.state().acks
 	req := &ackReq{item: a, done: make(chan error, 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, req)

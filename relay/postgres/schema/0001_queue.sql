@@ -58,7 +58,12 @@ CREATE TABLE chronos_fires (
 	direct_kid       text     NOT NULL DEFAULT '',
 	direct_minted_ns bigint   NOT NULL DEFAULT 0,
 	PRIMARY KEY (agent_id, job_id)
-);
+)
+-- A queue: every fire is written a few times and deleted; claims read the
+-- head of chronos_fires_due, where the entries of fires leased before stay
+-- until a vacuum, so autovacuum comes early.
+WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000,
+	autovacuum_vacuum_insert_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX chronos_fires_due   ON chronos_fires (due_ms, tie, seq) WHERE state = 0;
 CREATE INDEX chronos_fires_held  ON chronos_fires (agent_id, due_ms, tie, seq) WHERE state = 1;
 CREATE INDEX chronos_fires_lease ON chronos_fires (lease_until_ms) WHERE state = 2;

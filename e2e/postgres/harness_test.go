@@ -387,26 +387,40 @@ func armAll(ctx context.Context, t *testing.T, nasURLs []string, c *cluster, s *
 // against NAS's key set and claims each slot once (202 the first time, 200
 // duplicate after), counting arrivals and claims per slot.
 type sink struct {
-	t        *testing.T
-	url      string
-	jwks     []byte
-	failed   atomic.Int64 // requests whose token or body did not verify
-	early    atomic.Int64 // fires that arrived before their fire_at
-	changed  chan struct{}
-	slowness func(agent string) time.Duration // how long an agent takes to answer; nil: at once
+	t       *testing.T
+	url     string
+	jwks    []byte
+	failed  atomic.Int64 // requests whose token or body did not verify
+	early   atomic.Int64 // fires that arrived before their fire_at
+	changed chan struct{}
+	// behave, when set, decides how an agent answers a request before its
+	// fire is verified: after a delay, or refused with a status.
+	behave func(agent string, now time.Time) behaviour
 
 	mu        sync.Mutex
 	verifiers map[string]*fireauth.JWTVerifier
 	arrivals  map[string]int           // slot → arrivals
 	claimed   map[string]int           // slot → 202 answers
 	lags      map[string]time.Duration // slot → its first arrival after fire_at
+	firstAt   map[string]time.Time     // slot → its first arrival
+	refused   map[string]int           // agent → requests refused by behave
+}
+
+// behaviour is how an agent answers one request: Refuse, when set, is the
+// status it answers at once (with RetryAfter when set); else it answers
+// normally after Delay.
+type behaviour struct {
+	Delay      time.Duration
+	Refuse     int
+	RetryAfter string
 }
 
 // startSink serves agents' fire endpoints at {url}/a/{agent}/api/cron/fire.
 func startSink(t *testing.T, jwks []byte) *sink {
 	t.Helper()
 	s := &sink{t: t, jwks: jwks, changed: make(chan struct{}, 1), verifiers: map[string]*fireauth.JWTVerifier{},
-		arrivals: map[string]int{}, claimed: map[string]int{}, lags: map[string]time.Duration{}}
+		arrivals: map[string]int{}, claimed: map[string]int{}, lags: map[string]time.Duration{},
+		firstAt: map[string]time.Time{}, refused: map[string]int{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("sink listen: %v", err)
@@ -453,9 +467,20 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "body", http.StatusBadRequest)
 		return
 	}
-	if s.slowness != nil {
+	if s.behave != nil {
+		b := s.behave(agent, now)
+		if b.Refuse != 0 {
+			s.mu.Lock()
+			s.refused[agent]++
+			s.mu.Unlock()
+			if b.RetryAfter != "" {
+				w.Header().Set(contract.HeaderRetryAfter, b.RetryAfter)
+			}
+			w.WriteHeader(b.Refuse)
+			return
+		}
 		select {
-		case <-time.After(s.slowness(agent)): // the agent doing its work
+		case <-time.After(b.Delay): // the agent doing its work
 		case <-r.Context().Done():
 			return
 		}
@@ -484,6 +509,7 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if first {
 		s.claimed[key]++
 		s.lags[key] = now.Sub(f.FireAt.Time)
+		s.firstAt[key] = now
 	}
 	s.mu.Unlock()
 	select {
@@ -521,6 +547,30 @@ func (s *sink) agentLags(agent string) []time.Duration {
 	}
 	slices.Sort(lags)
 	return lags
+}
+
+// refusals returns how many requests behave refused of agent.
+func (s *sink) refusals(agent string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused[agent]
+}
+
+// firstArrivals returns the time from the first slot's first arrival to
+// the last slot's.
+func (s *sink) firstArrivals() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first, last time.Time
+	for _, at := range s.firstAt {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last.Sub(first)
 }
 
 // waitFor waits until done says so, rechecking at each arrival (and every

@@ -3,6 +3,7 @@ package postgrese2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -49,11 +50,11 @@ func TestSlowNeighbourDoesNotDelayOthers(t *testing.T) {
 	slow, prompt := c.agents[0].id, c.agents[1].id
 	_, url := c.startNAS("nas", "")
 	s := startSink(t, fetchJWKS(t, url))
-	s.slowness = func(agent string) time.Duration {
+	s.behave = func(agent string, _ time.Time) behaviour {
 		if agent == slow {
-			return time.Second
+			return behaviour{Delay: time.Second}
 		}
-		return 0
+		return behaviour{}
 	}
 	at := time.Now().Add(4 * time.Second).Truncate(time.Second)
 	fires, acked := burst(t, c, url, s, map[string]int{slow: slowFires, prompt: 20}, at)
@@ -71,6 +72,67 @@ func TestSlowNeighbourDoesNotDelayOthers(t *testing.T) {
 	checkDelivered(t, s, fires, acked)
 }
 
+// TestWakingNeighbourDoesNotDelayOthers: 1,000 fires of an agent that
+// answers 503 with Retry-After: 5 (for ten seconds) and 20 of a prompt
+// agent: the prompt agent's fires arrive within half a second; the waking
+// agent's all arrive once it answers, after a probe per Retry-After rather
+// than a retry of every fire.
+func TestWakingNeighbourDoesNotDelayOthers(t *testing.T) {
+	t.Parallel()
+	store := storeOn(t, pgtest.URL(t))
+	c := newCluster(t, store, 2)
+	waking, prompt := c.agents[0].id, c.agents[1].id
+	_, url := c.startNAS("nas", "")
+	s := startSink(t, fetchJWKS(t, url))
+	at := time.Now().Add(5 * time.Second).Truncate(time.Second)
+	awake := at.Add(10 * time.Second)
+	s.behave = func(agent string, now time.Time) behaviour {
+		if agent == waking && now.Before(awake) {
+			return behaviour{Refuse: http.StatusServiceUnavailable, RetryAfter: "5"}
+		}
+		return behaviour{}
+	}
+	fires, acked := burst(t, c, url, s, map[string]int{waking: 1000, prompt: 20}, at)
+	s.waitFor(30*time.Second, func() bool { return len(s.agentLags(prompt)) >= 20 })
+	if lags := s.agentLags(prompt); len(lags) != 20 || lags[len(lags)-1] > 500*time.Millisecond {
+		t.Fatalf("the prompt agent's fires arrived %v after fire_at; want all 20 within 0.5s", lags)
+	}
+	s.mustArrive(t, openStore(t, store), len(fires), 90*time.Second)
+	checkDelivered(t, s, fires, acked)
+	if refused := s.refusals(waking); refused > 4+10 {
+		t.Fatalf("the waking agent refused %d requests in its 10s; want its parallelism and a probe per 5s", refused)
+	}
+}
+
+// TestWakingAgentIsProbed: an agent with 100 due fires that answers 503 for
+// ten seconds receives at most 20 requests in those ten seconds, then all
+// 100 fires within five seconds of its first 2xx, each once.
+func TestWakingAgentIsProbed(t *testing.T) {
+	t.Parallel()
+	store := storeOn(t, pgtest.URL(t))
+	c := newCluster(t, store, 1)
+	agent := c.agents[0].id
+	_, url := c.startNAS("nas", "")
+	s := startSink(t, fetchJWKS(t, url))
+	at := time.Now().Add(3 * time.Second).Truncate(time.Second)
+	awake := at.Add(10 * time.Second)
+	s.behave = func(_ string, now time.Time) behaviour {
+		if now.Before(awake) {
+			return behaviour{Refuse: http.StatusServiceUnavailable}
+		}
+		return behaviour{}
+	}
+	fires, acked := burst(t, c, url, s, map[string]int{agent: 100}, at)
+	s.mustArrive(t, openStore(t, store), len(fires), 90*time.Second)
+	checkDelivered(t, s, fires, acked)
+	if refused := s.refusals(agent); refused > 20 {
+		t.Fatalf("the waking agent got %d requests while it answered 503; want at most 20", refused)
+	}
+	if took := s.firstArrivals(); took > 5*time.Second {
+		t.Fatalf("the fires took %s after the agent's first 2xx; want within 5s", took)
+	}
+}
+
 // TestKilledNASLosesNoHeldFire: NAS is killed (SIGKILL) while it delivers a
 // slow agent's fires four at a time and holds the rest back in PostgreSQL;
 // once it is back, every fire arrives and each slot is claimed once.
@@ -81,11 +143,11 @@ func TestKilledNASLosesNoHeldFire(t *testing.T) {
 	slow, prompt := c.agents[0].id, c.agents[1].id
 	nas, url := c.startNAS("nas", "")
 	s := startSink(t, fetchJWKS(t, url))
-	s.slowness = func(agent string) time.Duration {
+	s.behave = func(agent string, _ time.Time) behaviour {
 		if agent == slow {
-			return 300 * time.Millisecond
+			return behaviour{Delay: 300 * time.Millisecond}
 		}
-		return 0
+		return behaviour{}
 	}
 	at := time.Now().Add(3 * time.Second).Truncate(time.Second)
 	fires, acked := burst(t, c, url, s, map[string]int{slow: 60, prompt: 10}, at)

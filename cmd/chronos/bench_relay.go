@@ -36,9 +36,10 @@ loopback that verifies every token against NAS's JWKS and the body hash.
 
 Either --n fires due at the same instant (--at after the start), or --rate
 fires per second for --duration starting --at after the start. It prints the
-arm rate, the drain rate, the lag after fire_at (p50, p99, max), Redis bytes
-per armed one-shot (redis stores), CPU per fire of this process (and of Redis),
-and the verified and failed counts. It exits 1 if any fire is lost or any
+arm rate, the drain rate, the lag after fire_at (p50, p99, max), the store's
+bytes per armed one-shot (Redis's memory, or PostgreSQL's tables and indexes
+on disk), CPU per fire of this process (and of Redis, or of a PostgreSQL on
+this machine), and the verified and failed counts. It exits 1 if any fire is lost or any
 token fails verification.
 
 --store is memory, a redis:// URL (the run's keys go under a fresh prefix)

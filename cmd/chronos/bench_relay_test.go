@@ -58,6 +58,10 @@ func TestBenchRelaySmall(t *testing.T) {
 			if res.Store == "redis" && res.BytesPerArmed <= 0 {
 				t.Errorf("no bytes per armed one-shot reported for a redis store")
 			}
+			if res.Store == "postgres" && (res.PostgresBytesPerArmed <= 0 || res.PostgresCPUFireUs <= 0) {
+				t.Errorf("postgres store: %.0f bytes per armed one-shot, %.0fµs server CPU per fire; want both measured (the test server is local)",
+					res.PostgresBytesPerArmed, res.PostgresCPUFireUs)
+			}
 		})
 	}
 }

@@ -126,7 +126,13 @@ type Result struct {
 	LagP99Ms      float64 `json:"lag_p99_ms"`
 	LagMaxMs      float64 `json:"lag_max_ms"`
 	BytesPerArmed float64 `json:"redis_bytes_per_armed,omitempty"`
-	CPUPerFireUs  float64 `json:"cpu_per_fire_us"`
+	// PostgresBytesPerArmed is the growth of the run's schema on disk
+	// (tables, indexes, TOAST) per one-shot armed.
+	PostgresBytesPerArmed float64 `json:"postgres_bytes_per_armed,omitempty"`
+	// PostgresCPUFireUs is the CPU of the PostgreSQL server's processes per
+	// fire, when the server runs on this machine.
+	PostgresCPUFireUs float64 `json:"postgres_cpu_per_fire_us,omitempty"`
+	CPUPerFireUs      float64 `json:"cpu_per_fire_us"`
 	// CPUSeconds is this process's CPU time (user and system) from the end
 	// of arming until the last fire arrived: NAS, the dispatchers and the
 	// agent sink's verification alike.
@@ -186,6 +192,10 @@ func (r *rig) arm(ctx context.Context, o Options, res *Result) (first, armed tim
 		waitLazyFree(ctx, r.redis, 30*time.Second)
 		memBefore, _ = redisInfoInt(ctx, r.redis, "memory", "used_memory")
 	}
+	var pgBefore int64
+	if r.pg != nil {
+		pgBefore, _ = r.pg.bytes(ctx)
+	}
 	start := time.Now()
 	first = start.Add(o.At)
 	if nb := r.sink.nb; nb != nil {
@@ -203,6 +213,11 @@ func (r *rig) arm(ctx context.Context, o Options, res *Result) (first, armed tim
 			res.BytesPerArmed = float64(after-memBefore) / float64(o.N)
 		}
 	}
+	if r.pg != nil {
+		if after, err := r.pg.bytes(ctx); err == nil {
+			res.PostgresBytesPerArmed = float64(after-pgBefore) / float64(o.N)
+		}
+	}
 	return first, armed, nil
 }
 
@@ -210,9 +225,12 @@ func (r *rig) arm(ctx context.Context, o Options, res *Result) (first, armed tim
 // fire arrived, and records lags, rates and CPU.
 func (r *rig) measure(ctx context.Context, o Options, res *Result, first, armed time.Time) error {
 	cpu0 := processCPU()
-	var rcpu0 float64
+	var rcpu0, pcpu0 float64
 	if r.redis != nil {
 		rcpu0 = redisCPU(ctx, r.redis)
+	}
+	if r.pg != nil {
+		pcpu0 = r.pg.cpu()
 	}
 	wctx, wcancel := context.WithTimeout(ctx, o.Timeout)
 	waitErr := r.sink.wait(wctx)
@@ -220,6 +238,9 @@ func (r *rig) measure(ctx context.Context, o Options, res *Result, first, armed 
 	cpu := processCPU() - cpu0
 	if r.redis != nil {
 		res.RedisCPUFireUs = (redisCPU(ctx, r.redis) - rcpu0) * 1e6 / float64(o.N)
+	}
+	if r.pg != nil {
+		res.PostgresCPUFireUs = (r.pg.cpu() - pcpu0) * 1e6 / float64(o.N)
 	}
 	lags, last := r.sink.results()
 	if nb := r.sink.nb; nb != nil {

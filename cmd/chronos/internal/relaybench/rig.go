@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/chronoscron/chronos/contract"
 	"github.com/chronoscron/chronos/nas"
 	"github.com/chronoscron/chronos/nas/node"
@@ -25,21 +23,21 @@ import (
 // rig is a run's moving parts: the store, NAS with its dispatchers, and
 // the agent sink.
 type rig struct {
-	engine   relay.Engine
-	redis    goredis.UniversalClient // nil for the memory store
-	cleanup  func()
-	sink     *sink
-	sinkSrv  *http.Server
-	sinkURLs []string
-	running  sync.WaitGroup
-	keys     *cronKeys // the cron keys of a direct run, else nil
+	engine      relay.Engine
+	storeProbes // nil for the memory store
+	cleanup     func()
+	sink        *sink
+	sinkSrv     *http.Server
+	sinkURLs    []string
+	running     sync.WaitGroup
+	keys        *cronKeys // the cron keys of a direct run, else nil
 }
 
 // newRig opens the store and starts NAS (with the run's dispatchers) and
 // the sink, all on loopback.
 func newRig(ctx context.Context, o Options, log *slog.Logger) (r *rig, err error) {
 	r = &rig{}
-	if r.engine, r.redis, r.cleanup, err = openStore(ctx, o.Store, log); err != nil {
+	if r.engine, r.storeProbes, r.cleanup, err = openStore(ctx, o.Store, log); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -25,21 +25,30 @@ import (
 // openStore opens the store of a run; cleanup removes what it wrote. A
 // Redis run's keys go under a fresh prefix, a PostgreSQL run's tables in a
 // fresh schema (made by the engine's migrations), both removed after.
-func openStore(ctx context.Context, store string, log *slog.Logger) (relay.Engine, goredis.UniversalClient, func(), error) {
+func openStore(ctx context.Context, store string, log *slog.Logger) (relay.Engine, storeProbes, func(), error) {
 	if store == "memory" {
 		e := memory.New(memory.Options{})
-		return e, nil, func() { _ = e.Close() }, nil
+		return e, storeProbes{}, func() { _ = e.Close() }, nil
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	if node.StoreKind(store) == node.StorePostgres {
-		e, cleanup, err := openPostgres(ctx, store, "bench_"+hex.EncodeToString(b[:]), log)
-		return e, nil, cleanup, err
+		schema := "bench_" + hex.EncodeToString(b[:])
+		e, cleanup, err := openPostgres(ctx, store, schema, log)
+		if err != nil {
+			return nil, storeProbes{}, nil, err
+		}
+		pg, err := newPGProbe(ctx, store, schema)
+		if err != nil {
+			cleanup()
+			return nil, storeProbes{}, nil, err
+		}
+		return e, storeProbes{pg: pg}, func() { pg.close(); cleanup() }, nil
 	}
 	prefix := "bench-" + hex.EncodeToString(b[:])
 	e, err := relayredis.Open(ctx, store, relayredis.Options{Prefix: prefix, Logger: log})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("bench relay: store: %w", err)
+		return nil, storeProbes{}, nil, fmt.Errorf("bench relay: store: %w", err)
 	}
 	cleanup := func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -47,7 +56,14 @@ func openStore(ctx context.Context, store string, log *slog.Logger) (relay.Engin
 		deleteKeys(cctx, e.Client(), "{chronos:"+prefix+":*")
 		_ = e.Close()
 	}
-	return e, e.Client(), cleanup, nil
+	return e, storeProbes{redis: e.Client()}, cleanup, nil
+}
+
+// storeProbes read what a run costs its store: Redis's memory and CPU, or
+// PostgreSQL's table sizes and CPU. Both nil for the memory store.
+type storeProbes struct {
+	redis goredis.UniversalClient
+	pg    *pgProbe
 }
 
 // openPostgres opens the PostgreSQL store in schema, migrated to this
@@ -71,11 +87,23 @@ func openPostgres(ctx context.Context, store, schema string, log *slog.Logger) (
 // dropSchema drops schema and everything in it, on one connection to the
 // server store names.
 func dropSchema(ctx context.Context, store, schema string) error {
-	u, err := url.Parse(store)
+	conn, err := connectServer(ctx, store)
 	if err != nil {
 		return err
 	}
-	// The engine's and the pool's own options mean nothing to the server.
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	return err
+}
+
+// connectServer opens one connection to the PostgreSQL server of a store
+// URL, without the engine's and the pool's own options, which mean nothing
+// to the server.
+func connectServer(ctx context.Context, store string) (*pgx.Conn, error) {
+	u, err := url.Parse(store)
+	if err != nil {
+		return nil, err
+	}
 	q := u.Query()
 	for k := range q {
 		if k == "schema" || strings.HasPrefix(k, "pool_") {
@@ -83,13 +111,7 @@ func dropSchema(ctx context.Context, store, schema string) error {
 		}
 	}
 	u.RawQuery = q.Encode()
-	conn, err := pgx.Connect(ctx, u.String())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	return err
+	return pgx.Connect(ctx, u.String())
 }
 
 // deleteKeys unlinks every key matching pattern, best effort.

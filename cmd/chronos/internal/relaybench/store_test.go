@@ -43,12 +43,12 @@ func TestPostgresRunSchema(t *testing.T) {
 		return n
 	}
 	before := schemas()
-	engine, redis, cleanup, err := openStore(ctx, u.String(), slog.New(slog.DiscardHandler))
+	engine, probes, cleanup, err := openStore(ctx, u.String(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if engine == nil || redis != nil {
-		t.Fatalf("engine %v, redis client %v", engine, redis)
+	if engine == nil || probes.redis != nil || probes.pg == nil {
+		t.Fatalf("engine %v, redis client %v, postgres probe %v", engine, probes.redis, probes.pg)
 	}
 	if got := schemas(); got != before+1 {
 		t.Errorf("%d bench schemas with the engine's tables while the run is open, want %d", got, before+1)

@@ -25,6 +25,13 @@ func (r *Result) WriteText(w io.Writer) {
 	case r.RedisCPUFireUs > 0:
 		fmt.Fprintf(w, "redis:  bytes per armed one-shot not measured (Redis freed other keys meanwhile), %.0fµs Redis CPU per fire\n", r.RedisCPUFireUs)
 	}
+	if r.PostgresBytesPerArmed > 0 {
+		fmt.Fprintf(w, "postgres: %.0f bytes per armed one-shot (tables, indexes, TOAST)", r.PostgresBytesPerArmed)
+		if r.PostgresCPUFireUs > 0 {
+			fmt.Fprintf(w, ", %.0fµs PostgreSQL CPU per fire", r.PostgresCPUFireUs)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "cpu:    %.0fµs per fire, %.0f fires per CPU second (this process: NAS, dispatchers, agent sink; %.2f CPU s)\n",
 		r.CPUPerFireUs, r.FiresPerCPUSecond, r.CPUSeconds)
 	fmt.Fprintf(w, "tokens: %d verified, %d failed; %d duplicates; %d lost; %d left in the store\n",

@@ -61,23 +61,34 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 // TestEmptiedStoreIsReported empties the tables of the schema under a
-// running `chronos nas` (as a restore without its data would): /readyz
-// answers 503 naming store_epoch, chronos_relay_store_lost is 1 and NAS logs
-// the loss as an error.
+// running `chronos nas` and `chronos relay` (as a restore without its data
+// would): each one's /readyz answers 503 naming store_epoch, its
+// chronos_relay_store_lost is 1 and it logs the loss as an error.
 func TestEmptiedStoreIsReported(t *testing.T) {
 	t.Parallel()
 	store := storeOn(t, pgtest.URL(t))
 	c := newCluster(t, store, 1)
-	p, nasURL := c.startNAS("nas", "")
+	nas, nasURL := c.startNAS("nas", "")
+	ops := freeAddr(t)
+	relay := startProc(t, "relay", c.dir, "relay", "--config", "nas.yaml", "--dispatchers", "1", "--listen", ops)
+	waitReady(t, relay, "http://"+ops+contract.PathReadyz, 30*time.Second)
+	if _, m := get(t, "http://"+ops+contract.PathMetrics); !strings.Contains(m, "\nchronos_relay_store_lost 0\n") {
+		t.Fatal("relay metrics before the tables were emptied lack chronos_relay_store_lost 0")
+	}
 	emptySchema(t, store)
-	code, body := get(t, nasURL+contract.PathReadyz)
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"store_epoch":"the store lost its data`) {
-		t.Fatalf("readyz after the tables were emptied: %d %s, want 503 naming store_epoch", code, body)
-	}
-	if _, m := get(t, nasURL+contract.PathMetrics); !strings.Contains(m, "\nchronos_relay_store_lost 1\n") {
-		t.Fatalf("metrics after the tables were emptied lack chronos_relay_store_lost 1")
-	}
-	if !strings.Contains(p.out.last(1000), `"level":"ERROR","msg":"relay store lost its data`) {
-		t.Fatalf("no error log of the lost store:\n%s", p.out.last(10))
+	for _, target := range []struct {
+		p   *proc
+		url string
+	}{{nas, nasURL}, {relay, "http://" + ops}} {
+		code, body := get(t, target.url+contract.PathReadyz)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `"store_epoch":"the store lost its data`) {
+			t.Fatalf("%s readyz after the tables were emptied: %d %s, want 503 naming store_epoch", target.p.name, code, body)
+		}
+		if _, m := get(t, target.url+contract.PathMetrics); !strings.Contains(m, "\nchronos_relay_store_lost 1\n") {
+			t.Fatalf("%s metrics after the tables were emptied lack chronos_relay_store_lost 1", target.p.name)
+		}
+		if !strings.Contains(target.p.out.last(1000), `"level":"ERROR","msg":"relay store lost its data`) {
+			t.Fatalf("no error log of the lost store from %s:\n%s", target.p.name, target.p.out.last(10))
+		}
 	}
 }

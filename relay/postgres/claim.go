@@ -9,6 +9,10 @@ import (
 	"github.com/chronoscron/chronos/relay"
 )
 
+// maxClaim bounds the leases of one claim (a claim may return fewer than
+// asked).
+const maxClaim = 10000
+
 // Claim implements relay.Queue: one call of chronos_claim
 // (schema/0001_queue.sql) leases, under flow control, the held fires of
 // agents whose room grew, then due fires in due order, and returns them
@@ -27,7 +31,7 @@ func (q *queue) Claim(ctx context.Context, max int, leaseFor time.Duration, flow
 		return nil, fmt.Errorf("postgres: claim: flow: %w", err)
 	}
 	rows, err := q.pool.Query(ctx, `SELECT * FROM chronos_claim($1, $2, $3, $4, $5)`,
-		q.now(), min(max, math.MaxInt32), durMillis(leaseFor), min(flow.Parallelism, math.MaxInt32), flow.Rate)
+		q.now(), min(max, maxClaim), durMillis(leaseFor), min(flow.Parallelism, math.MaxInt32), flow.Rate)
 	if err != nil {
 		return nil, fail("claim", err)
 	}

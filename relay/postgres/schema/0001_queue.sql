@@ -7,9 +7,10 @@
 -- it may announce a wake-up, the schema's NOTIFY channel.
 --
 -- Locks: a transition that waits for a lock takes the fire rows first and
--- its agent's row (chronos_agents) after them, several agents' rows in
--- agent id order; a claim never waits (FOR UPDATE SKIP LOCKED on both), so
--- it takes part in no deadlock.
+-- its agent's row after them (chronos_ties for an arm, chronos_agents for
+-- the others), several agents' rows in agent id order; a claim never waits
+-- (FOR UPDATE SKIP LOCKED on fires and agents), so it takes part in no
+-- deadlock.
 
 -- chronos_now_ms is the engine's clock: the server's, unless a test passes
 -- its own time.

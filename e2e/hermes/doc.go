@@ -15,4 +15,9 @@
 // PATH, else /usr/bin/python3, where Debian's python3-jwt and
 // python3-cryptography install (`make deps` installs them). Without one the
 // tests fail, never skip.
+//
+// Each scenario runs twice: on the embedded store, and (its OnPostgres
+// twin) on a NAS whose store is PostgreSQL, a schema of its own that NAS
+// migrates at start on the throwaway server internal/pgtest starts (or the
+// one TEST_POSTGRES_URL names).
 package hermese2e

@@ -186,7 +186,21 @@ func provisionListCancelUpsert(t *testing.T, o nasOptions) {
 // answers 401 on any failure) is delivered on a retry and runs once.
 func TestFireRefusedOnceWith401IsRetried(t *testing.T) {
 	t.Parallel()
-	n := startNAS(t, nasOptions{})
+	fireRefusedOnceWith401IsRetried(t, "")
+}
+
+// TestFireRefusedOnceWith401IsRetriedOnPostgres is the same on a NAS whose
+// store is PostgreSQL.
+func TestFireRefusedOnceWith401IsRetriedOnPostgres(t *testing.T) {
+	t.Parallel()
+	fireRefusedOnceWith401IsRetried(t, postgresStore(t))
+}
+
+// fireRefusedOnceWith401IsRetried is the scenario of
+// TestFireRefusedOnceWith401IsRetried on a NAS on store (empty: the embedded
+// one).
+func fireRefusedOnceWith401IsRetried(t *testing.T, store string) {
+	n := startNAS(t, nasOptions{store: store})
 	h := startHermes(t, n.agentFor(1))
 	job := h.addJob("cold-wake", 2*time.Second, 60, false, 0) // …+01:00
 
@@ -236,7 +250,21 @@ func TestFireRefusedOnceWith401IsRetried(t *testing.T) {
 // ignores the field reads list; the ack removes it.
 func TestFireRefusedWith400IsDeadLetteredAndListed(t *testing.T) {
 	t.Parallel()
-	n := startNAS(t, nasOptions{})
+	fireRefusedWith400IsDeadLetteredAndListed(t, "")
+}
+
+// TestFireRefusedWith400IsDeadLetteredAndListedOnPostgres is the same on a
+// NAS whose store is PostgreSQL.
+func TestFireRefusedWith400IsDeadLetteredAndListedOnPostgres(t *testing.T) {
+	t.Parallel()
+	fireRefusedWith400IsDeadLetteredAndListed(t, postgresStore(t))
+}
+
+// fireRefusedWith400IsDeadLetteredAndListed is the scenario of
+// TestFireRefusedWith400IsDeadLetteredAndListed on a NAS on store (empty: the
+// embedded one).
+func fireRefusedWith400IsDeadLetteredAndListed(t *testing.T, store string) {
+	n := startNAS(t, nasOptions{store: store})
 	h := startHermes(t, n.agentFor(0))
 	h.mustCall("refuse", map[string]any{"job_id": "bad-payload", "status": http.StatusBadRequest})
 	job := h.addJob("bad-payload", 2*time.Second, 180, true, 0) // …+03:00 with microseconds
@@ -302,7 +330,21 @@ func TestFireRefusedWith400IsDeadLetteredAndListed(t *testing.T) {
 // sorts after all of them.
 func TestListReturnsEveryArmedJobVerbatim(t *testing.T) {
 	t.Parallel()
-	n := startNAS(t, nasOptions{})
+	listReturnsEveryArmedJobVerbatim(t, "")
+}
+
+// TestListReturnsEveryArmedJobVerbatimOnPostgres is the same on a NAS whose
+// store is PostgreSQL.
+func TestListReturnsEveryArmedJobVerbatimOnPostgres(t *testing.T) {
+	t.Parallel()
+	listReturnsEveryArmedJobVerbatim(t, postgresStore(t))
+}
+
+// listReturnsEveryArmedJobVerbatim is the scenario of
+// TestListReturnsEveryArmedJobVerbatim on a NAS on store (empty: the embedded
+// one).
+func listReturnsEveryArmedJobVerbatim(t *testing.T, store string) {
+	n := startNAS(t, nasOptions{store: store})
 	h := startHermes(t, n.agentFor(0))
 
 	offsets := []int{120, -330, 0, 345, -540, 840, -720, 330, 60, -60}
@@ -418,6 +460,20 @@ func (i *issuer) mint(t *testing.T, claims jwt.MapClaims) string {
 // jobs it arms fire with aud agent:{that entry's instance_id}.
 func TestSessionTokenArmsJobsOfItsInstance(t *testing.T) {
 	t.Parallel()
+	sessionTokenArmsJobsOfItsInstance(t, "")
+}
+
+// TestSessionTokenArmsJobsOfItsInstanceOnPostgres is the same on a NAS whose
+// store is PostgreSQL.
+func TestSessionTokenArmsJobsOfItsInstanceOnPostgres(t *testing.T) {
+	t.Parallel()
+	sessionTokenArmsJobsOfItsInstance(t, postgresStore(t))
+}
+
+// sessionTokenArmsJobsOfItsInstance is the scenario of
+// TestSessionTokenArmsJobsOfItsInstance on a NAS on store (empty: the
+// embedded one).
+func sessionTokenArmsJobsOfItsInstance(t *testing.T, store string) {
 	const (
 		hostedAgent    = "hermes-hosted"
 		hostedInstance = "inst-hosted-7"
@@ -428,6 +484,7 @@ func TestSessionTokenArmsJobsOfItsInstance(t *testing.T) {
 	n := startNAS(t, nasOptions{
 		agents: fmt.Sprintf("- agent_id: %s\n  instance_id: %s\n  session_id: %s\n", hostedAgent, hostedInstance, session),
 		extra:  fmt.Sprintf("agent_jwt:\n  issuer: %s\n  jwks_url: %s/.well-known/jwks.json\n  audience: %s\n", iss.url, iss.url, audience),
+		store:  store,
 	})
 	now := time.Now()
 	accessToken := func(claims jwt.MapClaims) string {
@@ -482,7 +539,21 @@ func TestSessionTokenArmsJobsOfItsInstance(t *testing.T) {
 // enable` the fire runs and the client's calls are served again.
 func TestDisabledAgentIsRefusedAsAnUnknownIdentity(t *testing.T) {
 	t.Parallel()
-	n := startNAS(t, nasOptions{})
+	disabledAgentIsRefusedAsAnUnknownIdentity(t, "")
+}
+
+// TestDisabledAgentIsRefusedAsAnUnknownIdentityOnPostgres is the same on a
+// NAS whose store is PostgreSQL.
+func TestDisabledAgentIsRefusedAsAnUnknownIdentityOnPostgres(t *testing.T) {
+	t.Parallel()
+	disabledAgentIsRefusedAsAnUnknownIdentity(t, postgresStore(t))
+}
+
+// disabledAgentIsRefusedAsAnUnknownIdentity is the scenario of
+// TestDisabledAgentIsRefusedAsAnUnknownIdentity on a NAS on store (empty: the
+// embedded one).
+func disabledAgentIsRefusedAsAnUnknownIdentity(t *testing.T, store string) {
+	n := startNAS(t, nasOptions{store: store})
 	h := startHermes(t, n.agentFor(0))
 	job := h.addJob("weekly-report", 3*time.Second, 60, false, 0)
 	n.cli("agent", "disable", agentID, "--config", "nas.yaml")

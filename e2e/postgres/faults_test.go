@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -59,15 +60,22 @@ func checkUnavailable(t *testing.T, nasURL string, a agentCred, req contract.Pro
 }
 
 // repeatProbe repeats an outage probe once the database is back, as the
-// agent would after its Retry-After: it is armed, once (a write NAS gave
-// up on may have been applied when the database resumed), and the agent
-// then cancels it.
+// agent would after its Retry-After (again after each 503, for up to 10
+// seconds): it is armed, once (a write NAS gave up on may have been applied
+// when the database resumed), and the agent then cancels it.
 func repeatProbe(t *testing.T, e *relaypostgres.Engine, nasURL string, a agentCred, req contract.ProvisionRequest) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	client := &http.Client{Timeout: 30 * time.Second}
-	code, _, body, _, err := post(ctx, client, nasURL+contract.PathProvision, a.token, req)
+	deadline := time.Now().Add(10 * time.Second)
+	code, retryAfter, body, _, err := post(ctx, client, nasURL+contract.PathProvision, a.token, req)
+	for refused := 1; err == nil && code == http.StatusServiceUnavailable && time.Now().Before(deadline); refused++ {
+		t.Logf("provision repeated after the outage: 503 (%d), Retry-After %s", refused, retryAfter)
+		wait, _ := strconv.Atoi(retryAfter)
+		time.Sleep(time.Duration(max(wait, 1)) * time.Second) // the agent honours Retry-After
+		code, retryAfter, body, _, err = post(ctx, client, nasURL+contract.PathProvision, a.token, req)
+	}
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("provision repeated after the outage: %d %s %v", code, body, err)
 	}

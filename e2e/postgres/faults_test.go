@@ -170,68 +170,84 @@ func TestKillRelayAndNASDuringDelivery(t *testing.T) {
 }
 
 // TestPostgresRestartDuringBurst stops PostgreSQL (pg_ctl stop in fast
-// mode, on a cluster of its own) twice under a NAS
-// and a relay process, once when a third of a burst is armed through the
-// agent API and once when half of it has been delivered, and starts it
-// again: while it is down provision answers 503 store_unavailable within
-// 2 s, and every arm NAS acknowledged reaches its agent and is claimed
-// once.
+// mode, on a cluster of its own) twice under a NAS and a relay process,
+// once when a third of a burst is armed through the agent API and once when
+// half of it has been delivered, and starts it again: while it is down
+// provision answers 503 store_unavailable within 2 s, and every arm NAS
+// acknowledged reaches its agent and is claimed once.
 func TestPostgresRestartDuringBurst(t *testing.T) {
-	for _, mode := range []pgtest.StopMode{pgtest.Fast} {
-		t.Run(string(mode), func(t *testing.T) {
-			n, spread := faultBurst()
-			const lease = 2 * time.Second
-			srv := pgtest.Start(t)
-			store := storeOn(t, srv.URL())
-			c := newCluster(t, store, 10)
-			_, url := c.startNAS("nas", relayOnly)
-			c.startRelay("relay", "nas", lease)
-			s := startSink(t, fetchJWKS(t, url))
+	burstThroughRestarts(t, pgtest.Fast, true)
+}
 
-			// bounce stops the server, probes the agent API (the agent
-			// repeats the probe once all is over) and holds the server
-			// down at least 500 ms before starting it again.
-			probe := outageProbe(c.agents[0])
-			bounce := func(while string) {
-				stopped := time.Now()
-				if err := srv.Stop(mode); err != nil {
-					t.Errorf("stop -m %s while %s: %v", mode, while, err)
-				}
-				checkUnavailable(t, url, c.agents[0], probe, "PostgreSQL is stopped ("+while+")")
-				time.Sleep(time.Until(stopped.Add(500 * time.Millisecond))) // the outage's length
-				if err := srv.Start(); err != nil {
-					t.Errorf("start after stop -m %s while %s: %v", mode, while, err)
-				}
-				got, _ := s.counts()
-				t.Logf("PostgreSQL stopped -m %s and started while %s (%d of %d arrived)", mode, while, got, n)
-			}
-			armedThird := make(chan struct{})
-			var faults sync.WaitGroup
-			faults.Go(func() {
-				<-armedThird
-				bounce("arming")
-				if s.waitFor(time.Minute, s.arrived(n/2)) {
-					bounce("delivering")
-				}
-			})
-			first := time.Now().Add(3 * time.Second)
-			fires := plan(c.agents, n, first, spread)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			acked := armAll(ctx, t, []string{url}, c, s, fires, 8, func(acked int) {
-				if acked == n/3 {
-					close(armedThird)
-				}
-			})
-			faults.Wait()
-			e := openStore(t, store)
-			repeatProbe(t, e, url, c.agents[0], probe)
-			s.mustArrive(t, e, n, 45*time.Second)
-			checkDelivered(t, s, fires, acked)
-			waitEmpty(t, e, 3*lease+5*time.Second)
-			if t.Failed() {
-				t.Logf("--- PostgreSQL's log (end):\n%s", srv.LogTail())
-			}
-		})
+// TestPostgresCrashDuringBurst is TestPostgresRestartDuringBurst with
+// PostgreSQL stopped in immediate mode (no checkpoint: the start recovers
+// from the write-ahead log, as after a crash), the agent API left to the
+// agents' own retries while it is down: every arm NAS acknowledged reaches
+// its agent and is claimed once.
+func TestPostgresCrashDuringBurst(t *testing.T) {
+	burstThroughRestarts(t, pgtest.Immediate, false)
+}
+
+// burstThroughRestarts arms a burst through one NAS, delivered by one relay
+// process, on a PostgreSQL of its own that it stops in mode and starts
+// again when a third of the burst is armed and when half of it has
+// arrived. With probe, a provision sent while the server is down must be
+// answered 503 store_unavailable within 2 s, and succeed once repeated.
+func burstThroughRestarts(t *testing.T, mode pgtest.StopMode, probe bool) {
+	n, spread := faultBurst()
+	const lease = 2 * time.Second
+	srv := pgtest.Start(t)
+	store := storeOn(t, srv.URL())
+	c := newCluster(t, store, 10)
+	_, url := c.startNAS("nas", relayOnly)
+	c.startRelay("relay", "nas", lease)
+	s := startSink(t, fetchJWKS(t, url))
+
+	// bounce stops the server, probes the agent API and holds the server
+	// down at least 500 ms before starting it again.
+	req := outageProbe(c.agents[0])
+	bounce := func(while string) {
+		stopped := time.Now()
+		if err := srv.Stop(mode); err != nil {
+			t.Errorf("stop -m %s while %s: %v", mode, while, err)
+		}
+		if probe {
+			checkUnavailable(t, url, c.agents[0], req, "PostgreSQL is stopped ("+while+")")
+		}
+		time.Sleep(time.Until(stopped.Add(500 * time.Millisecond))) // the outage's length
+		if err := srv.Start(); err != nil {
+			t.Errorf("start after stop -m %s while %s: %v", mode, while, err)
+		}
+		got, _ := s.counts()
+		t.Logf("PostgreSQL stopped -m %s and started while %s (%d of %d arrived)", mode, while, got, n)
+	}
+	armedThird := make(chan struct{})
+	var faults sync.WaitGroup
+	faults.Go(func() {
+		<-armedThird
+		bounce("arming")
+		if s.waitFor(time.Minute, s.arrived(n/2)) {
+			bounce("delivering")
+		}
+	})
+	first := time.Now().Add(3 * time.Second)
+	fires := plan(c.agents, n, first, spread)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	acked := armAll(ctx, t, []string{url}, c, s, fires, 8, func(acked int) {
+		if acked == n/3 {
+			close(armedThird)
+		}
+	})
+	faults.Wait()
+	e := openStore(t, store)
+	if probe {
+		repeatProbe(t, e, url, c.agents[0], req)
+	}
+	s.mustArrive(t, e, n, 45*time.Second)
+	checkDelivered(t, s, fires, acked)
+	waitEmpty(t, e, 3*lease+5*time.Second)
+	if t.Failed() {
+		t.Logf("--- PostgreSQL's log (end):\n%s", srv.LogTail())
 	}
 }

@@ -22,7 +22,7 @@ type ackItem struct {
 	rec *relay.LastFire
 }
 
-// Ack implements relay.Queue. Acks are group-committed (see ackGroup): a
+// Ack implements relay.Queue. Acks are group-committed (see group): a
 // burst costs a few statements and commits, not one per fire.
 func (q *queue) Ack(ctx context.Context, l relay.Lease) error {
 	return q.ack(ctx, ackItem{l: l})
@@ -43,31 +43,33 @@ func (q *queue) AckRecord(ctx context.Context, l relay.Lease, f relay.LastFire) 
 // ackBatch bounds the acks of one statement.
 const ackBatch = 256
 
-// ackTimeout bounds one group-committed batch: its callers share it, so it
-// does not end with any one caller's context.
-const ackTimeout = 10 * time.Second
+// groupTimeout bounds one group-committed batch: its callers share it, so
+// it does not end with any one caller's context.
+const groupTimeout = 10 * time.Second
 
-// ackGroup group-commits an engine's acks: while one batch is in flight,
-// the acks that arrive queue up and go out together in the next statement,
-// so a burst costs a few commits (each an fsync), not one per fire, and a
-// lone ack waits for nobody.
-type ackGroup struct {
+// group group-commits calls of one kind: while one batch is in flight, the
+// calls that arrive queue up and go out together in the next statement, so
+// a burst costs a few commits (each an fsync), not one per call, and a
+// lone call waits for nobody.
+type group[T any] struct {
 	mu      sync.Mutex
-	pending []*ackReq
+	pending []*groupReq[T]
 	busy    bool // a batch is being sent
 }
 
-// ackReq is one ack waiting for its batch.
-type ackReq struct {
-	item ackItem
+// groupReq is one call waiting for its batch; the batch's sender answers
+// it on done.
+type groupReq[T any] struct {
+	v    T
 	done chan error
 }
 
 // queueState is what an engine's queue keeps between calls: its group
-// commit of acks. The parts carry no state of their own, so it is kept
-// beside the engine: made on first use and dropped with the engine.
+// commits of acks and of arms. The parts carry no state of their own, so it
+// is kept beside the engine: made on first use and dropped with the engine.
 type queueState struct {
-	acks ackGroup
+	acks group[ackItem]
+	arms group[*armCall]
 }
 
 // queueStates holds each engine's queueState.
@@ -86,13 +88,12 @@ func (q *queue) state() *queueState {
 	return st.(*queueState)
 }
 
-// ack queues one ack and waits for its batch: the first caller of an idle
+// submit queues v on g and waits for its batch: the first caller of an idle
 // group sends at once; callers that arrive meanwhile wait for the next
-// batch, which a goroutine sends. A caller whose ctx ends stops waiting,
-// its ack still sent.
-func (q *queue) ack(ctx context.Context, a ackItem) error {
-	g := &q.state().acks
-	req := &ackReq{item: a, done: make(chan error, 1)}
+// batch (at most max calls), which a goroutine sends. A caller whose ctx
+// ends stops waiting, its call still sent.
+func submit[T any](ctx context.Context, g *group[T], v T, max int, send func(context.Context, []*groupReq[T])) error {
+	req := &groupReq[T]{v: v, done: make(chan error, 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, req)
 	if g.busy {
@@ -101,13 +102,15 @@ func (q *queue) ack(ctx context.Context, a ackItem) error {
 		case err := <-req.done:
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("postgres: ack: %w", ctx.Err())
+			return ctx.Err()
 		}
 	}
 	g.busy = true
 	g.mu.Unlock()
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
-	q.sendAcks(bctx, g.take())
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+	if batch := g.take(max); batch != nil {
+		send(bctx, batch)
+	}
 	cancel()
 	g.mu.Lock()
 	more := len(g.pending) > 0
@@ -116,30 +119,27 @@ func (q *queue) ack(ctx context.Context, a ackItem) error {
 	}
 	g.mu.Unlock()
 	if more {
-		go q.drainAcks(context.WithoutCancel(ctx), g)
+		go func() {
+			for batch := g.take(max); batch != nil; batch = g.take(max) {
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+				send(bctx, batch)
+				cancel()
+			}
+		}()
 	}
 	return <-req.done
 }
 
-// drainAcks sends queued batches until none is left, then clears busy.
-func (q *queue) drainAcks(ctx context.Context, g *ackGroup) {
-	for batch := g.take(); batch != nil; batch = g.take() {
-		bctx, cancel := context.WithTimeout(ctx, ackTimeout)
-		q.sendAcks(bctx, batch)
-		cancel()
-	}
-}
-
-// take removes up to ackBatch queued acks; when none is queued it clears
-// busy and returns nil.
-func (g *ackGroup) take() []*ackReq {
+// take removes up to max queued calls; when none is queued it clears busy
+// and returns nil.
+func (g *group[T]) take(max int) []*groupReq[T] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.pending) == 0 {
 		g.busy = false
 		return nil
 	}
-	n := min(len(g.pending), ackBatch)
+	n := min(len(g.pending), max)
 	batch := g.pending[:n:n]
 	g.pending = g.pending[n:]
 	if len(g.pending) == 0 {
@@ -148,15 +148,21 @@ func (g *ackGroup) take() []*ackReq {
 	return batch
 }
 
-// sendAcks sends one batch and answers each of its callers. A batch
-// chosen as a deadlock's victim is sent again.
-func (q *queue) sendAcks(ctx context.Context, batch []*ackReq) {
-	if len(batch) == 0 {
-		return
+// ack queues one ack on the engine's group commit and waits for its batch.
+func (q *queue) ack(ctx context.Context, a ackItem) error {
+	err := submit(ctx, &q.state().acks, a, ackBatch, q.sendAcks)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("postgres: ack: %w", err)
 	}
+	return err
+}
+
+// sendAcks sends one batch of acks and answers each of its callers. A
+// batch chosen as a deadlock's victim is sent again.
+func (q *queue) sendAcks(ctx context.Context, batch []*groupReq[ackItem]) {
 	items := make([]ackItem, len(batch))
 	for i, r := range batch {
-		items[i] = r.item
+		items[i] = r.v
 	}
 	var errs []error
 	for try := 0; ; try++ {

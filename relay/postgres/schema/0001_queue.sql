@@ -6,11 +6,11 @@
 -- trip, one transaction), each taking the engine's clock override and, when
 -- it may announce a wake-up, the schema's NOTIFY channel.
 --
--- Locks: a transition that waits for a lock takes the fire rows first and
--- its agent's row after them (chronos_ties for an arm, chronos_agents for
--- the others), several agents' rows in agent id order; a claim never waits
--- (FOR UPDATE SKIP LOCKED on fires and agents), so it takes part in no
--- deadlock.
+-- Locks: an arm takes its agent's tie row (chronos_ties), then the fire's
+-- row, a batch of arms in agent and job order; any other transition that
+-- waits for a lock takes fire rows first and then their agents' rows in
+-- chronos_agents, in agent id order; a claim never waits (FOR UPDATE SKIP
+-- LOCKED on fires and agents), so it takes part in no deadlock.
 
 -- chronos_now_ms is the engine's clock: the server's, unless a test passes
 -- its own time.
@@ -159,60 +159,52 @@ DECLARE
 	k_minted bigint := p_minted_ns;
 	rekey    integer := 0;
 	v_tie    integer;
+	v_tie_ms bigint;
 	v_held   boolean;
 	v_min    bigint;
 	v_woke   boolean := false;
 	n        integer;
 BEGIN
-	FOR pass IN 1..2 LOOP
-		SELECT * INTO old FROM chronos_fires f WHERE f.agent_id = p_agent AND f.job_id = p_job FOR UPDATE;
-		had := FOUND;
-		rekey := 0;
-		k_sealed := p_sealed; k_kid := p_kid; k_minted := p_minted_ns;
-		IF had THEN
-			-- relay.ArmKey
-			IF p_sealed = '' THEN
-				k_sealed := ''; k_kid := ''; k_minted := 0;
-				IF old.direct_sealed <> '' THEN rekey := 2; END IF;
-			ELSIF old.direct_sealed <> '' AND old.direct_minted_ns >= p_keep_ns THEN
-				k_sealed := old.direct_sealed; k_kid := old.direct_kid; k_minted := old.direct_minted_ns;
-			ELSE
-				rekey := 2;
-			END IF;
-			IF old.fire_at_ns = p_fire_ns AND old.flex_ms = p_flex_ms THEN
-				-- The same fire: keep its schedule id, follow the agent.
-				IF (p_callback <> '' AND old.callback_url <> p_callback)
-					OR (p_instance <> '' AND old.instance_id <> p_instance)
-					OR old.fire_at_spelling <> p_spelling OR rekey > 0 THEN
-					UPDATE chronos_fires f SET
-						callback_url = CASE WHEN p_callback <> '' THEN p_callback ELSE f.callback_url END,
-						instance_id = CASE WHEN p_instance <> '' THEN p_instance ELSE f.instance_id END,
-						fire_at_spelling = p_spelling,
-						direct_sealed = k_sealed, direct_kid = k_kid, direct_minted_ns = k_minted
-					WHERE f.agent_id = p_agent AND f.job_id = p_job;
-				END IF;
-				RETURN QUERY SELECT rekey, ''::text, false, f.agent_id, f.job_id, f.schedule_id, f.instance_id,
-					f.fire_at_ns, f.fire_at_spelling, f.callback_url, f.flex_ms, f.attempt, f.state, f.due_ms,
-					f.token, f.lease_until_ms, f.created_ms, f.last_error, f.direct_sealed, f.direct_kid,
-					f.direct_minted_ns
-					FROM chronos_fires f WHERE f.agent_id = p_agent AND f.job_id = p_job;
-				RETURN;
-			END IF;
+	-- The agent's tie row first (made by its first arm), locked: arms of
+	-- one agent take their turns, and its quota and ties are counted under
+	-- it. Then the fire's row.
+	INSERT INTO chronos_ties AS a (agent_id) VALUES (p_agent)
+	ON CONFLICT (agent_id) DO UPDATE SET tie_n = a.tie_n
+	RETURNING a.tie_ms, a.tie_n INTO v_tie_ms, v_tie;
+	SELECT * INTO old FROM chronos_fires f WHERE f.agent_id = p_agent AND f.job_id = p_job FOR UPDATE;
+	had := FOUND;
+	IF had THEN
+		-- relay.ArmKey
+		IF p_sealed = '' THEN
+			k_sealed := ''; k_kid := ''; k_minted := 0;
+			IF old.direct_sealed <> '' THEN rekey := 2; END IF;
+		ELSIF old.direct_sealed <> '' AND old.direct_minted_ns >= p_keep_ns THEN
+			k_sealed := old.direct_sealed; k_kid := old.direct_kid; k_minted := old.direct_minted_ns;
 		ELSE
-			rekey := 0;
+			rekey := 2;
 		END IF;
-		-- The agent's tie row, locked: quota and tie.
-		INSERT INTO chronos_ties AS a (agent_id, tie_ms, tie_n) VALUES (p_agent, p_due_ms, 0)
-		ON CONFLICT (agent_id) DO UPDATE SET
-			tie_n = CASE WHEN a.tie_ms = p_due_ms THEN a.tie_n + 1 ELSE 0 END,
-			tie_ms = p_due_ms
-		RETURNING a.tie_n INTO v_tie;
-		EXIT WHEN had;
-		-- Under the agent's lock another arm of the job may have written
-		-- the row meanwhile: read it again once.
-		PERFORM 1 FROM chronos_fires f WHERE f.agent_id = p_agent AND f.job_id = p_job;
-		EXIT WHEN NOT FOUND;
-	END LOOP;
+		IF old.fire_at_ns = p_fire_ns AND old.flex_ms = p_flex_ms THEN
+			-- The same fire: keep its schedule id, follow the agent.
+			IF (p_callback <> '' AND old.callback_url <> p_callback)
+				OR (p_instance <> '' AND old.instance_id <> p_instance)
+				OR old.fire_at_spelling <> p_spelling OR rekey > 0 THEN
+				UPDATE chronos_fires f SET
+					callback_url = CASE WHEN p_callback <> '' THEN p_callback ELSE f.callback_url END,
+					instance_id = CASE WHEN p_instance <> '' THEN p_instance ELSE f.instance_id END,
+					fire_at_spelling = p_spelling,
+					direct_sealed = k_sealed, direct_kid = k_kid, direct_minted_ns = k_minted
+				WHERE f.agent_id = p_agent AND f.job_id = p_job;
+			END IF;
+			RETURN QUERY SELECT rekey, ''::text, false, f.agent_id, f.job_id, f.schedule_id, f.instance_id,
+				f.fire_at_ns, f.fire_at_spelling, f.callback_url, f.flex_ms, f.attempt, f.state, f.due_ms,
+				f.token, f.lease_until_ms, f.created_ms, f.last_error, f.direct_sealed, f.direct_kid,
+				f.direct_minted_ns
+				FROM chronos_fires f WHERE f.agent_id = p_agent AND f.job_id = p_job;
+			RETURN;
+		END IF;
+	END IF;
+	v_tie := CASE WHEN v_tie_ms = p_due_ms THEN v_tie + 1 ELSE 0 END;
+	UPDATE chronos_ties a SET tie_ms = p_due_ms, tie_n = v_tie WHERE a.agent_id = p_agent;
 	IF NOT had AND p_quota > 0 THEN
 		SELECT count(*) INTO n FROM (SELECT 1 FROM chronos_fires f WHERE f.agent_id = p_agent LIMIT p_quota) q;
 		IF n >= p_quota THEN
@@ -229,7 +221,10 @@ BEGIN
 	IF had AND old.state = 2 THEN
 		SELECT a.has_held INTO v_held FROM chronos_agents a WHERE a.agent_id = p_agent;
 	END IF;
-	v_woke := v_min IS NULL OR p_due_ms < v_min OR coalesce(v_held, false);
+	-- Due already, or before every queued fire: dispatchers may be waiting
+	-- for a later time, or for nothing (the head read here may be a fire a
+	-- claim is taking at this moment).
+	v_woke := p_due_ms <= t OR v_min IS NULL OR p_due_ms < v_min OR coalesce(v_held, false);
 	IF had THEN
 		UPDATE chronos_fires f SET schedule_id = p_sid, instance_id = p_instance, fire_at_ns = p_fire_ns,
 			fire_at_spelling = p_spelling, callback_url = p_callback, flex_ms = p_flex_ms, attempt = 0,
@@ -250,6 +245,55 @@ BEGIN
 		f.token, f.lease_until_ms, f.created_ms, f.last_error, f.direct_sealed, f.direct_kid,
 		f.direct_minted_ns
 		FROM chronos_fires f WHERE f.agent_id = p_agent AND f.job_id = p_job;
+END
+$$;
+
+-- chronos_arm_many runs chronos_arm for each arm of a batch, in order (the
+-- caller sorts them by agent and job, so that batches running at once take
+-- their locks in one order), each in a subtransaction of its own: an arm
+-- that fails (CQ001 over quota, a schedule id in use, a deadlock) fails
+-- alone. The batch commits once.
+--
+-- Returns, for each arm, its index, its error (SQLSTATE and message, ''
+-- when none) and chronos_arm's row (zeros after an error); and a row of
+-- index 0 announcing a wake-up when the batch's earliest fire is the
+-- queue's head at its end.
+CREATE FUNCTION chronos_arm_many(p_now bigint, p_channel text, p_agent text[], p_job text[], p_sid text[],
+	p_instance text[], p_fire_ns bigint[], p_spelling text[], p_callback text[], p_flex_ms bigint[],
+	p_due_ms bigint[], p_quota integer[], p_sealed text[], p_kid text[], p_minted_ns bigint[], p_keep_ns bigint[])
+RETURNS TABLE (o_idx integer, o_code text, o_message text, o_status integer, o_replaced text, o_woke boolean,
+	o_agent_id text, o_job_id text, o_schedule_id text, o_instance_id text, o_fire_at_ns bigint,
+	o_fire_at_spelling text, o_callback_url text, o_flex_ms bigint, o_attempt integer, o_state smallint,
+	o_due_ms bigint, o_token bigint, o_lease_until_ms bigint, o_created_ms bigint, o_last_error text,
+	o_direct_sealed text, o_direct_kid text, o_direct_minted_ns bigint)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+	v_first bigint;
+	v_head  bigint;
+BEGIN
+	FOR i IN 1..coalesce(cardinality(p_agent), 0) LOOP
+		BEGIN
+			RETURN QUERY SELECT i, ''::text, ''::text, a.*
+				FROM chronos_arm(p_now, p_channel, p_agent[i], p_job[i], p_sid[i], p_instance[i], p_fire_ns[i],
+					p_spelling[i], p_callback[i], p_flex_ms[i], p_due_ms[i], p_quota[i], p_sealed[i], p_kid[i],
+					p_minted_ns[i], p_keep_ns[i]) a;
+		EXCEPTION WHEN OTHERS THEN
+			RETURN QUERY SELECT i, SQLSTATE::text, SQLERRM::text, 0, ''::text, false,
+				''::text, ''::text, ''::text, ''::text, 0::bigint, ''::text, ''::text, 0::bigint, 0, 0::smallint,
+				0::bigint, 0::bigint, 0::bigint, 0::bigint, ''::text, ''::text, ''::text, 0::bigint;
+		END;
+	END LOOP;
+	-- The batch's earliest fire may have become the queue's head while the
+	-- batch ran (a claim took the head its arms saw): announce it, just
+	-- before the commit.
+	SELECT min(d) INTO v_first FROM unnest(p_due_ms) d;
+	SELECT f.due_ms INTO v_head FROM chronos_fires f WHERE f.state = 0 ORDER BY f.due_ms LIMIT 1;
+	IF v_first IS NOT NULL AND v_head IS NOT NULL AND v_first <= v_head THEN
+		PERFORM pg_notify(p_channel, '');
+		RETURN QUERY SELECT 0, ''::text, ''::text, 0, ''::text, true,
+			''::text, ''::text, ''::text, ''::text, 0::bigint, ''::text, ''::text, 0::bigint, 0, 0::smallint,
+			0::bigint, 0::bigint, 0::bigint, 0::bigint, ''::text, ''::text, ''::text, 0::bigint;
+	END IF;
 END
 $$;
 
@@ -756,6 +800,8 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
 	n integer;
 BEGIN
+	-- The tie row first, as arms take it.
+	PERFORM 1 FROM chronos_ties a WHERE a.agent_id = p_agent FOR UPDATE;
 	DELETE FROM chronos_fires f WHERE f.agent_id = p_agent;
 	GET DIAGNOSTICS n = ROW_COUNT;
 	UPDATE chronos_agents a SET has_held = false WHERE a.agent_id = p_agent AND a.has_held;

@@ -47,15 +47,19 @@ const ackBatch = 256
 // it does not end with any one caller's context.
 const groupTimeout = 10 * time.Second
 
-// group group-commits calls of one kind: while one batch is in flight, the
-// calls that arrive queue up and go out together in the next statement, so
-// a burst costs a few commits (each an fsync), not one per call, and a
-// lone call waits for nobody.
+// group group-commits calls of one kind: while groupSenders batches are
+// in flight, the calls that arrive queue up and go out together in the
+// next statement, so a burst costs a few commits (each an fsync), not one
+// per call, and a lone call waits for nobody.
 type group[T any] struct {
-	mu      sync.Mutex
-	pending []*groupReq[T]
-	busy    bool // a batch is being sent
+	mu       sync.Mutex
+	pending  []*groupReq[T]
+	inflight int // batches being sent
 }
+
+// groupSenders bounds the batches of one group in flight at once: a few,
+// so that a burst keeps more than one connection busy.
+const groupSenders = 4
 
 // groupReq is one call waiting for its batch; the batch's sender answers
 // it on done.
@@ -65,11 +69,10 @@ type groupReq[T any] struct {
 }
 
 // queueState is what an engine's queue keeps between calls: its group
-// commits of acks and of arms. The parts carry no state of their own, so it
-// is kept beside the engine: made on first use and dropped with the engine.
+// commit of acks. The parts carry no state of their own, so it is kept
+// beside the engine: made on first use and dropped with the engine.
 type queueState struct {
 	acks group[ackItem]
-	arms group[*armCall]
 }
 
 // queueStates holds each engine's queueState.
@@ -88,55 +91,59 @@ func (q *queue) state() *queueState {
 	return st.(*queueState)
 }
 
-// submit queues v on g and waits for its batch: the first caller of an idle
-// group sends at once; callers that arrive meanwhile wait for the next
-// batch (at most max calls), which a goroutine sends. A caller whose ctx
-// ends stops waiting, its call still sent.
+// submit queues v on g and waits for its batch: a caller that finds fewer
+// than groupSenders batches in flight sends one at once (with what is
+// queued); callers that arrive meanwhile wait for a next batch (at most
+// max calls), which a goroutine sends. A caller whose ctx ends stops
+// waiting, its call still sent.
 func submit[T any](ctx context.Context, g *group[T], v T, max int, send func(context.Context, []*groupReq[T])) error {
 	req := &groupReq[T]{v: v, done: make(chan error, 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, req)
-	if g.busy {
-		g.mu.Unlock()
-		select {
-		case err := <-req.done:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
+	start := g.inflight < groupSenders
+	if start {
+		g.inflight++
+	}
+	g.mu.Unlock()
+	if start {
+		// Another sender may have taken this call already: then this one
+		// sends what is queued, if anything.
+		if batch := g.take(max); batch != nil {
+			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+			send(bctx, batch)
+			cancel()
+			g.mu.Lock()
+			more := len(g.pending) > 0
+			if !more {
+				g.inflight--
+			}
+			g.mu.Unlock()
+			if more {
+				go func() {
+					for batch := g.take(max); batch != nil; batch = g.take(max) {
+						bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
+						send(bctx, batch)
+						cancel()
+					}
+				}()
+			}
 		}
 	}
-	g.busy = true
-	g.mu.Unlock()
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
-	if batch := g.take(max); batch != nil {
-		send(bctx, batch)
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	cancel()
-	g.mu.Lock()
-	more := len(g.pending) > 0
-	if !more {
-		g.busy = false
-	}
-	g.mu.Unlock()
-	if more {
-		go func() {
-			for batch := g.take(max); batch != nil; batch = g.take(max) {
-				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
-				send(bctx, batch)
-				cancel()
-			}
-		}()
-	}
-	return <-req.done
 }
 
-// take removes up to max queued calls; when none is queued it clears busy
-// and returns nil.
+// take removes up to max queued calls; when none is queued it ends its
+// sender's turn (one fewer in flight) and returns nil.
 func (g *group[T]) take(max int) []*groupReq[T] {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.pending) == 0 {
-		g.busy = false
+		g.inflight--
 		return nil
 	}
 	n := min(len(g.pending), max)

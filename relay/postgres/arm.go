@@ -1,26 +1,20 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/chronoscron/chronos/relay"
 )
 
-// errQuotaCode is the SQLSTATE chronos_arm raises over an agent's quota.
-const errQuotaCode = "CQ001"
-
-// Arm implements relay.Armed: chronos_arm (schema/0001_queue.sql) upserts
-// the row, under the agent's quota, and announces a wake-up when the fire
-// is due before every queued one. Arms are group-committed (see group):
-// those that arrive while a batch is in flight go out together in the next
-// statement (chronos_arm_many), one commit for them all.
+// Arm implements relay.Armed: one call of chronos_arm
+// (schema/0001_queue.sql) upserts the row, under the agent's quota, and
+// announces a wake-up when the fire is due already or before every queued
+// one. (Arms are not group-committed: PostgreSQL already shares the flush
+// of commits that wait at once, and a batch of arms would keep one
+// connection busy where concurrent arms keep several.)
 func (q *queue) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult, error) {
 	switch {
 	case req.AgentID == "" || req.JobID == "" || req.ScheduleID == "":
@@ -45,130 +39,27 @@ func (q *queue) Arm(ctx context.Context, req relay.ArmRequest) (relay.ArmResult,
 		sealed, kid, minted = d.Sealed, d.KeyID, d.MintedAt.UnixNano()
 		keep = nsOf(req.KeepKeyFrom)
 	}
-	c := &armCall{req: req, dueMs: ceilMillis(due), sealed: sealed, kid: kid, minted: minted, keep: keep}
-	err := submit(ctx, &q.state().arms, c, armBatch, q.sendArms)
+	var status int32
+	var replaced string
+	var woke bool
+	r, err := scanOneShot(q.pool.QueryRow(ctx, `SELECT * FROM chronos_arm($1, $2, $3, $4, $5, $6, $7, $8, $9,
+		$10, $11, $12, $13, $14, $15, $16)`,
+		q.now(), wakeChannel(q.schema), req.AgentID, req.JobID, req.ScheduleID, req.InstanceID,
+		req.FireAt.UnixNano(), req.FireAtSpelling, req.CallbackURL, durMillis(req.Flex), ceilMillis(due),
+		int32(min(max(req.MaxArmed, 0), math.MaxInt32)), sealed, kid, minted, keep), &status, &replaced, &woke)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return relay.ArmResult{}, fmt.Errorf("postgres: arm: %w", err)
-		}
-		return relay.ArmResult{}, err
+		return relay.ArmResult{}, fail("arm", err)
 	}
-	return c.res, nil
-}
-
-// armBatch bounds the arms of one statement (each is a subtransaction of
-// it, and a transaction keeps the ids of its first 64 in memory).
-const armBatch = 32
-
-// armCall is one arm of a batch: its request with the values chronos_arm
-// takes, and its result.
-type armCall struct {
-	req                 relay.ArmRequest
-	dueMs, minted, keep int64
-	sealed, kid         string
-	res                 relay.ArmResult
-}
-
-// sendArms arms one batch with one call of chronos_arm_many
-// (schema/0001_queue.sql), one commit for them all, and answers each
-// caller. An arm that lost a deadlock is sent again by itself.
-func (q *queue) sendArms(ctx context.Context, batch []*groupReq[*armCall]) {
-	calls := make([]*armCall, len(batch))
-	for i, r := range batch {
-		calls[i] = r.v
+	if status < 0 {
+		return relay.ArmResult{}, fmt.Errorf("postgres: arm %s/%s: %w", req.AgentID, req.JobID, relay.ErrQuotaExceeded)
 	}
-	errs := q.armMany(ctx, calls)
-	for i, err := range errs {
-		for try := 0; try < 2 && isDeadlock(err); try++ {
-			err = q.armMany(ctx, calls[i:i+1])[0]
-		}
-		batch[i].done <- err
-	}
-}
-
-// armMany runs one statement of arms, in agent and job order (so that
-// batches running at once take their locks in one order), and returns each
-// arm's error; results go to the calls.
-func (q *queue) armMany(ctx context.Context, calls []*armCall) []error {
-	order := make([]int, len(calls))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		x, y := calls[a].req, calls[b].req
-		return cmp.Or(cmp.Compare(x.AgentID, y.AgentID), cmp.Compare(x.JobID, y.JobID))
-	})
-	n := len(calls)
-	var (
-		agents, jobs, sids, instances, spellings = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		callbacks, sealed, kids                  = make([]string, n), make([]string, n), make([]string, n)
-		fireNs, flexMs, dueMs, minted, keep      = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		quotas                                   = make([]int32, n)
-	)
-	for i, k := range order {
-		c := calls[k]
-		r := c.req
-		agents[i], jobs[i], sids[i], instances[i], spellings[i] = r.AgentID, r.JobID, r.ScheduleID, r.InstanceID, r.FireAtSpelling
-		callbacks[i], sealed[i], kids[i] = r.CallbackURL, c.sealed, c.kid
-		fireNs[i], flexMs[i], dueMs[i], minted[i], keep[i] = r.FireAt.UnixNano(), durMillis(r.Flex), c.dueMs, c.minted, c.keep
-		quotas[i] = int32(min(max(r.MaxArmed, 0), math.MaxInt32))
-	}
-	errs := make([]error, n)
-	answered := make([]bool, n)
-	woke := false
-	err := func() error {
-		rows, err := q.pool.Query(ctx, `SELECT * FROM chronos_arm_many($1, $2, $3::text[], $4::text[], $5::text[],
-			$6::text[], $7::bigint[], $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::integer[],
-			$13::text[], $14::text[], $15::bigint[], $16::bigint[])`,
-			q.now(), wakeChannel(q.schema), agents, jobs, sids, instances, fireNs, spellings, callbacks, flexMs,
-			dueMs, quotas, sealed, kids, minted, keep)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var idx, status int32
-			var code, msg, replaced string
-			var w bool
-			r, err := scanOneShot(rows, &idx, &code, &msg, &status, &replaced, &w)
-			if err != nil {
-				return err
-			}
-			if idx < 1 || int(idx) > n {
-				woke = woke || w // the batch's own announcement (index 0)
-				continue
-			}
-			k := order[idx-1]
-			c := calls[k]
-			answered[k] = true
-			switch {
-			case code == errQuotaCode:
-				errs[k] = fmt.Errorf("postgres: arm %s/%s: %w", c.req.AgentID, c.req.JobID, relay.ErrQuotaExceeded)
-			case code != "":
-				errs[k] = fail("arm", &pgconn.PgError{Code: code, Message: msg, Severity: "ERROR"})
-			default:
-				woke = woke || w
-				// A retry whose first try was applied but whose reply was
-				// lost finds its own schedule id in place: that arm did
-				// change the row.
-				c.res = relay.ArmResult{OneShot: r.shot, Changed: status&1 == 1 || r.shot.ScheduleID == c.req.ScheduleID,
-					Replaced: replaced, Rekeyed: status&2 == 2}
-			}
-		}
-		return rows.Err()
-	}()
 	if woke {
 		q.wake.Notify() // this process's dispatchers need not wait for the echo
 	}
-	for k := range calls {
-		switch {
-		case err != nil:
-			errs[k] = fail("arm", err)
-		case !answered[k] && errs[k] == nil:
-			errs[k] = errors.New("postgres: arm: no answer for the arm")
-		}
-	}
-	return errs
+	// A retry whose first try was applied but whose reply was lost finds
+	// its own schedule id in place: that arm did change the row.
+	changed := status&1 == 1 || r.shot.ScheduleID == req.ScheduleID
+	return relay.ArmResult{OneShot: r.shot, Changed: changed, Replaced: replaced, Rekeyed: status&2 == 2}, nil
 }
 
 // Cancel implements relay.Armed.

@@ -267,3 +267,46 @@ func TestAcksGroupCommit(t *testing.T) {
 		t.Fatalf("%d last fires recorded, want 150", n)
 	}
 }
+
+// TestConcurrentArmsUnderQuota: arms of an agent at once keep its quota
+// exactly (they take turns under its tie row); other agents' arms stand.
+func TestConcurrentArmsUnderQuota(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, postgres.Options{})
+	ctx := testCtx(t)
+	at := time.Now().Add(time.Hour)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, over := map[string]int{}, 0
+	for i := range 60 {
+		agent := fmt.Sprintf("a%d", i%3)
+		wg.Go(func() {
+			req := relay.ArmRequest{AgentID: agent, JobID: fmt.Sprintf("j%02d", i), FireAt: at,
+				ScheduleID: fmt.Sprintf("%s-%d", t.Name(), i)}
+			if agent == "a0" {
+				req.MaxArmed = 5
+			}
+			res, err := e.Arm(ctx, req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, relay.ErrQuotaExceeded):
+				over++
+			case err != nil:
+				t.Errorf("arm %s/%s: %v", agent, req.JobID, err)
+			case !res.Changed || res.OneShot.ScheduleID != req.ScheduleID:
+				t.Errorf("arm %s/%s: %+v", agent, req.JobID, res)
+			default:
+				ok[agent]++
+			}
+		})
+	}
+	wg.Wait()
+	if ok["a0"] != 5 || over != 15 || ok["a1"] != 20 || ok["a2"] != 20 {
+		t.Fatalf("armed %v, %d over quota; want a0 5 (15 over its quota of 5), a1 20, a2 20", ok, over)
+	}
+	st, err := e.Stats(ctx)
+	if err != nil || st.Armed != 45 {
+		t.Fatalf("stats %+v, %v; want 45 armed", st, err)
+	}
+}

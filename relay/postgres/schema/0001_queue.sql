@@ -7,9 +7,8 @@
 -- it may announce a wake-up, the schema's NOTIFY channel.
 --
 -- Locks: an arm takes its agent's tie row (chronos_ties), then the fire's
--- row, a batch of arms in agent and job order; any other transition that
--- waits for a lock takes fire rows first and then their agents' rows in
--- chronos_agents, in agent id order; a claim never waits (FOR UPDATE SKIP
+-- row; any other transition that waits for a lock takes fire rows first
+-- and then their agents' rows in chronos_agents, in agent id order; a claim never waits (FOR UPDATE SKIP
 -- LOCKED on fires and agents), so it takes part in no deadlock.
 
 -- chronos_now_ms is the engine's clock: the server's, unless a test passes
@@ -139,8 +138,8 @@ CREATE INDEX chronos_dead_feed  ON chronos_dead (agent_id, failed_ms, seq) WHERE
 -- one, or when it ended a lease of an agent with held fires.
 --
 -- Returns one row: status (1 the fire changed, plus 2 when the row's cron
--- key or delivery mode changed), the schedule id replaced (''), whether it
--- announced a wake-up, and the row. Over quota it raises CQ001.
+-- key or delivery mode changed; -1 over quota, nothing written), the
+-- schedule id replaced (''), whether it announced a wake-up, and the row.
 CREATE FUNCTION chronos_arm(p_now bigint, p_channel text, p_agent text, p_job text, p_sid text,
 	p_instance text, p_fire_ns bigint, p_spelling text, p_callback text, p_flex_ms bigint,
 	p_due_ms bigint, p_quota integer, p_sealed text, p_kid text, p_minted_ns bigint, p_keep_ns bigint)
@@ -188,18 +187,19 @@ BEGIN
 			IF (p_callback <> '' AND old.callback_url <> p_callback)
 				OR (p_instance <> '' AND old.instance_id <> p_instance)
 				OR old.fire_at_spelling <> p_spelling OR rekey > 0 THEN
-				UPDATE chronos_fires f SET
-					callback_url = CASE WHEN p_callback <> '' THEN p_callback ELSE f.callback_url END,
-					instance_id = CASE WHEN p_instance <> '' THEN p_instance ELSE f.instance_id END,
-					fire_at_spelling = p_spelling,
-					direct_sealed = k_sealed, direct_kid = k_kid, direct_minted_ns = k_minted
+				IF p_callback <> '' THEN old.callback_url := p_callback; END IF;
+				IF p_instance <> '' THEN old.instance_id := p_instance; END IF;
+				old.fire_at_spelling := p_spelling;
+				old.direct_sealed := k_sealed; old.direct_kid := k_kid; old.direct_minted_ns := k_minted;
+				UPDATE chronos_fires f SET callback_url = old.callback_url, instance_id = old.instance_id,
+					fire_at_spelling = old.fire_at_spelling, direct_sealed = old.direct_sealed,
+					direct_kid = old.direct_kid, direct_minted_ns = old.direct_minted_ns
 				WHERE f.agent_id = p_agent AND f.job_id = p_job;
 			END IF;
-			RETURN QUERY SELECT rekey, ''::text, false, f.agent_id, f.job_id, f.schedule_id, f.instance_id,
-				f.fire_at_ns, f.fire_at_spelling, f.callback_url, f.flex_ms, f.attempt, f.state, f.due_ms,
-				f.token, f.lease_until_ms, f.created_ms, f.last_error, f.direct_sealed, f.direct_kid,
-				f.direct_minted_ns
-				FROM chronos_fires f WHERE f.agent_id = p_agent AND f.job_id = p_job;
+			RETURN QUERY SELECT rekey, ''::text, false, old.agent_id, old.job_id, old.schedule_id,
+				old.instance_id, old.fire_at_ns, old.fire_at_spelling, old.callback_url, old.flex_ms,
+				old.attempt, old.state, old.due_ms, old.token, old.lease_until_ms, old.created_ms,
+				old.last_error, old.direct_sealed, old.direct_kid, old.direct_minted_ns;
 			RETURN;
 		END IF;
 	END IF;
@@ -208,15 +208,21 @@ BEGIN
 	IF NOT had AND p_quota > 0 THEN
 		SELECT count(*) INTO n FROM (SELECT 1 FROM chronos_fires f WHERE f.agent_id = p_agent LIMIT p_quota) q;
 		IF n >= p_quota THEN
-			RAISE EXCEPTION 'chronos: armed quota of agent % exceeded', p_agent USING ERRCODE = 'CQ001';
+			-- Over quota: the tie counted above stays, harmless.
+			RETURN QUERY SELECT -1, ''::text, false, p_agent, p_job, ''::text, ''::text, 0::bigint, ''::text,
+				''::text, 0::bigint, 0, 0::smallint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, ''::text,
+				''::text, ''::text, 0::bigint;
+			RETURN;
 		END IF;
 	END IF;
 	-- The earliest queued fire: the head of chronos_fires_due, however
 	-- stale the table's statistics (no aggregate over the table).
 	SELECT f.due_ms INTO v_min FROM chronos_fires f WHERE f.state = 0 ORDER BY f.due_ms LIMIT 1;
-	-- The agent's row, made on its first arm (never waiting for a claim
-	-- that holds it).
-	INSERT INTO chronos_agents (agent_id) VALUES (p_agent) ON CONFLICT DO NOTHING;
+	-- The agent's row, made on its first arm (a new tie row: its tie_ms is
+	-- 0), never waiting for a claim that holds it.
+	IF v_tie_ms = 0 THEN
+		INSERT INTO chronos_agents (agent_id) VALUES (p_agent) ON CONFLICT DO NOTHING;
+	END IF;
 	v_held := false;
 	IF had AND old.state = 2 THEN
 		SELECT a.has_held INTO v_held FROM chronos_agents a WHERE a.agent_id = p_agent;
@@ -240,60 +246,8 @@ BEGIN
 	END IF;
 	IF v_woke THEN PERFORM pg_notify(p_channel, ''); END IF;
 	RETURN QUERY SELECT 1 + rekey, CASE WHEN had THEN old.schedule_id ELSE '' END, v_woke,
-		f.agent_id, f.job_id, f.schedule_id, f.instance_id,
-		f.fire_at_ns, f.fire_at_spelling, f.callback_url, f.flex_ms, f.attempt, f.state, f.due_ms,
-		f.token, f.lease_until_ms, f.created_ms, f.last_error, f.direct_sealed, f.direct_kid,
-		f.direct_minted_ns
-		FROM chronos_fires f WHERE f.agent_id = p_agent AND f.job_id = p_job;
-END
-$$;
-
--- chronos_arm_many runs chronos_arm for each arm of a batch, in order (the
--- caller sorts them by agent and job, so that batches running at once take
--- their locks in one order), each in a subtransaction of its own: an arm
--- that fails (CQ001 over quota, a schedule id in use, a deadlock) fails
--- alone. The batch commits once.
---
--- Returns, for each arm, its index, its error (SQLSTATE and message, ''
--- when none) and chronos_arm's row (zeros after an error); and a row of
--- index 0 announcing a wake-up when the batch's earliest fire is the
--- queue's head at its end.
-CREATE FUNCTION chronos_arm_many(p_now bigint, p_channel text, p_agent text[], p_job text[], p_sid text[],
-	p_instance text[], p_fire_ns bigint[], p_spelling text[], p_callback text[], p_flex_ms bigint[],
-	p_due_ms bigint[], p_quota integer[], p_sealed text[], p_kid text[], p_minted_ns bigint[], p_keep_ns bigint[])
-RETURNS TABLE (o_idx integer, o_code text, o_message text, o_status integer, o_replaced text, o_woke boolean,
-	o_agent_id text, o_job_id text, o_schedule_id text, o_instance_id text, o_fire_at_ns bigint,
-	o_fire_at_spelling text, o_callback_url text, o_flex_ms bigint, o_attempt integer, o_state smallint,
-	o_due_ms bigint, o_token bigint, o_lease_until_ms bigint, o_created_ms bigint, o_last_error text,
-	o_direct_sealed text, o_direct_kid text, o_direct_minted_ns bigint)
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-	v_first bigint;
-	v_head  bigint;
-BEGIN
-	FOR i IN 1..coalesce(cardinality(p_agent), 0) LOOP
-		BEGIN
-			RETURN QUERY SELECT i, ''::text, ''::text, a.*
-				FROM chronos_arm(p_now, p_channel, p_agent[i], p_job[i], p_sid[i], p_instance[i], p_fire_ns[i],
-					p_spelling[i], p_callback[i], p_flex_ms[i], p_due_ms[i], p_quota[i], p_sealed[i], p_kid[i],
-					p_minted_ns[i], p_keep_ns[i]) a;
-		EXCEPTION WHEN OTHERS THEN
-			RETURN QUERY SELECT i, SQLSTATE::text, SQLERRM::text, 0, ''::text, false,
-				''::text, ''::text, ''::text, ''::text, 0::bigint, ''::text, ''::text, 0::bigint, 0, 0::smallint,
-				0::bigint, 0::bigint, 0::bigint, 0::bigint, ''::text, ''::text, ''::text, 0::bigint;
-		END;
-	END LOOP;
-	-- The batch's earliest fire may have become the queue's head while the
-	-- batch ran (a claim took the head its arms saw): announce it, just
-	-- before the commit.
-	SELECT min(d) INTO v_first FROM unnest(p_due_ms) d;
-	SELECT f.due_ms INTO v_head FROM chronos_fires f WHERE f.state = 0 ORDER BY f.due_ms LIMIT 1;
-	IF v_first IS NOT NULL AND v_head IS NOT NULL AND v_first <= v_head THEN
-		PERFORM pg_notify(p_channel, '');
-		RETURN QUERY SELECT 0, ''::text, ''::text, 0, ''::text, true,
-			''::text, ''::text, ''::text, ''::text, 0::bigint, ''::text, ''::text, 0::bigint, 0, 0::smallint,
-			0::bigint, 0::bigint, 0::bigint, 0::bigint, ''::text, ''::text, ''::text, 0::bigint;
-	END IF;
+		p_agent, p_job, p_sid, p_instance, p_fire_ns, p_spelling, p_callback, p_flex_ms, 0, 0::smallint,
+		p_due_ms, 0::bigint, 0::bigint, t, ''::text, k_sealed, k_kid, k_minted;
 END
 $$;
 

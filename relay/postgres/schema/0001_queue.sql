@@ -629,8 +629,8 @@ $$;
 -- p_delay_ms from now, with reason as its last error. With p_hold_ms (not
 -- null) it is a Down: the agent starts probing, holds its fires until
 -- p_hold_ms from now, and its failure count becomes at least p_failures. A
--- wake-up is announced when the fire is due before every queued one or its
--- agent holds fires.
+-- wake-up is announced when the fire is due at once or before every queued
+-- one, or its agent holds fires.
 --
 -- Returns 0 when the lease is lost, 1, or 2 when it announced a wake-up.
 CREATE FUNCTION chronos_nack(p_now bigint, p_channel text, p_agent text, p_job text, p_token bigint,
@@ -664,7 +664,7 @@ BEGIN
 	ELSE
 		SELECT a.has_held INTO v_held FROM chronos_agents a WHERE a.agent_id = p_agent;
 	END IF;
-	IF v_min IS NULL OR v_due < v_min OR coalesce(v_held, false) THEN
+	IF v_due <= t OR v_min IS NULL OR v_due < v_min OR coalesce(v_held, false) THEN
 		PERFORM pg_notify(p_channel, '');
 		RETURN 2;
 	END IF;

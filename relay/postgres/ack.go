@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -66,29 +64,6 @@ const groupSenders = 4
 type groupReq[T any] struct {
 	v    T
 	done chan error
-}
-
-// queueState is what an engine's queue keeps between calls: its group
-// commit of acks. The parts carry no state of their own, so it is kept
-// beside the engine: made on first use and dropped with the engine.
-type queueState struct {
-	acks group[ackItem]
-}
-
-// queueStates holds each engine's queueState.
-var queueStates sync.Map // weak.Pointer[core] → *queueState
-
-// state returns the engine's queueState.
-func (q *queue) state() *queueState {
-	k := weak.Make(q.core)
-	if st, ok := queueStates.Load(k); ok {
-		return st.(*queueState)
-	}
-	st, loaded := queueStates.LoadOrStore(k, &queueState{})
-	if !loaded {
-		runtime.AddCleanup(q.core, func(k weak.Pointer[core]) { queueStates.Delete(k) }, k)
-	}
-	return st.(*queueState)
 }
 
 // submit queues v on g and waits for its batch: a caller that finds fewer
@@ -157,7 +132,7 @@ func (g *group[T]) take(max int) []*groupReq[T] {
 
 // ack queues one ack on the engine's group commit and waits for its batch.
 func (q *queue) ack(ctx context.Context, a ackItem) error {
-	err := submit(ctx, &q.state().acks, a, ackBatch, q.sendAcks)
+	err := submit(ctx, &q.acks, a, ackBatch, q.sendAcks)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return fmt.Errorf("postgres: ack: %w", err)
 	}

@@ -114,6 +114,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
 	cfg.ConnConfig.RuntimeParams["application_name"] = "chronos"
+	// The queue's statements are short and its tables churn: a JIT
+	// compilation (tens of milliseconds) costs more than any statement it
+	// would speed up, and a plan made on a cold table overestimates.
+	cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -131,7 +135,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
 	}
 	e := &Engine{
 		core:            c,
-		queue:           &queue{c},
+		queue:           &queue{core: c},
 		flows:           &flows{c},
 		deadLetters:     &deadLetters{c},
 		records:         &records{c},

@@ -3,8 +3,12 @@ package postgres
 // The parts of an Engine, each on the shared core.
 type (
 	// queue keeps armed rows, claims and leases (relay.Armed but the
-	// failed-fire feed, relay.Queue but Wake, Stats).
-	queue struct{ *core }
+	// failed-fire feed, relay.Queue but Wake, Stats); acks group-commits
+	// its acks (ack.go).
+	queue struct {
+		*core
+		acks group[ackItem]
+	}
 	// flows keeps agents' flow control (relay.Flows).
 	flows struct{ *core }
 	// deadLetters keeps the dead letter and the failed-fire feed

@@ -65,8 +65,10 @@
 // An error of the connection (refused, reset, a server shutting down or
 // refusing connections, a deadline) wraps relay.ErrUnavailable, so NAS
 // answers 503 store_unavailable; a statement the server refuses does not.
-// Nothing is retried blindly inside the engine: the dispatchers retry
-// their calls, and an arm is safe to repeat.
+// The engine retries only an ack batch the server chose as a deadlock's
+// victim; otherwise the callers retry (dispatchers retry their calls, an
+// agent repeats a refused provision), and every transition is safe to
+// repeat.
 //
 // # Lost data
 //

@@ -217,6 +217,9 @@ func (r *rig) arm(ctx context.Context, o Options, res *Result) (first, armed tim
 		if after, err := r.pg.bytes(ctx); err == nil {
 			res.PostgresBytesPerArmed = float64(after-pgBefore) / float64(o.N)
 		}
+		if err := r.pg.analyze(ctx); err != nil {
+			return first, armed, fmt.Errorf("bench relay: analyze the run's tables: %w", err)
+		}
 	}
 	return first, armed, nil
 }

@@ -200,15 +200,6 @@ func (c *core) now() any {
 	return c.opts.Now().UnixMilli()
 }
 
-// nowNs is the clock in nanoseconds when Options.Now replaces it, nil
-// otherwise (for the few statements that keep nanoseconds).
-func (c *core) nowNs() any {
-	if c.opts.Now == nil {
-		return nil
-	}
-	return c.opts.Now().UnixNano()
-}
-
 // fail wraps err with what failed; an error of the connection rather than of
 // the statement also wraps relay.ErrUnavailable, so that NAS answers 503
 // store_unavailable.
@@ -250,9 +241,6 @@ func unavailable(err error) bool {
 	}
 	return pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed)
 }
-
-// ms returns a time as Unix milliseconds.
-func ms(t time.Time) int64 { return t.UnixMilli() }
 
 // fromMs returns Unix milliseconds as a time in UTC.
 func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }

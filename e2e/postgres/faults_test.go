@@ -181,11 +181,11 @@ func TestPostgresRestartDuringBurst(t *testing.T) {
 
 // TestPostgresCrashDuringBurst is TestPostgresRestartDuringBurst with
 // PostgreSQL stopped in immediate mode (no checkpoint: the start recovers
-// from the write-ahead log, as after a crash), the agent API left to the
-// agents' own retries while it is down: every arm NAS acknowledged reaches
-// its agent and is claimed once.
+// from the write-ahead log, as after a crash; connections end mid-reply):
+// while it is down provision answers 503 store_unavailable within 2 s, and
+// every arm NAS acknowledged reaches its agent and is claimed once.
 func TestPostgresCrashDuringBurst(t *testing.T) {
-	burstThroughRestarts(t, pgtest.Immediate, false)
+	burstThroughRestarts(t, pgtest.Immediate, true)
 }
 
 // burstThroughRestarts arms a burst through one NAS, delivered by one relay

@@ -178,6 +178,8 @@ func (d *deadLetters) ReplayAgent(ctx context.Context, agentID string) (relay.Re
 // replayed in batches and what was done is added to res. Dispatchers are
 // woken after the commit when a fire was re-armed.
 func (d *deadLetters) replayTx(ctx context.Context, what string, pick func(pgx.Tx) ([]string, error), res *relay.ReplayResult) error {
+	ctx, cancel := bound(ctx) // the transaction as one call
+	defer cancel()
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return fail(what, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -68,7 +69,7 @@ var _ relay.Engine = (*Engine)(nil)
 
 // core is what the parts share: the pool and the clock.
 type core struct {
-	pool   *pgxpool.Pool
+	pool   db // each statement bounded by its context's relay.CallTimeout
 	schema string
 	opts   Options
 	log    *slog.Logger
@@ -122,7 +123,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	c := &core{pool: pool, schema: opts.Schema, opts: opts, log: opts.Logger, done: make(chan struct{}),
+	c := &core{pool: db{pool}, schema: opts.Schema, opts: opts, log: opts.Logger, done: make(chan struct{}),
 		epoch: newEpochState(opts.LostReportFor, opts.EpochCheck)}
 	if opts.Migrate {
 		if _, err := c.migrate(ctx); err != nil {
@@ -220,7 +221,12 @@ func unavailable(err error) bool {
 		return true
 	}
 	var ne net.Error
-	if errors.As(err, &ne) {
+	if errors.As(err, &ne) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	// A connection the server closed under a statement (a crash, an
+	// immediate shutdown) ends the reply early.
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return true
 	}
 	var ce *pgconn.ConnectError

@@ -264,10 +264,13 @@ func (b *Browser) Click(sel string) {
 }
 
 // Fill types value into the field matching the CSS selector, replacing
-// what it held.
+// what it held. It focuses the field and types into it, as SendKeys does,
+// without SendKeys' read of the node's attributes, which races with the
+// attribute change Clear has just caused.
 func (b *Browser) Fill(sel, value string) {
 	b.t.Helper()
-	b.run("fill "+sel, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Clear(chromedp.CSS(sel)), chromedp.SendKeys(chromedp.CSS(sel), value))
+	b.run("fill "+sel, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Clear(chromedp.CSS(sel)),
+		chromedp.Focus(chromedp.CSS(sel)), chromedp.KeyEvent(value))
 }
 
 // Text returns the visible text of the first element matching the CSS

@@ -231,6 +231,13 @@ func (r *run) loop(ctx context.Context) {
 			r.lastClaim = time.Now()
 			leases, err := r.q.Claim(octx, room, r.cfg.LeaseFor, Flow{Parallelism: r.cfg.PerAgent, Rate: r.cfg.PerAgentRate})
 			cancel()
+			if ctx.Err() != nil {
+				// Stopped while the claim ran: its fires go back to the
+				// queue, due now, for another dispatcher, rather than out
+				// in deliveries the stop would have to wait for.
+				r.giveBack(leases)
+				return
+			}
 			// A claim that failed part way still hands over the leases it
 			// took: dropping them would leave those fires leased, undelivered,
 			// for a whole lease and cost each an attempt.
@@ -277,6 +284,19 @@ func (r *run) loop(ctx context.Context) {
 		case <-freed:
 		case <-r.kick:
 		}
+	}
+}
+
+// giveBack returns leases a stopping dispatcher will not deliver to the
+// queue, due now; a lease it cannot return lapses and is reaped.
+func (r *run) giveBack(leases []Lease) {
+	for _, l := range leases {
+		octx, cancel := r.op()
+		if err := r.q.Nack(octx, l, 0, "the dispatcher stopped before delivering it"); err != nil && !errors.Is(err, ErrLeaseLost) {
+			r.log.Warn("relay: a claimed fire was not returned at shutdown; it is reaped when its lease expires",
+				"agent_id", l.AgentID, "job_id", l.JobID, "err", err)
+		}
+		cancel()
 	}
 }
 

@@ -58,13 +58,17 @@ func TestStoppedDispatcherGivesBackWhatItsLastClaimTook(t *testing.T) {
 	if s.Leased != 0 || s.Armed != 3 {
 		t.Fatalf("after the stop %+v: want the 3 fires armed again, none leased", s)
 	}
+	// The stop may also cut the claim short (its context is the stopping
+	// dispatcher's): then the fires were never leased at all.
 	for _, job := range []string{"job000", "job001", "job002"} {
 		o, err := e.Get(context.Background(), "agent0", job)
 		if err != nil {
 			t.Fatalf("get %s: %v", job, err)
 		}
-		if o.State != relay.StateArmed || !strings.Contains(o.LastError, "stopped") || o.DueAt.After(time.Now()) {
-			t.Errorf("%s after the stop: state %s, last error %q; due %s; want armed, due now, saying the dispatcher stopped", job, o.State, o.LastError, o.DueAt)
+		givenBack := o.Attempt == 1 && strings.Contains(o.LastError, "stopped") && !o.DueAt.After(time.Now())
+		if o.State != relay.StateArmed || !(givenBack || o.Attempt == 0) {
+			t.Errorf("%s after the stop: state %s, attempt %d, last error %q, due %s; want armed, and either never claimed or given back due now saying the dispatcher stopped",
+				job, o.State, o.Attempt, o.LastError, o.DueAt)
 		}
 	}
 }
